@@ -1,0 +1,90 @@
+# dat2: build, test and install libdat2.so.2.
+#
+#   make            build build/libdat2.so.2.0.0 (+ links libdat2.so.2, libdat2.so)
+#   make run        the main job (see README)
+#   make check      the whole test suite
+#   make install    PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
+#   make uninstall
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+BINDIR     ?= $(PREFIX)/bin
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR    ?=
+
+CARGO  ?= cargo
+BUILD  := build
+SONAME := libdat2.so.2
+REAL   := libdat2.so.2.0.0
+VERSION := 2.0.0
+HEADERS := $(wildcard include/dat2/*.h)
+MAN3   := $(wildcard man/man3/*.3)
+MAN5   := $(wildcard man/man5/*.5)
+
+# Debian packages the targets need. deps installs the missing ones when run as root,
+# and prints the exact command otherwise.
+DEB_BUILD := pkg-config
+DEB_CHECK := pkg-config groff-base libdapl2 libdapl-dev dapl2-utils
+
+.PHONY: all lib run check check-symbols lint-man install uninstall clean deps-build deps-check
+
+all: lib
+
+lib: $(BUILD)/$(REAL)
+
+$(BUILD)/$(REAL): FORCE
+	$(CARGO) build --release --locked --lib
+	@mkdir -p $(BUILD)
+	cp -f target/release/libdat2.so $(BUILD)/$(REAL).tmp && mv -f $(BUILD)/$(REAL).tmp $(BUILD)/$(REAL)
+	ln -sf $(REAL) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $(BUILD)/libdat2.so
+
+FORCE:
+
+deps-build:
+	@tools/ensure-debs $(DEB_BUILD)
+
+deps-check:
+	@tools/ensure-debs $(DEB_CHECK)
+
+run: deps-build lib
+	@tools/run-main $(BUILD)
+
+check: deps-check lib check-symbols lint-man
+	$(CARGO) test --release --locked --quiet
+	c-tests/run-all.sh
+
+# The exported symbol set: exactly the names in dat2.map, each @@DAT_2.0, and the soname.
+check-symbols: lib
+	tools/check-symbols $(BUILD)/$(REAL) src/dat2.map
+
+lint-man:
+	@for f in $(MAN3) $(MAN5); do \
+	  out=$$(LC_ALL=C.UTF-8 groff -I man -man -ww -z $$f 2>&1); \
+	  if [ -n "$$out" ]; then echo "$$f: $$out"; exit 1; fi; \
+	done; echo "man pages: $(words $(MAN3) $(MAN5)) linted"
+
+install: lib
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/dat2 $(DESTDIR)$(PKGCONFIGDIR) \
+	  $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5
+	install -m 0755 $(BUILD)/$(REAL) $(DESTDIR)$(LIBDIR)/$(REAL)
+	ln -sf $(REAL) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdat2.so
+	install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/dat2/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	  -e 's|@VERSION@|$(VERSION)|' pkgconfig/dat2.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/dat2.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/dat2.pc
+	$(if $(MAN3),install -m 0644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/)
+	$(if $(MAN5),install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/)
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/$(REAL) $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libdat2.so
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/dat2/,$(notdir $(HEADERS)))
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/dat2 2>/dev/null
+	rm -f $(DESTDIR)$(PKGCONFIGDIR)/dat2.pc
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))
+
+clean:
+	$(CARGO) clean
+	rm -rf $(BUILD)
