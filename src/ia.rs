@@ -33,8 +33,12 @@ extern "C" fn dat_ia_openv(
         if !async_evd.is_null() {
             // SAFETY: the consumer passes a readable DAT_EVD_HANDLE (INOUT argument).
             let given = unsafe { async_evd.read() };
-            if let Err(e) = handles::check_optional(given, Kind::Evd, DAT_INVALID_HANDLE_EVD_ASYNC) {
-                return e;
+            // DAT_EVD_ASYNC_EXISTS and DAT_EVD_OUT_OF_SCOPE are requests, not handles.
+            let special = matches!(given as usize, DAT_EVD_ASYNC_EXISTS | DAT_EVD_OUT_OF_SCOPE);
+            if !special {
+                if let Err(e) = handles::check_optional(given, Kind::Evd, DAT_INVALID_HANDLE_EVD_ASYNC) {
+                    return e;
+                }
             }
         }
         let key = Key { name: name_bytes, major, minor, thread_safe };
@@ -60,7 +64,10 @@ extern "C" fn dat_ia_openv(
         let slot = registry::insert_ia(raw, provider, key);
         if !async_evd.is_null() {
             // SAFETY: as above; the provider may have written the IA's async EVD.
-            handles::insert_if_new(unsafe { async_evd.read() }, Kind::Evd, slot, provider);
+            let evd = unsafe { async_evd.read() };
+            if evd as usize > DAT_EVD_OUT_OF_SCOPE {
+                handles::insert_if_new(evd, Kind::Evd, slot, provider);
+            }
         }
         // As the original: learn whether this provider offers DAT extensions.
         // SAFETY: DAT_IA_ATTR is plain data; all-zero is a valid value.

@@ -5,6 +5,8 @@
 
 pub mod abi;
 mod context;
+pub mod core;
+pub mod device;
 mod cno;
 mod cr;
 mod dispatch;
@@ -16,6 +18,8 @@ pub mod ffi;
 mod ia;
 mod lmr;
 pub mod log;
+pub mod mr;
+pub mod providers;
 mod pz;
 pub mod registry;
 mod rmr;

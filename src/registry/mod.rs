@@ -272,9 +272,6 @@ extern "C" fn dat_registry_list_providers(
         if entries_returned.is_null() {
             return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
         }
-        if max_to_return < 0 {
-            return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
-        }
         let infos = statics::list();
         if max_to_return == 0 {
             // SAFETY: checked non-NULL above; the caller provides a DAT_COUNT to write.
@@ -284,7 +281,8 @@ extern "C" fn dat_registry_list_providers(
         if list.is_null() {
             return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
         }
-        let n = infos.len().min(max_to_return as usize);
+        // A negative maximum lists nothing, as the original does.
+        let n = infos.len().min(max_to_return.max(0) as usize);
         // SAFETY: the caller provides `max_to_return` (>= n) pointers in `list`.
         let targets = unsafe { core::slice::from_raw_parts(list, n) };
         if targets.iter().any(|p| p.is_null()) {
@@ -358,4 +356,24 @@ pub fn any_handle(handle: DAT_HANDLE) -> Option<(DAT_HANDLE, *const DAT_PROVIDER
         }
     }
     handles::lookup(handle).map(|t| (handle, t.provider))
+}
+
+/// The small-integer handle of the open IA whose provider IA is `raw` (NULL if none): what
+/// providers put into query results.
+pub fn consumer_ia_handle(raw: usize) -> DAT_IA_HANDLE {
+    read().ias.find_raw(raw).unwrap_or(0) as DAT_IA_HANDLE
+}
+
+/// Registers a provider table, as `dat_registry_add_provider` does (for built-in providers).
+///
+/// # Safety
+/// `provider` and `info` must point to a provider table and info that outlive the registration.
+pub unsafe fn add_provider(provider: *const DAT_PROVIDER, info: *const DAT_PROVIDER_INFO) -> DAT_RETURN {
+    // SAFETY: guaranteed by the caller.
+    unsafe { dynamic::add(provider, info) }
+}
+
+/// Removes a provider registration, as `dat_registry_remove_provider` does.
+pub fn remove_provider(key: &Key) -> DAT_RETURN {
+    dynamic::remove(key)
 }

@@ -6,6 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 use libloading::os::unix::{Library, Symbol, RTLD_GLOBAL, RTLD_NOW};
 
 use super::config::ConfEntry;
+use crate::core::builtin::{self, Kind as BuiltinKind};
 use super::{write, Key};
 use crate::abi::*;
 use crate::dbg_log;
@@ -26,6 +27,8 @@ pub struct SrEntry {
     pub origin: String,
     lib: Option<Library>,
     fini: Option<FiniFn>,
+    /// Set when lib_path names one of dat2's built-in providers (`builtin:<kind>`).
+    builtin: Option<BuiltinKind>,
     pub ref_count: u32,
 }
 
@@ -35,30 +38,55 @@ unsafe impl Send for SrEntry {}
 // SAFETY: as above.
 unsafe impl Sync for SrEntry {}
 
+fn entry(key: Key, lib_path: &[u8], ia_params: &[u8], origin: String) -> SrEntry {
+    SrEntry {
+        info: Box::new(key.to_info()),
+        key,
+        builtin: BuiltinKind::from_lib_path(lib_path),
+        // The parser rejects embedded NULs, so these cannot fail.
+        lib_path: CString::new(lib_path).unwrap_or_default(),
+        ia_params: CString::new(ia_params).unwrap_or_default(),
+        origin,
+        lib: None,
+        fini: None,
+        ref_count: 0,
+    }
+}
+
+/// The static registry: the loadable dat.conf entries, then dat2's built-in providers whose
+/// names dat.conf does not use (each offered as thread safe and not).
 pub fn from_config(path: &str, entries: Vec<ConfEntry>) -> Vec<SrEntry> {
-    entries
+    let mut out: Vec<SrEntry> = entries
         .into_iter()
         .filter(ConfEntry::is_loadable)
         .map(|e| {
             let key = Key { name: e.ia_name, major: e.api_major, minor: e.api_minor, thread_safe: e.thread_safe as DAT_BOOLEAN };
-            SrEntry {
-                info: Box::new(key.to_info()),
-                key,
-                // The parser rejects embedded NULs, so these cannot fail.
-                lib_path: CString::new(e.lib_path).unwrap_or_default(),
-                ia_params: CString::new(e.ia_params).unwrap_or_default(),
-                origin: format!("{path}:{}", e.line),
-                lib: None,
-                fini: None,
-                ref_count: 0,
-            }
+            entry(key, &e.lib_path, &e.ia_params, format!("{path}:{}", e.line))
         })
-        .collect()
+        .collect();
+    for (name, lib_path, params) in builtin::defaults() {
+        if out.iter().any(|e| e.key.name == name.as_bytes()) {
+            continue;
+        }
+        for thread_safe in [DAT_FALSE, DAT_TRUE] {
+            let key = Key { name: name.as_bytes().to_vec(), major: DAT_VERSION_MAJOR, minor: DAT_VERSION_MINOR, thread_safe };
+            out.push(entry(key, lib_path.as_bytes(), params.as_bytes(), format!("built-in {name}")));
+        }
+    }
+    out
 }
 
-/// The `DAT_PROVIDER_INFO` of every entry, in registration order.
+/// The `DAT_PROVIDER_INFO` of every key, in the order of first appearance. Entries with a
+/// key already seen are alternatives for it (tried in order when opening), not new entries.
 pub fn list() -> Vec<DAT_PROVIDER_INFO> {
-    super::read().statics.iter().map(|e| *e.info).collect()
+    let reg = super::read();
+    let mut out: Vec<DAT_PROVIDER_INFO> = Vec::new();
+    for (i, e) in reg.statics.iter().enumerate() {
+        if !reg.statics[..i].iter().any(|earlier| earlier.key == e.key) {
+            out.push(*e.info);
+        }
+    }
+    out
 }
 
 /// Takes a reference on the first entry for `key` whose library loads, loading it and calling
@@ -74,11 +102,21 @@ pub fn open(key: &Key) {
         reg.statics.iter().enumerate().filter(|(_, e)| e.key == *key).map(|(i, _)| i).collect()
     };
     for index in candidates {
-        let (path, params, origin, info) = {
+        let (path, params, origin, info, kind) = {
             let reg = super::read();
             let e = &reg.statics[index];
-            (e.lib_path.clone(), e.ia_params.clone(), e.origin.clone(), &*e.info as *const DAT_PROVIDER_INFO)
+            (e.lib_path.clone(), e.ia_params.clone(), e.origin.clone(), &*e.info as *const DAT_PROVIDER_INFO, e.builtin)
         };
+        if let Some(kind) = kind {
+            write().statics[index].ref_count = 1;
+            // SAFETY: `info` points into a boxed entry that is never freed.
+            unsafe { builtin::init(kind, info, &params) };
+            return;
+        }
+        if path.as_bytes().starts_with(b"builtin:") {
+            dbg_log!(DbgType::ERROR, "{origin}: no built-in provider is called {}", path.to_string_lossy());
+            continue;
+        }
         // SAFETY: loading a provider library runs its initialisers; that is what dat.conf asks
         // for, exactly as the original library does.
         let lib = match unsafe { Library::open(Some(std::ffi::OsStr::from_bytes(path.as_bytes())), RTLD_NOW | RTLD_GLOBAL) } {
@@ -115,7 +153,7 @@ pub fn open(key: &Key) {
 /// Drops a reference taken by [`open`]; the last one calls `dat_provider_fini` and unloads
 /// the library. Returns `DAT_PROVIDER_NOT_FOUND` when no entry has this key.
 pub fn close(key: &Key) -> DAT_RETURN {
-    let (lib, fini, info) = {
+    let (lib, fini, info, kind) = {
         let mut reg = write();
         let Some(e) = reg
             .statics
@@ -129,7 +167,7 @@ pub fn close(key: &Key) -> DAT_RETURN {
             0 => return DAT_SUCCESS,
             1 => {
                 e.ref_count = 0;
-                (e.lib.take(), e.fini.take(), &*e.info as *const DAT_PROVIDER_INFO)
+                (e.lib.take(), e.fini.take(), &*e.info as *const DAT_PROVIDER_INFO, e.builtin)
             }
             _ => {
                 e.ref_count -= 1;
@@ -137,6 +175,10 @@ pub fn close(key: &Key) -> DAT_RETURN {
             }
         }
     };
+    if kind.is_some() {
+        // SAFETY: `info` is the entry's boxed info.
+        unsafe { builtin::fini(info) };
+    }
     if let Some(fini) = fini {
         // SAFETY: the library is still loaded (we hold it) and `info` is its boxed entry.
         unsafe { fini(info) };

@@ -1,0 +1,160 @@
+//! The built-in providers as the registry sees them: each IA name served by the core has two
+//! `DAT_PROVIDER` tables (DAT_THREADSAFE false and true: the core is thread safe either way,
+//! and reports back what the IA was opened as), and a device created on first open.
+//!
+//! Without any dat.conf, `dat2-soft` is available. A dat.conf entry whose lib_path is
+//! `builtin:soft` configures another IA name on the soft device with its own ia_params.
+
+use std::ffi::{CStr, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::abi::*;
+use crate::dbg_log;
+use crate::device::Device;
+use crate::log::DbgType;
+use crate::providers::soft::{address, SoftDevice};
+
+/// The IA name of the default soft device.
+pub const SOFT_NAME: &str = "dat2-soft";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Soft,
+}
+
+impl Kind {
+    pub fn from_lib_path(path: &[u8]) -> Option<Kind> {
+        match path.strip_prefix(b"builtin:")? {
+            b"soft" => Some(Kind::Soft),
+            _ => None,
+        }
+    }
+}
+
+pub struct Builtin {
+    pub name: CString,
+    pub kind: Kind,
+    pub params: String,
+    tables: [&'static DAT_PROVIDER; 2],
+    device: OnceLock<Result<Arc<dyn Device>, String>>,
+    attrs: &'static [DAT_NAMED_ATTR],
+}
+
+// SAFETY: the tables and attributes are leaked, immutable statics; the device is thread safe.
+unsafe impl Send for Builtin {}
+// SAFETY: as above.
+unsafe impl Sync for Builtin {}
+
+impl Builtin {
+    pub fn table(&self, thread_safe: bool) -> *const DAT_PROVIDER {
+        self.tables[thread_safe as usize]
+    }
+
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            Kind::Soft => "soft",
+        }
+    }
+
+    /// The device, created on first use; a failure (say, an address that does not resolve)
+    /// is reported on every open.
+    pub fn device(&self) -> Result<Arc<dyn Device>, DAT_RETURN> {
+        let dev = self.device.get_or_init(|| match self.kind {
+            Kind::Soft => SoftDevice::new(&self.params).map(|d| Arc::new(d) as Arc<dyn Device>),
+        });
+        dev.clone().map_err(|why| {
+            dbg_log!(DbgType::ERROR, "{}: cannot open the {} device: {why}", self.name.to_string_lossy(), self.kind_name());
+            dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED)
+        })
+    }
+
+    /// The provider-specific attributes `dat_ia_query` reports.
+    pub fn provider_specific(&self) -> &'static [DAT_NAMED_ATTR] {
+        self.attrs
+    }
+}
+
+fn instances() -> &'static Mutex<Vec<&'static Builtin>> {
+    static ALL: OnceLock<Mutex<Vec<&'static Builtin>>> = OnceLock::new();
+    ALL.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+pub fn find(name: &[u8]) -> Option<&'static Builtin> {
+    instances().lock().unwrap_or_else(|e| e.into_inner()).iter().copied().find(|b| b.name.as_bytes() == name)
+}
+
+fn leak_cstr(s: &str) -> *const core::ffi::c_char {
+    Box::leak(CString::new(s).unwrap_or_default().into_boxed_c_str()).as_ptr()
+}
+
+fn named_attrs(kind: Kind, params: &str) -> &'static [DAT_NAMED_ATTR] {
+    let pairs: Vec<(&str, String)> = match kind {
+        Kind::Soft => vec![
+            ("DAT2_DEVICE", "soft".into()),
+            ("DAT2_SOFT_PARAMS", params.into()),
+            ("DAT_IB_TRANSPORT_MTU", "4096".into()),
+        ],
+    };
+    let attrs: Vec<DAT_NAMED_ATTR> = pairs.iter().map(|(n, v)| DAT_NAMED_ATTR { name: leak_cstr(n), value: leak_cstr(v) }).collect();
+    Box::leak(attrs.into_boxed_slice())
+}
+
+/// The instance serving `name`, created (and kept for the life of the process) on first use.
+fn instance(name: &[u8], kind: Kind, params: &str) -> &'static Builtin {
+    let mut all = instances().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = all.iter().find(|b| b.name.as_bytes() == name) {
+        return b;
+    }
+    let cname = CString::new(name).unwrap_or_default();
+    let device_name = Box::leak(cname.clone().into_boxed_c_str()).as_ptr();
+    let tables = [
+        &*Box::leak(Box::new(super::entry::table(device_name, false))),
+        &*Box::leak(Box::new(super::entry::table(device_name, true))),
+    ];
+    let b: &'static Builtin = Box::leak(Box::new(Builtin {
+        name: cname,
+        kind,
+        params: params.to_string(),
+        tables,
+        device: OnceLock::new(),
+        attrs: named_attrs(kind, params),
+    }));
+    all.push(b);
+    b
+}
+
+/// `dat_provider_init` of a built-in provider: registers the table for the entry's key.
+///
+/// # Safety
+/// `info` must point to the static registry's entry info, which outlives the registration.
+pub unsafe fn init(kind: Kind, info: *const DAT_PROVIDER_INFO, params: &CStr) {
+    // SAFETY: guaranteed by the caller.
+    let key = unsafe { crate::registry::Key::from_info(info) };
+    if key.major != DAT_VERSION_MAJOR || key.minor != DAT_VERSION_MINOR {
+        dbg_log!(DbgType::ERROR, "{}: the built-in providers implement DAT 2.0 only", key.display());
+        return;
+    }
+    let params = params.to_string_lossy();
+    let params = if params.trim().is_empty() { address::DEFAULT_PARAMS.to_string() } else { params.into_owned() };
+    let b = instance(&key.name, kind, &params);
+    // SAFETY: a leaked table and the caller's info.
+    let status = unsafe { crate::registry::add_provider(b.table(key.thread_safe != 0), info) };
+    if status != DAT_SUCCESS {
+        dbg_log!(DbgType::DR, "{}: built-in registration: {status:#x}", key.display());
+    }
+}
+
+/// `dat_provider_fini` of a built-in provider.
+///
+/// # Safety
+/// `info` must point to a readable `DAT_PROVIDER_INFO`.
+pub unsafe fn fini(info: *const DAT_PROVIDER_INFO) {
+    // SAFETY: guaranteed by the caller.
+    let key = unsafe { crate::registry::Key::from_info(info) };
+    crate::registry::remove_provider(&key);
+}
+
+/// The entries the registry lists after dat.conf's: (IA name, lib_path, ia_params).
+pub fn defaults() -> Vec<(&'static str, &'static str, &'static str)> {
+    vec![(SOFT_NAME, "builtin:soft", address::DEFAULT_PARAMS)]
+}

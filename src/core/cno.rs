@@ -1,0 +1,134 @@
+//! CNO semantics: a notification point for several EVDs, either waited on with
+//! `dat_cno_wait` or delivered to a proxy agent function.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use super::evd::deadline;
+use super::ia::{self, Ia};
+use super::table::{self, Obj};
+use super::put;
+use crate::abi::*;
+use crate::lookup;
+
+pub struct CnoState {
+    pub agent: DAT_OS_WAIT_PROXY_AGENT,
+    /// EVDs that triggered and were not yet reported by a wait.
+    pub triggered: VecDeque<usize>,
+    pub waiter: bool,
+}
+
+// SAFETY: the agent's instance data is the consumer's opaque pointer, passed back unchanged.
+unsafe impl Send for CnoState {}
+
+pub struct Cno {
+    pub handle: usize,
+    pub ia: Arc<Ia>,
+    pub state: Mutex<CnoState>,
+    pub cond: Condvar,
+    /// EVDs attached to this CNO.
+    pub users: AtomicU32,
+    pub context: Mutex<u64>,
+}
+
+pub fn cno(handle: DAT_CNO_HANDLE) -> Result<Arc<Cno>, DAT_RETURN> {
+    lookup!(handle, Cno, DAT_INVALID_HANDLE_CNO)
+}
+
+/// An attached EVD got an event: call the proxy agent, or wake a waiter.
+pub fn trigger(c: &Cno, evd: usize) {
+    let agent = {
+        let mut s = c.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.agent.proxy_agent_func.is_none() {
+            if !s.triggered.contains(&evd) {
+                s.triggered.push_back(evd);
+            }
+            c.cond.notify_all();
+            return;
+        }
+        s.agent
+    };
+    if let Some(f) = agent.proxy_agent_func {
+        // SAFETY: the consumer's agent function with its own instance data, as DAT specifies.
+        unsafe { f(agent.instance_data, evd as DAT_EVD_HANDLE) };
+    }
+}
+
+pub fn create(ia_handle: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mut DAT_CNO_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia::ia(ia_handle)?;
+    if out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    let handle = table::reserve(ia.provider());
+    table::insert(
+        handle,
+        Obj::Cno(Arc::new(Cno {
+            handle,
+            ia,
+            state: Mutex::new(CnoState { agent, triggered: VecDeque::new(), waiter: false }),
+            cond: Condvar::new(),
+            users: AtomicU32::new(0),
+            context: Mutex::new(0),
+        })),
+    );
+    // SAFETY: checked non-NULL.
+    unsafe { put(out, handle as DAT_CNO_HANDLE) };
+    Ok(DAT_SUCCESS)
+}
+
+pub fn modify_agent(handle: DAT_CNO_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT) -> Result<DAT_RETURN, DAT_RETURN> {
+    cno(handle)?.state.lock().unwrap_or_else(|e| e.into_inner()).agent = agent;
+    Ok(DAT_SUCCESS)
+}
+
+pub fn query(handle: DAT_CNO_HANDLE, mask: DAT_CNO_PARAM_MASK, param: *mut DAT_CNO_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
+    let c = cno(handle)?;
+    if mask & !(DAT_CNO_FIELD_ALL | DAT_CNO_FIELD_PROXY) != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if param.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    let agent = c.state.lock().unwrap_or_else(|e| e.into_inner()).agent;
+    let proxy_type = if agent.proxy_agent_func.is_some() { DAT_PROXY_TYPE_AGENT } else { DAT_PROXY_TYPE_NONE };
+    // SAFETY: checked non-NULL; the whole parameter block is filled.
+    unsafe { put(param, DAT_CNO_PARAM { ia_handle: c.ia.consumer_handle(), proxy_type, proxy: DAT_CNO_PARAM_PROXY { agent } }) };
+    Ok(DAT_SUCCESS)
+}
+
+pub fn wait(handle: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let c = cno(handle)?;
+    if evd_out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    let deadline = deadline(timeout);
+    let mut s = c.state.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if let Some(evd) = s.triggered.pop_front() {
+            // SAFETY: checked non-NULL.
+            unsafe { put(evd_out, evd as DAT_EVD_HANDLE) };
+            return Ok(DAT_SUCCESS);
+        }
+        match deadline {
+            None => s = c.cond.wait(s).unwrap_or_else(|e| e.into_inner()),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Err(dat_error(DAT_TIMEOUT_EXPIRED, 0));
+                }
+                s = c.cond.wait_timeout(s, d - now).unwrap_or_else(|e| e.into_inner()).0;
+            }
+        }
+    }
+}
+
+pub fn free(handle: DAT_CNO_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let c = cno(handle)?;
+    if c.users.load(Ordering::SeqCst) != 0 {
+        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE));
+    }
+    table::remove(c.handle);
+    Ok(DAT_SUCCESS)
+}

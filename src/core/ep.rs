@@ -1,0 +1,431 @@
+//! EP semantics: creation with provider defaults or checked attributes, query and modify,
+//! receives posted ahead of a connection, status, reset and free (posted work completes as
+//! flushed on the EP's EVDs).
+
+use core::ptr::addr_of_mut;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::evd::Evd;
+use super::ia::{self, Ia};
+use super::pz::{self, Pz};
+use super::table::{self, Obj};
+use super::put;
+use crate::abi::*;
+use crate::lookup;
+
+/// The most private data a connect, accept or reject may carry.
+pub const MAX_PRIVATE_DATA: DAT_COUNT = 256;
+
+/// Completion flags an EP may be asked to honour.
+const COMPLETION_FLAGS: DAT_COMPLETION_FLAGS = DAT_COMPLETION_SUPPRESS_FLAG
+    | DAT_COMPLETION_SOLICITED_WAIT_FLAG
+    | DAT_COMPLETION_UNSIGNALLED_FLAG
+    | DAT_COMPLETION_BARRIER_FENCE_FLAG
+    | DAT_COMPLETION_EVD_THRESHOLD_FLAG;
+
+/// A receive posted to the EP and not yet completed.
+pub struct PostedRecv {
+    pub cookie: DAT_DTO_COOKIE,
+    pub iov: Vec<DAT_LMR_TRIPLET>,
+}
+// SAFETY: the cookie is the consumer's opaque value.
+unsafe impl Send for PostedRecv {}
+
+pub struct EpInner {
+    pub state: DAT_EP_STATE,
+    pub pz: Option<Arc<Pz>>,
+    pub recv_evd: Option<Arc<Evd>>,
+    pub request_evd: Option<Arc<Evd>>,
+    pub connect_evd: Option<Arc<Evd>>,
+    pub attr: DAT_EP_ATTR,
+    pub recvs: VecDeque<PostedRecv>,
+    /// What `remote_ia_address_ptr` points at (zero until connected).
+    pub remote_address: Box<libc::sockaddr_storage>,
+    pub remote_port: DAT_CONN_QUAL,
+    pub local_port: DAT_CONN_QUAL,
+}
+// SAFETY: the raw pointers in `attr` are cleared; everything is plain data behind the mutex.
+unsafe impl Send for EpInner {}
+
+pub struct Ep {
+    pub handle: usize,
+    pub ia: Arc<Ia>,
+    pub inner: Mutex<EpInner>,
+    pub context: Mutex<u64>,
+}
+
+impl Ep {
+    pub fn lock(&self) -> MutexGuard<'_, EpInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+pub fn ep(handle: DAT_EP_HANDLE) -> Result<Arc<Ep>, DAT_RETURN> {
+    lookup!(handle, Ep, DAT_INVALID_HANDLE_EP)
+}
+
+/// The attributes an EP gets when the consumer passes none.
+pub fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
+    let l = ia.dev.limits();
+    let mut a = DAT_EP_ATTR::default();
+    a.service_type = DAT_SERVICE_TYPE_RC;
+    a.max_message_size = l.max_msg_size;
+    a.max_rdma_size = l.max_msg_size;
+    a.qos = DAT_QOS_BEST_EFFORT;
+    a.recv_completion_flags = COMPLETION_FLAGS;
+    a.request_completion_flags = COMPLETION_FLAGS;
+    a.max_recv_dtos = 1024.min(l.max_qp_wr as DAT_COUNT);
+    a.max_request_dtos = 1024.min(l.max_qp_wr as DAT_COUNT);
+    a.max_recv_iov = 4.min(l.max_sge as DAT_COUNT);
+    a.max_request_iov = 4.min(l.max_sge as DAT_COUNT);
+    a.max_rdma_read_in = 4.min(l.max_rd_atom as DAT_COUNT);
+    a.max_rdma_read_out = 4.min(l.max_rd_atom as DAT_COUNT);
+    a.max_rdma_read_iov = a.max_request_iov;
+    a.max_rdma_write_iov = a.max_request_iov;
+    a
+}
+
+/// Checks consumer attributes against the device; `arg` is the argument's subtype.
+fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, DAT_RETURN> {
+    let l = ia.dev.limits();
+    if a.service_type != DAT_SERVICE_TYPE_RC {
+        return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
+    }
+    let bad = dat_error(DAT_INVALID_PARAMETER, arg);
+    let within = |v: DAT_COUNT, max: u32| v >= 0 && v as u64 <= u64::from(max);
+    let ok = a.max_message_size <= l.max_msg_size
+        && a.max_rdma_size <= l.max_msg_size
+        && within(a.max_recv_dtos, l.max_qp_wr)
+        && within(a.max_request_dtos, l.max_qp_wr)
+        && within(a.max_recv_iov, l.max_sge)
+        && within(a.max_request_iov, l.max_sge)
+        && within(a.max_rdma_read_in, l.max_rd_atom)
+        && within(a.max_rdma_read_out, l.max_rd_atom)
+        && within(a.max_rdma_read_iov, l.max_sge)
+        && within(a.max_rdma_write_iov, l.max_sge)
+        && a.recv_completion_flags & !COMPLETION_FLAGS == 0
+        && a.request_completion_flags & !COMPLETION_FLAGS == 0;
+    if !ok {
+        return Err(bad);
+    }
+    let mut copy = *a;
+    copy.ep_transport_specific_count = 0;
+    copy.ep_transport_specific = core::ptr::null_mut();
+    copy.ep_provider_specific_count = 0;
+    copy.ep_provider_specific = core::ptr::null_mut();
+    Ok(copy)
+}
+
+fn configured(inner: &EpInner) -> bool {
+    inner.pz.is_some() && inner.recv_evd.is_some() && inner.request_evd.is_some() && inner.connect_evd.is_some()
+}
+
+fn evd_arg(ia: &Arc<Ia>, handle: DAT_EVD_HANDLE, flag: DAT_EVD_FLAGS, subtype: DAT_RETURN) -> Result<Option<Arc<Evd>>, DAT_RETURN> {
+    if handle.is_null() {
+        return Ok(None);
+    }
+    let e = lookup!(handle, Evd, subtype)?;
+    if !Arc::ptr_eq(&e.ia, ia) || e.flags & flag == 0 {
+        return Err(dat_error(DAT_INVALID_HANDLE, subtype));
+    }
+    Ok(Some(e))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn create(
+    ia_handle: DAT_IA_HANDLE,
+    pz_handle: DAT_PZ_HANDLE,
+    recv: DAT_EVD_HANDLE,
+    request: DAT_EVD_HANDLE,
+    connect: DAT_EVD_HANDLE,
+    attr: *const DAT_EP_ATTR,
+    out: *mut DAT_EP_HANDLE,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia::ia(ia_handle)?;
+    let pz = if pz_handle.is_null() { None } else { Some(pz::pz(pz_handle)?) };
+    if pz.as_ref().is_some_and(|p| !Arc::ptr_eq(&p.ia, &ia)) {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ));
+    }
+    let recv_evd = evd_arg(&ia, recv, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV)?;
+    let request_evd = evd_arg(&ia, request, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST)?;
+    let connect_evd = evd_arg(&ia, connect, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN)?;
+    let attr = if attr.is_null() {
+        default_attr(&ia)
+    } else {
+        // SAFETY: a non-NULL attr is the consumer's DAT_EP_ATTR.
+        check_attr(&ia, unsafe { &*attr }, DAT_INVALID_ARG6)?
+    };
+    if out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7));
+    }
+    if let Some(p) = &pz {
+        p.acquire()?;
+    }
+    for e in [&recv_evd, &request_evd, &connect_evd].into_iter().flatten() {
+        e.users.fetch_add(1, Ordering::SeqCst);
+    }
+    let mut inner = EpInner {
+        state: DAT_EP_STATE_UNCONNECTED,
+        pz,
+        recv_evd,
+        request_evd,
+        connect_evd,
+        attr,
+        recvs: VecDeque::new(),
+        // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+        remote_address: Box::new(unsafe { core::mem::zeroed() }),
+        remote_port: 0,
+        local_port: 0,
+    };
+    if !configured(&inner) {
+        inner.state = DAT_EP_STATE_UNCONFIGURED_UNCONNECTED;
+    }
+    let handle = table::reserve(ia.provider());
+    table::insert(handle, Obj::Ep(Arc::new(Ep { handle, ia, inner: Mutex::new(inner), context: Mutex::new(0) })));
+    // SAFETY: checked non-NULL.
+    unsafe { put(out, handle as DAT_EP_HANDLE) };
+    Ok(DAT_SUCCESS)
+}
+
+pub fn query(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *mut DAT_EP_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep(handle)?;
+    if mask & !DAT_EP_FIELD_ALL != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if param.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    let i = ep.lock();
+    let h = |e: &Option<Arc<Evd>>| e.as_ref().map_or(core::ptr::null_mut(), |e| e.handle as DAT_EVD_HANDLE);
+    let p = param;
+    let set = |bit: DAT_EP_PARAM_MASK| mask & bit != 0;
+    // SAFETY: the consumer's non-NULL DAT_EP_PARAM; only the fields asked for are written.
+    unsafe {
+        if set(DAT_EP_FIELD_IA_HANDLE) {
+            addr_of_mut!((*p).ia_handle).write(ep.ia.consumer_handle());
+        }
+        if set(DAT_EP_FIELD_EP_STATE) {
+            addr_of_mut!((*p).ep_state).write(i.state);
+        }
+        if set(DAT_EP_FIELD_LOCAL_IA_ADDRESS_PTR) {
+            addr_of_mut!((*p).local_ia_address_ptr).write(&*ep.ia.address as *const libc::sockaddr_storage as DAT_IA_ADDRESS_PTR);
+        }
+        if set(DAT_EP_FIELD_LOCAL_PORT_QUAL) {
+            addr_of_mut!((*p).local_port_qual).write(i.local_port);
+        }
+        if set(DAT_EP_FIELD_REMOTE_IA_ADDRESS_PTR) {
+            addr_of_mut!((*p).remote_ia_address_ptr).write(&*i.remote_address as *const libc::sockaddr_storage as DAT_IA_ADDRESS_PTR);
+        }
+        if set(DAT_EP_FIELD_REMOTE_PORT_QUAL) {
+            addr_of_mut!((*p).remote_port_qual).write(i.remote_port);
+        }
+        if set(DAT_EP_FIELD_PZ_HANDLE) {
+            addr_of_mut!((*p).pz_handle).write(i.pz.as_ref().map_or(core::ptr::null_mut(), |p| p.handle as DAT_PZ_HANDLE));
+        }
+        if set(DAT_EP_FIELD_RECV_EVD_HANDLE) {
+            addr_of_mut!((*p).recv_evd_handle).write(h(&i.recv_evd));
+        }
+        if set(DAT_EP_FIELD_REQUEST_EVD_HANDLE) {
+            addr_of_mut!((*p).request_evd_handle).write(h(&i.request_evd));
+        }
+        if set(DAT_EP_FIELD_CONNECT_EVD_HANDLE) {
+            addr_of_mut!((*p).connect_evd_handle).write(h(&i.connect_evd));
+        }
+        if set(DAT_EP_FIELD_SRQ_HANDLE) {
+            addr_of_mut!((*p).srq_handle).write(core::ptr::null_mut());
+        }
+        if mask & DAT_EP_FIELD_EP_ATTR_ALL != 0 {
+            addr_of_mut!((*p).ep_attr).write(i.attr);
+        }
+    }
+    Ok(DAT_SUCCESS)
+}
+
+/// Replaces an optional EVD of the EP, moving its use count.
+fn swap_evd(slot: &mut Option<Arc<Evd>>, new: Option<Arc<Evd>>) {
+    if let Some(n) = &new {
+        n.users.fetch_add(1, Ordering::SeqCst);
+    }
+    if let Some(old) = std::mem::replace(slot, new) {
+        old.users.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+pub fn modify(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_EP_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep(handle)?;
+    let fixed = DAT_EP_FIELD_IA_HANDLE
+        | DAT_EP_FIELD_EP_STATE
+        | DAT_EP_FIELD_LOCAL_IA_ADDRESS_PTR
+        | DAT_EP_FIELD_LOCAL_PORT_QUAL
+        | DAT_EP_FIELD_REMOTE_IA_ADDRESS_PTR
+        | DAT_EP_FIELD_REMOTE_PORT_QUAL
+        | DAT_EP_FIELD_SRQ_HANDLE;
+    if mask & !DAT_EP_FIELD_ALL != 0 || mask & fixed != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if param.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    // SAFETY: the consumer's non-NULL DAT_EP_PARAM.
+    let p = unsafe { &*param };
+    let mut i = ep.lock();
+    if !matches!(i.state, DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED) {
+        return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)));
+    }
+    let ia = &ep.ia;
+    let attr = if mask & DAT_EP_FIELD_EP_ATTR_ALL != 0 { Some(check_attr(ia, &p.ep_attr, DAT_INVALID_ARG3)?) } else { None };
+    let new_pz = if mask & DAT_EP_FIELD_PZ_HANDLE != 0 {
+        Some(if p.pz_handle.is_null() { None } else { Some(pz::pz(p.pz_handle)?) })
+    } else {
+        None
+    };
+    let recv = if mask & DAT_EP_FIELD_RECV_EVD_HANDLE != 0 { Some(evd_arg(ia, p.recv_evd_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV)?) } else { None };
+    let request = if mask & DAT_EP_FIELD_REQUEST_EVD_HANDLE != 0 {
+        Some(evd_arg(ia, p.request_evd_handle, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST)?)
+    } else {
+        None
+    };
+    let connect = if mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE != 0 {
+        Some(evd_arg(ia, p.connect_evd_handle, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN)?)
+    } else {
+        None
+    };
+    if let Some(new_pz) = new_pz {
+        if let Some(n) = &new_pz {
+            n.acquire()?;
+        }
+        if let Some(old) = std::mem::replace(&mut i.pz, new_pz) {
+            old.release();
+        }
+    }
+    if let Some(e) = recv {
+        swap_evd(&mut i.recv_evd, e);
+    }
+    if let Some(e) = request {
+        swap_evd(&mut i.request_evd, e);
+    }
+    if let Some(e) = connect {
+        swap_evd(&mut i.connect_evd, e);
+    }
+    if let Some(a) = attr {
+        i.attr = a;
+    }
+    i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
+    Ok(DAT_SUCCESS)
+}
+
+/// The INVALID_STATE subtype that names an EP state.
+pub fn ep_state_subtype(state: DAT_EP_STATE) -> DAT_RETURN {
+    match state {
+        DAT_EP_STATE_UNCONNECTED => DAT_INVALID_STATE_EP_UNCONNECTED,
+        DAT_EP_STATE_ACTIVE_CONNECTION_PENDING => DAT_INVALID_STATE_EP_ACTCONNPENDING,
+        DAT_EP_STATE_PASSIVE_CONNECTION_PENDING => DAT_INVALID_STATE_EP_PASSCONNPENDING,
+        DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING => DAT_INVALID_STATE_EP_TENTCONNPENDING,
+        DAT_EP_STATE_CONNECTED => DAT_INVALID_STATE_EP_CONNECTED,
+        DAT_EP_STATE_DISCONNECTED => DAT_INVALID_STATE_EP_DISCONNECTED,
+        DAT_EP_STATE_RESERVED => DAT_INVALID_STATE_EP_RESERVED,
+        DAT_EP_STATE_COMPLETION_PENDING => DAT_INVALID_STATE_EP_COMPLPENDING,
+        DAT_EP_STATE_DISCONNECT_PENDING => DAT_INVALID_STATE_EP_DISCPENDING,
+        DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => DAT_INVALID_STATE_EP_UNCONFIGURED,
+        DAT_EP_STATE_UNCONFIGURED_RESERVED => DAT_INVALID_STATE_EP_UNCONFRESERVED,
+        DAT_EP_STATE_UNCONFIGURED_PASSIVE => DAT_INVALID_STATE_EP_UNCONFPASSIVE,
+        DAT_EP_STATE_UNCONFIGURED_TENTATIVE => DAT_INVALID_STATE_EP_UNCONFTENTATIVE,
+        _ => DAT_INVALID_STATE_EP_NOTREADY,
+    }
+}
+
+pub fn post_recv(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep(handle)?;
+    let mut i = ep.lock();
+    if count < 0 || count > i.attr.max_recv_iov {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if count > 0 && iov.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    if flags & !COMPLETION_FLAGS != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+    }
+    if i.recv_evd.is_none() {
+        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_EVD_RECV));
+    }
+    if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
+        return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
+    }
+    // SAFETY: the consumer passes `count` triplets (checked non-NULL when count > 0).
+    let segs = if count == 0 { Vec::new() } else { unsafe { core::slice::from_raw_parts(iov, count as usize) }.to_vec() };
+    i.recvs.push_back(PostedRecv { cookie, iov: segs });
+    Ok(DAT_SUCCESS)
+}
+
+pub fn get_status(handle: DAT_EP_HANDLE, state: *mut DAT_EP_STATE, recv_idle: *mut DAT_BOOLEAN, request_idle: *mut DAT_BOOLEAN) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep(handle)?;
+    let i = ep.lock();
+    // SAFETY: each out-pointer is written only if the consumer passed one.
+    unsafe {
+        crate::ffi::write_opt(state, i.state);
+        crate::ffi::write_opt(recv_idle, i.recvs.is_empty() as DAT_BOOLEAN);
+        crate::ffi::write_opt(request_idle, DAT_TRUE);
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn reset(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep(handle)?;
+    let mut i = ep.lock();
+    match i.state {
+        DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => {}
+        DAT_EP_STATE_DISCONNECTED => {
+            flush_recvs(&ep, &mut i);
+            i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
+        }
+        s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
+    }
+    Ok(DAT_SUCCESS)
+}
+
+/// Completes every posted receive as flushed on the EP's receive EVD.
+fn flush_recvs(ep: &Ep, i: &mut EpInner) {
+    let Some(evd) = i.recv_evd.clone() else {
+        i.recvs.clear();
+        return;
+    };
+    for r in i.recvs.drain(..) {
+        let mut ev = DAT_EVENT::default();
+        ev.event_number = DAT_DTO_COMPLETION_EVENT;
+        ev.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
+            ep_handle: ep.handle as DAT_EP_HANDLE,
+            user_cookie: r.cookie,
+            status: DAT_DTO_ERR_FLUSHED,
+            transfered_length: 0,
+            operation: DAT_DTO_RECEIVE,
+            rmr_context: 0,
+        };
+        evd.post(ev);
+    }
+}
+
+pub fn free(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep(handle)?;
+    if table::remove(ep.handle).is_none() {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
+    }
+    destroy(&ep);
+    Ok(DAT_SUCCESS)
+}
+
+/// Flushes posted work and releases the EP's PZ and EVDs (the object has left the table).
+pub fn destroy(ep: &Ep) {
+    let mut i = ep.lock();
+    flush_recvs(ep, &mut i);
+    i.state = DAT_EP_STATE_DISCONNECTED;
+    if let Some(p) = i.pz.take() {
+        p.release();
+    }
+    let i = &mut *i;
+    for slot in [&mut i.recv_evd, &mut i.request_evd, &mut i.connect_evd] {
+        swap_evd(slot, None);
+    }
+}

@@ -1,0 +1,316 @@
+//! EVD semantics: a bounded event queue with waiters, an optional CNO, enable/disable and
+//! waitable/unwaitable states. The queue holds exactly the qlen asked for; an event that does
+//! not fit is not lost silently: the IA's async EVD gets DAT_ASYNC_ERROR_EVD_OVERFLOW.
+
+use core::ptr::addr_of_mut;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::cno::{self, Cno};
+use super::ia::{self, Ia};
+use super::table::{self, Obj};
+use super::put;
+use crate::abi::*;
+use crate::lookup;
+
+/// The EVD flags a consumer may ask for.
+const VALID_FLAGS: DAT_EVD_FLAGS =
+    DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG | DAT_EVD_EXTENSION_BASE;
+
+/// A queued event. `DAT_EVENT` carries raw handles, which are plain values here.
+#[derive(Clone, Copy)]
+pub struct Event(pub DAT_EVENT);
+// SAFETY: the pointers inside are handles and consumer cookies, never dereferenced by us.
+unsafe impl Send for Event {}
+
+pub struct EvdState {
+    pub queue: VecDeque<Event>,
+    pub qlen: DAT_COUNT,
+    pub enabled: bool,
+    pub waitable: bool,
+    pub waiter: bool,
+    pub cno: Option<Arc<Cno>>,
+}
+
+pub struct Evd {
+    pub handle: usize,
+    pub ia: Arc<Ia>,
+    pub flags: DAT_EVD_FLAGS,
+    pub state: Mutex<EvdState>,
+    pub cond: Condvar,
+    /// EPs, service points and IAs (as async EVD) that deliver to this EVD.
+    pub users: AtomicU32,
+    pub context: Mutex<u64>,
+}
+
+impl Evd {
+    pub fn lock(&self) -> MutexGuard<'_, EvdState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Delivers an event. Returns false when the queue was full (the event is dropped and the
+    /// overflow is reported on the IA's async EVD).
+    pub fn post(&self, mut event: DAT_EVENT) -> bool {
+        event.evd_handle = self.handle as DAT_EVD_HANDLE;
+        let notify = {
+            let mut s = self.lock();
+            if s.queue.len() >= s.qlen as usize {
+                drop(s);
+                self.overflowed();
+                return false;
+            }
+            s.queue.push_back(Event(event));
+            self.cond.notify_all();
+            if s.enabled { s.cno.clone() } else { None }
+        };
+        if let Some(c) = notify {
+            cno::trigger(&c, self.handle);
+        }
+        true
+    }
+
+    fn overflowed(&self) {
+        let async_handle = self.ia.async_evd.load(Ordering::SeqCst);
+        if async_handle == self.handle {
+            return;
+        }
+        if let Ok(async_evd) = evd(async_handle as DAT_EVD_HANDLE) {
+            let mut ev = DAT_EVENT::default();
+            ev.event_number = DAT_ASYNC_ERROR_EVD_OVERFLOW;
+            ev.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: self.handle as DAT_HANDLE, reason: 0 };
+            async_evd.post(ev);
+        }
+    }
+}
+
+pub fn evd(handle: DAT_EVD_HANDLE) -> Result<Arc<Evd>, DAT_RETURN> {
+    lookup!(handle, Evd, DAT_INVALID_HANDLE_EVD_REQUEST)
+}
+
+/// Builds and publishes an EVD (also used for an IA's own async EVD).
+pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags: DAT_EVD_FLAGS) -> Result<Arc<Evd>, DAT_RETURN> {
+    if qlen <= 0 || qlen as u64 > u64::from(ia.dev.limits().max_cqe) {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if flags == 0 || flags & !VALID_FLAGS != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+    }
+    if let Some(c) = &cno {
+        c.users.fetch_add(1, Ordering::SeqCst);
+    }
+    let handle = table::reserve(ia.provider());
+    let e = Arc::new(Evd {
+        handle,
+        ia: ia.clone(),
+        flags,
+        state: Mutex::new(EvdState { queue: VecDeque::new(), qlen, enabled: true, waitable: true, waiter: false, cno }),
+        cond: Condvar::new(),
+        users: AtomicU32::new(0),
+        context: Mutex::new(0),
+    });
+    table::insert(handle, Obj::Evd(e.clone()));
+    Ok(e)
+}
+
+pub fn create(ia_handle: DAT_IA_HANDLE, qlen: DAT_COUNT, cno_handle: DAT_CNO_HANDLE, flags: DAT_EVD_FLAGS, out: *mut DAT_EVD_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia::ia(ia_handle)?;
+    let cno = if cno_handle.is_null() { None } else { Some(cno::cno(cno_handle)?) };
+    if out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+    }
+    let e = create_object(&ia, qlen, cno, flags)?;
+    // SAFETY: checked non-NULL.
+    unsafe { put(out, e.handle as DAT_EVD_HANDLE) };
+    Ok(DAT_SUCCESS)
+}
+
+pub fn query(handle: DAT_EVD_HANDLE, mask: DAT_EVD_PARAM_MASK, param: *mut DAT_EVD_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
+    let e = evd(handle)?;
+    if mask & !DAT_EVD_FIELD_ALL != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if param.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    let s = e.lock();
+    let state = (if s.enabled { DAT_EVD_STATE_ENABLED } else { DAT_EVD_STATE_DISABLED })
+        | (if s.waitable { DAT_EVD_STATE_WAITABLE } else { DAT_EVD_STATE_UNWAITABLE });
+    let p = param;
+    // SAFETY: the consumer's non-NULL DAT_EVD_PARAM; only the fields asked for are written.
+    unsafe {
+        if mask & DAT_EVD_FIELD_IA_HANDLE != 0 {
+            addr_of_mut!((*p).ia_handle).write(e.ia.consumer_handle());
+        }
+        if mask & DAT_EVD_FIELD_EVD_QLEN != 0 {
+            addr_of_mut!((*p).evd_qlen).write(s.qlen);
+        }
+        if mask & DAT_EVD_FIELD_EVD_STATE != 0 {
+            addr_of_mut!((*p).evd_state).write(state);
+        }
+        if mask & DAT_EVD_FIELD_CNO != 0 {
+            addr_of_mut!((*p).cno_handle).write(s.cno.as_ref().map_or(core::ptr::null_mut(), |c| c.handle as DAT_CNO_HANDLE));
+        }
+        if mask & DAT_EVD_FIELD_EVD_FLAGS != 0 {
+            addr_of_mut!((*p).evd_flags).write(e.flags);
+        }
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn modify_cno(handle: DAT_EVD_HANDLE, cno_handle: DAT_CNO_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let e = evd(handle)?;
+    let new = if cno_handle.is_null() { None } else { Some(cno::cno(cno_handle)?) };
+    if let Some(c) = &new {
+        c.users.fetch_add(1, Ordering::SeqCst);
+    }
+    let old = std::mem::replace(&mut e.lock().cno, new);
+    if let Some(c) = old {
+        c.users.fetch_sub(1, Ordering::SeqCst);
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn set_enabled(handle: DAT_EVD_HANDLE, enabled: bool) -> Result<DAT_RETURN, DAT_RETURN> {
+    evd(handle)?.lock().enabled = enabled;
+    Ok(DAT_SUCCESS)
+}
+
+pub fn set_waitable(handle: DAT_EVD_HANDLE, waitable: bool) -> Result<DAT_RETURN, DAT_RETURN> {
+    let e = evd(handle)?;
+    e.lock().waitable = waitable;
+    e.cond.notify_all();
+    Ok(DAT_SUCCESS)
+}
+
+/// A DAT timeout in microseconds; `DAT_TIMEOUT_INFINITE` is no deadline.
+pub fn deadline(timeout: DAT_TIMEOUT) -> Option<Instant> {
+    (timeout != DAT_TIMEOUT_INFINITE).then(|| Instant::now() + Duration::from_micros(u64::from(timeout)))
+}
+
+pub fn wait(handle: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: DAT_COUNT, event: *mut DAT_EVENT, nmore: *mut DAT_COUNT) -> Result<DAT_RETURN, DAT_RETURN> {
+    let e = evd(handle)?;
+    if event.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+    }
+    let deadline = deadline(timeout);
+    let mut s = e.lock();
+    if threshold <= 0 || threshold > s.qlen {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    if !s.waitable {
+        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
+    }
+    if s.waiter {
+        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER));
+    }
+    s.waiter = true;
+    let result = loop {
+        if !s.waitable {
+            break Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
+        }
+        if s.queue.len() >= threshold as usize {
+            let ev = s.queue.pop_front().expect("queue holds at least one event");
+            // SAFETY: checked non-NULL; the consumer's event buffer.
+            unsafe { put(event, ev.0) };
+            break Ok(DAT_SUCCESS);
+        }
+        match deadline {
+            None => s = e.cond.wait(s).unwrap_or_else(|x| x.into_inner()),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    break Err(dat_error(DAT_TIMEOUT_EXPIRED, 0));
+                }
+                s = e.cond.wait_timeout(s, d - now).unwrap_or_else(|x| x.into_inner()).0;
+            }
+        }
+    };
+    s.waiter = false;
+    if !nmore.is_null() {
+        // SAFETY: non-NULL consumer out-pointer.
+        unsafe { put(nmore, s.queue.len() as DAT_COUNT) };
+    }
+    result
+}
+
+pub fn dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
+    let e = evd(handle)?;
+    if event.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    let next = e.lock().queue.pop_front();
+    match next {
+        Some(ev) => {
+            // SAFETY: checked non-NULL.
+            unsafe { put(event, ev.0) };
+            Ok(DAT_SUCCESS)
+        }
+        // Plain DAT_QUEUE_EMPTY (no class bit): programs compare it with ==.
+        None => Ok(DAT_QUEUE_EMPTY),
+    }
+}
+
+pub fn post_se(handle: DAT_EVD_HANDLE, event: *const DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
+    let e = evd(handle)?;
+    if e.flags & DAT_EVD_SOFTWARE_FLAG == 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
+    }
+    if event.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    // SAFETY: the consumer's event.
+    let ev = unsafe { event.read() };
+    if ev.event_number != DAT_SOFTWARE_EVENT {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    {
+        let s = e.lock();
+        if s.queue.len() >= s.qlen as usize {
+            return Err(dat_error(DAT_QUEUE_FULL, 0));
+        }
+    }
+    e.post(ev);
+    Ok(DAT_SUCCESS)
+}
+
+pub fn resize(handle: DAT_EVD_HANDLE, qlen: DAT_COUNT) -> Result<DAT_RETURN, DAT_RETURN> {
+    let e = evd(handle)?;
+    if qlen <= 0 || qlen as u64 > u64::from(e.ia.dev.limits().max_cqe) {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    let mut s = e.lock();
+    if (qlen as usize) < s.queue.len() {
+        return Err(dat_error(DAT_INVALID_STATE, 0));
+    }
+    s.qlen = qlen;
+    Ok(DAT_SUCCESS)
+}
+
+pub fn free(handle: DAT_EVD_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let e = evd(handle)?;
+    if e.users.load(Ordering::SeqCst) != 0 || e.ia.async_evd.load(Ordering::SeqCst) == e.handle {
+        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE));
+    }
+    if e.lock().waiter {
+        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER));
+    }
+    if table::remove(e.handle).is_none() {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST));
+    }
+    destroy(&e);
+    Ok(DAT_SUCCESS)
+}
+
+pub fn destroy(e: &Evd) {
+    let cno = {
+        let mut s = e.lock();
+        s.waitable = false;
+        s.cno.take()
+    };
+    e.cond.notify_all();
+    if let Some(c) = cno {
+        c.users.fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,39 @@
+//! The DAT core of the built-in providers: every object's semantics (states, reference counts,
+//! argument checks, exact error codes, events), written once over the [`Device`] interface.
+//! A built-in provider is this core plus one device; the registry sees it as an ordinary
+//! `DAT_PROVIDER` table ([`entry`]).
+//!
+//! [`Device`]: crate::device::Device
+
+pub mod builtin;
+pub mod cno;
+pub mod entry;
+pub mod ep;
+pub mod evd;
+pub mod ia;
+pub mod lmr;
+pub mod objects;
+pub mod pz;
+pub mod rmr;
+pub mod sp;
+pub mod table;
+
+use core::ffi::c_char;
+
+/// Copies `s` into a fixed C string field, truncating, always NUL-terminated.
+pub fn fill_cstr<const N: usize>(dst: &mut [c_char; N], s: &str) {
+    let n = s.len().min(N - 1);
+    for (d, &b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
+        *d = b as c_char;
+    }
+    dst[n] = 0;
+}
+
+/// Writes `value` through a consumer out-pointer known to be non-NULL.
+///
+/// # Safety
+/// `ptr` must be non-NULL and valid for a write of `T`.
+pub unsafe fn put<T>(ptr: *mut T, value: T) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ptr.write(value) }
+}

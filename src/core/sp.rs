@@ -1,0 +1,220 @@
+//! Service points. A PSP or RSP owns its connection qualifier: the TCP port it listens on
+//! (the qualifier's low 16 bits), on the IA's address (so the qualifier is in use across processes too, as on a real host).
+//! Connection requests arriving there are handled by the data path.
+
+use core::ptr::addr_of_mut;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use super::ep::{self, Ep};
+use super::evd::Evd;
+use super::ia::{self, Ia};
+use super::table::{self, Obj};
+use super::put;
+use crate::abi::*;
+use crate::lookup;
+
+pub struct Psp {
+    pub handle: usize,
+    pub ia: Arc<Ia>,
+    pub conn_qual: DAT_CONN_QUAL,
+    pub evd: Arc<Evd>,
+    pub flags: DAT_PSP_FLAGS,
+    pub listener: TcpListener,
+    pub context: Mutex<u64>,
+}
+
+pub struct Rsp {
+    pub handle: usize,
+    pub ia: Arc<Ia>,
+    pub conn_qual: DAT_CONN_QUAL,
+    pub evd: Arc<Evd>,
+    pub ep: Arc<Ep>,
+    pub listener: TcpListener,
+    pub context: Mutex<u64>,
+}
+
+fn cr_evd(ia: &Arc<Ia>, handle: DAT_EVD_HANDLE) -> Result<Arc<Evd>, DAT_RETURN> {
+    let e = lookup!(handle, Evd, DAT_INVALID_HANDLE_EVD_CR)?;
+    if !Arc::ptr_eq(&e.ia, ia) || e.flags & DAT_EVD_CR_FLAG == 0 {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR));
+    }
+    Ok(e)
+}
+
+/// The TCP port of a connection qualifier: its low 16 bits, as rdma_cm maps a qualifier to
+/// its port space (0 asks for any free port).
+pub fn port_of(conn_qual: DAT_CONN_QUAL) -> u16 {
+    (conn_qual & 0xffff) as u16
+}
+
+/// Binds the listener of a connection qualifier (0: any free port).
+fn listen(ia: &Ia, conn_qual: DAT_CONN_QUAL) -> Result<TcpListener, DAT_RETURN> {
+    let port = port_of(conn_qual);
+    let ip = crate::providers::soft::address::ip_of(&ia.address).ok_or(dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED))?;
+    TcpListener::bind(SocketAddr::new(ip, port)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => dat_error(DAT_CONN_QUAL_IN_USE, 0),
+        _ => dat_error(DAT_INSUFFICIENT_RESOURCES, 0),
+    })
+}
+
+fn new_psp(ia: Arc<Ia>, conn_qual: DAT_CONN_QUAL, evd: Arc<Evd>, flags: DAT_PSP_FLAGS, listener: TcpListener) -> usize {
+    evd.users.fetch_add(1, Ordering::SeqCst);
+    let handle = table::reserve(ia.provider());
+    table::insert(handle, Obj::Psp(Arc::new(Psp { handle, ia, conn_qual, evd, flags, listener, context: Mutex::new(0) })));
+    handle
+}
+
+pub fn psp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, evd: DAT_EVD_HANDLE, flags: DAT_PSP_FLAGS, out: *mut DAT_PSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia::ia(ia_handle)?;
+    let evd = cr_evd(&ia, evd)?;
+    if !matches!(flags, DAT_PSP_CONSUMER_FLAG | DAT_PSP_PROVIDER_FLAG) {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+    }
+    if out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+    }
+    if port_of(conn_qual) == 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    let listener = listen(&ia, conn_qual)?;
+    let handle = new_psp(ia, conn_qual, evd, flags, listener);
+    // SAFETY: checked non-NULL.
+    unsafe { put(out, handle as DAT_PSP_HANDLE) };
+    Ok(DAT_SUCCESS)
+}
+
+pub fn psp_create_any(ia_handle: DAT_IA_HANDLE, conn_qual: *mut DAT_CONN_QUAL, evd: DAT_EVD_HANDLE, flags: DAT_PSP_FLAGS, out: *mut DAT_PSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia::ia(ia_handle)?;
+    if conn_qual.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    let evd = cr_evd(&ia, evd)?;
+    if !matches!(flags, DAT_PSP_CONSUMER_FLAG | DAT_PSP_PROVIDER_FLAG) {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+    }
+    if out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+    }
+    let listener = listen(&ia, 0)?;
+    let port = listener.local_addr().map(|a| a.port()).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, 0))?;
+    let handle = new_psp(ia, DAT_CONN_QUAL::from(port), evd, flags, listener);
+    // SAFETY: both checked non-NULL.
+    unsafe {
+        put(conn_qual, DAT_CONN_QUAL::from(port));
+        put(out, handle as DAT_PSP_HANDLE);
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn psp_query(handle: DAT_PSP_HANDLE, mask: DAT_PSP_PARAM_MASK, param: *mut DAT_PSP_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
+    let psp = lookup!(handle, Psp, DAT_INVALID_HANDLE_PSP)?;
+    if mask & !DAT_PSP_FIELD_ALL != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if param.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    let p = param;
+    // SAFETY: the consumer's non-NULL param; only the fields asked for are written.
+    unsafe {
+        if mask & DAT_PSP_FIELD_IA_HANDLE != 0 {
+            addr_of_mut!((*p).ia_handle).write(psp.ia.consumer_handle());
+        }
+        if mask & DAT_PSP_FIELD_CONN_QUAL != 0 {
+            addr_of_mut!((*p).conn_qual).write(psp.conn_qual);
+        }
+        if mask & DAT_PSP_FIELD_EVD_HANDLE != 0 {
+            addr_of_mut!((*p).evd_handle).write(psp.evd.handle as DAT_EVD_HANDLE);
+        }
+        if mask & DAT_PSP_FIELD_PSP_FLAGS != 0 {
+            addr_of_mut!((*p).psp_flags).write(psp.flags);
+        }
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn psp_free(handle: DAT_PSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let psp = lookup!(handle, Psp, DAT_INVALID_HANDLE_PSP)?;
+    if table::remove(psp.handle).is_none() {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PSP));
+    }
+    psp.evd.users.fetch_sub(1, Ordering::SeqCst);
+    Ok(DAT_SUCCESS)
+}
+
+pub fn rsp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, ep_handle: DAT_EP_HANDLE, evd: DAT_EVD_HANDLE, out: *mut DAT_RSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia::ia(ia_handle)?;
+    let ep = ep::ep(ep_handle)?;
+    let evd = cr_evd(&ia, evd)?;
+    if out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+    }
+    if port_of(conn_qual) == 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    {
+        let mut i = ep.lock();
+        let reserved = match i.state {
+            DAT_EP_STATE_UNCONNECTED => DAT_EP_STATE_RESERVED,
+            DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => DAT_EP_STATE_UNCONFIGURED_RESERVED,
+            s => return Err(dat_error(DAT_INVALID_STATE, ep::ep_state_subtype(s))),
+        };
+        let listener = listen(&ia, conn_qual)?;
+        i.state = reserved;
+        evd.users.fetch_add(1, Ordering::SeqCst);
+        let handle = table::reserve(ia.provider());
+        table::insert(handle, Obj::Rsp(Arc::new(Rsp { handle, ia, conn_qual, evd, ep: ep.clone(), listener, context: Mutex::new(0) })));
+        // SAFETY: checked non-NULL.
+        unsafe { put(out, handle as DAT_RSP_HANDLE) };
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn rsp_query(handle: DAT_RSP_HANDLE, mask: DAT_RSP_PARAM_MASK, param: *mut DAT_RSP_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
+    let rsp = lookup!(handle, Rsp, DAT_INVALID_HANDLE_RSP)?;
+    if mask & !DAT_RSP_FIELD_ALL != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if param.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    let p = param;
+    // SAFETY: the consumer's non-NULL param; only the fields asked for are written.
+    unsafe {
+        if mask & DAT_RSP_FIELD_IA_HANDLE != 0 {
+            addr_of_mut!((*p).ia_handle).write(rsp.ia.consumer_handle());
+        }
+        if mask & DAT_RSP_FIELD_CONN_QUAL != 0 {
+            addr_of_mut!((*p).conn_qual).write(rsp.conn_qual);
+        }
+        if mask & DAT_RSP_FIELD_EVD_HANDLE != 0 {
+            addr_of_mut!((*p).evd_handle).write(rsp.evd.handle as DAT_EVD_HANDLE);
+        }
+        if mask & DAT_RSP_FIELD_EP_HANDLE != 0 {
+            addr_of_mut!((*p).ep_handle).write(rsp.ep.handle as DAT_EP_HANDLE);
+        }
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn rsp_free(handle: DAT_RSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let rsp = lookup!(handle, Rsp, DAT_INVALID_HANDLE_RSP)?;
+    if table::remove(rsp.handle).is_none() {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP));
+    }
+    destroy_rsp(&rsp);
+    Ok(DAT_SUCCESS)
+}
+
+/// Releases what an RSP holds: its EVD use, and its EP's reservation.
+pub fn destroy_rsp(rsp: &Rsp) {
+    rsp.evd.users.fetch_sub(1, Ordering::SeqCst);
+    let mut i = rsp.ep.lock();
+    i.state = match i.state {
+        DAT_EP_STATE_RESERVED => DAT_EP_STATE_UNCONNECTED,
+        DAT_EP_STATE_UNCONFIGURED_RESERVED => DAT_EP_STATE_UNCONFIGURED_UNCONNECTED,
+        s => s,
+    };
+}
