@@ -24,7 +24,7 @@ MAN5   := $(wildcard man/man5/*.5)
 
 # Debian packages the targets need. deps installs the missing ones when run as root,
 # and prints the exact command otherwise.
-DEB_BUILD := pkg-config
+DEB_BUILD :=
 DEB_CHECK := pkg-config groff-base libdapl2 libdapl-dev dapl2-utils
 
 .PHONY: all lib run check check-symbols lint-man install uninstall clean deps-build deps-check
