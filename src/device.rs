@@ -62,6 +62,12 @@ pub enum DevError {
     NoResources,
     /// The device does not do this.
     NotSupported,
+    /// The port or address is taken.
+    InUse,
+    /// The QP is not in a state that allows this.
+    State,
+    /// A work queue is full.
+    QueueFull,
 }
 
 /// Limits the device reports; the core turns them into `DAT_IA_ATTR`.
@@ -107,4 +113,142 @@ pub trait Device: Send + Sync {
 
     fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError>;
     fn dealloc_mw(&self, mw: &Mw);
+
+    fn create_qp(&self, pd: Pd, caps: QpCaps, events: std::sync::Arc<dyn QpEvents>) -> Result<std::sync::Arc<dyn Qp>, DevError>;
+    /// Listens for connections on `port` of the device's address (0: any free port).
+    fn listen(&self, port: u16, events: std::sync::Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The data path: queue pairs, their completions, and the connection manager.
+
+/// A scatter/gather element of local memory, named by its lkey.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sge {
+    pub addr: u64,
+    pub len: u32,
+    pub lkey: u32,
+}
+
+/// What a send-queue work request does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WrOp {
+    Send,
+    /// A send that also invalidates the peer's memory window `rkey`.
+    SendInv(u32),
+    Write,
+    WriteImm(u32),
+    Read,
+    CmpSwap { compare: u64, swap: u64 },
+    FetchAdd { add: u64 },
+}
+
+/// A send-queue work request.
+#[derive(Clone, Debug)]
+pub struct SendWr {
+    pub wr_id: u64,
+    pub op: WrOp,
+    pub sges: Vec<Sge>,
+    /// Remote address and key (RDMA and atomics).
+    pub remote: Option<(u64, u32)>,
+    /// Wait for earlier RDMA reads and atomics to complete first.
+    pub fence: bool,
+    pub solicited: bool,
+}
+
+/// What a completion reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WcOp {
+    Send,
+    Write,
+    Read,
+    Recv,
+    /// A receive consumed by an RDMA write with immediate data.
+    RecvImm,
+    CmpSwap,
+    FetchAdd,
+}
+
+/// A work completion. `status` is a DAT_DTO_COMPLETION_STATUS.
+#[derive(Clone, Copy, Debug)]
+pub struct Completion {
+    pub wr_id: u64,
+    pub status: u32,
+    pub op: WcOp,
+    pub byte_len: u32,
+    pub imm: Option<u32>,
+    /// The rkey a received send-with-invalidate invalidated.
+    pub invalidated: Option<u32>,
+    pub solicited: bool,
+}
+
+/// Connection events of a QP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmEvent {
+    Established { private_data: Vec<u8> },
+    PeerRejected { private_data: Vec<u8> },
+    NonPeerRejected,
+    Unreachable,
+    TimedOut,
+    Disconnected,
+    Broken,
+}
+
+/// Where a QP reports completions and connection events.
+pub trait QpEvents: Send + Sync {
+    fn completion(&self, c: Completion);
+    fn cm(&self, ev: CmEvent);
+}
+
+/// The limits a QP is created with.
+#[derive(Clone, Copy, Debug)]
+pub struct QpCaps {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_rd_atomic: u32,
+    pub max_message: u32,
+}
+
+/// A reliable-connected queue pair.
+pub trait Qp: Send + Sync {
+    /// Starts an active connection; the outcome arrives as a [`CmEvent`].
+    fn connect(&self, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<std::time::Duration>) -> Result<(), DevError>;
+    fn post_send(&self, wr: SendWr) -> Result<(), DevError>;
+    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError>;
+    /// Graceful (after outstanding work) or abrupt disconnect; posted work is flushed.
+    fn disconnect(&self, graceful: bool);
+    /// Binds memory window `mw` of this QP's PD over part of an LMR's registration, for this
+    /// QP only; returns the window's new rkey (the old one stops working).
+    fn bind_mw(&self, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError>;
+    /// Unbinds a window: its rkey stops working.
+    fn unbind_mw(&self, mw: &Mw);
+    /// The peer's address and port, once connected.
+    fn remote(&self) -> Option<(libc::sockaddr_storage, u16)>;
+    /// The local port of the connection.
+    fn local_port(&self) -> u16;
+    /// How data moves on this connection (for `dat_ep_query`'s provider attributes).
+    fn path(&self) -> &'static str;
+    /// For a device to recognise its own QPs.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// A connection request waiting for the passive side's answer.
+pub trait PendingConnection: Send + Sync {
+    fn private_data(&self) -> &[u8];
+    fn remote(&self) -> (libc::sockaddr_storage, u16);
+    /// Accepts on `qp` (created by this device); the QP then reports Established.
+    fn accept(&self, qp: &std::sync::Arc<dyn Qp>, private_data: &[u8]) -> Result<(), DevError>;
+    fn reject(&self, private_data: &[u8]);
+}
+
+/// Where a listener reports connection requests.
+pub trait ListenEvents: Send + Sync {
+    fn request(&self, conn: std::sync::Arc<dyn PendingConnection>);
+}
+
+/// A listening endpoint of the connection manager; dropping it stops listening.
+pub trait Listener: Send + Sync {
+    fn port(&self) -> u16;
 }

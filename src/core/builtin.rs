@@ -60,7 +60,7 @@ impl Builtin {
     /// is reported on every open.
     pub fn device(&self) -> Result<Arc<dyn Device>, DAT_RETURN> {
         let dev = self.device.get_or_init(|| match self.kind {
-            Kind::Soft => SoftDevice::new(&self.params).map(|d| Arc::new(d) as Arc<dyn Device>),
+            Kind::Soft => SoftDevice::new(&self.params).map(|d| d as Arc<dyn Device>),
         });
         dev.clone().map_err(|why| {
             dbg_log!(DbgType::ERROR, "{}: cannot open the {} device: {why}", self.name.to_string_lossy(), self.kind_name());
@@ -90,9 +90,15 @@ fn leak_cstr(s: &str) -> *const core::ffi::c_char {
 fn named_attrs(kind: Kind, params: &str) -> &'static [DAT_NAMED_ATTR] {
     let pairs: Vec<(&str, String)> = match kind {
         Kind::Soft => vec![
+            ("DAT_EXTENSION_INTERFACE", "TRUE".into()),
+            ("DAT_IB_RDMA_READ", "TRUE".into()),
+            ("DAT_IB_TRANSPORT_MTU", "4096".into()),
+            ("DAT_IB_CMP_AND_SWAP", "TRUE".into()),
+            ("DAT_IB_FETCH_AND_ADD", "TRUE".into()),
+            ("DAT_IB_IMMED_DATA", "TRUE".into()),
+            ("DAT_IB_CONNECTIVITY_MODE", "DIRECT".into()),
             ("DAT2_DEVICE", "soft".into()),
             ("DAT2_SOFT_PARAMS", params.into()),
-            ("DAT_IB_TRANSPORT_MTU", "4096".into()),
         ],
     };
     let attrs: Vec<DAT_NAMED_ATTR> = pairs.iter().map(|(n, v)| DAT_NAMED_ATTR { name: leak_cstr(n), value: leak_cstr(v) }).collect();

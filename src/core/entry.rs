@@ -5,7 +5,7 @@
 use core::ffi::{c_char, c_void};
 
 use super::table::{self, Obj};
-use super::{cno, ep, evd, ia, lmr, pz, rmr, sp};
+use super::{cm, cno, cr, dto, ep, evd, ext, ia, lmr, pz, rmr, sp};
 use crate::abi::*;
 use crate::ffi::entry;
 
@@ -61,6 +61,67 @@ unsafe extern "C" fn get_handle_type(h: DAT_HANDLE, out: *mut DAT_HANDLE_TYPE) -
         unsafe { out.write(o.handle_type()) };
         Ok(DAT_SUCCESS)
     })
+}
+
+unsafe extern "C" fn cr_query(h: DAT_CR_HANDLE, mask: DAT_CR_PARAM_MASK, param: *mut DAT_CR_PARAM) -> DAT_RETURN {
+    entry(|| cr::query(h, mask, param))
+}
+unsafe extern "C" fn cr_accept(h: DAT_CR_HANDLE, ep: DAT_EP_HANDLE, size: DAT_COUNT, data: *const c_void) -> DAT_RETURN {
+    entry(|| cr::accept(h, ep, size, data))
+}
+unsafe extern "C" fn cr_reject(h: DAT_CR_HANDLE, size: DAT_COUNT, data: *const c_void) -> DAT_RETURN {
+    entry(|| cr::reject(h, size, data))
+}
+unsafe extern "C" fn cr_handoff(h: DAT_CR_HANDLE, q: DAT_CONN_QUAL) -> DAT_RETURN {
+    entry(|| cr::handoff(h, q))
+}
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn ep_connect(
+    h: DAT_EP_HANDLE,
+    addr: DAT_IA_ADDRESS_PTR,
+    q: DAT_CONN_QUAL,
+    timeout: DAT_TIMEOUT,
+    size: DAT_COUNT,
+    data: *const c_void,
+    qos: DAT_QOS,
+    flags: DAT_CONNECT_FLAGS,
+) -> DAT_RETURN {
+    entry(|| cm::connect(h, addr, q, timeout, size, data, qos, flags))
+}
+unsafe extern "C" fn ep_dup_connect(h: DAT_EP_HANDLE, dup: DAT_EP_HANDLE, timeout: DAT_TIMEOUT, size: DAT_COUNT, data: *const c_void, qos: DAT_QOS) -> DAT_RETURN {
+    entry(|| cm::dup_connect(h, dup, timeout, size, data, qos))
+}
+unsafe extern "C" fn ep_disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
+    entry(|| cm::disconnect(h, flags))
+}
+unsafe extern "C" fn ep_post_send(h: DAT_EP_HANDLE, n: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> DAT_RETURN {
+    entry(|| dto::post_send(h, n, iov, cookie, flags))
+}
+unsafe extern "C" fn ep_post_rdma_read(h: DAT_EP_HANDLE, n: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, remote: *const DAT_RMR_TRIPLET, flags: DAT_COMPLETION_FLAGS) -> DAT_RETURN {
+    entry(|| dto::post_rdma_read(h, n, iov, cookie, remote, flags))
+}
+unsafe extern "C" fn ep_post_rdma_write(h: DAT_EP_HANDLE, n: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, remote: *const DAT_RMR_TRIPLET, flags: DAT_COMPLETION_FLAGS) -> DAT_RETURN {
+    entry(|| dto::post_rdma_write(h, n, iov, cookie, remote, flags))
+}
+unsafe extern "C" fn ep_recv_query(h: DAT_EP_HANDLE, n: *mut DAT_COUNT, span: *mut DAT_COUNT) -> DAT_RETURN {
+    entry(|| ep::recv_query(h, n, span))
+}
+unsafe extern "C" fn ep_set_watermark(h: DAT_EP_HANDLE, soft: DAT_COUNT, hard: DAT_COUNT) -> DAT_RETURN {
+    entry(|| ep::set_watermark(h, soft, hard))
+}
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn rmr_bind(
+    h: DAT_RMR_HANDLE,
+    lmr: DAT_LMR_HANDLE,
+    t: *const DAT_LMR_TRIPLET,
+    mem_priv: DAT_MEM_PRIV_FLAGS,
+    va: DAT_VA_TYPE,
+    ep: DAT_EP_HANDLE,
+    cookie: DAT_RMR_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+    ctx: *mut DAT_RMR_CONTEXT,
+) -> DAT_RETURN {
+    entry(|| rmr::bind(h, lmr, t, mem_priv, va, ep, cookie, flags, ctx))
 }
 
 unsafe extern "C" fn cno_create(h: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mut DAT_CNO_HANDLE) -> DAT_RETURN {
@@ -233,6 +294,7 @@ pub fn destroy(handle: DAT_HANDLE, obj: Obj) {
             p.evd.users.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         }
         Obj::Rsp(r) => sp::destroy_rsp(&r),
+        Obj::Cr(c) => c.pending.reject(&[]),
     }
 }
 
@@ -253,10 +315,10 @@ pub fn table(device_name: *const c_char, thread_safe: bool) -> DAT_PROVIDER {
         cno_query_func: Some(cno_query),
         cno_free_func: Some(cno_free),
         cno_wait_func: Some(cno_wait),
-        cr_query_func: None,
-        cr_accept_func: None,
-        cr_reject_func: None,
-        cr_handoff_func: None,
+        cr_query_func: Some(cr_query),
+        cr_accept_func: Some(cr_accept),
+        cr_reject_func: Some(cr_reject),
+        cr_handoff_func: Some(cr_handoff),
         evd_create_func: Some(evd_create),
         evd_query_func: Some(evd_query),
         evd_modify_cno_func: Some(evd_modify_cno),
@@ -270,13 +332,13 @@ pub fn table(device_name: *const c_char, thread_safe: bool) -> DAT_PROVIDER {
         ep_create_func: Some(ep_create),
         ep_query_func: Some(ep_query),
         ep_modify_func: Some(ep_modify),
-        ep_connect_func: None,
-        ep_dup_connect_func: None,
-        ep_disconnect_func: None,
-        ep_post_send_func: None,
+        ep_connect_func: Some(ep_connect),
+        ep_dup_connect_func: Some(ep_dup_connect),
+        ep_disconnect_func: Some(ep_disconnect),
+        ep_post_send_func: Some(ep_post_send),
         ep_post_recv_func: Some(ep_post_recv),
-        ep_post_rdma_read_func: None,
-        ep_post_rdma_write_func: None,
+        ep_post_rdma_read_func: Some(ep_post_rdma_read),
+        ep_post_rdma_write_func: Some(ep_post_rdma_write),
         ep_get_status_func: Some(ep_get_status),
         ep_free_func: Some(ep_free),
         lmr_create_func: Some(lmr_create),
@@ -284,7 +346,7 @@ pub fn table(device_name: *const c_char, thread_safe: bool) -> DAT_PROVIDER {
         lmr_free_func: Some(lmr_free),
         rmr_create_func: Some(rmr_create),
         rmr_query_func: Some(rmr_query),
-        rmr_bind_func: None,
+        rmr_bind_func: Some(rmr_bind),
         rmr_free_func: Some(rmr_free),
         psp_create_func: Some(psp_create),
         psp_query_func: Some(psp_query),
@@ -302,8 +364,8 @@ pub fn table(device_name: *const c_char, thread_safe: bool) -> DAT_PROVIDER {
         lmr_sync_rdma_read_func: Some(lmr_sync),
         lmr_sync_rdma_write_func: Some(lmr_sync),
         ep_create_with_srq_func: None,
-        ep_recv_query_func: None,
-        ep_set_watermark_func: None,
+        ep_recv_query_func: Some(ep_recv_query),
+        ep_set_watermark_func: Some(ep_set_watermark),
         srq_create_func: None,
         srq_free_func: None,
         srq_post_recv_func: None,
@@ -320,6 +382,6 @@ pub fn table(device_name: *const c_char, thread_safe: bool) -> DAT_PROVIDER {
         cno_fd_create_func: none,
         cno_trigger_func: none,
         ia_ha_related_func: none,
-        handle_extendedop_func: None,
+        handle_extendedop_func: Some(ext::extended_op),
     }
 }

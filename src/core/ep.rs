@@ -3,9 +3,9 @@
 //! flushed on the EP's EVDs).
 
 use core::ptr::addr_of_mut;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::evd::Evd;
 use super::ia::{self, Ia};
@@ -13,13 +13,14 @@ use super::pz::{self, Pz};
 use super::table::{self, Obj};
 use super::put;
 use crate::abi::*;
+use crate::device::{DevError, Qp, Sge};
 use crate::lookup;
 
 /// The most private data a connect, accept or reject may carry.
 pub const MAX_PRIVATE_DATA: DAT_COUNT = 256;
 
 /// Completion flags an EP may be asked to honour.
-const COMPLETION_FLAGS: DAT_COMPLETION_FLAGS = DAT_COMPLETION_SUPPRESS_FLAG
+pub const COMPLETION_FLAGS: DAT_COMPLETION_FLAGS = DAT_COMPLETION_SUPPRESS_FLAG
     | DAT_COMPLETION_SOLICITED_WAIT_FLAG
     | DAT_COMPLETION_UNSIGNALLED_FLAG
     | DAT_COMPLETION_BARRIER_FENCE_FLAG
@@ -29,9 +30,30 @@ const COMPLETION_FLAGS: DAT_COMPLETION_FLAGS = DAT_COMPLETION_SUPPRESS_FLAG
 pub struct PostedRecv {
     pub cookie: DAT_DTO_COOKIE,
     pub iov: Vec<DAT_LMR_TRIPLET>,
+    pub flags: DAT_COMPLETION_FLAGS,
 }
 // SAFETY: the cookie is the consumer's opaque value.
 unsafe impl Send for PostedRecv {}
+
+/// How a completed request is reported.
+#[derive(Clone, Copy)]
+pub enum Report {
+    /// A DTO completion event with this DAT_DTOS operation.
+    Dto(DAT_DTOS),
+    /// An IB extension completion of this DAT_IB_EXT_TYPE.
+    Extension(u32),
+    /// An RMR bind completion for this RMR.
+    Bind { rmr: usize, cookie: DAT_RMR_COOKIE },
+}
+
+/// A request posted to the EP and not yet completed.
+pub struct PendingSend {
+    pub cookie: DAT_DTO_COOKIE,
+    pub flags: DAT_COMPLETION_FLAGS,
+    pub report: Report,
+}
+// SAFETY: cookies are the consumer's opaque values.
+unsafe impl Send for PendingSend {}
 
 pub struct EpInner {
     pub state: DAT_EP_STATE,
@@ -40,17 +62,27 @@ pub struct EpInner {
     pub request_evd: Option<Arc<Evd>>,
     pub connect_evd: Option<Arc<Evd>>,
     pub attr: DAT_EP_ATTR,
-    pub recvs: VecDeque<PostedRecv>,
+    /// Posted receives by work request id; `unposted` holds those posted before a QP existed,
+    /// in order.
+    pub recvs: HashMap<u64, PostedRecv>,
+    pub unposted: VecDeque<u64>,
+    pub sends: HashMap<u64, PendingSend>,
+    pub next_wr: u64,
+    pub qp: Option<Arc<dyn Qp>>,
     /// What `remote_ia_address_ptr` points at (zero until connected).
     pub remote_address: Box<libc::sockaddr_storage>,
     pub remote_port: DAT_CONN_QUAL,
     pub local_port: DAT_CONN_QUAL,
+    /// Private data of recent connection events, kept alive for the consumer to read.
+    pub private_data: VecDeque<Box<[u8]>>,
+    pub watermarks: (DAT_COUNT, DAT_COUNT),
 }
 // SAFETY: the raw pointers in `attr` are cleared; everything is plain data behind the mutex.
 unsafe impl Send for EpInner {}
 
 pub struct Ep {
     pub handle: usize,
+    this: Weak<Ep>,
     pub ia: Arc<Ia>,
     pub inner: Mutex<EpInner>,
     pub context: Mutex<u64>,
@@ -59,6 +91,10 @@ pub struct Ep {
 impl Ep {
     pub fn lock(&self) -> MutexGuard<'_, EpInner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn weak(&self) -> Weak<Ep> {
+        self.this.clone()
     }
 }
 
@@ -111,6 +147,19 @@ fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, 
         return Err(bad);
     }
     let mut copy = *a;
+    // Zero means "the provider's default".
+    if copy.max_message_size == 0 {
+        copy.max_message_size = l.max_msg_size;
+    }
+    if copy.max_rdma_size == 0 {
+        copy.max_rdma_size = l.max_msg_size;
+    }
+    if copy.max_rdma_read_iov == 0 {
+        copy.max_rdma_read_iov = copy.max_request_iov;
+    }
+    if copy.max_rdma_write_iov == 0 {
+        copy.max_rdma_write_iov = copy.max_request_iov;
+    }
     copy.ep_transport_specific_count = 0;
     copy.ep_transport_specific = core::ptr::null_mut();
     copy.ep_provider_specific_count = 0;
@@ -118,7 +167,7 @@ fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, 
     Ok(copy)
 }
 
-fn configured(inner: &EpInner) -> bool {
+pub fn configured(inner: &EpInner) -> bool {
     inner.pz.is_some() && inner.recv_evd.is_some() && inner.request_evd.is_some() && inner.connect_evd.is_some()
 }
 
@@ -160,6 +209,21 @@ pub fn create(
     if out.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7));
     }
+    let ep = create_object(&ia, pz, recv_evd, request_evd, connect_evd, attr)?;
+    // SAFETY: checked non-NULL.
+    unsafe { put(out, ep.handle as DAT_EP_HANDLE) };
+    Ok(DAT_SUCCESS)
+}
+
+/// Builds and publishes an EP (also used for the EPs a PSP with the provider flag creates).
+pub fn create_object(
+    ia: &Arc<Ia>,
+    pz: Option<Arc<Pz>>,
+    recv_evd: Option<Arc<Evd>>,
+    request_evd: Option<Arc<Evd>>,
+    connect_evd: Option<Arc<Evd>>,
+    attr: DAT_EP_ATTR,
+) -> Result<Arc<Ep>, DAT_RETURN> {
     if let Some(p) = &pz {
         p.acquire()?;
     }
@@ -173,20 +237,25 @@ pub fn create(
         request_evd,
         connect_evd,
         attr,
-        recvs: VecDeque::new(),
+        recvs: HashMap::new(),
+        unposted: VecDeque::new(),
+        sends: HashMap::new(),
+        next_wr: 1,
+        qp: None,
         // SAFETY: sockaddr_storage is plain data; all-zero is valid.
         remote_address: Box::new(unsafe { core::mem::zeroed() }),
         remote_port: 0,
         local_port: 0,
+        private_data: VecDeque::new(),
+        watermarks: (DAT_WATERMARK_INFINITE, DAT_WATERMARK_INFINITE),
     };
     if !configured(&inner) {
         inner.state = DAT_EP_STATE_UNCONFIGURED_UNCONNECTED;
     }
     let handle = table::reserve(ia.provider());
-    table::insert(handle, Obj::Ep(Arc::new(Ep { handle, ia, inner: Mutex::new(inner), context: Mutex::new(0) })));
-    // SAFETY: checked non-NULL.
-    unsafe { put(out, handle as DAT_EP_HANDLE) };
-    Ok(DAT_SUCCESS)
+    let ep = Arc::new_cyclic(|this| Ep { handle, this: this.clone(), ia: ia.clone(), inner: Mutex::new(inner), context: Mutex::new(0) });
+    table::insert(handle, Obj::Ep(ep.clone()));
+    Ok(ep)
 }
 
 pub fn query(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *mut DAT_EP_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
@@ -336,28 +405,72 @@ pub fn ep_state_subtype(state: DAT_EP_STATE) -> DAT_RETURN {
     }
 }
 
+/// Checks a local I/O vector argument: `count` triplets at `iov` (`arg` is the count's
+/// subtype; the vector is the next argument).
+pub fn iov_arg(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Vec<DAT_LMR_TRIPLET>, DAT_RETURN> {
+    if count < 0 || count > max {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg));
+    }
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    if iov.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg + 1));
+    }
+    // SAFETY: the consumer passes `count` triplets.
+    Ok(unsafe { core::slice::from_raw_parts(iov, count as usize) }.to_vec())
+}
+
+pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Vec<Sge> {
+    iov.iter().map(|t| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }).collect()
+}
+
 pub fn post_recv(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep(handle)?;
-    let mut i = ep.lock();
-    if count < 0 || count > i.attr.max_recv_iov {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    let (wr_id, segs, qp) = {
+        let mut i = ep.lock();
+        let segs = iov_arg(count, iov, i.attr.max_recv_iov, DAT_INVALID_ARG2)?;
+        if flags & !COMPLETION_FLAGS != 0 {
+            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+        }
+        if i.recv_evd.is_none() {
+            return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_EVD_RECV));
+        }
+        if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
+            return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
+        }
+        let wr_id = i.next_wr;
+        i.next_wr += 1;
+        i.recvs.insert(wr_id, PostedRecv { cookie, iov: segs.clone(), flags });
+        let qp = i.qp.clone();
+        if qp.is_none() {
+            i.unposted.push_back(wr_id);
+        }
+        (wr_id, segs, qp)
+    };
+    if let Some(qp) = qp {
+        if let Err(e) = qp.post_recv(wr_id, sges(&segs)) {
+            let mut i = ep.lock();
+            i.recvs.remove(&wr_id);
+            return Err(match e {
+                DevError::State => {
+                    // The connection is gone: the receive completes as flushed.
+                    drop(i);
+                    flush_one_recv(&ep, cookie);
+                    return Ok(DAT_SUCCESS);
+                }
+                _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
+            });
+        }
     }
-    if count > 0 && iov.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
-    if flags & !COMPLETION_FLAGS != 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
-    }
-    if i.recv_evd.is_none() {
-        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_EVD_RECV));
-    }
-    if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
-        return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
-    }
-    // SAFETY: the consumer passes `count` triplets (checked non-NULL when count > 0).
-    let segs = if count == 0 { Vec::new() } else { unsafe { core::slice::from_raw_parts(iov, count as usize) }.to_vec() };
-    i.recvs.push_back(PostedRecv { cookie, iov: segs });
     Ok(DAT_SUCCESS)
+}
+
+fn flush_one_recv(ep: &Ep, cookie: DAT_DTO_COOKIE) {
+    let evd = ep.lock().recv_evd.clone();
+    if let Some(evd) = evd {
+        evd.post(dto_event(ep.handle, cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0));
+    }
 }
 
 pub fn get_status(handle: DAT_EP_HANDLE, state: *mut DAT_EP_STATE, recv_idle: *mut DAT_BOOLEAN, request_idle: *mut DAT_BOOLEAN) -> Result<DAT_RETURN, DAT_RETURN> {
@@ -367,8 +480,32 @@ pub fn get_status(handle: DAT_EP_HANDLE, state: *mut DAT_EP_STATE, recv_idle: *m
     unsafe {
         crate::ffi::write_opt(state, i.state);
         crate::ffi::write_opt(recv_idle, i.recvs.is_empty() as DAT_BOOLEAN);
-        crate::ffi::write_opt(request_idle, DAT_TRUE);
+        crate::ffi::write_opt(request_idle, i.sends.is_empty() as DAT_BOOLEAN);
     }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn recv_query(handle: DAT_EP_HANDLE, allocated: *mut DAT_COUNT, span: *mut DAT_COUNT) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep(handle)?;
+    let i = ep.lock();
+    let bytes: u64 = i.recvs.values().flat_map(|r| r.iov.iter()).map(|t| u64::from(t.segment_length)).sum();
+    // SAFETY: each out-pointer is written only if the consumer passed one.
+    unsafe {
+        crate::ffi::write_opt(allocated, i.recvs.len() as DAT_COUNT);
+        crate::ffi::write_opt(span, bytes.min(i32::MAX as u64) as DAT_COUNT);
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn set_watermark(handle: DAT_EP_HANDLE, soft: DAT_COUNT, hard: DAT_COUNT) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep(handle)?;
+    if soft < DAT_WATERMARK_INFINITE {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if hard < DAT_WATERMARK_INFINITE {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    ep.lock().watermarks = (soft, hard);
     Ok(DAT_SUCCESS)
 }
 
@@ -378,32 +515,48 @@ pub fn reset(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     match i.state {
         DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => {}
         DAT_EP_STATE_DISCONNECTED => {
-            flush_recvs(&ep, &mut i);
+            i.qp = None;
+            let evd = i.recv_evd.clone();
+            let flushed = flush_recvs(&ep, &mut i);
             i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
+            drop(i);
+            post_all(evd, flushed);
         }
         s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
     }
     Ok(DAT_SUCCESS)
 }
 
-/// Completes every posted receive as flushed on the EP's receive EVD.
-fn flush_recvs(ep: &Ep, i: &mut EpInner) {
-    let Some(evd) = i.recv_evd.clone() else {
-        i.recvs.clear();
-        return;
+pub fn dto_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, op: DAT_DTOS, rmr_context: DAT_RMR_CONTEXT) -> DAT_EVENT {
+    let mut ev = DAT_EVENT::default();
+    ev.event_number = DAT_DTO_COMPLETION_EVENT;
+    ev.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
+        ep_handle: ep as DAT_EP_HANDLE,
+        user_cookie: cookie,
+        status,
+        transfered_length: len,
+        operation: op,
+        rmr_context,
     };
-    for r in i.recvs.drain(..) {
-        let mut ev = DAT_EVENT::default();
-        ev.event_number = DAT_DTO_COMPLETION_EVENT;
-        ev.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
-            ep_handle: ep.handle as DAT_EP_HANDLE,
-            user_cookie: r.cookie,
-            status: DAT_DTO_ERR_FLUSHED,
-            transfered_length: 0,
-            operation: DAT_DTO_RECEIVE,
-            rmr_context: 0,
-        };
-        evd.post(ev);
+    ev
+}
+
+/// Takes every posted receive out as a flushed completion event (to post without locks).
+pub fn flush_recvs(ep: &Ep, i: &mut EpInner) -> Vec<DAT_EVENT> {
+    i.unposted.clear();
+    let mut ids: Vec<u64> = i.recvs.keys().copied().collect();
+    ids.sort_unstable();
+    ids.into_iter()
+        .filter_map(|id| i.recvs.remove(&id))
+        .map(|r| dto_event(ep.handle, r.cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0))
+        .collect()
+}
+
+pub fn post_all(evd: Option<Arc<Evd>>, events: Vec<DAT_EVENT>) {
+    if let Some(evd) = evd {
+        for ev in events {
+            evd.post(ev);
+        }
     }
 }
 
@@ -416,10 +569,19 @@ pub fn free(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     Ok(DAT_SUCCESS)
 }
 
-/// Flushes posted work and releases the EP's PZ and EVDs (the object has left the table).
+/// Ends any connection, completes posted work as flushed and releases the EP's PZ and EVDs
+/// (the object has left the table).
 pub fn destroy(ep: &Ep) {
+    let qp = ep.lock().qp.take();
+    if let Some(qp) = qp {
+        // Flushes everything posted to the QP, through the EP's completion handler.
+        qp.disconnect(false);
+    }
     let mut i = ep.lock();
-    flush_recvs(ep, &mut i);
+    let evd = i.recv_evd.clone();
+    let flushed = flush_recvs(ep, &mut i);
+    let sends: Vec<(u64, PendingSend)> = i.sends.drain().collect();
+    let request_evd = i.request_evd.clone();
     i.state = DAT_EP_STATE_DISCONNECTED;
     if let Some(p) = i.pz.take() {
         p.release();
@@ -428,4 +590,6 @@ pub fn destroy(ep: &Ep) {
     for slot in [&mut i.recv_evd, &mut i.request_evd, &mut i.connect_evd] {
         swap_evd(slot, None);
     }
+    post_all(evd, flushed);
+    post_all(request_evd, sends.into_iter().map(|(_, s)| dto_event(ep.handle, s.cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_SEND, 0)).collect());
 }

@@ -184,8 +184,8 @@ fn ia_attributes(ia: &Ia) -> DAT_IA_ATTR {
     a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
     a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a.zb_supported = DAT_TRUE;
-    a.extension_supported = DAT_EXTENSION_NONE;
-    a.extension_version = 0;
+    a.extension_supported = DAT_EXTENSION_IB;
+    a.extension_version = DAT_IB_EXTENSION_VERSION;
     a
 }
 
@@ -212,6 +212,7 @@ fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
     p.optimal_buffer_alignment = ia.dev.limits().page_size as u32;
     p.evd_stream_merging_supported = [[DAT_TRUE; 6]; 6];
     p.srq_supported = DAT_FALSE;
+    p.ep_recv_info_supported = DAT_TRUE as DAT_COUNT;
     p.lmr_sync_req = DAT_FALSE;
     p.dto_async_return_guaranteed = DAT_FALSE;
     p.rdma_write_for_rdma_read_req = DAT_FALSE;
@@ -230,6 +231,7 @@ fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
 fn free_all(ia: &Arc<Ia>) {
     let mut objs = table::owned_by(ia);
     let rank = |o: &Obj| match o {
+        Obj::Cr(_) => 0,
         Obj::Rmr(_) => 0,
         Obj::Rsp(_) => 1,
         Obj::Ep(_) => 2,

@@ -83,9 +83,12 @@ pub fn lmr(handle: DAT_LMR_HANDLE) -> Result<Arc<Lmr>, DAT_RETURN> {
 fn reg_error(e: RegError) -> DAT_RETURN {
     match e {
         RegError::Device(DevError::Fault) => dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3),
-        RegError::Device(DevError::NoResources) => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION),
+        RegError::Device(DevError::NoResources | DevError::InUse | DevError::State | DevError::QueueFull) => {
+            dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION)
+        }
         RegError::Device(DevError::NotSupported) => dat_error(DAT_MODEL_NOT_SUPPORTED, 0),
         RegError::CookieLength => dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4),
+        RegError::CookieAddress => dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3),
     }
 }
 
@@ -261,8 +264,11 @@ pub fn query(handle: DAT_LMR_HANDLE, mask: DAT_LMR_PARAM_MASK, param: *mut DAT_L
 
 pub fn free(handle: DAT_LMR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     let l = lmr(handle)?;
-    if l.bound.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE));
+    match l.bound.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => {}
+        // Another thread is freeing it: to this caller the handle is already gone.
+        Err(FREED) => return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR)),
+        Err(_) => return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE)),
     }
     if table::remove(l.handle).is_none() {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR));

@@ -6,7 +6,11 @@
 //! [`Device`]: crate::device::Device
 
 pub mod builtin;
+pub mod cm;
 pub mod cno;
+pub mod cr;
+pub mod dto;
+pub mod ext;
 pub mod entry;
 pub mod ep;
 pub mod evd;

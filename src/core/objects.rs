@@ -1,6 +1,7 @@
 //! The object types of the core, gathered for the object table.
 
 pub use super::cno::Cno;
+pub use super::cr::Cr;
 pub use super::ep::Ep;
 pub use super::evd::Evd;
 pub use super::ia::Ia;

@@ -67,8 +67,11 @@ pub fn query(handle: DAT_PZ_HANDLE, mask: DAT_PZ_PARAM_MASK, param: *mut DAT_PZ_
 
 pub fn free(handle: DAT_PZ_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     let pz = pz(handle)?;
-    if pz.users.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_PZ_IN_USE));
+    match pz.users.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => {}
+        // Another thread is freeing it: to this caller the handle is already gone.
+        Err(FREED) => return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ)),
+        Err(_) => return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_PZ_IN_USE)),
     }
     destroy(&pz);
     table::remove(pz.handle);

@@ -122,3 +122,115 @@ pub fn destroy(r: &Rmr) {
     r.ia.dev.dealloc_mw(&r.mw);
     r.pz.release();
 }
+
+/// `dat_rmr_bind`: binds the window over part of an LMR for one connected EP (a non-zero
+/// segment length), or unbinds it (zero). The window gets a fresh rmr_context on every bind;
+/// the old one stops working at once. The bind completes in order on the EP's request EVD.
+#[allow(clippy::too_many_arguments)]
+pub fn bind(
+    handle: DAT_RMR_HANDLE,
+    lmr_handle: DAT_LMR_HANDLE,
+    triplet: *const DAT_LMR_TRIPLET,
+    mem_priv: DAT_MEM_PRIV_FLAGS,
+    va_type: DAT_VA_TYPE,
+    ep_handle: DAT_EP_HANDLE,
+    cookie: DAT_RMR_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+    context_out: *mut DAT_RMR_CONTEXT,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    let r = rmr(handle)?;
+    let ep = super::ep::ep(ep_handle)?;
+    if triplet.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    // SAFETY: the consumer's triplet.
+    let t = unsafe { triplet.read() };
+    if flags & !super::ep::COMPLETION_FLAGS != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8));
+    }
+    let (qp, ep_pz, state) = {
+        let i = ep.lock();
+        (i.qp.clone(), i.pz.clone(), i.state)
+    };
+    if state != DAT_EP_STATE_CONNECTED {
+        return Err(dat_error(DAT_INVALID_STATE, super::ep::ep_state_subtype(state)));
+    }
+    let qp = qp.ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY))?;
+    if ep_pz.as_ref().is_none_or(|p| !Arc::ptr_eq(p, &r.pz)) {
+        return Err(dat_error(DAT_PROTECTION_VIOLATION, 0));
+    }
+    let new_binding = if t.segment_length == 0 {
+        None
+    } else {
+        let l = super::lmr::lmr(lmr_handle)?;
+        if !Arc::ptr_eq(&l.pz, &r.pz) {
+            return Err(dat_error(DAT_PROTECTION_VIOLATION, 0));
+        }
+        if mem_priv & !(DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC) != 0 {
+            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+        }
+        if !matches!(va_type, DAT_VA_TYPE_VA | DAT_VA_TYPE_ZB) {
+            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+        }
+        if !l.covers(t.virtual_address, u64::from(t.segment_length)) || t.lmr_context != l.lmr_context() {
+            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+        }
+        // A window grants no more than its LMR: remote write needs local write.
+        let writes = mem_priv & (DAT_MEM_PRIV_REMOTE_WRITE_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC) != 0;
+        if writes && l.privileges & DAT_MEM_PRIV_LOCAL_WRITE_FLAG == 0 {
+            return Err(dat_error(DAT_PRIVILEGES_VIOLATION, 0));
+        }
+        l.bind()?;
+        Some(l)
+    };
+    let mut slot = r.binding.lock().unwrap_or_else(|e| e.into_inner());
+    let rkey = match &new_binding {
+        Some(l) => match qp.bind_mw(&r.mw, &l.reg.mr, t.virtual_address, u64::from(t.segment_length), crate::device::Access(mem_priv), va_type == DAT_VA_TYPE_ZB) {
+            Ok(k) => k,
+            Err(_) => {
+                l.unbind();
+                return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
+            }
+        },
+        None => {
+            qp.unbind_mw(&r.mw);
+            0
+        }
+    };
+    if let Some(old) = slot.take() {
+        old.lmr.unbind();
+    }
+    *slot = new_binding.map(|lmr| Binding { lmr, triplet: t, mem_priv, va_type, rmr_context: rkey, ep: ep.handle });
+    drop(slot);
+    if !context_out.is_null() {
+        // SAFETY: non-NULL consumer out-pointer.
+        unsafe { put(context_out, rkey) };
+    }
+    let success = flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) == 0;
+    let evd = ep.lock().request_evd.clone();
+    if let (true, Some(evd)) = (success, evd) {
+        evd.post(bind_event(r.handle, cookie, DAT_RMR_BIND_SUCCESS));
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn bind_event(rmr: usize, cookie: DAT_RMR_COOKIE, status: u32) -> DAT_EVENT {
+    let mut ev = DAT_EVENT::default();
+    ev.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
+    ev.event_data.rmr_completion_event_data = DAT_RMR_BIND_COMPLETION_EVENT_DATA { rmr_handle: rmr as DAT_RMR_HANDLE, user_cookie: cookie, status };
+    ev
+}
+
+/// A peer's send-with-invalidate revoked window `rkey`: the RMR is unbound.
+pub fn invalidated(ia: &Arc<Ia>, rkey: u32) {
+    for (_, o) in table::owned_by(ia) {
+        if let Obj::Rmr(r) = o {
+            let mut b = r.binding.lock().unwrap_or_else(|e| e.into_inner());
+            if b.as_ref().is_some_and(|b| b.rmr_context == rkey) {
+                if let Some(old) = b.take() {
+                    old.lmr.unbind();
+                }
+            }
+        }
+    }
+}

@@ -3,7 +3,6 @@
 //! Connection requests arriving there are handled by the data path.
 
 use core::ptr::addr_of_mut;
-use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -13,6 +12,7 @@ use super::ia::{self, Ia};
 use super::table::{self, Obj};
 use super::put;
 use crate::abi::*;
+use crate::device::{DevError, ListenEvents, Listener, PendingConnection};
 use crate::lookup;
 
 pub struct Psp {
@@ -21,7 +21,7 @@ pub struct Psp {
     pub conn_qual: DAT_CONN_QUAL,
     pub evd: Arc<Evd>,
     pub flags: DAT_PSP_FLAGS,
-    pub listener: TcpListener,
+    pub listener: Box<dyn Listener>,
     pub context: Mutex<u64>,
 }
 
@@ -31,7 +31,7 @@ pub struct Rsp {
     pub conn_qual: DAT_CONN_QUAL,
     pub evd: Arc<Evd>,
     pub ep: Arc<Ep>,
-    pub listener: TcpListener,
+    pub listener: Box<dyn Listener>,
     pub context: Mutex<u64>,
 }
 
@@ -49,21 +49,47 @@ pub fn port_of(conn_qual: DAT_CONN_QUAL) -> u16 {
     (conn_qual & 0xffff) as u16
 }
 
-/// Binds the listener of a connection qualifier (0: any free port).
-fn listen(ia: &Ia, conn_qual: DAT_CONN_QUAL) -> Result<TcpListener, DAT_RETURN> {
-    let port = port_of(conn_qual);
-    let ip = crate::providers::soft::address::ip_of(&ia.address).ok_or(dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED))?;
-    TcpListener::bind(SocketAddr::new(ip, port)).map_err(|e| match e.kind() {
-        std::io::ErrorKind::AddrInUse => dat_error(DAT_CONN_QUAL_IN_USE, 0),
+/// Passes connection requests arriving at a service point on to the core.
+struct SpEvents {
+    sp: usize,
+}
+
+impl ListenEvents for SpEvents {
+    fn request(&self, conn: Arc<dyn PendingConnection>) {
+        match table::get(self.sp as DAT_HANDLE) {
+            Some(Obj::Psp(psp)) => {
+                let ep = if psp.flags == DAT_PSP_PROVIDER_FLAG { ep::create_object(&psp.ia, None, None, None, None, ep::default_attr(&psp.ia)).ok() } else { None };
+                let provider_ep = ep.is_some();
+                super::cr::arrive(&psp.ia, psp.handle, psp.conn_qual, &psp.evd, ep, provider_ep, conn);
+            }
+            Some(Obj::Rsp(rsp)) => super::cr::arrive(&rsp.ia, rsp.handle, rsp.conn_qual, &rsp.evd, Some(rsp.ep.clone()), false, conn),
+            _ => conn.reject(&[]),
+        }
+    }
+}
+
+/// Listens on a connection qualifier's port for the service point `sp` (0: any free port).
+fn listen(ia: &Ia, conn_qual: DAT_CONN_QUAL, sp: usize) -> Result<Box<dyn Listener>, DAT_RETURN> {
+    ia.dev.listen(port_of(conn_qual), Arc::new(SpEvents { sp })).map_err(|e| match e {
+        DevError::InUse => dat_error(DAT_CONN_QUAL_IN_USE, 0),
+        DevError::NotSupported => dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED),
         _ => dat_error(DAT_INSUFFICIENT_RESOURCES, 0),
     })
 }
 
-fn new_psp(ia: Arc<Ia>, conn_qual: DAT_CONN_QUAL, evd: Arc<Evd>, flags: DAT_PSP_FLAGS, listener: TcpListener) -> usize {
-    evd.users.fetch_add(1, Ordering::SeqCst);
+fn new_psp(ia: Arc<Ia>, conn_qual: DAT_CONN_QUAL, evd: Arc<Evd>, flags: DAT_PSP_FLAGS) -> Result<(usize, DAT_CONN_QUAL), DAT_RETURN> {
     let handle = table::reserve(ia.provider());
+    let listener = match listen(&ia, conn_qual, handle) {
+        Ok(l) => l,
+        Err(e) => {
+            table::unreserve(handle);
+            return Err(e);
+        }
+    };
+    let conn_qual = if conn_qual == 0 { DAT_CONN_QUAL::from(listener.port()) } else { conn_qual };
+    evd.users.fetch_add(1, Ordering::SeqCst);
     table::insert(handle, Obj::Psp(Arc::new(Psp { handle, ia, conn_qual, evd, flags, listener, context: Mutex::new(0) })));
-    handle
+    Ok((handle, conn_qual))
 }
 
 pub fn psp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, evd: DAT_EVD_HANDLE, flags: DAT_PSP_FLAGS, out: *mut DAT_PSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
@@ -78,8 +104,7 @@ pub fn psp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, evd: DAT_E
     if port_of(conn_qual) == 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
     }
-    let listener = listen(&ia, conn_qual)?;
-    let handle = new_psp(ia, conn_qual, evd, flags, listener);
+    let (handle, _) = new_psp(ia, conn_qual, evd, flags)?;
     // SAFETY: checked non-NULL.
     unsafe { put(out, handle as DAT_PSP_HANDLE) };
     Ok(DAT_SUCCESS)
@@ -97,12 +122,10 @@ pub fn psp_create_any(ia_handle: DAT_IA_HANDLE, conn_qual: *mut DAT_CONN_QUAL, e
     if out.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
     }
-    let listener = listen(&ia, 0)?;
-    let port = listener.local_addr().map(|a| a.port()).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, 0))?;
-    let handle = new_psp(ia, DAT_CONN_QUAL::from(port), evd, flags, listener);
+    let (handle, port) = new_psp(ia, 0, evd, flags)?;
     // SAFETY: both checked non-NULL.
     unsafe {
-        put(conn_qual, DAT_CONN_QUAL::from(port));
+        put(conn_qual, port);
         put(out, handle as DAT_PSP_HANDLE);
     }
     Ok(DAT_SUCCESS)
@@ -161,10 +184,16 @@ pub fn rsp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, ep_handle:
             DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => DAT_EP_STATE_UNCONFIGURED_RESERVED,
             s => return Err(dat_error(DAT_INVALID_STATE, ep::ep_state_subtype(s))),
         };
-        let listener = listen(&ia, conn_qual)?;
+        let handle = table::reserve(ia.provider());
+        let listener = match listen(&ia, conn_qual, handle) {
+            Ok(l) => l,
+            Err(e) => {
+                table::unreserve(handle);
+                return Err(e);
+            }
+        };
         i.state = reserved;
         evd.users.fetch_add(1, Ordering::SeqCst);
-        let handle = table::reserve(ia.provider());
         table::insert(handle, Obj::Rsp(Arc::new(Rsp { handle, ia, conn_qual, evd, ep: ep.clone(), listener, context: Mutex::new(0) })));
         // SAFETY: checked non-NULL.
         unsafe { put(out, handle as DAT_RSP_HANDLE) };

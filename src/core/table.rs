@@ -73,6 +73,7 @@ pub enum Obj {
     Ep(Arc<Ep>),
     Psp(Arc<Psp>),
     Rsp(Arc<Rsp>),
+    Cr(Arc<Cr>),
 }
 
 impl Obj {
@@ -87,6 +88,7 @@ impl Obj {
             Obj::Ep(o) => &o.ia,
             Obj::Psp(o) => &o.ia,
             Obj::Rsp(o) => &o.ia,
+            Obj::Cr(o) => &o.ia,
         }
     }
 
@@ -101,6 +103,7 @@ impl Obj {
             Obj::Ep(_) => DAT_HANDLE_TYPE_EP,
             Obj::Psp(_) => DAT_HANDLE_TYPE_PSP,
             Obj::Rsp(_) => DAT_HANDLE_TYPE_RSP,
+            Obj::Cr(_) => DAT_HANDLE_TYPE_CR,
         }
     }
 
@@ -116,6 +119,7 @@ impl Obj {
             Obj::Ep(o) => &o.context,
             Obj::Psp(o) => &o.context,
             Obj::Rsp(o) => &o.context,
+            Obj::Cr(o) => &o.context,
         }
     }
 }

@@ -29,7 +29,8 @@ enum Key {
 struct Shared {
     /// The key sets (one per LMR) over this registration; new ones are derived from the first.
     members: Vec<Mr>,
-    /// The length the registration was made with (a cookie's LMRs must all ask for it).
+    /// The range the registration was made with (a cookie's LMRs must all ask for it).
+    addr: u64,
     len: u64,
 }
 
@@ -60,6 +61,8 @@ pub enum RegError {
     Device(DevError),
     /// A shared-memory cookie already names a registration of another length.
     CookieLength,
+    /// A shared-memory cookie already names a registration at another address.
+    CookieAddress,
 }
 
 fn dev_id(dev: &Arc<dyn Device>) -> usize {
@@ -72,13 +75,16 @@ fn acquire(dev: &Arc<dyn Device>, key: Key, pd: Pd, addr: u64, len: u64, access:
         if shared.len != len {
             return Err(RegError::CookieLength);
         }
+        if shared.addr != addr {
+            return Err(RegError::CookieAddress);
+        }
         let mr = dev.alias_mr(&shared.members[0], pd, access, zero_based).map_err(RegError::Device)?;
         shared.members.push(mr);
         REUSES.fetch_add(1, Ordering::Relaxed);
         return Ok(Registration { mr, key, reused: true });
     }
     let mr = dev.reg_mr(pd, addr, len, access, zero_based).map_err(RegError::Device)?;
-    table.insert(key.clone(), Shared { members: vec![mr], len });
+    table.insert(key.clone(), Shared { members: vec![mr], addr, len });
     REGISTRATIONS.fetch_add(1, Ordering::Relaxed);
     Ok(Registration { mr, key, reused: false })
 }

@@ -4,10 +4,7 @@
 //! device has to find that out without touching the memory (a fault would kill the process).
 //! Readability is probed with `process_vm_readv` on our own process, one byte per page: the
 //! kernel reports EFAULT instead of delivering SIGSEGV. Writability (for write or atomic
-//! access) is read from `/proc/self/maps`, cached, and re-read when the cache does not show the
-//! range as writable.
-
-use std::sync::Mutex;
+//! access) is read from `/proc/self/maps`.
 
 /// Whether every page of `[addr, addr+len)` is mapped and readable.
 pub fn readable(addr: u64, len: u64, page: u64) -> Result<bool, ()> {
@@ -89,8 +86,9 @@ fn covered(maps: &[Mapping], addr: u64, end: u64, want_write: bool) -> bool {
 }
 
 /// Whether every byte of `[addr, addr+len)` is mapped readable, and writable if asked.
+/// Writability is read from a fresh `/proc/self/maps` every time: a cached view could still
+/// show memory as writable after the program made it read-only.
 pub fn accessible(addr: u64, len: u64, write: bool, page: u64) -> bool {
-    static CACHE: Mutex<Vec<Mapping>> = Mutex::new(Vec::new());
     let Some(end) = addr.checked_add(len) else { return false };
     if addr == 0 {
         return false;
@@ -100,12 +98,7 @@ pub fn accessible(addr: u64, len: u64, write: bool, page: u64) -> bool {
         Ok(true) if !write => return true,
         _ => {}
     }
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if covered(&cache, addr, end, write) {
-        return true;
-    }
-    *cache = read_maps();
-    covered(&cache, addr, end, write)
+    covered(&read_maps(), addr, end, write)
 }
 
 #[cfg(test)]

@@ -4,12 +4,16 @@
 //! capabilities, and every key names its protection domain, bounds and rights.
 
 pub mod address;
+pub mod io;
+pub mod listener;
 pub mod memory;
+pub mod qp;
+pub mod wire;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::RwLock;
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use crate::device::{Access, DevError, Device, DeviceLimits, Mr, Mw, Pd};
+use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents};
 use crate::mr::keys::KeyGen;
 
 /// One key set: what an lkey or rkey grants.
@@ -23,6 +27,8 @@ pub struct KeySet {
     pub zero_based: bool,
     pub lkey: u32,
     pub rkey: u32,
+    /// For a memory window: the QP it is bound to (it works on that connection only).
+    pub bound_qp: Option<u64>,
 }
 
 struct Region {
@@ -39,15 +45,20 @@ struct State {
     sets: HashMap<u64, KeySet>,
     lkeys: HashMap<u32, u64>,
     rkeys: HashMap<u32, u64>,
-    mws: HashMap<u64, u32>,
+    /// Memory windows: their PD and current binding (a key set).
+    mws: HashMap<u64, (u32, Option<u64>)>,
+    next_qp: u64,
 }
 
 pub struct SoftDevice {
+    this: Weak<SoftDevice>,
     name: String,
     limits: DeviceLimits,
     address: libc::sockaddr_storage,
     keys: KeyGen,
     state: RwLock<State>,
+    /// Makes remote atomics atomic with respect to each other.
+    pub atomics: Mutex<()>,
 }
 
 // SAFETY: sockaddr_storage is plain data; all mutable state is behind the RwLock.
@@ -57,11 +68,12 @@ unsafe impl Sync for SoftDevice {}
 
 impl SoftDevice {
     /// A device on the address `params` names (`"<address or netdev> <port>"`).
-    pub fn new(params: &str) -> Result<SoftDevice, String> {
+    pub fn new(params: &str) -> Result<Arc<SoftDevice>, String> {
         let address = address::resolve(params)?;
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-        Ok(SoftDevice {
+        Ok(Arc::new_cyclic(|this| SoftDevice {
+            this: this.clone(),
             name: "soft0".into(),
             limits: DeviceLimits {
                 max_pds: 1 << 16,
@@ -83,7 +95,79 @@ impl SoftDevice {
             address,
             keys: KeyGen::new(),
             state: RwLock::new(State::default()),
-        })
+            atomics: Mutex::new(()),
+        }))
+    }
+
+    fn me(&self) -> Arc<SoftDevice> {
+        self.this.upgrade().expect("a device in use is alive")
+    }
+
+    /// Binds window `mw` over part of registration `mr` for QP `qp`; returns its new rkey.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind_mw(&self, mw: &Mw, mr: &Mr, pd: u32, qp: u64, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
+        let mut s = self.write();
+        let (mw_pd, old) = *s.mws.get(&mw.id).ok_or(DevError::Fault)?;
+        let region = s.sets.get(&mr.id).ok_or(DevError::Fault)?.region;
+        if mw_pd != pd {
+            return Err(DevError::Fault);
+        }
+        if let Some(old) = old {
+            Self::drop_set(&mut s, old);
+        }
+        s.next_id += 1;
+        let id = s.next_id;
+        let rkey = self.keys.next();
+        s.sets.insert(id, KeySet { region, pd, addr, len, access, zero_based, lkey: 0, rkey, bound_qp: Some(qp) });
+        s.rkeys.insert(rkey, id);
+        if let Some(r) = s.regions.get_mut(&region) {
+            r.sets += 1;
+        }
+        s.mws.insert(mw.id, (mw_pd, Some(id)));
+        Ok(rkey)
+    }
+
+    /// Unbinds a window: its rkey stops working at once.
+    pub fn unbind_mw(&self, mw: &Mw) {
+        let mut s = self.write();
+        if let Some((pd, Some(set))) = s.mws.get(&mw.id).copied() {
+            Self::drop_set(&mut s, set);
+            s.mws.insert(mw.id, (pd, None));
+        }
+    }
+
+    /// A received send-with-invalidate: the window `rkey` of PD `pd` stops working.
+    pub fn invalidate(&self, rkey: u32, pd: u32) -> bool {
+        let mut s = self.write();
+        let Some(&set) = s.rkeys.get(&rkey) else { return false };
+        if s.sets.get(&set).is_none_or(|k| k.pd != pd || k.bound_qp.is_none()) {
+            return false;
+        }
+        Self::drop_set(&mut s, set);
+        if let Some(entry) = s.mws.values_mut().find(|(_, b)| *b == Some(set)) {
+            entry.1 = None;
+        }
+        true
+    }
+
+    fn drop_set(s: &mut State, id: u64) {
+        let Some(set) = s.sets.remove(&id) else { return };
+        if set.lkey != 0 {
+            s.lkeys.remove(&set.lkey);
+        }
+        if set.rkey != 0 {
+            s.rkeys.remove(&set.rkey);
+        }
+        let last = match s.regions.get_mut(&set.region) {
+            Some(r) => {
+                r.sets -= 1;
+                r.sets == 0
+            }
+            None => false,
+        };
+        if last {
+            s.regions.remove(&set.region);
+        }
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
@@ -117,7 +201,7 @@ impl SoftDevice {
         let id = s.next_id;
         let lkey = self.keys.next();
         let rkey = if access.is_remote() { self.keys.next() } else { 0 };
-        s.sets.insert(id, KeySet { region, pd: pd.0, addr, len, access, zero_based, lkey, rkey });
+        s.sets.insert(id, KeySet { region, pd: pd.0, addr, len, access, zero_based, lkey, rkey, bound_qp: None });
         s.lkeys.insert(lkey, id);
         if rkey != 0 {
             s.rkeys.insert(rkey, id);
@@ -184,10 +268,12 @@ impl Device for SoftDevice {
             let r = s.regions.get(&set.region).ok_or(DevError::Fault)?;
             (set.region, set.addr, set.len, r.writable)
         };
+        // The memory may have changed since the first registration: check it again, as an HCA
+        // pins it again for every registration.
+        if !memory::accessible(addr, len, access.needs_write(), self.limits.page_size) {
+            return Err(DevError::Fault);
+        }
         if access.needs_write() && !writable {
-            if !memory::accessible(addr, len, true, self.limits.page_size) {
-                return Err(DevError::Fault);
-            }
             if let Some(r) = self.write().regions.get_mut(&region) {
                 r.writable = true;
             }
@@ -200,22 +286,7 @@ impl Device for SoftDevice {
     }
 
     fn dereg_mr(&self, mr: &Mr) {
-        let mut s = self.write();
-        let Some(set) = s.sets.remove(&mr.id) else { return };
-        s.lkeys.remove(&set.lkey);
-        if set.rkey != 0 {
-            s.rkeys.remove(&set.rkey);
-        }
-        let last = match s.regions.get_mut(&set.region) {
-            Some(r) => {
-                r.sets -= 1;
-                r.sets == 0
-            }
-            None => false,
-        };
-        if last {
-            s.regions.remove(&set.region);
-        }
+        Self::drop_set(&mut self.write(), mr.id);
     }
 
     fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError> {
@@ -229,11 +300,31 @@ impl Device for SoftDevice {
         s.next_id += 1;
         let id = s.next_id;
         let rkey = self.keys.next();
-        s.mws.insert(id, pd.0);
+        s.mws.insert(id, (pd.0, None));
         Ok(Mw { id, rkey })
     }
 
     fn dealloc_mw(&self, mw: &Mw) {
-        self.write().mws.remove(&mw.id);
+        let mut s = self.write();
+        if let Some((_, Some(set))) = s.mws.remove(&mw.id) {
+            Self::drop_set(&mut s, set);
+        }
+    }
+
+    fn create_qp(&self, pd: Pd, caps: QpCaps, events: Arc<dyn QpEvents>) -> Result<Arc<dyn Qp>, DevError> {
+        let id = {
+            let mut s = self.write();
+            if !s.pds.contains(&pd.0) {
+                return Err(DevError::Fault);
+            }
+            s.next_qp += 1;
+            s.next_qp
+        };
+        Ok(qp::SoftQp::new(self.me(), id, pd.0, caps, events))
+    }
+
+    fn listen(&self, port: u16, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+        let ip = address::ip_of(&self.address).ok_or(DevError::NotSupported)?;
+        listener::SoftListener::bind(std::net::SocketAddr::new(ip, port), events).map(|l| Box::new(l) as Box<dyn Listener>)
     }
 }

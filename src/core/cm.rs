@@ -1,0 +1,237 @@
+//! Connection management of EPs: connect, dup_connect, accept (for the CR functions) and
+//! disconnect, and the connection events the device reports.
+
+use core::ffi::c_void;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::cr;
+use super::ep::{self, configured, ep_state_subtype, Ep, EpInner};
+use super::sp::port_of;
+use super::dto;
+use crate::abi::*;
+use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp, QpCaps, QpEvents};
+
+/// Where an EP's QP reports: the EP, if it still exists.
+struct EpEvents {
+    ep: Weak<Ep>,
+}
+
+impl QpEvents for EpEvents {
+    fn completion(&self, c: Completion) {
+        if let Some(ep) = self.ep.upgrade() {
+            dto::on_completion(&ep, c);
+        }
+    }
+    fn cm(&self, ev: CmEvent) {
+        if let Some(ep) = self.ep.upgrade() {
+            on_cm(&ep, ev);
+        }
+    }
+}
+
+/// Creates the EP's QP (at connect or accept time) and hands it the receives posted so far.
+fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
+    let pz = i.pz.clone().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONFIGURED))?;
+    let a = &i.attr;
+    let caps = QpCaps {
+        max_send_wr: a.max_request_dtos.max(1) as u32,
+        max_recv_wr: a.max_recv_dtos.max(1) as u32,
+        max_send_sge: a.max_request_iov.max(a.max_rdma_read_iov).max(a.max_rdma_write_iov).max(1) as u32,
+        max_recv_sge: a.max_recv_iov.max(1) as u32,
+        max_rd_atomic: a.max_rdma_read_out.max(1) as u32,
+        max_message: ep.ia.dev.limits().max_msg_size,
+    };
+    let qp = ep.ia.dev.create_qp(pz.pd, caps, Arc::new(EpEvents { ep: ep.weak() })).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+    while let Some(wr_id) = i.unposted.pop_front() {
+        if let Some(r) = i.recvs.get(&wr_id) {
+            qp.post_recv(wr_id, ep::sges(&r.iov)).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+        }
+    }
+    i.qp = Some(qp.clone());
+    Ok(qp)
+}
+
+/// Copies a consumer's socket address (IPv4 or IPv6).
+fn address_arg(addr: DAT_IA_ADDRESS_PTR) -> Result<libc::sockaddr_storage, DAT_RETURN> {
+    if addr.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+    let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+    // SAFETY: the consumer's address starts with its family.
+    let family = i32::from(unsafe { (*addr).sa_family });
+    let len = match family {
+        libc::AF_INET => core::mem::size_of::<libc::sockaddr_in>(),
+        libc::AF_INET6 => core::mem::size_of::<libc::sockaddr_in6>(),
+        _ => return Err(dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED)),
+    };
+    // SAFETY: a sockaddr of that family is `len` bytes long.
+    unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, &mut ss as *mut _ as *mut u8, len) };
+    Ok(ss)
+}
+
+fn timeout_arg(timeout: DAT_TIMEOUT) -> Option<Duration> {
+    (timeout != DAT_TIMEOUT_INFINITE).then(|| Duration::from_micros(u64::from(timeout)))
+}
+
+/// Starts an active connection from an EP that is ready for one.
+fn start_connect(ep: &Ep, addr: libc::sockaddr_storage, conn_qual: DAT_CONN_QUAL, timeout: DAT_TIMEOUT, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
+    if port_of(conn_qual) == 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    let qp = {
+        let mut i = ep.lock();
+        if i.state != DAT_EP_STATE_UNCONNECTED || !configured(&i) {
+            return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)));
+        }
+        let qp = attach_qp(ep, &mut i)?;
+        i.state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
+        *i.remote_address = addr;
+        i.remote_port = conn_qual;
+        qp
+    };
+    qp.connect(addr, port_of(conn_qual), pdata, timeout_arg(timeout)).map_err(|e| {
+        ep.lock().state = DAT_EP_STATE_UNCONNECTED;
+        match e {
+            DevError::NotSupported => dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED),
+            _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
+        }
+    })?;
+    Ok(DAT_SUCCESS)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn connect(
+    handle: DAT_EP_HANDLE,
+    addr: DAT_IA_ADDRESS_PTR,
+    conn_qual: DAT_CONN_QUAL,
+    timeout: DAT_TIMEOUT,
+    size: DAT_COUNT,
+    data: *const c_void,
+    qos: DAT_QOS,
+    flags: DAT_CONNECT_FLAGS,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep::ep(handle)?;
+    let addr = address_arg(addr)?;
+    let pdata = cr::private_data(size, data, DAT_INVALID_ARG5)?;
+    if qos & !(DAT_QOS_BEST_EFFORT | DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM) != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7));
+    }
+    if flags & !DAT_CONNECT_MULTIPATH_FLAG != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8));
+    }
+    if flags & DAT_CONNECT_MULTIPATH_FLAG != 0 {
+        return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
+    }
+    start_connect(&ep, addr, conn_qual, timeout, pdata)
+}
+
+pub fn dup_connect(handle: DAT_EP_HANDLE, dup: DAT_EP_HANDLE, timeout: DAT_TIMEOUT, size: DAT_COUNT, data: *const c_void, qos: DAT_QOS) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep::ep(handle)?;
+    let other = ep::ep(dup)?;
+    let pdata = cr::private_data(size, data, DAT_INVALID_ARG4)?;
+    let _ = qos;
+    let (addr, conn_qual) = {
+        let o = other.lock();
+        if o.state != DAT_EP_STATE_CONNECTED {
+            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+        }
+        (*o.remote_address, o.remote_port)
+    };
+    start_connect(&ep, addr, conn_qual, timeout, pdata)
+}
+
+/// Accepts a connection request on `ep` (from `dat_cr_accept`).
+pub fn accept(ep: &Arc<Ep>, pending: &Arc<dyn PendingConnection>, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
+    let qp = {
+        let mut i = ep.lock();
+        if !matches!(i.state, DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_RESERVED) || !configured(&i) {
+            return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)));
+        }
+        let qp = attach_qp(ep, &mut i)?;
+        let (remote, port) = pending.remote();
+        *i.remote_address = remote;
+        i.remote_port = DAT_CONN_QUAL::from(port);
+        i.state = DAT_EP_STATE_COMPLETION_PENDING;
+        qp
+    };
+    pending.accept(&qp, pdata).map_err(|_| {
+        ep.lock().state = DAT_EP_STATE_DISCONNECTED;
+        dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP)
+    })?;
+    Ok(DAT_SUCCESS)
+}
+
+pub fn disconnect(handle: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep::ep(handle)?;
+    if !matches!(flags, DAT_CLOSE_ABRUPT_FLAG | DAT_CLOSE_GRACEFUL_FLAG) {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    let qp = {
+        let mut i = ep.lock();
+        match i.state {
+            DAT_EP_STATE_CONNECTED
+            | DAT_EP_STATE_ACTIVE_CONNECTION_PENDING
+            | DAT_EP_STATE_COMPLETION_PENDING
+            | DAT_EP_STATE_PASSIVE_CONNECTION_PENDING
+            | DAT_EP_STATE_DISCONNECT_PENDING => {}
+            DAT_EP_STATE_DISCONNECTED => return Ok(DAT_SUCCESS),
+            s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
+        }
+        i.state = DAT_EP_STATE_DISCONNECT_PENDING;
+        i.qp.clone()
+    };
+    if let Some(qp) = qp {
+        qp.disconnect(flags == DAT_CLOSE_GRACEFUL_FLAG);
+    }
+    Ok(DAT_SUCCESS)
+}
+
+/// A connection event of the EP's QP: move the EP's state and tell the consumer.
+pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
+    let (number, pdata) = match &ev {
+        CmEvent::Established { private_data } => (DAT_CONNECTION_EVENT_ESTABLISHED, private_data.clone()),
+        CmEvent::PeerRejected { private_data } => (DAT_CONNECTION_EVENT_PEER_REJECTED, private_data.clone()),
+        CmEvent::NonPeerRejected => (DAT_CONNECTION_EVENT_NON_PEER_REJECTED, Vec::new()),
+        CmEvent::Unreachable => (DAT_CONNECTION_EVENT_UNREACHABLE, Vec::new()),
+        CmEvent::TimedOut => (DAT_CONNECTION_EVENT_TIMED_OUT, Vec::new()),
+        CmEvent::Disconnected => (DAT_CONNECTION_EVENT_DISCONNECTED, Vec::new()),
+        CmEvent::Broken => (DAT_CONNECTION_EVENT_BROKEN, Vec::new()),
+    };
+    let (evd, ptr, len) = {
+        let mut i = ep.lock();
+        if number == DAT_CONNECTION_EVENT_ESTABLISHED {
+            if i.state == DAT_EP_STATE_DISCONNECT_PENDING || i.state == DAT_EP_STATE_DISCONNECTED {
+                return;
+            }
+            i.state = DAT_EP_STATE_CONNECTED;
+            if let Some((addr, port)) = i.qp.as_ref().and_then(|q| q.remote()) {
+                *i.remote_address = addr;
+                if i.remote_port == 0 {
+                    i.remote_port = DAT_CONN_QUAL::from(port);
+                }
+            }
+            i.local_port = i.qp.as_ref().map_or(0, |q| DAT_CONN_QUAL::from(q.local_port()));
+        } else {
+            if i.state == DAT_EP_STATE_DISCONNECTED && number != DAT_CONNECTION_EVENT_DISCONNECTED {
+                return;
+            }
+            i.state = DAT_EP_STATE_DISCONNECTED;
+        }
+        let boxed: Box<[u8]> = pdata.into_boxed_slice();
+        let ptr = if boxed.is_empty() { core::ptr::null_mut() } else { boxed.as_ptr() as *mut c_void };
+        let len = boxed.len();
+        i.private_data.push_back(boxed);
+        while i.private_data.len() > 16 {
+            i.private_data.pop_front();
+        }
+        (i.connect_evd.clone(), ptr, len)
+    };
+    if let Some(evd) = evd {
+        let mut e = DAT_EVENT::default();
+        e.event_number = number;
+        e.event_data.connect_event_data = DAT_CONNECTION_EVENT_DATA { ep_handle: ep.handle as DAT_EP_HANDLE, private_data_size: len as DAT_COUNT, private_data: ptr };
+        evd.post(e);
+    }
+}

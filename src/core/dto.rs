@@ -1,0 +1,166 @@
+//! Data transfer on EPs: posting sends and RDMA (checked against the EP's limits at post
+//! time, never overrunning a queue) and turning the device's completions into DTO events, in
+//! order, on the EP's EVDs.
+
+use std::sync::Arc;
+
+use super::ep::{self, dto_event, ep_state_subtype, Ep, PendingSend, Report, COMPLETION_FLAGS};
+use crate::abi::*;
+use crate::device::{Completion, DevError, SendWr, WcOp, WrOp};
+
+/// What a post asks of the device.
+pub struct Post {
+    pub op: WrOp,
+    pub report: Report,
+    pub remote: Option<(u64, u32)>,
+    /// The EP attribute that bounds the local vector.
+    pub max_iov: fn(&DAT_EP_ATTR) -> DAT_COUNT,
+}
+
+/// Posts a send-queue request; `count`/`iov` are the consumer's local vector.
+pub fn post(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS, p: Post) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep::ep(handle)?;
+    let (wr_id, segs, qp) = {
+        let mut i = ep.lock();
+        let segs = ep::iov_arg(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;
+        if flags & !COMPLETION_FLAGS != 0 {
+            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+        }
+        // Like an HCA, only the device's message size limit is enforced (programs such as
+        // dtest post RDMA larger than the max_rdma_size they ask for).
+        let len: u64 = segs.iter().map(|t| u64::from(t.segment_length)).sum();
+        if len > u64::from(ep.ia.dev.limits().max_msg_size) {
+            return Err(dat_error(DAT_LENGTH_ERROR, 0));
+        }
+        match i.state {
+            DAT_EP_STATE_CONNECTED => {}
+            DAT_EP_STATE_DISCONNECTED => {
+                // Accepted, and completed at once as flushed.
+                let evd = i.request_evd.clone();
+                drop(i);
+                if let Some(evd) = evd {
+                    evd.post(dto_event(ep.handle, cookie, DAT_DTO_ERR_FLUSHED, 0, report_op(p.report), 0));
+                }
+                return Ok(DAT_SUCCESS);
+            }
+            s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
+        }
+        if i.sends.len() >= i.attr.max_request_dtos.max(0) as usize {
+            return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
+        }
+        let qp = i.qp.clone().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY))?;
+        let wr_id = i.next_wr;
+        i.next_wr += 1;
+        i.sends.insert(wr_id, PendingSend { cookie, flags, report: p.report });
+        (wr_id, segs, qp)
+    };
+    let wr = SendWr {
+        wr_id,
+        op: p.op,
+        sges: ep::sges(&segs),
+        remote: p.remote,
+        fence: flags & DAT_COMPLETION_BARRIER_FENCE_FLAG != 0,
+        solicited: flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG != 0,
+    };
+    if let Err(e) = qp.post_send(wr) {
+        let mut i = ep.lock();
+        i.sends.remove(&wr_id);
+        return Err(match e {
+            DevError::State => dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)),
+            _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
+        });
+    }
+    Ok(DAT_SUCCESS)
+}
+
+fn report_op(r: Report) -> DAT_DTOS {
+    match r {
+        Report::Dto(op) => op,
+        Report::Extension(_) => DAT_DTO_EXTENSION_BASE,
+        Report::Bind { .. } => DAT_DTO_BIND_MW,
+    }
+}
+
+/// Checks a remote RMR triplet argument and returns (address, key, length).
+pub fn remote_arg(remote: *const DAT_RMR_TRIPLET, arg: DAT_RETURN) -> Result<(u64, u32, u32), DAT_RETURN> {
+    if remote.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg));
+    }
+    // SAFETY: the consumer's triplet.
+    let t = unsafe { remote.read() };
+    Ok((t.virtual_address, t.rmr_context, t.segment_length))
+}
+
+/// A completion of the EP's QP: report it on the right EVD, unless it was suppressed.
+pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
+    let success = c.status == DAT_DTO_SUCCESS;
+    let (evd, event) = {
+        let mut i = ep.lock();
+        if matches!(c.op, WcOp::Recv | WcOp::RecvImm) {
+            let Some(r) = i.recvs.remove(&c.wr_id) else { return };
+            if !success && i.state == DAT_EP_STATE_CONNECTED && c.status != DAT_DTO_ERR_FLUSHED {
+                i.state = DAT_EP_STATE_DISCONNECTED;
+            }
+            let event = if c.op == WcOp::RecvImm {
+                super::ext::immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
+            } else {
+                let (op, ctx) = match c.invalidated {
+                    Some(k) => (DAT_DTO_RECEIVE_WITH_INVALIDATE, k),
+                    None => (DAT_DTO_RECEIVE, 0),
+                };
+                if let Some(k) = c.invalidated {
+                    super::rmr::invalidated(&ep.ia, k);
+                }
+                dto_event(ep.handle, r.cookie, c.status, c.byte_len, op, ctx)
+            };
+            (i.recv_evd.clone(), event)
+        } else {
+            let Some(s) = i.sends.remove(&c.wr_id) else { return };
+            if !success && c.status != DAT_DTO_ERR_FLUSHED && i.state == DAT_EP_STATE_CONNECTED {
+                i.state = DAT_EP_STATE_DISCONNECTED;
+            }
+            if success && s.flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
+                return;
+            }
+            let event = match s.report {
+                Report::Dto(op) => dto_event(ep.handle, s.cookie, c.status, c.byte_len, op, 0),
+                Report::Extension(kind) => super::ext::completion_event(ep.handle, s.cookie, c.status, c.byte_len, kind),
+                Report::Bind { rmr, cookie } => super::rmr::bind_event(rmr, cookie, c.status),
+            };
+            (i.request_evd.clone(), event)
+        }
+    };
+    if let Some(evd) = evd {
+        evd.post(event);
+    }
+}
+
+pub fn post_send(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
+    post(handle, count, iov, cookie, flags, Post { op: WrOp::Send, report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov })
+}
+
+pub fn post_rdma_write(
+    handle: DAT_EP_HANDLE,
+    count: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: *const DAT_RMR_TRIPLET,
+    flags: DAT_COMPLETION_FLAGS,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    ep::ep(handle)?;
+    let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG5)?;
+    post(handle, count, iov, cookie, flags, Post { op: WrOp::Write, report: Report::Dto(DAT_DTO_RDMA_WRITE), remote: Some((addr, key)), max_iov: |a| a.max_rdma_write_iov })
+}
+
+pub fn post_rdma_read(
+    handle: DAT_EP_HANDLE,
+    count: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: *const DAT_RMR_TRIPLET,
+    flags: DAT_COMPLETION_FLAGS,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    ep::ep(handle)?;
+    let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG5)?;
+    post(handle, count, iov, cookie, flags, Post { op: WrOp::Read, report: Report::Dto(DAT_DTO_RDMA_READ), remote: Some((addr, key)), max_iov: |a| a.max_rdma_read_iov })
+}

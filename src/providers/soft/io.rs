@@ -1,0 +1,138 @@
+//! Moving bytes between sockets and registered memory without ever faulting: the kernel copies
+//! to and from user memory for `recv`/`writev` and for cross-memory attach, and reports a bad
+//! address as EFAULT instead of a signal.
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// Receives exactly `len` bytes into memory at `addr`.
+pub fn recv_into(fd: RawFd, addr: u64, len: usize) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < len {
+        // SAFETY: the kernel writes at most `len - done` bytes at addr+done, which the caller
+        // validated against a registration; a bad address fails with EFAULT.
+        let n = unsafe { libc::recv(fd, (addr as usize + done) as *mut libc::c_void, len - done, libc::MSG_WAITALL) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// Receives and discards `len` bytes.
+pub fn discard(fd: RawFd, mut len: usize) -> io::Result<()> {
+    let mut scratch = vec![0u8; len.min(1 << 16)];
+    while len > 0 {
+        let n = len.min(scratch.len());
+        recv_into(fd, scratch.as_mut_ptr() as u64, n)?;
+        len -= n;
+    }
+    Ok(())
+}
+
+/// Writes all of `parts` (address, length) with writev, resuming after partial writes.
+pub fn write_all(fd: RawFd, parts: &[(u64, usize)]) -> io::Result<()> {
+    let mut iov: Vec<libc::iovec> =
+        parts.iter().filter(|p| p.1 > 0).map(|&(a, l)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l }).collect();
+    let mut start = 0;
+    while start < iov.len() {
+        let batch = (iov.len() - start).min(1024);
+        // SAFETY: the iovecs name our own buffers or registered memory; the kernel only reads
+        // them and reports a bad address as EFAULT.
+        let n = unsafe { libc::writev(fd, iov[start..].as_ptr(), batch as libc::c_int) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let mut n = n as usize;
+        while n > 0 && start < iov.len() {
+            if n >= iov[start].iov_len {
+                n -= iov[start].iov_len;
+                start += 1;
+            } else {
+                iov[start].iov_base = (iov[start].iov_base as usize + n) as *mut libc::c_void;
+                iov[start].iov_len -= n;
+                n = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn iovecs(segs: &[(u64, usize)]) -> Vec<libc::iovec> {
+    segs.iter().filter(|s| s.1 > 0).map(|&(a, l)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l }).collect()
+}
+
+fn total(segs: &[(u64, usize)]) -> usize {
+    segs.iter().map(|s| s.1).sum()
+}
+
+/// Copies from process `pid`'s memory `remote` into our memory `local`
+/// (cross-memory attach). Both lists must hold the same number of bytes.
+pub fn pull(pid: u32, local: &[(u64, usize)], remote: &[(u64, usize)]) -> io::Result<()> {
+    let (l, r) = (iovecs(local), iovecs(remote));
+    // SAFETY: the kernel checks both address lists and reports faults as errors.
+    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, l.as_ptr(), l.len() as u64, r.as_ptr(), r.len() as u64, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n as usize != total(local) {
+        return Err(io::Error::from_raw_os_error(libc::EFAULT));
+    }
+    Ok(())
+}
+
+/// Copies our memory `local` into process `pid`'s memory `remote`.
+pub fn push(pid: u32, local: &[(u64, usize)], remote: &[(u64, usize)]) -> io::Result<()> {
+    let (l, r) = (iovecs(local), iovecs(remote));
+    // SAFETY: as in `pull`.
+    let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, l.as_ptr(), l.len() as u64, r.as_ptr(), r.len() as u64, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n as usize != total(local) {
+        return Err(io::Error::from_raw_os_error(libc::EFAULT));
+    }
+    Ok(())
+}
+
+/// Reads a u64 from our own memory without risking a fault.
+pub fn read_u64(addr: u64) -> io::Result<u64> {
+    let mut v = 0u64;
+    // SAFETY: pid is our own; `v` is a local of the right size.
+    pull(unsafe { libc::getpid() } as u32, &[(&mut v as *mut u64 as u64, 8)], &[(addr, 8)])?;
+    Ok(v)
+}
+
+/// Writes a u64 into our own memory without risking a fault.
+pub fn write_u64(addr: u64, v: u64) -> io::Result<()> {
+    // SAFETY: pid is our own.
+    push(unsafe { libc::getpid() } as u32, &[(&v as *const u64 as u64, 8)], &[(addr, 8)])
+}
+
+/// Copies a buffer into our own memory (a receive filled from buffered data).
+pub fn scatter(buf: &[u8], segs: &[(u64, usize)]) -> io::Result<()> {
+    let mut off = 0;
+    let mut parts = Vec::new();
+    for &(a, l) in segs {
+        let n = l.min(buf.len() - off);
+        if n == 0 {
+            break;
+        }
+        parts.push((a, n));
+        off += n;
+    }
+    // SAFETY: pid is our own; the source is `buf`.
+    push(unsafe { libc::getpid() } as u32, &[(buf.as_ptr() as u64, off)], &parts)
+}

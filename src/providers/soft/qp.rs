@@ -1,0 +1,1017 @@
+//! The soft device's reliable-connected queue pair, over one TCP connection.
+//!
+//! Each connected QP has a reader thread, which is the progress engine: it applies the peer's
+//! requests to our memory (checking every remote key, bound, PD, window binding and privilege
+//! first) without the application calling in, and completes our own requests as their
+//! responses come back, in order. A writer thread sends queued frames, so neither the reader
+//! nor an application thread ever blocks on a full socket while holding anything.
+//!
+//! On one host, when each process can reach the other's memory (cross-memory attach), requests
+//! carry scatter lists instead of data and the target copies directly between the two
+//! processes' registered memory.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::io;
+use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
+use super::{KeySet, SoftDevice};
+use crate::abi::*;
+use crate::device::*;
+
+/// A word whose address and value a peer reads to find out whether it can reach our memory.
+static CANARY: AtomicU64 = AtomicU64::new(0);
+
+pub fn canary() -> (u64, u64) {
+    if CANARY.load(Ordering::Relaxed) == 0 {
+        let v = u64::from(std::process::id()) << 32 | 0x6461_7432;
+        CANARY.store(v, Ordering::Relaxed);
+    }
+    (&CANARY as *const AtomicU64 as u64, CANARY.load(Ordering::Relaxed))
+}
+
+/// Whether process `pid` lets us read its memory (cross-memory attach).
+pub fn reaches(pid: u32, addr: u64, value: u64) -> bool {
+    if std::env::var("DAT2_SOFT_CMA").is_ok_and(|v| v == "0") {
+        return false;
+    }
+    let mut v = 0u64;
+    io::pull(pid, &[(&mut v as *mut u64 as u64, 8)], &[(addr, 8)]).is_ok() && v == value
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Idle,
+    Connecting,
+    Connected,
+    Closed,
+}
+
+/// A send-queue request awaiting its response.
+struct Outstanding {
+    wr_id: u64,
+    op: WcOp,
+    /// Where a read's data or an atomic's original value lands.
+    sges: Vec<Sge>,
+    len: u32,
+    /// Completed without going on the wire (a local error, a bind).
+    done: Option<u32>,
+}
+
+/// A peer request that waits for a receive to be posted.
+struct Stalled {
+    hdr: Hdr,
+    data: Data,
+}
+
+/// Where a request's data is.
+enum Data {
+    /// Still on the socket (`hdr.payload` bytes).
+    Socket,
+    Buffer(Vec<u8>),
+    /// In the peer's memory (cross-memory attach).
+    Remote(Vec<(u64, u32)>),
+}
+
+enum Event {
+    Completion(Completion),
+    Cm(CmEvent),
+}
+
+enum FrameData {
+    None,
+    Bytes(Vec<u8>),
+    Memory(Vec<(u64, usize)>),
+}
+
+struct Frame {
+    hdr: Hdr,
+    data: FrameData,
+    /// Shut the connection down once this frame is out.
+    last: bool,
+}
+
+struct Inner {
+    state: State,
+    stream: Option<TcpStream>,
+    outstanding: VecDeque<Outstanding>,
+    recvs: VecDeque<(u64, Vec<Sge>)>,
+    stalled: VecDeque<Stalled>,
+    remote: Option<(libc::sockaddr_storage, u16)>,
+    local_port: u16,
+    peer_pid: u32,
+    /// We may send cross-memory requests: the peer reaches our memory.
+    cma_out: bool,
+    /// The peer sends us cross-memory requests: we reach its memory.
+    cma_in: bool,
+    outstanding_reads: u32,
+}
+
+// SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
+unsafe impl Send for Inner {}
+
+struct Delivery {
+    queue: VecDeque<Event>,
+    busy: bool,
+}
+
+struct Outbound {
+    queue: Mutex<(VecDeque<Frame>, bool)>,
+    cv: Condvar,
+}
+
+pub struct SoftQp {
+    this: std::sync::Weak<SoftQp>,
+    dev: Arc<SoftDevice>,
+    pub id: u64,
+    pd: u32,
+    caps: QpCaps,
+    events: Arc<dyn QpEvents>,
+    inner: Mutex<Inner>,
+    /// Serialises the execution of peer requests (reader thread and stalled-request drains).
+    exec: Mutex<()>,
+    delivery: Mutex<Delivery>,
+    out: Outbound,
+}
+
+fn status_u8(s: u32) -> u8 {
+    s as u8
+}
+
+impl SoftQp {
+    pub fn new(dev: Arc<SoftDevice>, id: u64, pd: u32, caps: QpCaps, events: Arc<dyn QpEvents>) -> Arc<SoftQp> {
+        Arc::new_cyclic(|this| SoftQp {
+            this: this.clone(),
+            dev,
+            id,
+            pd,
+            caps,
+            events,
+            inner: Mutex::new(Inner {
+                state: State::Idle,
+                stream: None,
+                outstanding: VecDeque::new(),
+                recvs: VecDeque::new(),
+                stalled: VecDeque::new(),
+                remote: None,
+                local_port: 0,
+                peer_pid: 0,
+                cma_out: false,
+                cma_in: false,
+                outstanding_reads: 0,
+            }),
+            exec: Mutex::new(()),
+            delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
+            out: Outbound { queue: Mutex::new((VecDeque::new(), false)), cv: Condvar::new() },
+        })
+    }
+
+    fn me(&self) -> Arc<SoftQp> {
+        self.this.upgrade().expect("a QP in use is alive")
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands events to the consumer side in order, never while holding the QP's locks; a
+    /// re-entrant call (from inside a callback) only queues.
+    fn deliver(&self, events: Vec<Event>) {
+        {
+            let mut d = self.delivery.lock().unwrap_or_else(|e| e.into_inner());
+            d.queue.extend(events);
+            if d.busy {
+                return;
+            }
+            d.busy = true;
+        }
+        loop {
+            let next = {
+                let mut d = self.delivery.lock().unwrap_or_else(|e| e.into_inner());
+                match d.queue.pop_front() {
+                    Some(e) => e,
+                    None => {
+                        d.busy = false;
+                        return;
+                    }
+                }
+            };
+            match next {
+                Event::Completion(c) => self.events.completion(c),
+                Event::Cm(e) => self.events.cm(e),
+            }
+        }
+    }
+
+    fn send_frame(&self, frame: Frame) {
+        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if q.1 {
+            return;
+        }
+        q.0.push_back(frame);
+        self.out.cv.notify_one();
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Key checks.
+
+    /// Checks a local scatter/gather element against its lkey.
+    fn check_local(&self, s: &Sge, write: bool) -> bool {
+        if s.len == 0 {
+            return true;
+        }
+        let Some(k) = self.dev.lkey(s.lkey) else { return false };
+        k.pd == self.pd
+            && s.addr >= k.addr
+            && s.addr.checked_add(u64::from(s.len)).is_some_and(|e| e <= k.addr + k.len)
+            && (!write || k.access.has(Access::LOCAL_WRITE))
+    }
+
+    /// Checks a remote access against our key table; returns the local address it names.
+    fn check_remote(&self, rkey: u32, raddr: u64, len: u64, need: u32) -> Option<u64> {
+        let k: KeySet = self.dev.rkey(rkey)?;
+        if k.pd != self.pd || k.bound_qp.is_some_and(|q| q != self.id) || !k.access.has(need) {
+            return None;
+        }
+        let addr = if k.zero_based { k.addr.checked_add(raddr)? } else { raddr };
+        (addr >= k.addr && addr.checked_add(len)? <= k.addr + k.len).then_some(addr)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Connection setup.
+
+    fn start(self: &Arc<Self>, stream: TcpStream, hello: &Hello, reaches_peer: bool) {
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_read_timeout(None);
+        let reader = stream.try_clone();
+        let writer = stream.try_clone();
+        {
+            let mut i = self.lock();
+            i.peer_pid = hello.pid;
+            i.cma_out = hello.reaches_peer;
+            i.cma_in = reaches_peer;
+            i.local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
+            if let Ok(peer) = stream.peer_addr() {
+                i.remote = Some((super::address::to_storage(peer), peer.port()));
+            }
+            i.stream = Some(stream);
+            i.state = State::Connected;
+        }
+        match (reader, writer) {
+            (Ok(r), Ok(w)) => {
+                let me = self.clone();
+                let spawned_w = std::thread::Builder::new().name("dat2-soft-tx".into()).stack_size(256 << 10).spawn(move || me.writer(w));
+                let me = self.clone();
+                let spawned_r = std::thread::Builder::new().name("dat2-soft-rx".into()).stack_size(256 << 10).spawn(move || me.reader(r));
+                if spawned_w.is_err() || spawned_r.is_err() {
+                    self.fail(CmEvent::Broken);
+                }
+            }
+            _ => self.fail(CmEvent::Broken),
+        }
+    }
+
+    fn active(self: Arc<Self>, addr: SocketAddr, private_data: Vec<u8>, timeout: Option<Duration>) {
+        let outcome = (|| -> Result<(TcpStream, Hello, bool), CmEvent> {
+            let stream = match timeout {
+                Some(t) => TcpStream::connect_timeout(&addr, t.max(Duration::from_millis(1))),
+                None => TcpStream::connect(addr),
+            }
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::ConnectionRefused => CmEvent::NonPeerRejected,
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => CmEvent::TimedOut,
+                _ => CmEvent::Unreachable,
+            })?;
+            let _ = stream.set_nodelay(true);
+            let _ = stream.set_read_timeout(Some(timeout.unwrap_or(Duration::from_secs(3600)).max(Duration::from_millis(1))));
+            let (caddr, cval) = canary();
+            let hello = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: false, private_data };
+            write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
+            let (hdr, body) = read_message(&stream).map_err(|e| match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => CmEvent::TimedOut,
+                _ => CmEvent::NonPeerRejected,
+            })?;
+            let answer = Hello::decode(&body).ok_or(CmEvent::NonPeerRejected)?;
+            match hdr.op {
+                op::ACCEPT => {
+                    let we_reach = reaches(answer.pid, answer.canary_addr, answer.canary);
+                    let ready = Hello { reaches_peer: we_reach, private_data: Vec::new(), ..hello };
+                    write_message(&stream, op::READY, &ready.encode()).map_err(|_| CmEvent::Broken)?;
+                    Ok((stream, answer, we_reach))
+                }
+                op::REJECT => Err(CmEvent::PeerRejected { private_data: answer.private_data }),
+                _ => Err(CmEvent::NonPeerRejected),
+            }
+        })();
+        match outcome {
+            Ok((stream, answer, we_reach)) => {
+                if self.lock().state != State::Connecting {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    return;
+                }
+                let pdata = answer.private_data.clone();
+                self.start(stream, &answer, we_reach);
+                self.deliver(vec![Event::Cm(CmEvent::Established { private_data: pdata })]);
+            }
+            Err(ev) => {
+                let mut i = self.lock();
+                if i.state != State::Connecting {
+                    return;
+                }
+                i.state = State::Closed;
+                drop(i);
+                self.flush(ev);
+            }
+        }
+    }
+
+    /// Completes everything posted as flushed, then reports `ev`.
+    fn flush(&self, ev: CmEvent) {
+        let mut events = Vec::new();
+        {
+            let mut i = self.lock();
+            for o in i.outstanding.drain(..) {
+                let status = o.done.unwrap_or(DAT_DTO_ERR_FLUSHED);
+                events.push(Event::Completion(Completion { wr_id: o.wr_id, status, op: o.op, byte_len: 0, imm: None, invalidated: None, solicited: false }));
+            }
+            for (wr_id, _) in i.recvs.drain(..) {
+                events.push(Event::Completion(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op: WcOp::Recv, byte_len: 0, imm: None, invalidated: None, solicited: false }));
+            }
+            i.stalled.clear();
+            i.outstanding_reads = 0;
+        }
+        events.push(Event::Cm(ev));
+        self.deliver(events);
+    }
+
+    /// Tears the connection down because of an error and reports `ev` (once).
+    fn fail(&self, ev: CmEvent) {
+        {
+            let mut i = self.lock();
+            if i.state == State::Closed {
+                return;
+            }
+            i.state = State::Closed;
+            if let Some(s) = &i.stream {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+        self.close_writer();
+        self.flush(ev);
+    }
+
+    fn close_writer(&self) {
+        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.1 = true;
+        q.0.clear();
+        self.out.cv.notify_all();
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // The writer.
+
+    fn writer(&self, stream: TcpStream) {
+        let fd = stream.as_raw_fd();
+        loop {
+            let frame = {
+                let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if let Some(f) = q.0.pop_front() {
+                        break Some(f);
+                    }
+                    if q.1 {
+                        break None;
+                    }
+                    q = self.out.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            let Some(frame) = frame else { return };
+            let hdr = frame.hdr.encode();
+            let mut parts = vec![(hdr.as_ptr() as u64, HDR_LEN)];
+            match &frame.data {
+                FrameData::None => {}
+                FrameData::Bytes(b) => parts.push((b.as_ptr() as u64, b.len())),
+                FrameData::Memory(m) => parts.extend_from_slice(m),
+            }
+            if io::write_all(fd, &parts).is_err() {
+                let _ = stream.shutdown(Shutdown::Both);
+                return;
+            }
+            if frame.last {
+                let _ = stream.shutdown(Shutdown::Write);
+                return;
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // The reader: the progress engine.
+
+    fn reader(self: Arc<Self>, mut stream: TcpStream) {
+        let fd = stream.as_raw_fd();
+        loop {
+            let mut h = [0u8; HDR_LEN];
+            if stream.read_exact(&mut h).is_err() {
+                let graceful = self.lock().state == State::Closed;
+                if !graceful {
+                    self.fail(CmEvent::Broken);
+                }
+                return;
+            }
+            let hdr = Hdr::decode(&h);
+            let ok = match hdr.op {
+                op::RESPONSE => self.on_response(fd, &hdr),
+                op::DISCONNECT => {
+                    {
+                        let mut i = self.lock();
+                        if i.state == State::Closed {
+                            return;
+                        }
+                        i.state = State::Closed;
+                    }
+                    self.send_frame(Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true });
+                    self.flush(CmEvent::Disconnected);
+                    return;
+                }
+                op::SEND | op::WRITE | op::READ | op::CMP_SWAP | op::FETCH_ADD => self.on_request(fd, hdr),
+                _ => false,
+            };
+            if !ok {
+                self.fail(CmEvent::Broken);
+                return;
+            }
+        }
+    }
+
+    /// A response to our oldest outstanding request.
+    fn on_response(&self, fd: i32, hdr: &Hdr) -> bool {
+        let head = {
+            let i = self.lock();
+            i.outstanding.iter().find(|o| o.done.is_none()).map(|o| (o.wr_id, o.op, o.sges.clone(), o.len))
+        };
+        let Some((wr_id, op_kind, sges, len)) = head else { return false };
+        let status = u32::from(hdr.status);
+        if status == DAT_DTO_SUCCESS && hdr.payload > 0 {
+            // Read data or an atomic's original value, into the checked local buffers.
+            let mut left = hdr.payload as usize;
+            for s in &sges {
+                let n = (s.len as usize).min(left);
+                if n > 0 && io::recv_into(fd, s.addr, n).is_err() {
+                    return false;
+                }
+                left -= n;
+            }
+            if left > 0 && io::discard(fd, left).is_err() {
+                return false;
+            }
+        } else if hdr.payload > 0 && io::discard(fd, hdr.payload as usize).is_err() {
+            return false;
+        }
+        let mut events = Vec::new();
+        {
+            let mut i = self.lock();
+            let Some(pos) = i.outstanding.iter().position(|o| o.wr_id == wr_id && o.done.is_none()) else { return true };
+            i.outstanding[pos].done = Some(status);
+            if op_kind == WcOp::Read || matches!(op_kind, WcOp::CmpSwap | WcOp::FetchAdd) {
+                i.outstanding_reads = i.outstanding_reads.saturating_sub(1);
+            }
+            while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
+                let o = i.outstanding.pop_front().expect("front exists");
+                let st = o.done.unwrap_or(DAT_DTO_SUCCESS);
+                let byte_len = if st == DAT_DTO_SUCCESS { o.len } else { 0 };
+                events.push(Event::Completion(Completion { wr_id: o.wr_id, status: st, op: o.op, byte_len, imm: None, invalidated: None, solicited: false }));
+            }
+        }
+        let _ = len;
+        self.deliver(events);
+        if status != DAT_DTO_SUCCESS {
+            // A remote error breaks the connection, as on an HCA.
+            self.fail(CmEvent::Broken);
+            return true;
+        }
+        true
+    }
+
+    /// A request from the peer, executed now or queued until a receive is posted.
+    fn on_request(&self, fd: i32, hdr: Hdr) -> bool {
+        let cma = hdr.flags & flag::CMA != 0;
+        let data = if cma {
+            let mut list = vec![0u8; hdr.payload as usize];
+            if io::recv_into(fd, list.as_mut_ptr() as u64, list.len()).is_err() {
+                return false;
+            }
+            Data::Remote(wire::decode_segments(&list))
+        } else {
+            Data::Socket
+        };
+        let _exec = self.exec.lock().unwrap_or_else(|e| e.into_inner());
+        let needs_recv = hdr.op == op::SEND || (hdr.op == op::WRITE && hdr.flags & flag::IMM != 0);
+        let stall = {
+            let i = self.lock();
+            !i.stalled.is_empty() || (needs_recv && i.recvs.is_empty())
+        };
+        if stall {
+            let data = match data {
+                Data::Socket => {
+                    let mut buf = vec![0u8; hdr.payload as usize];
+                    if io::recv_into(fd, buf.as_mut_ptr() as u64, buf.len()).is_err() {
+                        return false;
+                    }
+                    Data::Buffer(buf)
+                }
+                d => d,
+            };
+            self.lock().stalled.push_back(Stalled { hdr, data });
+            return true;
+        }
+        let (ok, events) = self.execute(fd, hdr, data);
+        drop(_exec);
+        self.deliver(events);
+        ok
+    }
+
+    /// Runs requests that waited for receives, now that one was posted.
+    fn drain_stalled(&self) {
+        let _exec = self.exec.lock().unwrap_or_else(|e| e.into_inner());
+        let mut events = Vec::new();
+        let mut broken = false;
+        loop {
+            let next = {
+                let mut i = self.lock();
+                let Some(front) = i.stalled.front() else { break };
+                let needs_recv = front.hdr.op == op::SEND || (front.hdr.op == op::WRITE && front.hdr.flags & flag::IMM != 0);
+                if needs_recv && i.recvs.is_empty() {
+                    break;
+                }
+                i.stalled.pop_front().expect("front exists")
+            };
+            let (ok, evs) = self.execute(-1, next.hdr, next.data);
+            events.extend(evs);
+            if !ok {
+                broken = true;
+                break;
+            }
+        }
+        drop(_exec);
+        self.deliver(events);
+        if broken {
+            self.fail(CmEvent::Broken);
+        }
+    }
+
+    /// Answers the peer; a failure status also ends the connection after the answer is out.
+    fn respond(&self, status: u32, data: FrameData, payload: u32) {
+        let last = status != DAT_DTO_SUCCESS;
+        self.send_frame(Frame { hdr: Hdr { op: op::RESPONSE, status: status_u8(status), payload, ..Hdr::default() }, data, last });
+        if last {
+            self.lock().state = State::Closed;
+        }
+    }
+
+    /// Moves a request's data into our memory at `segs`; `len` bytes.
+    fn land(&self, fd: i32, data: &Data, segs: &[(u64, usize)]) -> Result<(), ()> {
+        match data {
+            Data::Socket => {
+                for &(a, l) in segs {
+                    io::recv_into(fd, a, l).map_err(|_| ())?;
+                }
+                Ok(())
+            }
+            Data::Buffer(b) => io::scatter(b, segs).map_err(|_| ()),
+            Data::Remote(remote) => {
+                let pid = self.lock().peer_pid;
+                let remote: Vec<(u64, usize)> = remote.iter().map(|&(a, l)| (a, l as usize)).collect();
+                io::pull(pid, segs, &remote).map_err(|_| ())
+            }
+        }
+    }
+
+    /// Consumes a request's data without using it.
+    fn skip(&self, fd: i32, hdr: &Hdr, data: &Data) -> bool {
+        match data {
+            Data::Socket => io::discard(fd, hdr.payload as usize).is_ok(),
+            _ => true,
+        }
+    }
+
+    /// Executes one peer request; returns whether the connection survives, and the events.
+    fn execute(&self, fd: i32, hdr: Hdr, data: Data) -> (bool, Vec<Event>) {
+        let len = u64::from(hdr.length);
+        match hdr.op {
+            op::WRITE => {
+                let Some(addr) = self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_WRITE) else {
+                    let ok = self.skip(fd, &hdr, &data);
+                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0);
+                    return (ok, vec![Event::Cm(CmEvent::Broken)]);
+                };
+                if self.land(fd, &data, &[(addr, len as usize)]).is_err() {
+                    return (false, Vec::new());
+                }
+                let mut events = Vec::new();
+                if hdr.flags & flag::IMM != 0 {
+                    let recv = self.lock().recvs.pop_front();
+                    if let Some((wr_id, _)) = recv {
+                        events.push(Event::Completion(Completion {
+                            wr_id,
+                            status: DAT_DTO_SUCCESS,
+                            op: WcOp::RecvImm,
+                            byte_len: hdr.length,
+                            imm: Some(hdr.imm),
+                            invalidated: None,
+                            solicited: hdr.flags & flag::SOLICITED != 0,
+                        }));
+                    }
+                }
+                self.respond(DAT_DTO_SUCCESS, FrameData::None, 0);
+                (true, events)
+            }
+            op::SEND => {
+                let Some((wr_id, sges)) = self.lock().recvs.pop_front() else { return (false, Vec::new()) };
+                let capacity: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
+                let checked = sges.iter().all(|s| self.check_local(s, true));
+                let status = if !checked {
+                    DAT_DTO_ERR_LOCAL_PROTECTION
+                } else if capacity < len {
+                    DAT_DTO_ERR_LOCAL_LENGTH
+                } else {
+                    DAT_DTO_SUCCESS
+                };
+                let mut invalidated = None;
+                if status == DAT_DTO_SUCCESS {
+                    let mut left = len as usize;
+                    let mut segs = Vec::new();
+                    for s in &sges {
+                        let n = (s.len as usize).min(left);
+                        if n > 0 {
+                            segs.push((s.addr, n));
+                        }
+                        left -= n;
+                    }
+                    if self.land(fd, &data, &segs).is_err() {
+                        return (false, Vec::new());
+                    }
+                    if hdr.flags & flag::INVALIDATE != 0 {
+                        self.dev.invalidate(hdr.rkey, self.pd);
+                        invalidated = Some(hdr.rkey);
+                    }
+                } else if !self.skip(fd, &hdr, &data) {
+                    return (false, Vec::new());
+                }
+                let c = Completion {
+                    wr_id,
+                    status,
+                    op: WcOp::Recv,
+                    byte_len: if status == DAT_DTO_SUCCESS { hdr.length } else { 0 },
+                    imm: None,
+                    invalidated,
+                    solicited: hdr.flags & flag::SOLICITED != 0,
+                };
+                // The sender learns of a receive-side failure as a remote error.
+                let answer = if status == DAT_DTO_SUCCESS { DAT_DTO_SUCCESS } else { DAT_DTO_ERR_REMOTE_RESPONDER };
+                self.respond(answer, FrameData::None, 0);
+                let mut events = vec![Event::Completion(c)];
+                if status != DAT_DTO_SUCCESS {
+                    events.push(Event::Cm(CmEvent::Broken));
+                }
+                (true, events)
+            }
+            op::READ => {
+                let Some(addr) = self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_READ) else {
+                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0);
+                    return (true, vec![Event::Cm(CmEvent::Broken)]);
+                };
+                match &data {
+                    Data::Remote(remote) => {
+                        let pid = self.lock().peer_pid;
+                        let remote: Vec<(u64, usize)> = remote.iter().map(|&(a, l)| (a, l as usize)).collect();
+                        if io::push(pid, &[(addr, len as usize)], &remote).is_err() {
+                            return (false, Vec::new());
+                        }
+                        self.respond(DAT_DTO_SUCCESS, FrameData::None, 0);
+                    }
+                    _ => self.respond(DAT_DTO_SUCCESS, FrameData::Memory(vec![(addr, len as usize)]), hdr.length),
+                }
+                (true, Vec::new())
+            }
+            op::CMP_SWAP | op::FETCH_ADD => {
+                let Some(addr) = self.check_remote(hdr.rkey, hdr.raddr, 8, Access::REMOTE_ATOMIC).filter(|a| a % 8 == 0) else {
+                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0);
+                    return (true, vec![Event::Cm(CmEvent::Broken)]);
+                };
+                let original = {
+                    let _atomic = self.dev.atomics.lock().unwrap_or_else(|e| e.into_inner());
+                    let Ok(old) = io::read_u64(addr) else { return (false, Vec::new()) };
+                    let new = if hdr.op == op::CMP_SWAP { if old == hdr.a { hdr.b } else { old } } else { old.wrapping_add(hdr.a) };
+                    if new != old && io::write_u64(addr, new).is_err() {
+                        return (false, Vec::new());
+                    }
+                    old
+                };
+                self.respond(DAT_DTO_SUCCESS, FrameData::Bytes(original.to_le_bytes().to_vec()), 8);
+                (true, Vec::new())
+            }
+            _ => (false, Vec::new()),
+        }
+    }
+}
+
+fn write_message(stream: &TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
+    let hdr = Hdr { op: kind, payload: body.len() as u32, length: body.len() as u32, ..Hdr::default() };
+    let mut s = stream;
+    s.write_all(&hdr.encode())?;
+    s.write_all(body)
+}
+
+fn read_message(stream: &TcpStream) -> std::io::Result<(Hdr, Vec<u8>)> {
+    let mut s = stream;
+    let mut h = [0u8; HDR_LEN];
+    s.read_exact(&mut h)?;
+    let hdr = Hdr::decode(&h);
+    if hdr.payload > 1 << 20 {
+        return Err(std::io::ErrorKind::InvalidData.into());
+    }
+    let mut body = vec![0u8; hdr.payload as usize];
+    s.read_exact(&mut body)?;
+    Ok((hdr, body))
+}
+
+impl Qp for SoftQp {
+    fn connect(&self, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+        let ip = super::address::ip_of(&addr).ok_or(DevError::NotSupported)?;
+        {
+            let mut i = self.lock();
+            if i.state != State::Idle {
+                return Err(DevError::State);
+            }
+            i.state = State::Connecting;
+        }
+        let me = self.me();
+        let pdata = private_data.to_vec();
+        std::thread::Builder::new()
+            .name("dat2-soft-connect".into())
+            .stack_size(256 << 10)
+            .spawn(move || me.active(SocketAddr::new(ip, port), pdata, timeout))
+            .map_err(|_| DevError::NoResources)?;
+        Ok(())
+    }
+
+    fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
+        let mut i = self.lock();
+        if i.state != State::Connected {
+            return Err(DevError::State);
+        }
+        if wr.sges.len() > self.caps.max_send_sge as usize {
+            return Err(DevError::NoResources);
+        }
+        if i.outstanding.len() >= self.caps.max_send_wr as usize {
+            return Err(DevError::QueueFull);
+        }
+        let is_read = matches!(wr.op, WrOp::Read | WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. });
+        if is_read && i.outstanding_reads >= self.caps.max_rd_atomic {
+            return Err(DevError::QueueFull);
+        }
+        let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
+        let wc_op = match wr.op {
+            WrOp::Send | WrOp::SendInv(_) => WcOp::Send,
+            WrOp::Write | WrOp::WriteImm(_) => WcOp::Write,
+            WrOp::Read => WcOp::Read,
+            WrOp::CmpSwap { .. } => WcOp::CmpSwap,
+            WrOp::FetchAdd { .. } => WcOp::FetchAdd,
+        };
+        let local_ok = wr.sges.iter().all(|s| self.check_local(s, is_read));
+        let atomic_ok = !matches!(wr.op, WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. }) || len == 8;
+        if !local_ok || !atomic_ok || len > u64::from(self.caps.max_message) {
+            // A local protection error completes the request in error and ends the connection.
+            let status = if local_ok { DAT_DTO_ERR_LOCAL_LENGTH } else { DAT_DTO_ERR_LOCAL_PROTECTION };
+            i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: Vec::new(), len: 0, done: Some(status) });
+            i.state = State::Closed;
+            if let Some(s) = &i.stream {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+            drop(i);
+            self.close_writer();
+            self.flush(CmEvent::Broken);
+            return Ok(());
+        }
+        let (raddr, rkey) = wr.remote.unwrap_or((0, 0));
+        let mut hdr = Hdr { raddr, rkey, length: len as u32, ..Hdr::default() };
+        if wr.solicited {
+            hdr.flags |= flag::SOLICITED;
+        }
+        let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
+        let mut carries_data = false;
+        match wr.op {
+            WrOp::Send => {
+                hdr.op = op::SEND;
+                carries_data = true;
+            }
+            WrOp::SendInv(key) => {
+                hdr.op = op::SEND;
+                hdr.flags |= flag::INVALIDATE;
+                hdr.rkey = key;
+                carries_data = true;
+            }
+            WrOp::Write => {
+                hdr.op = op::WRITE;
+                carries_data = true;
+            }
+            WrOp::WriteImm(imm) => {
+                hdr.op = op::WRITE;
+                hdr.flags |= flag::IMM;
+                hdr.imm = imm;
+                carries_data = true;
+            }
+            WrOp::Read => hdr.op = op::READ,
+            WrOp::CmpSwap { compare, swap } => {
+                hdr.op = op::CMP_SWAP;
+                hdr.a = compare;
+                hdr.b = swap;
+            }
+            WrOp::FetchAdd { add } => {
+                hdr.op = op::FETCH_ADD;
+                hdr.a = add;
+            }
+        }
+        let data = if i.cma_out && (carries_data || hdr.op == op::READ) {
+            hdr.flags |= flag::CMA;
+            let list = wire::encode_segments(&segs.iter().map(|&(a, l)| (a, l as u32)).collect::<Vec<_>>());
+            hdr.payload = list.len() as u32;
+            FrameData::Bytes(list)
+        } else if carries_data {
+            hdr.payload = len as u32;
+            FrameData::Memory(segs)
+        } else {
+            FrameData::None
+        };
+        if is_read {
+            i.outstanding_reads += 1;
+        }
+        let keep = if is_read { wr.sges.clone() } else { Vec::new() };
+        i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, done: None });
+        drop(i);
+        self.send_frame(Frame { hdr, data, last: false });
+        Ok(())
+    }
+
+    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
+        let stalled = {
+            let mut i = self.lock();
+            if i.state == State::Closed {
+                return Err(DevError::State);
+            }
+            if sges.len() > self.caps.max_recv_sge as usize {
+                return Err(DevError::NoResources);
+            }
+            if i.recvs.len() >= self.caps.max_recv_wr as usize {
+                return Err(DevError::QueueFull);
+            }
+            i.recvs.push_back((wr_id, sges));
+            !i.stalled.is_empty()
+        };
+        if stalled {
+            self.drain_stalled();
+        }
+        Ok(())
+    }
+
+    fn disconnect(&self, graceful: bool) {
+        let state = {
+            let mut i = self.lock();
+            let s = i.state;
+            i.state = State::Closed;
+            if !graceful || s != State::Connected {
+                if let Some(st) = &i.stream {
+                    let _ = st.shutdown(Shutdown::Both);
+                }
+            }
+            s
+        };
+        match state {
+            State::Closed => {}
+            State::Connected if graceful => {
+                self.send_frame(Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true });
+                self.flush(CmEvent::Disconnected);
+            }
+            State::Idle => {
+                self.close_writer();
+                self.flush(CmEvent::Disconnected);
+            }
+            _ => {
+                self.close_writer();
+                self.flush(CmEvent::Disconnected);
+            }
+        }
+    }
+
+    fn bind_mw(&self, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
+        self.dev.bind_mw(mw, mr, self.pd, self.id, addr, len, access, zero_based)
+    }
+
+    fn unbind_mw(&self, mw: &Mw) {
+        self.dev.unbind_mw(mw);
+    }
+
+    fn remote(&self) -> Option<(libc::sockaddr_storage, u16)> {
+        self.lock().remote
+    }
+
+    fn local_port(&self) -> u16 {
+        self.lock().local_port
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn path(&self) -> &'static str {
+        let i = self.lock();
+        match (i.state, i.cma_out && i.cma_in) {
+            (State::Connected, true) => "cma",
+            (State::Connected, false) => "tcp",
+            _ => "none",
+        }
+    }
+}
+
+/// A connection request received by a listener, waiting for accept or reject.
+pub struct Pending {
+    stream: Mutex<Option<TcpStream>>,
+    hello: Hello,
+    remote: (libc::sockaddr_storage, u16),
+}
+
+// SAFETY: sockaddr_storage is plain data; the stream is behind a mutex.
+unsafe impl Send for Pending {}
+// SAFETY: as above.
+unsafe impl Sync for Pending {}
+
+impl Pending {
+    pub fn new(stream: TcpStream, hello: Hello, peer: SocketAddr) -> Pending {
+        Pending { stream: Mutex::new(Some(stream)), hello, remote: (super::address::to_storage(peer), peer.port()) }
+    }
+}
+
+impl PendingConnection for Pending {
+    fn private_data(&self) -> &[u8] {
+        &self.hello.private_data
+    }
+
+    fn remote(&self) -> (libc::sockaddr_storage, u16) {
+        self.remote
+    }
+
+    fn accept(&self, qp: &Arc<dyn Qp>, private_data: &[u8]) -> Result<(), DevError> {
+        let soft = qp.as_any().downcast_ref::<SoftQp>().ok_or(DevError::NotSupported)?.me();
+        let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take().ok_or(DevError::State)?;
+        {
+            let mut i = soft.lock();
+            if i.state != State::Idle {
+                return Err(DevError::State);
+            }
+            i.state = State::Connecting;
+        }
+        let we_reach = reaches(self.hello.pid, self.hello.canary_addr, self.hello.canary);
+        let (caddr, cval) = canary();
+        let answer = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: we_reach, private_data: private_data.to_vec() };
+        if write_message(&stream, op::ACCEPT, &answer.encode()).is_err() {
+            soft.lock().state = State::Closed;
+            soft.flush(CmEvent::Broken);
+            return Ok(());
+        }
+        std::thread::Builder::new()
+            .name("dat2-soft-accept".into())
+            .stack_size(256 << 10)
+            .spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+                match read_message(&stream).ok().filter(|(h, _)| h.op == op::READY).and_then(|(_, b)| Hello::decode(&b)) {
+                    Some(ready) => {
+                        if soft.lock().state != State::Connecting {
+                            return;
+                        }
+                        soft.start(stream, &ready, we_reach);
+                        soft.deliver(vec![Event::Cm(CmEvent::Established { private_data: Vec::new() })]);
+                    }
+                    None => {
+                        soft.lock().state = State::Closed;
+                        soft.flush(CmEvent::Broken);
+                    }
+                }
+            })
+            .map_err(|_| DevError::NoResources)?;
+        Ok(())
+    }
+
+    fn reject(&self, private_data: &[u8]) {
+        if let Some(stream) = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let (caddr, cval) = canary();
+            let answer = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: false, private_data: private_data.to_vec() };
+            let _ = write_message(&stream, op::REJECT, &answer.encode());
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The soft device's wire format: a fixed 48-byte header, then the payload it announces.
+//!
+//! Every request (send, write, read, atomic) is answered by exactly one response, in order,
+//! so the initiator completes its work requests in the order it posted them. With
+//! cross-memory attach, a request carries the initiator's scatter list instead of its data
+//! and the target moves the bytes itself.
+
+pub const HDR_LEN: usize = 48;
+pub const MAGIC: u32 = 0x6461_7432; // "dat2"
+pub const VERSION: u32 = 1;
+
+pub mod op {
+    pub const HELLO: u8 = 1;
+    pub const ACCEPT: u8 = 2;
+    pub const REJECT: u8 = 3;
+    pub const READY: u8 = 4;
+    pub const SEND: u8 = 10;
+    pub const WRITE: u8 = 11;
+    pub const READ: u8 = 12;
+    pub const CMP_SWAP: u8 = 13;
+    pub const FETCH_ADD: u8 = 14;
+    pub const RESPONSE: u8 = 20;
+    pub const DISCONNECT: u8 = 30;
+}
+
+pub mod flag {
+    /// The payload is the initiator's scatter list (cross-memory attach), not data.
+    pub const CMA: u8 = 0x1;
+    pub const IMM: u8 = 0x2;
+    pub const SOLICITED: u8 = 0x4;
+    pub const INVALIDATE: u8 = 0x8;
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hdr {
+    pub op: u8,
+    pub flags: u8,
+    pub status: u8,
+    /// Bytes that follow the header on the wire.
+    pub payload: u32,
+    /// Bytes the operation moves (equal to `payload` unless CMA).
+    pub length: u32,
+    pub raddr: u64,
+    pub rkey: u32,
+    pub imm: u32,
+    pub a: u64,
+    pub b: u64,
+}
+
+impl Hdr {
+    pub fn encode(&self) -> [u8; HDR_LEN] {
+        let mut b = [0u8; HDR_LEN];
+        b[0] = self.op;
+        b[1] = self.flags;
+        b[2] = self.status;
+        b[4..8].copy_from_slice(&self.payload.to_le_bytes());
+        b[8..12].copy_from_slice(&self.length.to_le_bytes());
+        b[12..20].copy_from_slice(&self.raddr.to_le_bytes());
+        b[20..24].copy_from_slice(&self.rkey.to_le_bytes());
+        b[24..28].copy_from_slice(&self.imm.to_le_bytes());
+        b[32..40].copy_from_slice(&self.a.to_le_bytes());
+        b[40..48].copy_from_slice(&self.b.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8; HDR_LEN]) -> Hdr {
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default());
+        Hdr {
+            op: b[0],
+            flags: b[1],
+            status: b[2],
+            payload: u32_at(4),
+            length: u32_at(8),
+            raddr: u64_at(12),
+            rkey: u32_at(20),
+            imm: u32_at(24),
+            a: u64_at(32),
+            b: u64_at(40),
+        }
+    }
+}
+
+/// The connection handshake's payload: who we are and how the peer may reach our memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub pid: u32,
+    /// Address and value of a word in the sender's memory: a peer that can read it there can
+    /// use cross-memory attach.
+    pub canary_addr: u64,
+    pub canary: u64,
+    /// Whether the sender can reach the receiver's memory (answered in ACCEPT and READY).
+    pub reaches_peer: bool,
+    pub private_data: Vec<u8>,
+}
+
+impl Hello {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(32 + self.private_data.len());
+        v.extend_from_slice(&MAGIC.to_le_bytes());
+        v.extend_from_slice(&VERSION.to_le_bytes());
+        v.extend_from_slice(&self.pid.to_le_bytes());
+        v.extend_from_slice(&(self.reaches_peer as u32).to_le_bytes());
+        v.extend_from_slice(&self.canary_addr.to_le_bytes());
+        v.extend_from_slice(&self.canary.to_le_bytes());
+        v.extend_from_slice(&self.private_data);
+        v
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Hello> {
+        if b.len() < 32 {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default());
+        if u32_at(0) != MAGIC || u32_at(4) != VERSION {
+            return None;
+        }
+        Some(Hello {
+            pid: u32_at(8),
+            reaches_peer: u32_at(12) != 0,
+            canary_addr: u64_at(16),
+            canary: u64_at(24),
+            private_data: b[32..].to_vec(),
+        })
+    }
+}
+
+/// A scatter list on the wire (cross-memory attach): (address, length) pairs.
+pub fn encode_segments(segs: &[(u64, u32)]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(segs.len() * 12);
+    for (a, l) in segs {
+        v.extend_from_slice(&a.to_le_bytes());
+        v.extend_from_slice(&l.to_le_bytes());
+    }
+    v
+}
+
+pub fn decode_segments(b: &[u8]) -> Vec<(u64, u32)> {
+    b.chunks_exact(12)
+        .map(|c| (u64::from_le_bytes(c[..8].try_into().unwrap_or_default()), u32::from_le_bytes(c[8..12].try_into().unwrap_or_default())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let h = Hdr { op: op::WRITE, flags: flag::CMA, status: 6, payload: 24, length: 4096, raddr: 1 << 40, rkey: 0xdead_beef, imm: 7, a: 1, b: u64::MAX };
+        assert_eq!(Hdr::decode(&h.encode()), h);
+        let hello = Hello { pid: 42, canary_addr: 0x1000, canary: 99, reaches_peer: true, private_data: vec![1, 2, 3] };
+        assert_eq!(Hello::decode(&hello.encode()), Some(hello));
+        assert_eq!(Hello::decode(&[0u8; 40]), None);
+        let segs = vec![(0x1000u64, 10u32), (0x2000, 20)];
+        assert_eq!(decode_segments(&encode_segments(&segs)), segs);
+    }
+}
