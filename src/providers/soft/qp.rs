@@ -110,6 +110,9 @@ struct Inner {
     /// The peer sends us cross-memory requests: we reach its memory.
     cma_in: bool,
     outstanding_reads: u32,
+    /// Requests held back, in order, while `max_rd_atomic` reads or atomics are in flight (as
+    /// an HCA's send queue holds them); the flag marks reads and atomics.
+    deferred: VecDeque<(Frame, bool)>,
 }
 
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
@@ -164,6 +167,7 @@ impl SoftQp {
                 cma_out: false,
                 cma_in: false,
                 outstanding_reads: 0,
+                deferred: VecDeque::new(),
             }),
             exec: Mutex::new(()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
@@ -343,6 +347,7 @@ impl SoftQp {
                 events.push(Event::Completion(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op: WcOp::Recv, byte_len: 0, imm: None, invalidated: None, solicited: false }));
             }
             i.stalled.clear();
+            i.deferred.clear();
             i.outstanding_reads = 0;
         }
         events.push(Event::Cm(ev));
@@ -350,7 +355,10 @@ impl SoftQp {
     }
 
     /// Tears the connection down because of an error and reports `ev` (once).
+    #[track_caller]
     fn fail(&self, ev: CmEvent) {
+        let at = std::panic::Location::caller();
+        crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: connection ends ({ev:?}) at {}:{}", self.id, at.file(), at.line());
         {
             let mut i = self.lock();
             if i.state == State::Closed {
@@ -416,10 +424,13 @@ impl SoftQp {
         let fd = stream.as_raw_fd();
         loop {
             let mut h = [0u8; HDR_LEN];
-            if stream.read_exact(&mut h).is_err() {
+            if let Err(e) = stream.read_exact(&mut h) {
                 let graceful = self.lock().state == State::Closed;
                 if !graceful {
-                    self.fail(CmEvent::Broken);
+                    // An orderly close by the peer (an abrupt disconnect or free) reads as a
+                    // disconnect, as with rdma_cm; a reset or error is a broken connection.
+                    let eof = e.kind() == std::io::ErrorKind::UnexpectedEof;
+                    self.fail(if eof { CmEvent::Disconnected } else { CmEvent::Broken });
                 }
                 return;
             }
@@ -479,6 +490,16 @@ impl SoftQp {
             i.outstanding[pos].done = Some(status);
             if op_kind == WcOp::Read || matches!(op_kind, WcOp::CmpSwap | WcOp::FetchAdd) {
                 i.outstanding_reads = i.outstanding_reads.saturating_sub(1);
+                while let Some((_, read)) = i.deferred.front() {
+                    if *read && i.outstanding_reads >= self.caps.max_rd_atomic {
+                        break;
+                    }
+                    let (frame, read) = i.deferred.pop_front().expect("front exists");
+                    if read {
+                        i.outstanding_reads += 1;
+                    }
+                    self.send_frame(frame);
+                }
             }
             while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
                 let o = i.outstanding.pop_front().expect("front exists");
@@ -772,9 +793,6 @@ impl Qp for SoftQp {
             return Err(DevError::QueueFull);
         }
         let is_read = matches!(wr.op, WrOp::Read | WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. });
-        if is_read && i.outstanding_reads >= self.caps.max_rd_atomic {
-            return Err(DevError::QueueFull);
-        }
         let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
         let wc_op = match wr.op {
             WrOp::Send | WrOp::SendInv(_) => WcOp::Send,
@@ -848,13 +866,18 @@ impl Qp for SoftQp {
         } else {
             FrameData::None
         };
+        let keep = if is_read { wr.sges.clone() } else { Vec::new() };
+        i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, done: None });
+        let frame = Frame { hdr, data, last: false };
+        if !i.deferred.is_empty() || (is_read && i.outstanding_reads >= self.caps.max_rd_atomic) {
+            i.deferred.push_back((frame, is_read));
+            return Ok(());
+        }
         if is_read {
             i.outstanding_reads += 1;
         }
-        let keep = if is_read { wr.sges.clone() } else { Vec::new() };
-        i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, done: None });
         drop(i);
-        self.send_frame(Frame { hdr, data, last: false });
+        self.send_frame(frame);
         Ok(())
     }
 
