@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Memory registration on the built-in dat2-soft provider (no dat.conf at all): PZs, the three
+# LMR memory types, privileges, keys, queries, frees, the sync calls, RMRs, registration
+# reuse, threads, 100,000 live LMRs and IA teardown. See memtest.c for the cases.
+#
+# Each case runs in a process of its own, so a crash is charged to the case that caused it.
+# Environment: DAT2_ROOT, DAT2_BUILD, DAT2_OUT, CC, CFLAGS (see c-tests/run-all.sh).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${DAT2_OUT:?}
+build=${DAT2_BUILD:?}
+cc=${CC:-gcc}
+cflags=${CFLAGS:-}
+if [ -e "${DAT2_ROOT:-/nonexistent}/include/dat2/udat.h" ]; then
+  hdr="-I$DAT2_ROOT/include"
+else
+  hdr=""
+fi
+logs=$out/cases
+mkdir -p "$logs"
+rc=0
+
+if ! $cc $cflags $hdr -pthread -o "$out/memtest" "$here/memtest.c" -L"$build" -ldat2 2>"$out/build.log"; then
+  echo "FAIL memory:build $(head -c 400 "$out/build.log" | tr '\n' ' ')"
+  exit 1
+fi
+
+# Runs one case with extra environment "$@"; its output is left in $logs/<case>.log.
+run_case() {
+  local name=$1; shift
+  local log=$logs/$name.log
+  env DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$build" "$@" \
+    timeout 300 "$out/memtest" "$name" >"$log" 2>&1
+  local status=$?
+  cat "$log"
+  if [ $status -gt 1 ] || ! grep -q -E "^(PASS|FAIL|SKIP) memory:$name( |\$)" "$log"; then
+    local why="exit status $status"
+    [ $status -eq 124 ] && why="timed out"
+    [ $status -gt 128 ] && [ $status -ne 124 ] && why="killed by signal $((status - 128))"
+    echo "FAIL memory:$name crashed ($why): $(grep -v -E '^(PASS|FAIL|SKIP) ' "$log" | tail -3 | tr '\n' ' ')"
+    rc=1
+  elif grep -q "^FAIL " "$log"; then
+    rc=1
+  fi
+}
+
+for name in $(LD_LIBRARY_PATH="$build" "$out/memtest" list); do
+  case $name in
+    reuse_debug_log) run_case "$name" DAT_DBG_TYPE=0x2 DAT_DBG_DEST=1 ;;
+    *) run_case "$name" ;;
+  esac
+done
+
+# The debug log (DAT_DBG_TYPE=0x2) names the second create over an equal range, and the
+# second LMR with an equal cookie, as a reused registration.
+log=$logs/reuse_debug_log.log
+between() { sed -n "/^MARK-$1-BEGIN\$/,/^MARK-$1-END\$/p" "$log"; }
+for what in RANGE SHARED; do
+  name=reuse_debug_log_$(echo "$what" | tr 'A-Z' 'a-z')
+  if between "$what" | grep -q "registration reused"; then
+    echo "PASS memory:$name"
+  else
+    echo "FAIL memory:$name no \"registration reused\" line for the second create (see $log)"
+    rc=1
+  fi
+done
+if sed -n '1,/^MARK-RANGE-BEGIN$/p' "$log" | grep -q "registration reused"; then
+  echo "FAIL memory:reuse_debug_log_first the first create of a range was logged as reused"
+  rc=1
+else
+  echo "PASS memory:reuse_debug_log_first"
+fi
+
+# Without DAT_DBG_TYPE the library prints nothing.
+noisy=$(grep -l "DAT Registry" "$logs"/*.log 2>/dev/null | grep -v reuse_debug_log | head -3 | tr '\n' ' ')
+if [ -n "$noisy" ]; then
+  echo "FAIL memory:silent_by_default debug output without DAT_DBG_TYPE in $noisy"
+  rc=1
+else
+  echo "PASS memory:silent_by_default"
+fi
+exit $rc
