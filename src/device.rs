@@ -114,7 +114,9 @@ pub trait Device: Send + Sync {
     fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError>;
     fn dealloc_mw(&self, mw: &Mw);
 
-    fn create_qp(&self, pd: Pd, caps: QpCaps, events: std::sync::Arc<dyn QpEvents>) -> Result<std::sync::Arc<dyn Qp>, DevError>;
+    /// A QP; with `srq`, its receives come from that shared receive queue.
+    fn create_qp(&self, pd: Pd, caps: QpCaps, srq: Option<std::sync::Arc<dyn Srq>>, events: std::sync::Arc<dyn QpEvents>) -> Result<std::sync::Arc<dyn Qp>, DevError>;
+    fn create_srq(&self, pd: Pd, max_wr: u32, max_sge: u32, events: std::sync::Arc<dyn SrqEvents>) -> Result<std::sync::Arc<dyn Srq>, DevError>;
     /// Listens for connections on `port` of the device's address (0: any free port).
     fn listen(&self, port: u16, events: std::sync::Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError>;
 }
@@ -251,4 +253,20 @@ pub trait ListenEvents: Send + Sync {
 /// A listening endpoint of the connection manager; dropping it stops listening.
 pub trait Listener: Send + Sync {
     fn port(&self) -> u16;
+}
+
+/// Where an SRQ reports that its receives fell below the limit set with [`Srq::set_limit`].
+pub trait SrqEvents: Send + Sync {
+    fn limit_reached(&self);
+}
+
+/// A shared receive queue: receives any of its QPs may consume.
+pub trait Srq: Send + Sync {
+    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError>;
+    /// Arms the limit event: it fires once when fewer than `limit` receives remain (0 disarms).
+    fn set_limit(&self, limit: u32);
+    fn resize(&self, max_wr: u32) -> Result<(), DevError>;
+    /// Receives posted and not yet consumed.
+    fn available(&self) -> usize;
+    fn as_any(&self) -> &dyn std::any::Any;
 }

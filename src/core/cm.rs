@@ -42,7 +42,8 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
         max_rd_atomic: a.max_rdma_read_out.max(1) as u32,
         max_message: ep.ia.dev.limits().max_msg_size,
     };
-    let qp = ep.ia.dev.create_qp(pz.pd, caps, Arc::new(EpEvents { ep: ep.weak() })).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+    let srq = i.srq.as_ref().map(|s| s.dev.clone());
+    let qp = ep.ia.dev.create_qp(pz.pd, caps, srq, Arc::new(EpEvents { ep: ep.weak() })).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
     while let Some(wr_id) = i.unposted.pop_front() {
         if let Some(r) = i.recvs.get(&wr_id) {
             qp.post_recv(wr_id, ep::sges(&r.iov)).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
@@ -228,6 +229,12 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
         }
         (i.connect_evd.clone(), ptr, len)
     };
+    // An EP on an SRQ also reports, on the async EVD, that its last receive is done (the
+    // verbs "last WQE reached" event, which dapl delivers as DAT_ASYNC_ERROR_EP_BROKEN).
+    let ended = matches!(number, DAT_CONNECTION_EVENT_DISCONNECTED | DAT_CONNECTION_EVENT_BROKEN);
+    if ended && ep.lock().srq.is_some() {
+        super::ia::post_async(&ep.ia, DAT_ASYNC_ERROR_EP_BROKEN, ep.handle, DAT_EP_OTHER_ERROR as DAT_COUNT);
+    }
     if let Some(evd) = evd {
         let mut e = DAT_EVENT::default();
         e.event_number = number;

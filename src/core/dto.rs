@@ -97,7 +97,9 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
     let (evd, event) = {
         let mut i = ep.lock();
         if matches!(c.op, WcOp::Recv | WcOp::RecvImm) {
-            let Some(r) = i.recvs.remove(&c.wr_id) else { return };
+            let own = i.recvs.remove(&c.wr_id);
+            let r = own.or_else(|| i.srq.as_ref().and_then(|s| s.recvs.lock().unwrap_or_else(|e| e.into_inner()).remove(&c.wr_id)));
+            let Some(r) = r else { return };
             if !success && i.state == DAT_EP_STATE_CONNECTED && c.status != DAT_DTO_ERR_FLUSHED {
                 i.state = DAT_EP_STATE_DISCONNECTED;
             }

@@ -5,7 +5,7 @@
 use core::ffi::{c_char, c_void};
 
 use super::table::{self, Obj};
-use super::{cm, cno, cr, dto, ep, evd, ext, ia, lmr, pz, rmr, sp};
+use super::{cm, cno, cr, dto, ep, evd, ext, ia, lmr, pz, rmr, sp, srq};
 use crate::abi::*;
 use crate::ffi::entry;
 
@@ -122,6 +122,38 @@ unsafe extern "C" fn rmr_bind(
     ctx: *mut DAT_RMR_CONTEXT,
 ) -> DAT_RETURN {
     entry(|| rmr::bind(h, lmr, t, mem_priv, va, ep, cookie, flags, ctx))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn ep_create_with_srq(
+    h: DAT_IA_HANDLE,
+    pz: DAT_PZ_HANDLE,
+    recv: DAT_EVD_HANDLE,
+    req: DAT_EVD_HANDLE,
+    conn: DAT_EVD_HANDLE,
+    s: DAT_SRQ_HANDLE,
+    attr: *const DAT_EP_ATTR,
+    out: *mut DAT_EP_HANDLE,
+) -> DAT_RETURN {
+    entry(|| ep::create_with_srq(h, pz, recv, req, conn, s, attr, out))
+}
+unsafe extern "C" fn srq_create(h: DAT_IA_HANDLE, pz: DAT_PZ_HANDLE, attr: *mut DAT_SRQ_ATTR, out: *mut DAT_SRQ_HANDLE) -> DAT_RETURN {
+    entry(|| srq::create(h, pz, attr, out))
+}
+unsafe extern "C" fn srq_free(h: DAT_HANDLE) -> DAT_RETURN {
+    entry(|| srq::free(h))
+}
+unsafe extern "C" fn srq_post_recv(h: DAT_SRQ_HANDLE, n: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE) -> DAT_RETURN {
+    entry(|| srq::post_recv(h, n, iov, cookie))
+}
+unsafe extern "C" fn srq_query(h: DAT_SRQ_HANDLE, mask: DAT_SRQ_PARAM_MASK, param: *mut DAT_SRQ_PARAM) -> DAT_RETURN {
+    entry(|| srq::query(h, mask, param))
+}
+unsafe extern "C" fn srq_resize(h: DAT_HANDLE, n: DAT_COUNT) -> DAT_RETURN {
+    entry(|| srq::resize(h, n))
+}
+unsafe extern "C" fn srq_set_lw(h: DAT_HANDLE, n: DAT_COUNT) -> DAT_RETURN {
+    entry(|| srq::set_lw(h, n))
 }
 
 unsafe extern "C" fn cno_create(h: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mut DAT_CNO_HANDLE) -> DAT_RETURN {
@@ -295,6 +327,7 @@ pub fn destroy(handle: DAT_HANDLE, obj: Obj) {
         }
         Obj::Rsp(r) => sp::destroy_rsp(&r),
         Obj::Cr(c) => c.pending.reject(&[]),
+        Obj::Srq(_) => {}
     }
 }
 
@@ -363,15 +396,15 @@ pub fn table(device_name: *const c_char, thread_safe: bool) -> DAT_PROVIDER {
         evd_clear_unwaitable_func: Some(evd_clear_unwaitable),
         lmr_sync_rdma_read_func: Some(lmr_sync),
         lmr_sync_rdma_write_func: Some(lmr_sync),
-        ep_create_with_srq_func: None,
+        ep_create_with_srq_func: Some(ep_create_with_srq),
         ep_recv_query_func: Some(ep_recv_query),
         ep_set_watermark_func: Some(ep_set_watermark),
-        srq_create_func: None,
-        srq_free_func: None,
-        srq_post_recv_func: None,
-        srq_query_func: None,
-        srq_resize_func: None,
-        srq_set_lw_func: None,
+        srq_create_func: Some(srq_create),
+        srq_free_func: Some(srq_free),
+        srq_post_recv_func: Some(srq_post_recv),
+        srq_query_func: Some(srq_query),
+        srq_resize_func: Some(srq_resize),
+        srq_set_lw_func: Some(srq_set_lw),
         csp_create_func: none,
         csp_query_func: none,
         csp_free_func: none,

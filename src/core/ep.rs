@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use super::evd::Evd;
 use super::ia::{self, Ia};
 use super::pz::{self, Pz};
+use super::srq::{self, Srq};
 use super::table::{self, Obj};
 use super::put;
 use crate::abi::*;
@@ -69,6 +70,8 @@ pub struct EpInner {
     pub sends: HashMap<u64, PendingSend>,
     pub next_wr: u64,
     pub qp: Option<Arc<dyn Qp>>,
+    /// The SRQ the EP receives from, if it was created with one.
+    pub srq: Option<Arc<Srq>>,
     /// What `remote_ia_address_ptr` points at (zero until connected).
     pub remote_address: Box<libc::sockaddr_storage>,
     pub remote_port: DAT_CONN_QUAL,
@@ -215,6 +218,36 @@ pub fn create(
     Ok(DAT_SUCCESS)
 }
 
+/// `dat_ep_create_with_srq`: an EP whose receives come from an SRQ.
+#[allow(clippy::too_many_arguments)]
+pub fn create_with_srq(
+    ia_handle: DAT_IA_HANDLE,
+    pz_handle: DAT_PZ_HANDLE,
+    recv: DAT_EVD_HANDLE,
+    request: DAT_EVD_HANDLE,
+    connect: DAT_EVD_HANDLE,
+    srq_handle: DAT_SRQ_HANDLE,
+    attr: *const DAT_EP_ATTR,
+    out: *mut DAT_EP_HANDLE,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    let s = srq::srq(srq_handle)?;
+    let ia = ia::ia(ia_handle)?;
+    if !Arc::ptr_eq(&s.ia, &ia) {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ));
+    }
+    if out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8));
+    }
+    let mut handle: DAT_EP_HANDLE = core::ptr::null_mut();
+    create(ia_handle, pz_handle, recv, request, connect, attr, &mut handle)?;
+    let ep = ep(handle)?;
+    s.users.fetch_add(1, Ordering::SeqCst);
+    ep.lock().srq = Some(s);
+    // SAFETY: checked non-NULL.
+    unsafe { put(out, handle) };
+    Ok(DAT_SUCCESS)
+}
+
 /// Builds and publishes an EP (also used for the EPs a PSP with the provider flag creates).
 pub fn create_object(
     ia: &Arc<Ia>,
@@ -242,6 +275,7 @@ pub fn create_object(
         sends: HashMap::new(),
         next_wr: 1,
         qp: None,
+        srq: None,
         // SAFETY: sockaddr_storage is plain data; all-zero is valid.
         remote_address: Box::new(unsafe { core::mem::zeroed() }),
         remote_port: 0,
@@ -303,7 +337,7 @@ pub fn query(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *mut DAT_EP_
             addr_of_mut!((*p).connect_evd_handle).write(h(&i.connect_evd));
         }
         if set(DAT_EP_FIELD_SRQ_HANDLE) {
-            addr_of_mut!((*p).srq_handle).write(core::ptr::null_mut());
+            addr_of_mut!((*p).srq_handle).write(i.srq.as_ref().map_or(core::ptr::null_mut(), |s| s.handle as DAT_SRQ_HANDLE));
         }
         if mask & DAT_EP_FIELD_EP_ATTR_ALL != 0 {
             addr_of_mut!((*p).ep_attr).write(i.attr);
@@ -435,6 +469,10 @@ pub fn post_recv(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIP
         }
         if i.recv_evd.is_none() {
             return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_EVD_RECV));
+        }
+        if i.srq.is_some() {
+            // Its receives come from the SRQ (dat_srq_post_recv).
+            return Err(dat_error(DAT_INVALID_STATE, 0));
         }
         if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
             return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
@@ -585,6 +623,9 @@ pub fn destroy(ep: &Ep) {
     i.state = DAT_EP_STATE_DISCONNECTED;
     if let Some(p) = i.pz.take() {
         p.release();
+    }
+    if let Some(s) = i.srq.take() {
+        s.users.fetch_sub(1, Ordering::SeqCst);
     }
     let i = &mut *i;
     for slot in [&mut i.recv_evd, &mut i.request_evd, &mut i.connect_evd] {

@@ -211,7 +211,10 @@ fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
     p.pz_support = DAT_PZ_UNIQUE;
     p.optimal_buffer_alignment = ia.dev.limits().page_size as u32;
     p.evd_stream_merging_supported = [[DAT_TRUE; 6]; 6];
-    p.srq_supported = DAT_FALSE;
+    p.srq_supported = DAT_TRUE;
+    p.srq_watermarks_supported = DAT_TRUE as DAT_COUNT;
+    p.srq_ep_pz_difference_supported = DAT_TRUE;
+    p.srq_info_supported = DAT_TRUE as DAT_COUNT;
     p.ep_recv_info_supported = DAT_TRUE as DAT_COUNT;
     p.lmr_sync_req = DAT_FALSE;
     p.dto_async_return_guaranteed = DAT_FALSE;
@@ -233,6 +236,7 @@ fn free_all(ia: &Arc<Ia>) {
     let rank = |o: &Obj| match o {
         Obj::Cr(_) => 0,
         Obj::Rmr(_) => 0,
+        Obj::Srq(_) => 3,
         Obj::Rsp(_) => 1,
         Obj::Ep(_) => 2,
         Obj::Lmr(_) => 3,
@@ -263,4 +267,15 @@ pub fn close(handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_RETURN
     }
     table::remove(ia.handle);
     Ok(DAT_SUCCESS)
+}
+
+/// Posts an asynchronous event about `handle` on the IA's async EVD, if it has one.
+pub fn post_async(ia: &Ia, number: DAT_EVENT_NUMBER, handle: usize, reason: DAT_COUNT) {
+    let async_handle = ia.async_evd.load(Ordering::SeqCst);
+    if let Ok(e) = evd::evd(async_handle as DAT_EVD_HANDLE) {
+        let mut ev = DAT_EVENT::default();
+        ev.event_number = number;
+        ev.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: handle as DAT_HANDLE, reason };
+        e.post(ev);
+    }
 }

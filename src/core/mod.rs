@@ -20,6 +20,7 @@ pub mod objects;
 pub mod pz;
 pub mod rmr;
 pub mod sp;
+pub mod srq;
 pub mod table;
 
 use core::ffi::c_char;

@@ -9,3 +9,4 @@ pub use super::lmr::Lmr;
 pub use super::pz::Pz;
 pub use super::rmr::Rmr;
 pub use super::sp::{Psp, Rsp};
+pub use super::srq::Srq;

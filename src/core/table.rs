@@ -74,6 +74,7 @@ pub enum Obj {
     Psp(Arc<Psp>),
     Rsp(Arc<Rsp>),
     Cr(Arc<Cr>),
+    Srq(Arc<Srq>),
 }
 
 impl Obj {
@@ -89,6 +90,7 @@ impl Obj {
             Obj::Psp(o) => &o.ia,
             Obj::Rsp(o) => &o.ia,
             Obj::Cr(o) => &o.ia,
+            Obj::Srq(o) => &o.ia,
         }
     }
 
@@ -104,6 +106,7 @@ impl Obj {
             Obj::Psp(_) => DAT_HANDLE_TYPE_PSP,
             Obj::Rsp(_) => DAT_HANDLE_TYPE_RSP,
             Obj::Cr(_) => DAT_HANDLE_TYPE_CR,
+            Obj::Srq(_) => DAT_HANDLE_TYPE_SRQ,
         }
     }
 
@@ -120,6 +123,7 @@ impl Obj {
             Obj::Psp(o) => &o.context,
             Obj::Rsp(o) => &o.context,
             Obj::Cr(o) => &o.context,
+            Obj::Srq(o) => &o.context,
         }
     }
 }

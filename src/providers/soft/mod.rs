@@ -8,12 +8,13 @@ pub mod io;
 pub mod listener;
 pub mod memory;
 pub mod qp;
+pub mod srq;
 pub mod wire;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents};
+use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
 use crate::mr::keys::KeyGen;
 
 /// One key set: what an lkey or rkey grants.
@@ -311,7 +312,18 @@ impl Device for SoftDevice {
         }
     }
 
-    fn create_qp(&self, pd: Pd, caps: QpCaps, events: Arc<dyn QpEvents>) -> Result<Arc<dyn Qp>, DevError> {
+    fn create_qp(&self, pd: Pd, caps: QpCaps, srq: Option<Arc<dyn Srq>>, events: Arc<dyn QpEvents>) -> Result<Arc<dyn Qp>, DevError> {
+        let srq = match srq {
+            Some(s) => Some(s.as_any().downcast_ref::<srq::SoftSrq>().map(|_| s.clone()).ok_or(DevError::NotSupported)?),
+            None => None,
+        };
+        // Turn the checked trait object back into the concrete type.
+        let srq = srq.map(|s| {
+            let raw = Arc::into_raw(s) as *const srq::SoftSrq;
+            // SAFETY: the trait object was checked above to be a SoftSrq; the pointer comes
+            // from Arc::into_raw of that same allocation.
+            unsafe { Arc::from_raw(raw) }
+        });
         let id = {
             let mut s = self.write();
             if !s.pds.contains(&pd.0) {
@@ -320,7 +332,17 @@ impl Device for SoftDevice {
             s.next_qp += 1;
             s.next_qp
         };
-        Ok(qp::SoftQp::new(self.me(), id, pd.0, caps, events))
+        Ok(qp::SoftQp::new(self.me(), id, pd.0, caps, srq, events))
+    }
+
+    fn create_srq(&self, pd: Pd, max_wr: u32, max_sge: u32, events: Arc<dyn SrqEvents>) -> Result<Arc<dyn Srq>, DevError> {
+        if !self.read().pds.contains(&pd.0) {
+            return Err(DevError::Fault);
+        }
+        if max_wr > self.limits.max_srq_wr || max_sge > self.limits.max_sge {
+            return Err(DevError::NoResources);
+        }
+        Ok(Arc::new(srq::SoftSrq::new(max_wr, max_sge, events)))
     }
 
     fn listen(&self, port: u16, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {

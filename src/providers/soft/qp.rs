@@ -130,6 +130,8 @@ struct Outbound {
 
 pub struct SoftQp {
     this: std::sync::Weak<SoftQp>,
+    /// Where receives come from when the QP uses a shared receive queue.
+    srq: Option<Arc<super::srq::SoftSrq>>,
     dev: Arc<SoftDevice>,
     pub id: u64,
     pd: u32,
@@ -147,9 +149,10 @@ fn status_u8(s: u32) -> u8 {
 }
 
 impl SoftQp {
-    pub fn new(dev: Arc<SoftDevice>, id: u64, pd: u32, caps: QpCaps, events: Arc<dyn QpEvents>) -> Arc<SoftQp> {
-        Arc::new_cyclic(|this| SoftQp {
+    pub fn new(dev: Arc<SoftDevice>, id: u64, pd: u32, caps: QpCaps, srq: Option<Arc<super::srq::SoftSrq>>, events: Arc<dyn QpEvents>) -> Arc<SoftQp> {
+        let qp = Arc::new_cyclic(|this| SoftQp {
             this: this.clone(),
+            srq: srq.clone(),
             dev,
             id,
             pd,
@@ -172,7 +175,34 @@ impl SoftQp {
             exec: Mutex::new(()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
             out: Outbound { queue: Mutex::new((VecDeque::new(), false)), cv: Condvar::new() },
-        })
+        });
+        if let Some(srq) = srq {
+            srq.attach(Arc::downgrade(&qp));
+        }
+        qp
+    }
+
+    /// Whether a receive is available (from the SRQ, if the QP uses one).
+    fn has_recv(&self, i: &Inner) -> bool {
+        match &self.srq {
+            Some(srq) => !srq.is_empty(),
+            None => !i.recvs.is_empty(),
+        }
+    }
+
+    fn pop_recv(&self) -> Option<(u64, Vec<Sge>)> {
+        match &self.srq {
+            Some(srq) => srq.pop(),
+            None => self.lock().recvs.pop_front(),
+        }
+    }
+
+    /// A receive was posted to our SRQ: run requests that waited for one.
+    pub fn receive_posted(&self) {
+        let stalled = !self.lock().stalled.is_empty();
+        if stalled {
+            self.drain_stalled();
+        }
     }
 
     fn me(&self) -> Arc<SoftQp> {
@@ -534,7 +564,7 @@ impl SoftQp {
         let needs_recv = hdr.op == op::SEND || (hdr.op == op::WRITE && hdr.flags & flag::IMM != 0);
         let stall = {
             let i = self.lock();
-            !i.stalled.is_empty() || (needs_recv && i.recvs.is_empty())
+            !i.stalled.is_empty() || (needs_recv && !self.has_recv(&i))
         };
         if stall {
             let data = match data {
@@ -566,7 +596,7 @@ impl SoftQp {
                 let mut i = self.lock();
                 let Some(front) = i.stalled.front() else { break };
                 let needs_recv = front.hdr.op == op::SEND || (front.hdr.op == op::WRITE && front.hdr.flags & flag::IMM != 0);
-                if needs_recv && i.recvs.is_empty() {
+                if needs_recv && !self.has_recv(&i) {
                     break;
                 }
                 i.stalled.pop_front().expect("front exists")
@@ -635,7 +665,7 @@ impl SoftQp {
                 }
                 let mut events = Vec::new();
                 if hdr.flags & flag::IMM != 0 {
-                    let recv = self.lock().recvs.pop_front();
+                    let recv = self.pop_recv();
                     if let Some((wr_id, _)) = recv {
                         events.push(Event::Completion(Completion {
                             wr_id,
@@ -652,7 +682,7 @@ impl SoftQp {
                 (true, events)
             }
             op::SEND => {
-                let Some((wr_id, sges)) = self.lock().recvs.pop_front() else { return (false, Vec::new()) };
+                let Some((wr_id, sges)) = self.pop_recv() else { return (false, Vec::new()) };
                 let capacity: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
                 let checked = sges.iter().all(|s| self.check_local(s, true));
                 let status = if !checked {
@@ -903,25 +933,24 @@ impl Qp for SoftQp {
     }
 
     fn disconnect(&self, graceful: bool) {
+        // Responses already queued (acknowledgements of requests we executed) still go out, as
+        // an HCA has sent them long before; then the peer is told, and we stop reading. A
+        // graceful and an abrupt disconnect differ only in the DAT events' timing, which the
+        // flush below makes immediate for both.
+        let _ = graceful;
         let state = {
             let mut i = self.lock();
             let s = i.state;
             i.state = State::Closed;
-            if !graceful || s != State::Connected {
-                if let Some(st) = &i.stream {
-                    let _ = st.shutdown(Shutdown::Both);
-                }
+            if let Some(st) = &i.stream {
+                let _ = st.shutdown(if s == State::Connected { Shutdown::Read } else { Shutdown::Both });
             }
             s
         };
         match state {
             State::Closed => {}
-            State::Connected if graceful => {
+            State::Connected => {
                 self.send_frame(Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true });
-                self.flush(CmEvent::Disconnected);
-            }
-            State::Idle => {
-                self.close_writer();
                 self.flush(CmEvent::Disconnected);
             }
             _ => {
