@@ -141,3 +141,27 @@ pub fn scatter(buf: &[u8], segs: &[(u64, usize)]) -> io::Result<()> {
     // SAFETY: pid is our own; the source is `buf`.
     push(unsafe { libc::getpid() } as u32, &[(buf.as_ptr() as u64, off)], &parts)
 }
+
+/// Sends `parts` without blocking; returns how many bytes went out (possibly 0).
+pub fn try_write(fd: RawFd, parts: &[(u64, usize)]) -> io::Result<usize> {
+    let mut iov: Vec<libc::iovec> =
+        parts.iter().filter(|p| p.1 > 0).map(|&(a, l)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l }).collect();
+    // SAFETY: an all-zero msghdr is valid; we then point it at our iovecs.
+    let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len();
+    loop {
+        // SAFETY: the iovecs name our own buffers; MSG_DONTWAIT never blocks, MSG_NOSIGNAL never
+        // raises SIGPIPE.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(0),
+            _ => return Err(e),
+        }
+    }
+}

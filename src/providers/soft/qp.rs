@@ -87,6 +87,8 @@ enum FrameData {
     None,
     Bytes(Vec<u8>),
     Memory(Vec<(u64, usize)>),
+    /// The unsent tail of a frame (header included): written as is, with no header of its own.
+    Raw(Vec<u8>),
 }
 
 struct Frame {
@@ -123,10 +125,22 @@ struct Delivery {
     busy: bool,
 }
 
+struct OutState {
+    frames: VecDeque<Frame>,
+    closed: bool,
+    /// Someone (the writer thread or a posting thread) is writing to the socket.
+    busy: bool,
+    fd: i32,
+}
+
 struct Outbound {
-    queue: Mutex<(VecDeque<Frame>, bool)>,
+    queue: Mutex<OutState>,
     cv: Condvar,
 }
+
+/// Payloads up to this size travel inline even when cross-memory attach is possible: one
+/// socket write is cheaper than a second system call at the target.
+const INLINE_MAX: u64 = 256;
 
 pub struct SoftQp {
     this: std::sync::Weak<SoftQp>,
@@ -174,7 +188,7 @@ impl SoftQp {
             }),
             exec: Mutex::new(()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
-            out: Outbound { queue: Mutex::new((VecDeque::new(), false)), cv: Condvar::new() },
+            out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, fd: -1 }), cv: Condvar::new() },
         });
         if let Some(srq) = srq {
             srq.attach(Arc::downgrade(&qp));
@@ -242,13 +256,78 @@ impl SoftQp {
         }
     }
 
+    /// Queues a frame for the writer thread (the reader thread's way: it must never block).
     fn send_frame(&self, frame: Frame) {
         let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if q.1 {
+        if q.closed {
             return;
         }
-        q.0.push_back(frame);
+        q.frames.push_back(frame);
         self.out.cv.notify_one();
+    }
+
+    /// Sends a small frame (no memory payload) from the reader thread without blocking: what the
+    /// socket does not take at once is queued, in order, for the writer thread.
+    fn send_frame_now(&self, frame: Frame) {
+        if matches!(frame.data, FrameData::Memory(_)) || frame.last {
+            return self.send_frame(frame);
+        }
+        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if q.closed {
+            return;
+        }
+        if q.busy || !q.frames.is_empty() || q.fd < 0 {
+            q.frames.push_back(frame);
+            self.out.cv.notify_one();
+            return;
+        }
+        let mut bytes = frame.hdr.encode().to_vec();
+        if let FrameData::Bytes(b) = &frame.data {
+            bytes.extend_from_slice(b);
+        }
+        // Held under the queue lock: a non-blocking send is short, and nobody else may write.
+        match io::try_write(q.fd, &[(bytes.as_ptr() as u64, bytes.len())]) {
+            Ok(n) if n == bytes.len() => {}
+            Ok(n) => {
+                // The rest goes out as raw bytes first, before anything queued later.
+                let rest = bytes[n..].to_vec();
+                q.frames.push_front(Frame { hdr: Hdr::default(), data: FrameData::Raw(rest), last: false });
+                self.out.cv.notify_one();
+            }
+            Err(_) => {
+                q.closed = true;
+                q.frames.clear();
+                self.out.cv.notify_all();
+            }
+        }
+    }
+
+    /// Sends a frame from the posting thread itself when nothing else is being written (no
+    /// hand-off to the writer thread on the latency path); otherwise queues it.
+    fn send_frame_direct(&self, frame: Frame) {
+        let fd = {
+            let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+            if q.closed {
+                return;
+            }
+            if q.busy || !q.frames.is_empty() || q.fd < 0 {
+                q.frames.push_back(frame);
+                self.out.cv.notify_one();
+                return;
+            }
+            q.busy = true;
+            q.fd
+        };
+        let ok = write_frame(fd, &frame);
+        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.busy = false;
+        if !ok || frame.last {
+            q.closed = true;
+            q.frames.clear();
+            // SAFETY: shutting down our own connected socket.
+            unsafe { libc::shutdown(fd, if ok { libc::SHUT_WR } else { libc::SHUT_RDWR }) };
+        }
+        self.out.cv.notify_all();
     }
 
     // -----------------------------------------------------------------------------------------
@@ -405,8 +484,8 @@ impl SoftQp {
 
     fn close_writer(&self) {
         let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.1 = true;
-        q.0.clear();
+        q.closed = true;
+        q.frames.clear();
         self.out.cv.notify_all();
     }
 
@@ -415,33 +494,33 @@ impl SoftQp {
 
     fn writer(&self, stream: TcpStream) {
         let fd = stream.as_raw_fd();
+        self.out.queue.lock().unwrap_or_else(|e| e.into_inner()).fd = fd;
         loop {
             let frame = {
                 let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
                 loop {
-                    if let Some(f) = q.0.pop_front() {
-                        break Some(f);
+                    if !q.busy {
+                        if let Some(f) = q.frames.pop_front() {
+                            q.busy = true;
+                            break Some(f);
+                        }
                     }
-                    if q.1 {
+                    if q.closed && !q.busy {
                         break None;
                     }
                     q = self.out.cv.wait(q).unwrap_or_else(|e| e.into_inner());
                 }
             };
             let Some(frame) = frame else { return };
-            let hdr = frame.hdr.encode();
-            let mut parts = vec![(hdr.as_ptr() as u64, HDR_LEN)];
-            match &frame.data {
-                FrameData::None => {}
-                FrameData::Bytes(b) => parts.push((b.as_ptr() as u64, b.len())),
-                FrameData::Memory(m) => parts.extend_from_slice(m),
-            }
-            if io::write_all(fd, &parts).is_err() {
-                let _ = stream.shutdown(Shutdown::Both);
-                return;
-            }
-            if frame.last {
-                let _ = stream.shutdown(Shutdown::Write);
+            let ok = write_frame(fd, &frame);
+            let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.busy = false;
+            if !ok || frame.last {
+                q.closed = true;
+                q.frames.clear();
+                drop(q);
+                let _ = stream.shutdown(if ok { Shutdown::Write } else { Shutdown::Both });
+                self.out.cv.notify_all();
                 return;
             }
         }
@@ -618,7 +697,7 @@ impl SoftQp {
     /// Answers the peer; a failure status also ends the connection after the answer is out.
     fn respond(&self, status: u32, data: FrameData, payload: u32) {
         let last = status != DAT_DTO_SUCCESS;
-        self.send_frame(Frame { hdr: Hdr { op: op::RESPONSE, status: status_u8(status), payload, ..Hdr::default() }, data, last });
+        self.send_frame_now(Frame { hdr: Hdr { op: op::RESPONSE, status: status_u8(status), payload, ..Hdr::default() }, data, last });
         if last {
             self.lock().state = State::Closed;
         }
@@ -771,6 +850,21 @@ impl SoftQp {
     }
 }
 
+/// Writes one frame (header and data); false when the connection failed.
+fn write_frame(fd: i32, frame: &Frame) -> bool {
+    if let FrameData::Raw(b) = &frame.data {
+        return io::write_all(fd, &[(b.as_ptr() as u64, b.len())]).is_ok();
+    }
+    let hdr = frame.hdr.encode();
+    let mut parts = vec![(hdr.as_ptr() as u64, HDR_LEN)];
+    match &frame.data {
+        FrameData::None | FrameData::Raw(_) => {}
+        FrameData::Bytes(b) => parts.push((b.as_ptr() as u64, b.len())),
+        FrameData::Memory(m) => parts.extend_from_slice(m),
+    }
+    io::write_all(fd, &parts).is_ok()
+}
+
 fn write_message(stream: &TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
     let hdr = Hdr { op: kind, payload: body.len() as u32, length: body.len() as u32, ..Hdr::default() };
     let mut s = stream;
@@ -885,7 +979,7 @@ impl Qp for SoftQp {
                 hdr.a = add;
             }
         }
-        let data = if i.cma_out && (carries_data || hdr.op == op::READ) {
+        let data = if i.cma_out && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
             hdr.flags |= flag::CMA;
             let list = wire::encode_segments(&segs.iter().map(|&(a, l)| (a, l as u32)).collect::<Vec<_>>());
             hdr.payload = list.len() as u32;
@@ -907,7 +1001,7 @@ impl Qp for SoftQp {
             i.outstanding_reads += 1;
         }
         drop(i);
-        self.send_frame(frame);
+        self.send_frame_direct(frame);
         Ok(())
     }
 
