@@ -65,6 +65,8 @@ pub type SrqQueryFn = unsafe extern "C" fn(DAT_SRQ_HANDLE, DAT_SRQ_PARAM_MASK, *
 /// C shim, which owns the `va_list`; Rust sees it as an opaque pointer.
 pub type ExtendedOpFn = unsafe extern "C" fn(DAT_HANDLE, c_int, *mut c_void) -> DAT_RETURN;
 
+pub type EpPostSendInvFn = unsafe extern "C" fn(DAT_EP_HANDLE, DAT_COUNT, *mut DAT_LMR_TRIPLET, DAT_DTO_COOKIE, DAT_COMPLETION_FLAGS, DAT_BOOLEAN, DAT_RMR_CONTEXT) -> DAT_RETURN;
+
 /// Entry points that libdat2 never calls (not exported by DAT 2.0 on Linux); kept opaque.
 type Unused = *const c_void;
 
@@ -145,7 +147,8 @@ pub struct DAT_PROVIDER {
     pub csp_free_func: Unused,
     pub ep_common_connect_func: Unused,
     pub rmr_create_for_ep_func: Unused,
-    pub ep_post_send_with_invalidate_func: Unused,
+    /// Not exported by libdat2; consumers reach it through `DAT_EP_POST_SEND_WITH_INVALIDATE`.
+    pub ep_post_send_with_invalidate_func: F<EpPostSendInvFn>,
     pub ep_post_rdma_read_to_rmr_func: Unused,
     pub cno_fd_create_func: Unused,
     pub cno_trigger_func: Unused,

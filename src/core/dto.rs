@@ -166,3 +166,20 @@ pub fn post_rdma_read(
     let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG5)?;
     post(handle, count, iov, cookie, flags, Post { op: WrOp::Read, report: Report::Dto(DAT_DTO_RDMA_READ), remote: Some((addr, key)), max_iov: |a| a.max_rdma_read_iov })
 }
+
+/// `ep_post_send_with_invalidate_func` (reached through the `DAT_EP_POST_SEND_WITH_INVALIDATE`
+/// redirection macro, which calls the provider table directly): a send that, when
+/// `invalidate` is true, also revokes the peer's memory window `rmr_context`. The receiver's
+/// completion is DAT_DTO_RECEIVE_WITH_INVALIDATE carrying that context, and its RMR is unbound.
+pub fn post_send_with_invalidate(
+    handle: DAT_EP_HANDLE,
+    count: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+    invalidate: DAT_BOOLEAN,
+    rmr_context: DAT_RMR_CONTEXT,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    let op = if invalidate != DAT_FALSE { WrOp::SendInv(rmr_context) } else { WrOp::Send };
+    post(handle, count, iov, cookie, flags, Post { op, report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov })
+}

@@ -156,6 +156,21 @@ unsafe extern "C" fn srq_set_lw(h: DAT_HANDLE, n: DAT_COUNT) -> DAT_RETURN {
     entry(|| srq::set_lw(h, n))
 }
 
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn ep_post_send_with_invalidate(
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+    invalidate: DAT_BOOLEAN,
+    ctx: DAT_RMR_CONTEXT,
+) -> DAT_RETURN {
+    // Called through the provider table without libdat2's handle checks: the core's own
+    // lookup rejects anything that is not a live EP.
+    entry(|| dto::post_send_with_invalidate(h, n, iov, cookie, flags, invalidate, ctx))
+}
+
 unsafe extern "C" fn cno_create(h: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mut DAT_CNO_HANDLE) -> DAT_RETURN {
     entry(|| cno::create(h, agent, out))
 }
@@ -410,7 +425,7 @@ pub fn table(device_name: *const c_char, thread_safe: bool) -> DAT_PROVIDER {
         csp_free_func: none,
         ep_common_connect_func: none,
         rmr_create_for_ep_func: none,
-        ep_post_send_with_invalidate_func: none,
+        ep_post_send_with_invalidate_func: Some(ep_post_send_with_invalidate),
         ep_post_rdma_read_to_rmr_func: none,
         cno_fd_create_func: none,
         cno_trigger_func: none,

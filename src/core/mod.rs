@@ -4,6 +4,11 @@
 //! `DAT_PROVIDER` table ([`entry`]).
 //!
 //! [`Device`]: crate::device::Device
+//!
+//! The functions here are the bodies of C entry points: their raw pointer arguments are the C
+//! caller's, checked for NULL before use and otherwise trusted as the DAT API specifies, so they
+//! are safe functions that dereference raw pointers.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 pub mod builtin;
 pub mod cm;

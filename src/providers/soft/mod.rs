@@ -137,11 +137,12 @@ impl SoftDevice {
         }
     }
 
-    /// A received send-with-invalidate: the window `rkey` of PD `pd` stops working.
-    pub fn invalidate(&self, rkey: u32, pd: u32) -> bool {
+    /// A received send-with-invalidate on QP `qp`: the window `rkey`, bound to that QP in PD
+    /// `pd`, stops working.
+    pub fn invalidate(&self, rkey: u32, pd: u32, qp: u64) -> bool {
         let mut s = self.write();
         let Some(&set) = s.rkeys.get(&rkey) else { return false };
-        if s.sets.get(&set).is_none_or(|k| k.pd != pd || k.bound_qp.is_none()) {
+        if s.sets.get(&set).is_none_or(|k| k.pd != pd || k.bound_qp != Some(qp)) {
             return false;
         }
         Self::drop_set(&mut s, set);

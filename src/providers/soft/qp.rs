@@ -785,8 +785,7 @@ impl SoftQp {
                     if self.land(fd, &data, &segs).is_err() {
                         return (false, Vec::new());
                     }
-                    if hdr.flags & flag::INVALIDATE != 0 {
-                        self.dev.invalidate(hdr.rkey, self.pd);
+                    if hdr.flags & flag::INVALIDATE != 0 && self.dev.invalidate(hdr.rkey, self.pd, self.id) {
                         invalidated = Some(hdr.rkey);
                     }
                 } else if !self.skip(fd, &hdr, &data) {
