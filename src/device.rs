@@ -138,6 +138,8 @@ pub enum WrOp {
     Send,
     /// A send that also invalidates the peer's memory window `rkey`.
     SendInv(u32),
+    /// A send with 32 bits of immediate data.
+    SendImm(u32),
     Write,
     WriteImm(u32),
     Read,

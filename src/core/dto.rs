@@ -105,6 +105,8 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
             }
             let event = if c.op == WcOp::RecvImm {
                 super::ext::immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
+            } else if let Some(imm) = c.imm {
+                super::ext::send_immediate_event(ep.handle, r.cookie, c.status, c.byte_len, imm)
             } else {
                 let (op, ctx) = match c.invalidated {
                     Some(k) => (DAT_DTO_RECEIVE_WITH_INVALIDATE, k),

@@ -33,6 +33,19 @@ pub fn immediate_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32,
     extension_event(ep, cookie, status, len, DAT_IB_DTO_RECV_IMMED, DAT_IB_RDMA_WRITE_IMMED_DATA, imm)
 }
 
+/// A receive completed by a send with immediate data (the one-shot bind+send).
+pub fn send_immediate_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, imm: u32) -> DAT_EVENT {
+    extension_event(ep, cookie, status, len, DAT_IB_DTO_RECV_MSG_IMMED, DAT_IB_RECV_IMMED_DATA, imm)
+}
+
+/// dat2's own extension op: bind a memory window on an EP and send its new rmr_context to the
+/// peer in one post. Arguments after (ep, op): DAT_RMR_HANDLE rmr, DAT_LMR_HANDLE lmr,
+/// const DAT_LMR_TRIPLET *window, DAT_MEM_PRIV_FLAGS privileges, DAT_VA_TYPE va_type,
+/// DAT_COUNT num_segments, DAT_LMR_TRIPLET *local_iov, DAT_DTO_COOKIE cookie,
+/// DAT_COMPLETION_FLAGS flags, DAT_RMR_CONTEXT *rmr_context. The peer's receive completes
+/// as a DAT_IB_DTO_EVENT of type DAT_IB_RECV_IMMED_DATA whose immediate data is the context.
+pub const DAT2_BIND_AND_SEND_OP: u32 = 0x100;
+
 fn extension_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, op: DAT_DTOS, kind: DAT_IB_EXT_TYPE, imm: u32) -> DAT_EVENT {
     let mut ev = super::ep::dto_event(ep, cookie, status, len, op, 0);
     ev.event_number = DAT_IB_DTO_EVENT;
@@ -84,8 +97,54 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                     };
                     dto::post(handle, 1, local, cookie, flags, Post { op: wr, report: Report::Extension(kind), remote: Some((addr, key)), max_iov: |a| a.max_request_iov })
                 }
+                DAT2_BIND_AND_SEND_OP => {
+                    let rmr = dat2_va_ptr(args);
+                    let lmr = dat2_va_ptr(args);
+                    let window = dat2_va_ptr(args) as *const DAT_LMR_TRIPLET;
+                    let privileges = dat2_va_int(args) as DAT_MEM_PRIV_FLAGS;
+                    let va_type = dat2_va_int(args) as DAT_VA_TYPE;
+                    let count = dat2_va_int(args);
+                    let iov = dat2_va_ptr(args) as *const DAT_LMR_TRIPLET;
+                    let cookie = DAT_DTO_COOKIE { as_64: dat2_va_u64(args) };
+                    let flags = dat2_va_int(args) as DAT_COMPLETION_FLAGS;
+                    let context_out = dat2_va_ptr(args) as *mut DAT_RMR_CONTEXT;
+                    bind_and_send(handle, rmr, lmr, window, privileges, va_type, count, iov, cookie, flags, context_out)
+                }
                 _ => Err(dat_error(DAT_NOT_IMPLEMENTED, 0)),
             }
         }
     })
+}
+
+/// The one-shot bind+send: the bind (with its own completion suppressed) and the send are
+/// posted together; the send carries the window's new context as immediate data.
+#[allow(clippy::too_many_arguments)]
+fn bind_and_send(
+    ep: DAT_HANDLE,
+    rmr: DAT_HANDLE,
+    lmr: DAT_HANDLE,
+    window: *const DAT_LMR_TRIPLET,
+    privileges: DAT_MEM_PRIV_FLAGS,
+    va_type: DAT_VA_TYPE,
+    count: DAT_COUNT,
+    iov: *const DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+    context_out: *mut DAT_RMR_CONTEXT,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    if window.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    // SAFETY: checked non-NULL; the consumer's triplet.
+    if unsafe { window.read() }.segment_length == 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    let mut context: DAT_RMR_CONTEXT = 0;
+    super::rmr::bind(rmr, lmr, window, privileges, va_type, ep, DAT_RMR_COOKIE { as_64: 0 }, DAT_COMPLETION_SUPPRESS_FLAG, &mut context)?;
+    dto::post(ep, count, iov, cookie, flags, Post { op: WrOp::SendImm(context), report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov })?;
+    if !context_out.is_null() {
+        // SAFETY: non-NULL consumer out-pointer.
+        unsafe { context_out.write(context) };
+    }
+    Ok(DAT_SUCCESS)
 }

@@ -796,7 +796,7 @@ impl SoftQp {
                     status,
                     op: WcOp::Recv,
                     byte_len: if status == DAT_DTO_SUCCESS { hdr.length } else { 0 },
-                    imm: None,
+                    imm: (hdr.flags & flag::IMM != 0).then_some(hdr.imm),
                     invalidated,
                     solicited: hdr.flags & flag::SOLICITED != 0,
                 };
@@ -918,7 +918,7 @@ impl Qp for SoftQp {
         let is_read = matches!(wr.op, WrOp::Read | WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. });
         let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
         let wc_op = match wr.op {
-            WrOp::Send | WrOp::SendInv(_) => WcOp::Send,
+            WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) => WcOp::Send,
             WrOp::Write | WrOp::WriteImm(_) => WcOp::Write,
             WrOp::Read => WcOp::Read,
             WrOp::CmpSwap { .. } => WcOp::CmpSwap,
@@ -955,6 +955,12 @@ impl Qp for SoftQp {
                 hdr.op = op::SEND;
                 hdr.flags |= flag::INVALIDATE;
                 hdr.rkey = key;
+                carries_data = true;
+            }
+            WrOp::SendImm(imm) => {
+                hdr.op = op::SEND;
+                hdr.flags |= flag::IMM;
+                hdr.imm = imm;
                 carries_data = true;
             }
             WrOp::Write => {

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* Part of dat2: the seeds' data-path features on dat2-soft, in one process with two IAs
+ * connected over loopback: the one-shot bind+send extension op, and send-with-invalidate
+ * through the DAT_EP_POST_SEND_WITH_INVALIDATE redirection macro. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <arpa/inet.h>
+#include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
+#include <dat2/udat_redirection.h>
+
+#define BIND_AND_SEND_OP 0x100
+#define PORT 33917
+
+static int failures;
+#define CHECK(name, cond)                                                                \
+    do {                                                                                 \
+        if (cond)                                                                        \
+            printf("PASS seeds:%s\n", name);                                             \
+        else {                                                                           \
+            printf("FAIL seeds:%s (%s:%d)\n", name, __FILE__, __LINE__);                 \
+            failures++;                                                                  \
+        }                                                                                \
+    } while (0)
+#define MUST(call)                                                                       \
+    do {                                                                                 \
+        DAT_RETURN r_ = (call);                                                          \
+        if (r_ != DAT_SUCCESS) {                                                         \
+            printf("FAIL seeds:setup %s = %#x (%s:%d)\n", #call, r_, __FILE__, __LINE__); \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+struct side {
+    DAT_IA_HANDLE ia;
+    DAT_PZ_HANDLE pz;
+    DAT_EVD_HANDLE dto, conn, cr;
+    DAT_EP_HANDLE ep;
+    char *buf;
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT lkey;
+    DAT_RMR_CONTEXT rkey;
+};
+
+static void open_side(struct side *s)
+{
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    char name[] = "dat2-soft";
+    MUST(dat_ia_open(name, 8, &async, &s->ia));
+    MUST(dat_pz_create(s->ia, &s->pz));
+    MUST(dat_evd_create(s->ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG, &s->dto));
+    MUST(dat_evd_create(s->ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &s->conn));
+    MUST(dat_evd_create(s->ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &s->cr));
+    MUST(dat_ep_create(s->ia, s->pz, s->dto, s->dto, s->conn, NULL, &s->ep));
+    s->buf = calloc(1, 8192);
+    DAT_REGION_DESCRIPTION r;
+    r.for_va = s->buf;
+    DAT_VLEN len;
+    DAT_VADDR addr;
+    MUST(dat_lmr_create(s->ia, DAT_MEM_TYPE_VIRTUAL, r, 8192, s->pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &s->lmr,
+                        &s->lkey, &s->rkey, &len, &addr));
+}
+
+static DAT_EVENT wait_event(DAT_EVD_HANDLE evd)
+{
+    DAT_EVENT ev;
+    DAT_COUNT more;
+    memset(&ev, 0, sizeof ev);
+    DAT_RETURN r = dat_evd_wait(evd, 5000000, 1, &ev, &more);
+    if (r != DAT_SUCCESS) {
+        printf("FAIL seeds:wait evd_wait = %#x\n", r);
+        exit(1);
+    }
+    return ev;
+}
+
+static DAT_LMR_TRIPLET seg(struct side *s, size_t off, size_t len)
+{
+    DAT_LMR_TRIPLET t;
+    t.virtual_address = (DAT_VADDR)(uintptr_t)(s->buf + off);
+    t.segment_length = (DAT_SEG_LENGTH)len;
+    t.lmr_context = s->lkey;
+    return t;
+}
+
+int main(void)
+{
+    struct side a, b;
+    open_side(&a);
+    open_side(&b);
+
+    /* a listens, b connects, a accepts. */
+    DAT_PSP_HANDLE psp;
+    MUST(dat_psp_create(a.ia, PORT, a.cr, DAT_PSP_CONSUMER_FLAG, &psp));
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof sin);
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    MUST(dat_ep_connect(b.ep, (DAT_IA_ADDRESS_PTR)&sin, PORT, 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG));
+    DAT_EVENT ev = wait_event(a.cr);
+    MUST(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, a.ep, 0, NULL));
+    ev = wait_event(a.conn);
+    CHECK("established-a", ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED);
+    ev = wait_event(b.conn);
+    CHECK("established-b", ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED);
+
+    /* One-shot bind+send: a binds a window over buf[4096, +1024) and sends its context. */
+    DAT_RMR_HANDLE rmr;
+    MUST(dat_rmr_create(a.pz, &rmr));
+    DAT_LMR_TRIPLET recv_b = seg(&b, 0, 64);
+    DAT_DTO_COOKIE ck;
+    ck.as_64 = 7;
+    MUST(dat_ep_post_recv(b.ep, 1, &recv_b, ck, DAT_COMPLETION_DEFAULT_FLAG));
+    DAT_LMR_TRIPLET window = seg(&a, 4096, 1024);
+    strcpy(a.buf, "window at 4096");
+    DAT_LMR_TRIPLET msg = seg(&a, 0, 16);
+    DAT_RMR_CONTEXT ctx = 0;
+    ck.as_64 = 9;
+    DAT_RETURN r = dat_extension_op(a.ep, BIND_AND_SEND_OP, rmr, a.lmr, &window, DAT_MEM_PRIV_REMOTE_WRITE_FLAG,
+                                    DAT_VA_TYPE_VA, 1, &msg, ck, DAT_COMPLETION_DEFAULT_FLAG, &ctx);
+    CHECK("bind-send-returns", r == DAT_SUCCESS && ctx != 0);
+    ev = wait_event(b.dto);
+    DAT_IB_EXTENSION_EVENT_DATA *ext = (DAT_IB_EXTENSION_EVENT_DATA *)ev.event_extension_data;
+    CHECK("bind-send-receive-event", ev.event_number == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT &&
+                                         ext->type == DAT_IB_RECV_IMMED_DATA && ext->val.immed.data == ctx &&
+                                         ev.event_data.dto_completion_event_data.transfered_length == 16);
+    CHECK("bind-send-payload", strcmp(b.buf, "window at 4096") == 0);
+    ev = wait_event(a.dto);
+    CHECK("bind-send-send-completion", ev.event_number == DAT_DTO_COMPLETION_EVENT &&
+                                           ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS);
+
+    /* b writes through the window it just learned. */
+    strcpy(b.buf + 1024, "written by b");
+    DAT_LMR_TRIPLET src = seg(&b, 1024, 13);
+    DAT_RMR_TRIPLET dst;
+    dst.virtual_address = window.virtual_address + 100;
+    dst.segment_length = 13;
+    dst.rmr_context = ctx;
+    ck.as_64 = 11;
+    MUST(dat_ep_post_rdma_write(b.ep, 1, &src, ck, &dst, DAT_COMPLETION_DEFAULT_FLAG));
+    ev = wait_event(b.dto);
+    CHECK("window-write", ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS &&
+                              strcmp(a.buf + 4096 + 100, "written by b") == 0);
+
+    /* Send-with-invalidate: b revokes a's window with its send; a's receive reports it. */
+    DAT_LMR_TRIPLET recv_a = seg(&a, 0, 64);
+    ck.as_64 = 13;
+    MUST(dat_ep_post_recv(a.ep, 1, &recv_a, ck, DAT_COMPLETION_DEFAULT_FLAG));
+    DAT_LMR_TRIPLET small = seg(&b, 1024, 4);
+    ck.as_64 = 15;
+    r = DAT_EP_POST_SEND_WITH_INVALIDATE(b.ep, 1, &small, ck, DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, ctx);
+    CHECK("send-inv-returns", r == DAT_SUCCESS);
+    ev = wait_event(a.dto);
+    CHECK("send-inv-receive-event", ev.event_number == DAT_DTO_COMPLETION_EVENT &&
+                                        ev.event_data.dto_completion_event_data.operation == DAT_DTO_RECEIVE_WITH_INVALIDATE &&
+                                        ev.event_data.dto_completion_event_data.rmr_context == ctx);
+    DAT_RMR_PARAM rp;
+    CHECK("send-inv-unbound", dat_rmr_query(rmr, DAT_RMR_FIELD_LMR_TRIPLET, &rp) == 0x80060026);
+    ev = wait_event(b.dto); /* the send's completion */
+    ck.as_64 = 17;
+    MUST(dat_ep_post_rdma_write(b.ep, 1, &src, ck, &dst, DAT_COMPLETION_DEFAULT_FLAG));
+    ev = wait_event(b.dto);
+    CHECK("invalidated-window-refused", ev.event_data.dto_completion_event_data.status == DAT_DTO_ERR_REMOTE_ACCESS);
+
+    /* A wild RMR handle in the extension op is refused, not dereferenced. */
+    r = dat_extension_op(a.ep, BIND_AND_SEND_OP, (DAT_RMR_HANDLE)0x1234, a.lmr, &window,
+                         DAT_MEM_PRIV_REMOTE_WRITE_FLAG, DAT_VA_TYPE_VA, 1, &msg, ck, DAT_COMPLETION_DEFAULT_FLAG, &ctx);
+    CHECK("bind-send-bad-rmr", r == 0x8005000e);
+
+    dat_ia_close(a.ia, DAT_CLOSE_ABRUPT_FLAG);
+    dat_ia_close(b.ia, DAT_CLOSE_ABRUPT_FLAG);
+    free(a.buf);
+    free(b.buf);
+    return failures ? 1 : 0;
+}
