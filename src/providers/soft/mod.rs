@@ -5,6 +5,7 @@
 
 pub mod address;
 pub mod io;
+pub mod keytab;
 pub mod listener;
 pub mod memory;
 pub mod qp;
@@ -60,6 +61,8 @@ pub struct SoftDevice {
     state: RwLock<State>,
     /// Makes remote atomics atomic with respect to each other.
     pub atomics: Mutex<()>,
+    /// Our remote keys, published to peers on this host (see keytab.rs).
+    pub keytab: Option<keytab::KeyTable>,
 }
 
 // SAFETY: sockaddr_storage is plain data; all mutable state is behind the RwLock.
@@ -97,6 +100,7 @@ impl SoftDevice {
             keys: KeyGen::new(),
             state: RwLock::new(State::default()),
             atomics: Mutex::new(()),
+            keytab: keytab::KeyTable::create(),
         }))
     }
 
@@ -114,12 +118,14 @@ impl SoftDevice {
             return Err(DevError::Fault);
         }
         if let Some(old) = old {
-            Self::drop_set(&mut s, old);
+            self.drop_set(&mut s, old);
         }
         s.next_id += 1;
         let id = s.next_id;
         let rkey = self.keys.next();
-        s.sets.insert(id, KeySet { region, pd, addr, len, access, zero_based, lkey: 0, rkey, bound_qp: Some(qp) });
+        let set = KeySet { region, pd, addr, len, access, zero_based, lkey: 0, rkey, bound_qp: Some(qp) };
+        self.publish(&set);
+        s.sets.insert(id, set);
         s.rkeys.insert(rkey, id);
         if let Some(r) = s.regions.get_mut(&region) {
             r.sets += 1;
@@ -132,7 +138,7 @@ impl SoftDevice {
     pub fn unbind_mw(&self, mw: &Mw) {
         let mut s = self.write();
         if let Some((pd, Some(set))) = s.mws.get(&mw.id).copied() {
-            Self::drop_set(&mut s, set);
+            self.drop_set(&mut s, set);
             s.mws.insert(mw.id, (pd, None));
         }
     }
@@ -145,15 +151,28 @@ impl SoftDevice {
         if s.sets.get(&set).is_none_or(|k| k.pd != pd || k.bound_qp != Some(qp)) {
             return false;
         }
-        Self::drop_set(&mut s, set);
+        self.drop_set(&mut s, set);
         if let Some(entry) = s.mws.values_mut().find(|(_, b)| *b == Some(set)) {
             entry.1 = None;
         }
         true
     }
 
-    fn drop_set(s: &mut State, id: u64) {
+    /// Publishes a remote key set to peers on this host.
+    fn publish(&self, set: &KeySet) {
+        if let (Some(t), true) = (&self.keytab, set.rkey != 0) {
+            t.publish(
+                set.rkey,
+                keytab::Grant { pd: set.pd, access: set.access, bound_qp: set.bound_qp.unwrap_or(0), addr: set.addr, len: set.len, zero_based: set.zero_based },
+            );
+        }
+    }
+
+    fn drop_set(&self, s: &mut State, id: u64) {
         let Some(set) = s.sets.remove(&id) else { return };
+        if let Some(t) = &self.keytab {
+            t.withdraw(set.rkey);
+        }
         if set.lkey != 0 {
             s.lkeys.remove(&set.lkey);
         }
@@ -203,7 +222,9 @@ impl SoftDevice {
         let id = s.next_id;
         let lkey = self.keys.next();
         let rkey = if access.is_remote() { self.keys.next() } else { 0 };
-        s.sets.insert(id, KeySet { region, pd: pd.0, addr, len, access, zero_based, lkey, rkey, bound_qp: None });
+        let set = KeySet { region, pd: pd.0, addr, len, access, zero_based, lkey, rkey, bound_qp: None };
+        self.publish(&set);
+        s.sets.insert(id, set);
         s.lkeys.insert(lkey, id);
         if rkey != 0 {
             s.rkeys.insert(rkey, id);
@@ -288,7 +309,7 @@ impl Device for SoftDevice {
     }
 
     fn dereg_mr(&self, mr: &Mr) {
-        Self::drop_set(&mut self.write(), mr.id);
+        self.drop_set(&mut self.write(), mr.id);
     }
 
     fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError> {
@@ -309,7 +330,7 @@ impl Device for SoftDevice {
     fn dealloc_mw(&self, mw: &Mw) {
         let mut s = self.write();
         if let Some((_, Some(set))) = s.mws.remove(&mw.id) {
-            Self::drop_set(&mut s, set);
+            self.drop_set(&mut s, set);
         }
     }
 

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use super::io;
 use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
+use super::keytab::KeyTable;
 use super::{KeySet, SoftDevice};
 use crate::abi::*;
 use crate::device::*;
@@ -115,6 +116,10 @@ struct Inner {
     /// Requests held back, in order, while `max_rd_atomic` reads or atomics are in flight (as
     /// an HCA's send queue holds them); the flag marks reads and atomics.
     deferred: VecDeque<(Frame, bool)>,
+    /// The peer's published keys, PD and QP, when we can reach its memory (direct writes).
+    peer_keys: Option<Arc<KeyTable>>,
+    peer_pd: u32,
+    peer_qp: u64,
 }
 
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
@@ -185,6 +190,9 @@ impl SoftQp {
                 cma_in: false,
                 outstanding_reads: 0,
                 deferred: VecDeque::new(),
+                peer_keys: None,
+                peer_pd: 0,
+                peer_qp: 0,
             }),
             exec: Mutex::new(()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
@@ -194,6 +202,31 @@ impl SoftQp {
             srq.attach(Arc::downgrade(&qp));
         }
         qp
+    }
+
+    fn keytab_fd(&self) -> u32 {
+        self.dev.keytab.as_ref().map_or(0, |t| t.fd())
+    }
+
+    /// The direct path of an RDMA write on one host: with nothing else outstanding (so the
+    /// write cannot overtake an earlier request), a key the peer published as valid for this
+    /// connection, and the peer's memory reachable, we write it ourselves. None: send the
+    /// request the ordinary way (where the target checks everything).
+    fn write_direct(&self, i: &Inner, rkey: u32, raddr: u64, len: u64, segs: &[(u64, usize)]) -> Option<()> {
+        if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma_in {
+            return None;
+        }
+        let keys = i.peer_keys.as_ref()?;
+        let g = keys.lookup(rkey)?;
+        if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.has(Access::REMOTE_WRITE) {
+            return None;
+        }
+        let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
+        if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
+            return None;
+        }
+        io::push(i.peer_pid, segs, &[(addr, len as usize)]).ok()?;
+        Some(())
     }
 
     /// Whether a receive is available (from the SRQ, if the QP uses one).
@@ -363,11 +396,15 @@ impl SoftQp {
         let _ = stream.set_read_timeout(None);
         let reader = stream.try_clone();
         let writer = stream.try_clone();
+        let peer_keys = if reaches_peer && hello.keytab_fd != 0 { peer_table(hello.pid, hello.keytab_fd) } else { None };
         {
             let mut i = self.lock();
             i.peer_pid = hello.pid;
             i.cma_out = hello.reaches_peer;
             i.cma_in = reaches_peer;
+            i.peer_keys = peer_keys;
+            i.peer_pd = hello.pd;
+            i.peer_qp = hello.qp;
             i.local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
             if let Ok(peer) = stream.peer_addr() {
                 i.remote = Some((super::address::to_storage(peer), peer.port()));
@@ -403,7 +440,7 @@ impl SoftQp {
             let _ = stream.set_nodelay(true);
             let _ = stream.set_read_timeout(Some(timeout.unwrap_or(Duration::from_secs(3600)).max(Duration::from_millis(1))));
             let (caddr, cval) = canary();
-            let hello = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: false, private_data };
+            let hello = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: false, keytab_fd: self.keytab_fd(), pd: self.pd, qp: self.id, private_data };
             write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
             let (hdr, body) = read_message(&stream).map_err(|e| match e.kind() {
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => CmEvent::TimedOut,
@@ -864,6 +901,19 @@ fn write_frame(fd: i32, frame: &Frame) -> bool {
     io::write_all(fd, &parts).is_ok()
 }
 
+/// The peer key tables this process has mapped, shared by all connections to that process.
+fn peer_table(pid: u32, fd: u32) -> Option<Arc<KeyTable>> {
+    static TABLES: Mutex<Vec<((u32, u32), std::sync::Weak<KeyTable>)>> = Mutex::new(Vec::new());
+    let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+    tables.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(t) = tables.iter().find(|(k, _)| *k == (pid, fd)).and_then(|(_, w)| w.upgrade()) {
+        return Some(t);
+    }
+    let t = Arc::new(KeyTable::open_peer(pid, fd)?);
+    tables.push(((pid, fd), Arc::downgrade(&t)));
+    Some(t)
+}
+
 fn write_message(stream: &TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
     let hdr = Hdr { op: kind, payload: body.len() as u32, length: body.len() as u32, ..Hdr::default() };
     let mut s = stream;
@@ -940,6 +990,15 @@ impl Qp for SoftQp {
             return Ok(());
         }
         let (raddr, rkey) = wr.remote.unwrap_or((0, 0));
+        if wr.op == WrOp::Write {
+            let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
+            if self.write_direct(&i, rkey, raddr, len, &segs).is_some() {
+                drop(i);
+                let c = Completion { wr_id: wr.wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len as u32, imm: None, invalidated: None, solicited: false };
+                self.deliver(vec![Event::Completion(c)]);
+                return Ok(());
+            }
+        }
         let mut hdr = Hdr { raddr, rkey, length: len as u32, ..Hdr::default() };
         if wr.solicited {
             hdr.flags |= flag::SOLICITED;
@@ -1128,7 +1187,16 @@ impl PendingConnection for Pending {
         }
         let we_reach = reaches(self.hello.pid, self.hello.canary_addr, self.hello.canary);
         let (caddr, cval) = canary();
-        let answer = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: we_reach, private_data: private_data.to_vec() };
+        let answer = Hello {
+            pid: std::process::id(),
+            canary_addr: caddr,
+            canary: cval,
+            reaches_peer: we_reach,
+            keytab_fd: soft.keytab_fd(),
+            pd: soft.pd,
+            qp: soft.id,
+            private_data: private_data.to_vec(),
+        };
         if write_message(&stream, op::ACCEPT, &answer.encode()).is_err() {
             soft.lock().state = State::Closed;
             soft.flush(CmEvent::Broken);
@@ -1160,7 +1228,7 @@ impl PendingConnection for Pending {
     fn reject(&self, private_data: &[u8]) {
         if let Some(stream) = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let (caddr, cval) = canary();
-            let answer = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: false, private_data: private_data.to_vec() };
+            let answer = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: false, keytab_fd: 0, pd: 0, qp: 0, private_data: private_data.to_vec() };
             let _ = write_message(&stream, op::REJECT, &answer.encode());
             let _ = stream.shutdown(Shutdown::Both);
         }

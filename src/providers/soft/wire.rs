@@ -7,7 +7,7 @@
 
 pub const HDR_LEN: usize = 48;
 pub const MAGIC: u32 = 0x6461_7432; // "dat2"
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 pub mod op {
     pub const HELLO: u8 = 1;
@@ -91,6 +91,11 @@ pub struct Hello {
     pub canary: u64,
     /// Whether the sender can reach the receiver's memory (answered in ACCEPT and READY).
     pub reaches_peer: bool,
+    /// The sender's published key table (a descriptor number in its process; 0: none), and
+    /// the PD and QP its side of the connection uses.
+    pub keytab_fd: u32,
+    pub pd: u32,
+    pub qp: u64,
     pub private_data: Vec<u8>,
 }
 
@@ -103,12 +108,15 @@ impl Hello {
         v.extend_from_slice(&(self.reaches_peer as u32).to_le_bytes());
         v.extend_from_slice(&self.canary_addr.to_le_bytes());
         v.extend_from_slice(&self.canary.to_le_bytes());
+        v.extend_from_slice(&self.keytab_fd.to_le_bytes());
+        v.extend_from_slice(&self.pd.to_le_bytes());
+        v.extend_from_slice(&self.qp.to_le_bytes());
         v.extend_from_slice(&self.private_data);
         v
     }
 
     pub fn decode(b: &[u8]) -> Option<Hello> {
-        if b.len() < 32 {
+        if b.len() < 48 {
             return None;
         }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -121,7 +129,10 @@ impl Hello {
             reaches_peer: u32_at(12) != 0,
             canary_addr: u64_at(16),
             canary: u64_at(24),
-            private_data: b[32..].to_vec(),
+            keytab_fd: u32_at(32),
+            pd: u32_at(36),
+            qp: u64_at(40),
+            private_data: b[48..].to_vec(),
         })
     }
 }
@@ -150,9 +161,9 @@ mod tests {
     fn round_trips() {
         let h = Hdr { op: op::WRITE, flags: flag::CMA, status: 6, payload: 24, length: 4096, raddr: 1 << 40, rkey: 0xdead_beef, imm: 7, a: 1, b: u64::MAX };
         assert_eq!(Hdr::decode(&h.encode()), h);
-        let hello = Hello { pid: 42, canary_addr: 0x1000, canary: 99, reaches_peer: true, private_data: vec![1, 2, 3] };
+        let hello = Hello { pid: 42, canary_addr: 0x1000, canary: 99, reaches_peer: true, keytab_fd: 5, pd: 2, qp: 9, private_data: vec![1, 2, 3] };
         assert_eq!(Hello::decode(&hello.encode()), Some(hello));
-        assert_eq!(Hello::decode(&[0u8; 40]), None);
+        assert_eq!(Hello::decode(&[0u8; 56]), None);
         let segs = vec![(0x1000u64, 10u32), (0x2000, 20)];
         assert_eq!(decode_segments(&encode_segments(&segs)), segs);
     }

@@ -1,0 +1,216 @@
+//! A soft device's remote keys, published read-only to peers on the same host.
+//!
+//! The table lives in a memfd the device writes and peers map (through `/proc/<pid>/fd/<n>`,
+//! which needs the same permission as cross-memory attach). An initiator that finds a key
+//! here, valid for the connection's PD and QP, with the right privilege and bounds, may move
+//! the data itself with `process_vm_writev` instead of asking the target: one system call
+//! instead of a round trip through two threads. Anything not found, or changing while read,
+//! sends the request the ordinary way, where the target checks it: the table only ever makes
+//! an access faster, never more permissive.
+//!
+//! Entries are seqlocked (an odd sequence means "being written"). A key is in one of
+//! `PROBE` slots after its hash; a key that finds no free slot is simply not published.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use crate::device::Access;
+
+const SLOTS: usize = 1 << 18;
+const PROBE: usize = 16;
+
+#[repr(C)]
+struct Slot {
+    seq: AtomicU32,
+    rkey: AtomicU32,
+    pd: AtomicU32,
+    access: AtomicU32,
+    bound_qp: AtomicU64,
+    addr: AtomicU64,
+    len: AtomicU64,
+    zero_based: AtomicU32,
+    _pad: AtomicU32,
+}
+
+const SLOT_SIZE: usize = core::mem::size_of::<Slot>();
+const _: () = assert!(SLOT_SIZE == 48);
+const BYTES: usize = SLOTS * SLOT_SIZE;
+
+/// What a published key grants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub pd: u32,
+    pub access: Access,
+    /// 0: not a window; otherwise the QP the window is bound to.
+    pub bound_qp: u64,
+    pub addr: u64,
+    pub len: u64,
+    pub zero_based: bool,
+}
+
+/// A mapping of a key table (ours, writable; or a peer's, read-only).
+pub struct KeyTable {
+    base: *mut Slot,
+    file: File,
+    writable: bool,
+}
+
+// SAFETY: the mapping is shared memory accessed only through atomics.
+unsafe impl Send for KeyTable {}
+// SAFETY: as above.
+unsafe impl Sync for KeyTable {}
+
+fn slot_of(rkey: u32, i: usize) -> usize {
+    ((rkey.wrapping_mul(0x9e37_79b9) as usize) + i) & (SLOTS - 1)
+}
+
+impl KeyTable {
+    /// Our own table, in a new memfd.
+    pub fn create() -> Option<KeyTable> {
+        // SAFETY: memfd_create with a static name and no flags beyond close-on-exec.
+        let fd = unsafe { libc::memfd_create(c"dat2-soft-keys".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: `fd` is a new descriptor we own.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(BYTES as u64).ok()?;
+        Self::map(file, true)
+    }
+
+    /// A peer's table: its descriptor `fd` in process `pid`, mapped read-only.
+    pub fn open_peer(pid: u32, fd: u32) -> Option<KeyTable> {
+        if std::env::var("DAT2_SOFT_DIRECT").is_ok_and(|v| v == "0") {
+            return None;
+        }
+        let file = File::open(format!("/proc/{pid}/fd/{fd}")).ok()?;
+        if file.metadata().ok()?.len() != BYTES as u64 {
+            return None;
+        }
+        Self::map(file, false)
+    }
+
+    fn map(file: File, writable: bool) -> Option<KeyTable> {
+        let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        // SAFETY: mapping the whole memfd, shared; we only access it through atomics.
+        let p = unsafe { libc::mmap(core::ptr::null_mut(), BYTES, prot, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        Some(KeyTable { base: p as *mut Slot, file, writable })
+    }
+
+    /// The descriptor number a peer opens through /proc.
+    pub fn fd(&self) -> u32 {
+        self.file.as_raw_fd() as u32
+    }
+
+    fn slot(&self, i: usize) -> &Slot {
+        // SAFETY: `i < SLOTS`, inside the mapping, which lives as long as `self`.
+        unsafe { &*self.base.add(i) }
+    }
+
+    /// Publishes a key (ours only). Not finding room is fine: the key stays unpublished.
+    pub fn publish(&self, rkey: u32, g: Grant) {
+        if !self.writable || rkey == 0 {
+            return;
+        }
+        for i in 0..PROBE {
+            let s = self.slot(slot_of(rkey, i));
+            if s.rkey.load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            let seq = s.seq.load(Ordering::Relaxed);
+            s.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+            fence(Ordering::Release);
+            s.pd.store(g.pd, Ordering::Relaxed);
+            s.access.store(g.access.0, Ordering::Relaxed);
+            s.bound_qp.store(g.bound_qp, Ordering::Relaxed);
+            s.addr.store(g.addr, Ordering::Relaxed);
+            s.len.store(g.len, Ordering::Relaxed);
+            s.zero_based.store(g.zero_based as u32, Ordering::Relaxed);
+            s.rkey.store(rkey, Ordering::Relaxed);
+            s.seq.store(seq.wrapping_add(2), Ordering::Release);
+            return;
+        }
+    }
+
+    /// Withdraws a key (ours only); peers stop finding it at once.
+    pub fn withdraw(&self, rkey: u32) {
+        if !self.writable || rkey == 0 {
+            return;
+        }
+        for i in 0..PROBE {
+            let s = self.slot(slot_of(rkey, i));
+            if s.rkey.load(Ordering::Relaxed) == rkey {
+                let seq = s.seq.load(Ordering::Relaxed);
+                s.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+                fence(Ordering::Release);
+                s.rkey.store(0, Ordering::Relaxed);
+                s.seq.store(seq.wrapping_add(2), Ordering::Release);
+            }
+        }
+    }
+
+    /// Looks a key up (in a peer's table); None when absent or changing.
+    pub fn lookup(&self, rkey: u32) -> Option<Grant> {
+        if rkey == 0 {
+            return None;
+        }
+        for i in 0..PROBE {
+            let s = self.slot(slot_of(rkey, i));
+            let before = s.seq.load(Ordering::Acquire);
+            if before & 1 != 0 {
+                return None;
+            }
+            if s.rkey.load(Ordering::Relaxed) != rkey {
+                continue;
+            }
+            let g = Grant {
+                pd: s.pd.load(Ordering::Relaxed),
+                access: Access(s.access.load(Ordering::Relaxed)),
+                bound_qp: s.bound_qp.load(Ordering::Relaxed),
+                addr: s.addr.load(Ordering::Relaxed),
+                len: s.len.load(Ordering::Relaxed),
+                zero_based: s.zero_based.load(Ordering::Relaxed) != 0,
+            };
+            fence(Ordering::Acquire);
+            let still = s.rkey.load(Ordering::Relaxed) == rkey;
+            return (still && s.seq.load(Ordering::Relaxed) == before).then_some(g);
+        }
+        None
+    }
+
+    /// Whether the key is still published exactly as `g` (checked again after an access).
+    pub fn still(&self, rkey: u32, g: &Grant) -> bool {
+        self.lookup(rkey).as_ref() == Some(g)
+    }
+}
+
+impl Drop for KeyTable {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping made in `map`.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, BYTES) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publish_lookup_withdraw_and_peer_view() {
+        let t = KeyTable::create().expect("memfd");
+        let g = Grant { pd: 3, access: Access(Access::REMOTE_WRITE), bound_qp: 0, addr: 0x1000, len: 64, zero_based: false };
+        t.publish(0xdead_beef, g);
+        assert_eq!(t.lookup(0xdead_beef), Some(g));
+        let peer = KeyTable::open_peer(std::process::id(), t.fd()).expect("peer view");
+        assert_eq!(peer.lookup(0xdead_beef), Some(g));
+        assert!(peer.lookup(0x1234_5678).is_none());
+        t.withdraw(0xdead_beef);
+        assert!(peer.lookup(0xdead_beef).is_none());
+        peer.publish(1, g);
+        assert!(peer.lookup(1).is_none(), "a peer's view is read-only");
+    }
+}
