@@ -215,7 +215,8 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
             }
             i.local_port = i.qp.as_ref().map_or(0, |q| DAT_CONN_QUAL::from(q.local_port()));
         } else {
-            if i.state == DAT_EP_STATE_DISCONNECTED && number != DAT_CONNECTION_EVENT_DISCONNECTED {
+            // One connection ends once: whatever reports its end later is not news.
+            if i.state == DAT_EP_STATE_DISCONNECTED {
                 return;
             }
             i.state = DAT_EP_STATE_DISCONNECTED;

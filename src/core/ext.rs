@@ -110,6 +110,28 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                     let context_out = dat2_va_ptr(args) as *mut DAT_RMR_CONTEXT;
                     bind_and_send(handle, rmr, lmr, window, privileges, va_type, count, iov, cookie, flags, context_out)
                 }
+                op if op == DAT_OPEN_EXTENSION_BASE as u32 => {
+                    // DAT_IB_OPEN_QUERY_OP: `handle` is the IA name; open an IA for queries and
+                    // return it (a provider IA, not a small integer) with its attributes.
+                    let ia_out = dat2_va_ptr(args) as *mut DAT_IA_HANDLE;
+                    let ia_mask = dat2_va_u64(args);
+                    let ia_attr = dat2_va_ptr(args) as *mut DAT_IA_ATTR;
+                    let p_mask = dat2_va_u64(args);
+                    let p_attr = dat2_va_ptr(args) as *mut DAT_PROVIDER_ATTR;
+                    if ia_out.is_null() {
+                        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+                    }
+                    let mut async_evd: DAT_EVD_HANDLE = core::ptr::null_mut();
+                    let mut ia: DAT_IA_HANDLE = core::ptr::null_mut();
+                    super::ia::open(handle as *const core::ffi::c_char, false, 8, &mut async_evd, &mut ia)?;
+                    if let Err(e) = super::ia::query(ia, core::ptr::null_mut(), ia_mask, ia_attr, p_mask, p_attr) {
+                        let _ = super::ia::close(ia, DAT_CLOSE_ABRUPT_FLAG);
+                        return Err(e);
+                    }
+                    ia_out.write(ia);
+                    Ok(DAT_SUCCESS)
+                }
+                op if op == DAT_CLOSE_EXTENSION_BASE as u32 => super::ia::close(handle, DAT_CLOSE_ABRUPT_FLAG),
                 _ => Err(dat_error(DAT_NOT_IMPLEMENTED, 0)),
             }
         }

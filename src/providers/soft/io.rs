@@ -165,3 +165,49 @@ pub fn try_write(fd: RawFd, parts: &[(u64, usize)]) -> io::Result<usize> {
         }
     }
 }
+
+/// How many bytes at the end of a transfer land in a copy of their own.
+pub const TAIL: usize = 64;
+
+/// Splits a scatter list at byte offset `at`: (the first `at` bytes, the rest).
+pub fn split_at(segs: &[(u64, usize)], at: usize) -> (Vec<(u64, usize)>, Vec<(u64, usize)>) {
+    let (mut head, mut tail) = (Vec::new(), Vec::new());
+    let mut off = 0;
+    for &(a, l) in segs {
+        if off + l <= at {
+            head.push((a, l));
+        } else if off >= at {
+            tail.push((a, l));
+        } else {
+            let k = at - off;
+            head.push((a, k));
+            tail.push((a + k as u64, l - k));
+        }
+        off += l;
+    }
+    (head, tail)
+}
+
+/// Splits a transfer into (everything but the last TAIL bytes, the last TAIL bytes).
+///
+/// Programs commonly poll the last byte of an RDMA target to learn that the data arrived.
+/// The kernel copies with fast string instructions, whose stores may become visible out of
+/// order, so the last bytes are copied separately, after the rest, as an HCA's in-order DMA
+/// would make them visible.
+pub fn split_tail(segs: &[(u64, usize)]) -> (Vec<(u64, usize)>, Vec<(u64, usize)>) {
+    let total: usize = segs.iter().map(|s| s.1).sum();
+    split_at(segs, total.saturating_sub(TAIL))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits() {
+        let segs = vec![(100u64, 50usize), (1000, 50)];
+        assert_eq!(split_at(&segs, 70), (vec![(100, 50), (1000, 20)], vec![(1020, 30)]));
+        assert_eq!(split_tail(&segs), (vec![(100, 36)], vec![(136, 14), (1000, 50)]));
+        assert_eq!(split_tail(&[(5, 10)]), (vec![], vec![(5, 10)]));
+    }
+}

@@ -225,7 +225,13 @@ impl SoftQp {
         if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
             return None;
         }
-        io::push(i.peer_pid, segs, &[(addr, len as usize)]).ok()?;
+        let target = [(addr, len as usize)];
+        let (head, tail) = io::split_tail(&target);
+        let (lhead, ltail) = io::split_at(segs, len as usize - tail.iter().map(|t| t.1).sum::<usize>());
+        if !head.is_empty() {
+            io::push(i.peer_pid, &lhead, &head).ok()?;
+        }
+        io::push(i.peer_pid, &ltail, &tail).ok()?;
         Some(())
     }
 
@@ -740,20 +746,32 @@ impl SoftQp {
         }
     }
 
-    /// Moves a request's data into our memory at `segs`; `len` bytes.
+    /// Moves a request's data into our memory at `segs`; the last bytes land last (see
+    /// `io::split_tail`).
     fn land(&self, fd: i32, data: &Data, segs: &[(u64, usize)]) -> Result<(), ()> {
+        let total: usize = segs.iter().map(|s| s.1).sum();
+        let (head, tail) = io::split_tail(segs);
         match data {
             Data::Socket => {
-                for &(a, l) in segs {
+                for &(a, l) in head.iter().chain(tail.iter()) {
                     io::recv_into(fd, a, l).map_err(|_| ())?;
                 }
                 Ok(())
             }
-            Data::Buffer(b) => io::scatter(b, segs).map_err(|_| ()),
+            Data::Buffer(b) => {
+                let cut = total - tail.iter().map(|t| t.1).sum::<usize>();
+                io::scatter(&b[..cut.min(b.len())], &head).map_err(|_| ())?;
+                io::scatter(&b[cut.min(b.len())..], &tail).map_err(|_| ())
+            }
             Data::Remote(remote) => {
                 let pid = self.lock().peer_pid;
                 let remote: Vec<(u64, usize)> = remote.iter().map(|&(a, l)| (a, l as usize)).collect();
-                io::pull(pid, segs, &remote).map_err(|_| ())
+                let cut = total.saturating_sub(io::TAIL);
+                let (rhead, rtail) = io::split_at(&remote, cut);
+                if !head.is_empty() {
+                    io::pull(pid, &head, &rhead).map_err(|_| ())?;
+                }
+                io::pull(pid, &tail, &rtail).map_err(|_| ())
             }
         }
     }
