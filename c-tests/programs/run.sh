@@ -1,0 +1,597 @@
+#!/usr/bin/env bash
+# Debian's test programs (package dapl2-utils), run unchanged against our library and its
+# built-in provider dat2-soft, each as a server and a client process talking over
+# 127.0.0.1: dtest, dtestx, dtestcm, dtestsrq and dapltest (transaction, performance and
+# quit clients against one dapltest server). One more dtest runs between two network
+# namespaces joined by a veth pair, as two hosts would.
+#
+# These programs mostly exit 0 whether they passed or not, so every case is judged from
+# what both sides printed: the program's own success lines must be there and no error
+# line may be. Every process runs under timeout, with line-buffered output (stdbuf) so a
+# killed process still leaves its log behind.
+#
+# The programs use fixed TCP ports (15828 for the address exchange of dtest, dtestx and
+# dtestcm, 45248 and up for connection qualifiers, 62000 and up for dapltest). The cases
+# therefore run one after another, each server is reaped before the next case starts,
+# and when we are root the whole group runs in a network namespace of its own, so that
+# nothing else on the host can hold those ports.
+#
+# Prebuilt binaries, not instrumented: the plain pass only.
+set -u
+out=${DAT2_OUT:?}
+build=${DAT2_BUILD:?}
+pass=${DAT2_PASS:-plain}
+mkdir -p "$out"
+prov=dat2-soft
+rc=0
+
+dtest_variants=(
+  "default:"
+  "b65536-B100:-b 65536 -B 100"
+  "p:-p"
+  "c:-c"
+  "u:-u"
+  "w:-w"
+  "W:-W"
+  "D-b4096:-D -b 4096"
+  # -W sets a burst of 1000 per size; -B after it brings that down to keep the case short.
+  "W-a-b65536-B100:-W -a -b 65536 -B 100"
+  "B20:-B 20"
+  "t-S1:-t -S 1"
+)
+dapltest_t_variants=(
+  "T-SR:-i 100 client SR 4096 server SR 4096"
+  "T-RW:-i 100 client SR 4096 client RW 4096 1 server RW 4096 1 server SR 4096"
+  "T-RR:-i 100 client SR 4096 client RR 4096 1 server RR 4096 1 server SR 4096"
+  "T-V:-i 100 -V client SR 4096 server SR 4096"
+  "T-P:-i 100 -P client SR 4096 server SR 4096"
+  "T-Q:-i 100 -Q client SR 4096 server SR 4096"
+  "T-r:-i 100 -r client SR 4096 server SR 4096"
+  "T-t4-w4:-i 100 -t 4 -w 4 client SR 4096 server SR 4096"
+)
+dapltest_p_variants=(
+  "P-RW:-i 1000 RW 4096 1"
+  "P-RR:-i 1000 RR 4096 1"
+  "P-RW-poll:-i 1000 -m p RW 4096 1"
+  "P-RR-poll:-i 1000 -m p RR 4096 1"
+  "P-RW-block:-i 1000 -m b RW 4096 1"
+  "P-RR-block:-i 1000 -m b RR 4096 1"
+)
+
+case_names() {
+  local v
+  for v in "${dtest_variants[@]}"; do echo "programs:dtest-${v%%:*}"; done
+  echo programs:dtest-tcp-path
+  echo programs:dtestx-rc
+  echo programs:dtestx-open-query
+  echo programs:dtestcm-c1000
+  echo programs:dtestsrq-default
+  echo programs:dtestsrq-c4-B10
+  for v in "${dapltest_t_variants[@]}" "${dapltest_p_variants[@]}"; do
+    echo "programs:dapltest-${v%%:*}"
+  done
+  echo programs:dapltest-quit
+  echo programs:dtest-netns-veth
+}
+
+if [ "$pass" != plain ]; then
+  for n in $(case_names); do echo "SKIP $n prebuilt binaries run in the plain pass only"; done
+  exit 0
+fi
+for p in dtest dtestx dtestcm dtestsrq dapltest timeout; do
+  if ! command -v "$p" >/dev/null; then
+    for n in $(case_names); do echo "SKIP $n $p not found (apt-get install dapl2-utils)"; done
+    exit 0
+  fi
+done
+if [ ! -e "$build/libdat2.so.2" ]; then
+  echo "FAIL programs:library no libdat2.so.2 in $build"
+  exit 1
+fi
+
+# A network namespace of our own: the fixed ports cannot collide with anything else.
+if [ -z "${DAT2_PROGRAMS_NETNS:-}" ] && [ "$(id -u)" = 0 ] && command -v unshare >/dev/null &&
+  command -v ip >/dev/null && unshare --net true 2>/dev/null; then
+  exec unshare --net env DAT2_PROGRAMS_NETNS=1 bash "$0" "$@"
+fi
+if [ -n "${DAT2_PROGRAMS_NETNS:-}" ]; then
+  ip link set lo up || { echo "FAIL programs:setup cannot bring up lo in our namespace"; exit 1; }
+  echo "note: running in a private network namespace"
+fi
+
+unbuf=()
+command -v stdbuf >/dev/null && unbuf=(stdbuf -oL -eL)
+
+# ---------------------------------------------------------------------------------------
+# Processes and ports
+
+servers=()    # pids of background processes not yet reaped
+namespaces=() # named network namespaces we created
+
+forget() { # pid
+  local p keep=()
+  for p in "${servers[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  servers=("${keep[@]}")
+}
+
+alive() { # pid: running (not gone, not a zombie)
+  local st
+  st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
+# Sends a signal to a process we started and to everything it started (timeout, strace
+# and the program under them), children first.
+kill_tree() { # signal pid
+  local c
+  for c in $(cat /proc/"$2"/task/*/children 2>/dev/null); do kill_tree "$1" "$c"; done
+  alive "$2" && kill "-$1" "$2" 2>/dev/null
+}
+
+cleanup() {
+  local p ns
+  for p in "${servers[@]}"; do kill_tree TERM "$p"; done
+  [ ${#servers[@]} -gt 0 ] && sleep 0.5
+  for p in "${servers[@]}"; do kill_tree KILL "$p"; done
+  for ns in "${namespaces[@]}"; do ip netns delete "$ns" 2>/dev/null; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+listening() { # port [netns]: a TCP listener on that port
+  local hex
+  hex=$(printf '%04X' "$1")
+  local files=(/proc/net/tcp /proc/net/tcp6)
+  local check=(awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }')
+  if [ -n "${2:-}" ]; then
+    ip netns exec "$2" "${check[@]}" "${files[@]}" 2>/dev/null
+  else
+    "${check[@]}" "${files[@]}" 2>/dev/null
+  fi
+}
+
+# Waits up to 5 s for the given ports to be free; prints the ones still held.
+busy_ports() { # [netns] ports...
+  local ns=$1 p i held
+  shift
+  for i in $(seq 50); do
+    held=""
+    for p in "$@"; do listening "$p" "$ns" && held+=" $p"; done
+    [ -z "$held" ] && return 0
+    sleep 0.1
+  done
+  echo "$held"
+}
+
+# Waits until pid listens on port (returns 0), exits (1) or 10 s pass (1).
+wait_listen() { # port pid [netns]
+  local i
+  for i in $(seq 100); do
+    listening "$1" "${3:-}" && return 0
+    alive "$2" || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# The command prefix that runs a program against our library: sets cmd=(...).
+#   opts: ns=<netns> conf=<dat.conf> env=<NAME=VALUE> wrap=<word> (repeatable, in order)
+# then "--", the time limit in seconds and the program with its arguments.
+make_cmd() {
+  local ns="" conf=/nonexistent envs=() wrap=()
+  while [ "$1" != -- ]; do
+    case $1 in
+      ns=*) ns=${1#ns=} ;;
+      conf=*) conf=${1#conf=} ;;
+      env=*) envs+=("${1#env=}") ;;
+      wrap=*) wrap+=("${1#wrap=}") ;;
+    esac
+    shift
+  done
+  shift
+  local limit=$1
+  shift
+  cmd=()
+  [ -n "$ns" ] && cmd=(ip netns exec "$ns")
+  cmd+=(env LD_LIBRARY_PATH="$build" DAT_OVERRIDE="$conf" "${envs[@]}"
+    timeout -k 3 "$limit" "${wrap[@]}" "${unbuf[@]}" "$@")
+}
+
+# Starts a server in the background: sets srv_pid.
+start_server() { # log make_cmd-args...
+  local log=$1
+  shift
+  make_cmd "$@"
+  "${cmd[@]}" >"$log" 2>&1 </dev/null &
+  srv_pid=$!
+  servers+=("$srv_pid")
+}
+
+# Lets the server finish within secs, else ends it: sets srv_status (-1: we killed it).
+finish_server() { # secs
+  local i killed=0
+  for i in $(seq $(($1 * 10))); do
+    alive "$srv_pid" || break
+    sleep 0.1
+  done
+  if alive "$srv_pid"; then
+    killed=1
+    kill_tree TERM "$srv_pid"
+    for i in $(seq 30); do alive "$srv_pid" || break; sleep 0.1; done
+    kill_tree KILL "$srv_pid"
+  fi
+  wait "$srv_pid" 2>/dev/null
+  srv_status=$?
+  forget "$srv_pid"
+  [ $killed = 1 ] && srv_status=-1
+}
+
+# Words for an exit status of a process run under timeout (empty for a normal exit).
+status_words() { # status who
+  case $1 in
+    0) ;;
+    -1) echo "$2 still running: killed by the harness;" ;;
+    124) echo "$2 timed out;" ;;
+    125 | 126 | 127) echo "$2 could not be run (status $1);" ;;
+    129 | 1[3-9][0-9]) echo "$2 killed by SIG$(kill -l $(($1 - 128)) 2>/dev/null || echo $(($1 - 128)));" ;;
+    *) ;;
+  esac
+}
+
+# The first error lines of a log, on one line.
+errors_in() { # log regex who
+  grep -m2 -E "$2" "$1" 2>/dev/null | tr -s ' \t' ' ' | cut -c1-150 | sed "s/^/$3 printed \"/; s/\$/\";/" | tr '\n' ' '
+}
+
+report() { # name why log...
+  local name=$1 why=$2
+  shift 2
+  if [ -z "$why" ]; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name $why(logs: $*)"
+    rc=1
+  fi
+}
+
+# Runs one server/client pair: sets why_run (harness-level problems and exit statuses),
+# cli_status and srv_status. The server is reaped before this returns.
+#   run_pair <name> <port to wait for> <server make_cmd args> --- <client make_cmd args>
+run_pair() {
+  local name=$1 port=$2 ns a
+  shift 2
+  local sargs=() cargs=()
+  while [ "$1" != --- ]; do sargs+=("$1"); shift; done
+  shift
+  cargs=("$@")
+  slog=$out/$name.server.log clog=$out/$name.client.log
+  why_run="" cli_status=0 srv_status=0
+  rm -f "$slog" "$clog"
+  ns=""
+  for a in "${sargs[@]}"; do case $a in ns=*) ns=${a#ns=} ;; --) break ;; esac; done
+  local held
+  held=$(busy_ports "$ns" "$port" 45248 45249 31111 31112)
+  if [ -n "$held" ]; then
+    why_run="port(s)$held still held by an earlier process;"
+    return
+  fi
+  start_server "$slog" "${sargs[@]}"
+  if ! wait_listen "$port" "$srv_pid" "$ns"; then
+    if alive "$srv_pid"; then why_run="server not listening on port $port after 10 s;"; else why_run="server exited before listening on port $port;"; fi
+  else
+    make_cmd "${cargs[@]}"
+    "${cmd[@]}" >"$clog" 2>&1 </dev/null
+    cli_status=$?
+  fi
+  finish_server 5
+  why_run+=$(status_words "$cli_status" client)$(status_words "$srv_status" server)
+}
+
+# ---------------------------------------------------------------------------------------
+# dtest: both sides print "<pid>: DAPL Test Complete. PASSED" and no error line.
+
+dtest_errors='Err|ERR|FAIL|[Ff]ail|Couldn.t|No valid|!= |1st error'
+dtest_check() { # extra words for why
+  local why=$why_run f who
+  for f in "$slog" "$clog"; do
+    [ "$f" = "$slog" ] && who=server || who=client
+    [ -s "$f" ] || { why+=" $who printed nothing;"; continue; }
+    grep -qE '^[0-9]+: DAPL Test Complete\. PASSED$' "$f" || why+=" no \"DAPL Test Complete. PASSED\" from $who;"
+    why+=$(errors_in "$f" "$dtest_errors" " $who")
+  done
+  echo "$why"
+}
+
+for v in "${dtest_variants[@]}"; do
+  name=dtest-${v%%:*}
+  read -r -a args <<<"${v#*:}"
+  run_pair "$name" 15828 -- 25 dtest -s -P "$prov" "${args[@]}" --- \
+    -- 20 dtest -h 127.0.0.1 -P "$prov" "${args[@]}"
+  report "programs:$name" "$(dtest_check)" "$slog" "$clog"
+done
+
+# The default dtest again, with cross-memory attach turned off in both processes: all data
+# goes through the TCP connection. When strace is there it also proves that no process
+# read or wrote the other's memory.
+name=dtest-tcp-path
+strace_ok=0
+if command -v strace >/dev/null &&
+  strace -f -qq --seccomp-bpf -e trace=process_vm_readv,process_vm_writev -o /dev/null true 2>/dev/null; then
+  strace_ok=1
+fi
+trace_wrap() { # trace file -> words for make_cmd
+  [ $strace_ok = 1 ] || return 0
+  printf '%s\n' wrap=strace wrap=-f wrap=-qq wrap=--seccomp-bpf \
+    wrap=-e wrap=trace=process_vm_readv,process_vm_writev wrap=-o "wrap=$1"
+}
+mapfile -t swrap < <(trace_wrap "$out/$name.server.trace")
+mapfile -t cwrap < <(trace_wrap "$out/$name.client.trace")
+rm -f "$out/$name".*.trace
+run_pair "$name" 15828 env=DAT2_SOFT_CMA=0 "${swrap[@]}" -- 25 dtest -s -P "$prov" --- \
+  env=DAT2_SOFT_CMA=0 "${cwrap[@]}" -- 20 dtest -h 127.0.0.1 -P "$prov"
+why=$(dtest_check)
+if [ $strace_ok = 1 ]; then
+  for side in server client; do
+    # A line reads "<pid> process_vm_readv(<target pid>, ...": reading one's own memory is
+    # fine (the library probes its own pages), another process's is not.
+    peer=$(awk '$2 ~ /^process_vm_(readv|writev)\(/ {
+        split($2, a, "("); t = a[2]; sub(/,.*/, "", t); if (t != $1) n++ } END { print n + 0 }' \
+      "$out/$name.$side.trace" 2>/dev/null)
+    [ "${peer:-0}" -gt 0 ] && why+=" $side made $peer cross-memory calls into the peer with DAT2_SOFT_CMA=0;"
+  done
+fi
+report "programs:$name" "$why" "$slog" "$clog"
+
+# ---------------------------------------------------------------------------------------
+# dtestx: write-immediate, compare-and-swap and fetch-and-add, each side printing
+# "IB extension test - immed/atomic test PASSED"; the client exits 0 (dtestx exits 1 on
+# any failed check).
+
+dtestx_errors='Err|ERR|[Ff]ail|Couldn.t|unexpected| returned '
+name=dtestx-rc
+run_pair "$name" 15828 -- 25 dtestx -s -P "$prov" --- -- 20 dtestx -h 127.0.0.1 -P "$prov"
+why=$why_run
+[ "$cli_status" = 0 ] || why+=" client exit status $cli_status;"
+for f in "$slog" "$clog"; do
+  [ "$f" = "$slog" ] && who=server || who=client
+  for line in "RDMA_WRITE_WITH_IMMEDIATE_DATA test - PASSED" "CMP_SWAP test - PASSED" \
+    "FETCH_ADD test - PASSED" "IB extension test - immed/atomic test PASSED"; do
+    grep -qF "$line" "$f" 2>/dev/null || why+=" no \"$line\" from $who;"
+  done
+  why+=$(errors_in "$f" "$dtestx_errors" " $who")
+done
+report "programs:$name" "$why" "$slog" "$clog"
+
+# dtestx -q: open_query/close_query on the provider, no peer. It prints the provider's
+# specific attributes and exits 0.
+name=dtestx-open-query
+log=$out/$name.log
+make_cmd -- 20 dtestx -q -P "$prov"
+"${cmd[@]}" >"$log" 2>&1 </dev/null
+st=$?
+why=$(status_words $st dtestx)
+[ $st = 0 ] || why+=" exit status $st;"
+grep -qE "Open_Query: $prov num_attrs = [1-9][0-9]*" "$log" || why+=" no \"Open_Query: $prov num_attrs = <n>\" with n > 0;"
+grep -qE 'Open_Query: Provider Specific Attribute\[0\] [^=]+=' "$log" || why+=" no provider specific attribute listed;"
+why+=$(errors_in "$log" "$dtestx_errors" " dtestx")
+report "programs:$name" "$why" "$log"
+
+# ---------------------------------------------------------------------------------------
+# dtestcm: 1000 connections accepted, established and torn down.
+
+name=dtestcm-c1000
+run_pair "$name" 15828 -- 25 dtestcm -s -P "$prov" -c 1000 --- -- 20 dtestcm -h 127.0.0.1 -P "$prov" -c 1000
+why=$why_run
+for f in "$slog" "$clog"; do
+  [ "$f" = "$slog" ] && who=Server || who=Client
+  grep -qF "ALL 1000 CONNECTED on $who!" "$f" 2>/dev/null || why+=" no \"ALL 1000 CONNECTED on $who!\";"
+  grep -qF "DAPL Connection Test Complete." "$f" 2>/dev/null || why+=" no \"DAPL Connection Test Complete.\" from ${who,,};"
+  why+=$(errors_in "$f" 'Err|ERR|[Ff]ail|Couldn.t|invalid|No valid' " ${who,,}")
+done
+report "programs:$name" "$why" "$slog" "$clog"
+
+# ---------------------------------------------------------------------------------------
+# dtestsrq: receives through a shared receive queue. No address exchange: the server
+# listens on its connection qualifier 45248 and the client connects to it directly.
+
+srq_variants=("default:" "c4-B10:-c 4 -B 10")
+for v in "${srq_variants[@]}"; do
+  name=dtestsrq-${v%%:*}
+  read -r -a args <<<"${v#*:}"
+  run_pair "$name" 45248 -- 25 dtestsrq -s -P "$prov" "${args[@]}" --- \
+    -- 20 dtestsrq -h 127.0.0.1 -P "$prov" "${args[@]}"
+  conns=1
+  [ "${args[0]:-}" = -c ] && conns=${args[1]}
+  why=$why_run
+  for f in "$slog" "$clog"; do
+    [ "$f" = "$slog" ] && who=server || who=client
+    [ -e "$f" ] || continue
+    grep -qF "ALL $conns CONNECTED on $who!" "$f" || why+=" no \"ALL $conns CONNECTED on $who!\";"
+    grep -qF " DAPL RC SRQ Test Complete." "$f" || why+=" no \"DAPL RC SRQ Test Complete.\" from $who;"
+    why+=$(errors_in "$f" 'Err|ERR|[Ff]ail|unable|[Ii]nvalid' " $who")
+  done
+  report "programs:$name" "$why" "$slog" "$clog"
+done
+
+# ---------------------------------------------------------------------------------------
+# dapltest: one server (-T S), then transaction (-T T) and performance (-T P) clients, one
+# after another, and a quit client (-T Q) that must make the server exit.
+
+dapltest_errors='[Ee]rror|ERROR|FAIL|[Ff]ailed|Warning|bad |mismatch|Invalid|USAGE|syntax'
+dsrv_n=0
+dapltest_server_start() {
+  dsrv_n=$((dsrv_n + 1))
+  dslog=$out/dapltest-server-$dsrv_n.log
+  local held
+  held=$(busy_ports "" 62000)
+  [ -n "$held" ] && { dsrv_why="port 62000 still held;"; return 1; }
+  start_server "$dslog" -- 120 dapltest -T S -D "$prov"
+  dsrv_pid=$srv_pid
+  if ! wait_listen 62000 "$dsrv_pid"; then
+    if alive "$dsrv_pid"; then
+      dsrv_why="dapltest server not listening on 62000 after 10 s;"
+    else
+      dsrv_why="dapltest server exited before listening on 62000, first lines: $(head -2 "$dslog" | tr -s ' \t\n' ' ' | cut -c1-150);"
+    fi
+    return 1
+  fi
+  dsrv_why=""
+}
+# Counts lines of the current server log matching a pattern.
+dcount() { grep -cE "$1" "$dslog" 2>/dev/null; }
+# Waits up to 3 s for the server log to hold more than n lines matching the pattern.
+dwait_count() { # pattern n
+  local i
+  for i in $(seq 30); do [ "$(dcount "$1")" -gt "$2" ] && return 0; sleep 0.1; done
+  return 1
+}
+# After a client: sets dwords to what went wrong on the server's side, and restarts the
+# server if it died, so that the next case still has one. (Not to be called in a $(...):
+# the restart must happen in this shell.)
+dserver_after() { # pattern count-before
+  dwords=""
+  dwait_count "$1" "$2" || dwords+=" the server did not print \"${1//\\/}\" for this client;"
+  if ! alive "$dsrv_pid"; then
+    srv_pid=$dsrv_pid
+    finish_server 0
+    dwords+=" the server died ($(status_words "$srv_status" "" | sed "s/^ *//; s/;$//"); exit status $srv_status; log $dslog);"
+    dapltest_server_start || dwords+=" restart failed: $dsrv_why"
+  fi
+}
+
+dapltest_server_start || true
+for v in "${dapltest_t_variants[@]}"; do
+  name=dapltest-${v%%:*}
+  read -r -a args <<<"${v#*:}"
+  log=$out/$name.log
+  if [ -n "$dsrv_why" ]; then
+    report "programs:$name" "$dsrv_why" "$dslog"
+    continue
+  fi
+  before=$(dcount 'Transaction Test Finished for this client')
+  make_cmd -- 20 dapltest -T T -s 127.0.0.1 -D "$prov" "${args[@]}"
+  "${cmd[@]}" >"$log" 2>&1 </dev/null
+  st=$?
+  if grep -q 'Invalid Transaction Test Parameter: Q' "$log"; then
+    echo "SKIP programs:$name this dapltest has no -Q option (it says \"Invalid Transaction Test Parameter: Q\")"
+    continue
+  fi
+  why=$(status_words $st client)
+  [ $st = 0 ] || why+=" exit status $st;"
+  threads=1 eps=1 reads=0 writes=0
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    case ${args[i]} in
+      -t) threads=${args[i + 1]} ;;
+      -w) eps=${args[i + 1]} ;;
+      RR) reads=1 ;;
+      RW) writes=1 ;;
+    esac
+  done
+  grep -qF -- "----- Stats ---- : $threads threads, $eps EPs" "$log" ||
+    why+=" no \"----- Stats ---- : $threads threads, $eps EPs\";"
+  grep -qE '^Total WQE +: +[0-9.]+ WQE/Sec' "$log" || why+=" no \"Total WQE\" line;"
+  grep -qF 'DT_cs_Client: ========== End of Work -- Client Exiting' "$log" || why+=" no \"End of Work\" line;"
+  # MB moved by each kind of operation: sends always, reads and writes when asked for.
+  total() { awk -F: -v k="$1" '$1 ~ "^Total " k " *$" { split($2, a, " "); print ((a[1] + 0 > 0) ? 1 : 0) }' "$log"; }
+  [ "$(total Send)" = 1 ] || why+=" Total Send is not above 0;"
+  [ "$(total 'RDMA Read')" = $reads ] || why+=" Total RDMA Read is $( [ $reads = 1 ] && echo 0 || echo 'above 0');"
+  [ "$(total 'RDMA Write')" = $writes ] || why+=" Total RDMA Write is $( [ $writes = 1 ] && echo 0 || echo 'above 0');"
+  why+=$(errors_in "$log" "$dapltest_errors" " client")
+  dserver_after 'Transaction Test Finished for this client' "$before"
+  why+=$dwords
+  report "programs:$name" "$why" "$log" "$dslog"
+done
+
+for v in "${dapltest_p_variants[@]}"; do
+  name=dapltest-${v%%:*}
+  read -r -a args <<<"${v#*:}"
+  log=$out/$name.log
+  if [ -n "$dsrv_why" ]; then
+    report "programs:$name" "$dsrv_why" "$dslog"
+    continue
+  fi
+  before=$(dcount 'Finished performance test\.  Exiting\.')
+  make_cmd -- 20 dapltest -T P -s 127.0.0.1 -D "$prov" "${args[@]}"
+  "${cmd[@]}" >"$log" 2>&1 </dev/null
+  st=$?
+  why=$(status_words $st client)
+  [ $st = 0 ] || why+=" exit status $st;"
+  mode=blocking op="" iters=""
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    case ${args[i]} in
+      -m) [ "${args[i + 1]}" = p ] && mode=polling ;;
+      -i) iters=${args[i + 1]} ;;
+      RR | RW) op=${args[i]} ;;
+    esac
+  done
+  # raw: <op>, <operations>, <segment size>, <segments>, <pipeline>, <cpu>, <ops/s>, <MB/s>, ...
+  grep -qE "^raw: $op, $iters, 4096, 1, [0-9]+, [0-9.]+, [0-9.]*[1-9][0-9.]*, [0-9.]*[1-9]" "$log" ||
+    why+=" no \"raw: $op, $iters, 4096, 1, ...\" line with non-zero rates;"
+  grep -qE "^ +Mode +: $mode\$" "$log" || why+=" no \"Mode : $mode\";"
+  grep -qF 'DT_cs_Client: ========== End of Work -- Client Exiting' "$log" || why+=" no \"End of Work\" line;"
+  why+=$(errors_in "$log" "$dapltest_errors" " client")
+  dserver_after 'Finished performance test\.  Exiting\.' "$before"
+  why+=$dwords
+  report "programs:$name" "$why" "$log" "$dslog"
+done
+
+name=dapltest-quit
+log=$out/$name.log
+if [ -n "$dsrv_why" ]; then
+  report "programs:$name" "$dsrv_why" "$dslog"
+else
+  make_cmd -- 20 dapltest -T Q -s 127.0.0.1 -D "$prov"
+  "${cmd[@]}" >"$log" 2>&1 </dev/null
+  st=$?
+  why=$(status_words $st client)
+  grep -qF 'DT_cs_Client: ========== End of Work -- Client Exiting' "$log" || why+=" no \"End of Work\" line;"
+  why+=$(errors_in "$log" "$dapltest_errors" " client")
+  srv_pid=$dsrv_pid
+  finish_server 10
+  [ "$srv_status" = 0 ] || why+=" $(status_words "$srv_status" server) server exit status $srv_status;"
+  grep -qE "DT_cs_Server \($prov\): +Exiting\." "$dslog" || why+=" server did not print \"DT_cs_Server ($prov): Exiting.\";"
+  report "programs:$name" "$why" "$log" "$dslog"
+fi
+
+# ---------------------------------------------------------------------------------------
+# Two hosts: network namespaces joined by a veth pair, 10.77.0.1 and 10.77.0.2, each with
+# a dat.conf entry for the soft device on its own address.
+
+name=dtest-netns-veth
+skip=""
+if [ "$(id -u)" != 0 ]; then
+  skip="needs root for ip netns"
+elif ! command -v ip >/dev/null; then
+  command -v apt-get >/dev/null && timeout 300 apt-get install -y iproute2 >"$out/apt.log" 2>&1
+  command -v ip >/dev/null || skip="ip (iproute2) not available"
+fi
+if [ -n "$skip" ]; then
+  echo "SKIP programs:$name $skip"
+else
+  na=dat2p-a-$$ nb=dat2p-b-$$ va=d2pa$$ vb=d2pb$$
+  setup_log=$out/$name.setup.log
+  if ip netns add "$na" >"$setup_log" 2>&1 && namespaces+=("$na") &&
+    ip netns add "$nb" >>"$setup_log" 2>&1 && namespaces+=("$nb") &&
+    ip link add "$va" netns "$na" type veth peer name "$vb" netns "$nb" >>"$setup_log" 2>&1 &&
+    ip -n "$na" addr add 10.77.0.1/24 dev "$va" >>"$setup_log" 2>&1 &&
+    ip -n "$nb" addr add 10.77.0.2/24 dev "$vb" >>"$setup_log" 2>&1 &&
+    ip -n "$na" link set lo up && ip -n "$nb" link set lo up &&
+    ip -n "$na" link set "$va" up >>"$setup_log" 2>&1 &&
+    ip -n "$nb" link set "$vb" up >>"$setup_log" 2>&1; then
+    printf 'soft-ns u2.0 nonthreadsafe default builtin:soft dat2.2.0 "%s 0" ""\n' 10.77.0.1 >"$out/$name.a.conf"
+    printf 'soft-ns u2.0 nonthreadsafe default builtin:soft dat2.2.0 "%s 0" ""\n' 10.77.0.2 >"$out/$name.b.conf"
+    run_pair "$name" 15828 ns="$na" conf="$out/$name.a.conf" -- 25 dtest -s -P soft-ns -b 65536 -B 100 --- \
+      ns="$nb" conf="$out/$name.b.conf" -- 20 dtest -h 10.77.0.1 -P soft-ns -b 65536 -B 100
+    why=$(dtest_check)
+    grep -qF "Local Address AF_INET - 10.77.0.1 port" "$slog" 2>/dev/null || why+=" server's IA address is not 10.77.0.1;"
+    grep -qF "Query EP: REMOTE addr 10.77.0.2" "$slog" 2>/dev/null || why+=" server's peer is not 10.77.0.2;"
+    grep -qF "Query EP: REMOTE addr 10.77.0.1" "$clog" 2>/dev/null || why+=" client's peer is not 10.77.0.1;"
+    report "programs:$name" "$why" "$slog" "$clog"
+  else
+    echo "SKIP programs:$name cannot set up the namespaces and veth pair: $(head -1 "$setup_log")"
+  fi
+  for ns in "${namespaces[@]}"; do ip netns delete "$ns" 2>/dev/null; done
+  namespaces=()
+fi
+
+exit $rc
