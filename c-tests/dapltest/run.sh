@@ -27,6 +27,9 @@ if [ ! -x "$dapltest" ]; then
   for n in $(names); do echo "SKIP dapltest:$n dapltest not installed (apt-get install dapl2-utils)"; done
   exit 0
 fi
+# The limit test's service points use fixed qualifiers (dapltest's own), so run where no
+# other program can hold those ports.
+. "$DAT2_ROOT/c-tests/netns.sh"
 
 # dapltest listens on its port (-n, default 62000) and the limit test on up to 1000 ports
 # after it. Another dapltest on this machine (say a -T S server) would make ours fail with

@@ -90,14 +90,8 @@ if [ ! -e "$build/libdat2.so.2" ]; then
 fi
 
 # A network namespace of our own: the fixed ports cannot collide with anything else.
-if [ -z "${DAT2_PROGRAMS_NETNS:-}" ] && [ "$(id -u)" = 0 ] && command -v unshare >/dev/null &&
-  command -v ip >/dev/null && unshare --net true 2>/dev/null; then
-  exec unshare --net env DAT2_PROGRAMS_NETNS=1 bash "$0" "$@"
-fi
-if [ -n "${DAT2_PROGRAMS_NETNS:-}" ]; then
-  ip link set lo up || { echo "FAIL programs:setup cannot bring up lo in our namespace"; exit 1; }
-  echo "note: running in a private network namespace"
-fi
+. "$DAT2_ROOT/c-tests/netns.sh"
+[ -n "${DAT2_NETNS:-}" ] && echo "note: running in a private network namespace"
 
 unbuf=()
 command -v stdbuf >/dev/null && unbuf=(stdbuf -oL -eL)

@@ -202,6 +202,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
     };
     let (evd, ptr, len) = {
         let mut i = ep.lock();
+        crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "EP {:#x} in state {}: connection event {number:#x}", ep.handle, i.state);
         if number == DAT_CONNECTION_EVENT_ESTABLISHED {
             if i.state == DAT_EP_STATE_DISCONNECT_PENDING || i.state == DAT_EP_STATE_DISCONNECTED {
                 return;

@@ -1,12 +1,11 @@
 //! CNO semantics: a notification point for several EVDs, either waited on with
 //! `dat_cno_wait` or delivered to a proxy agent function.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Instant;
 
-use super::evd::deadline;
+use super::evd::{deadline, Evd};
 use super::ia::{self, Ia};
 use super::table::{self, Obj};
 use super::put;
@@ -15,9 +14,10 @@ use crate::lookup;
 
 pub struct CnoState {
     pub agent: DAT_OS_WAIT_PROXY_AGENT,
-    /// EVDs that triggered and were not yet reported by a wait.
-    pub triggered: VecDeque<usize>,
-    pub waiter: bool,
+    /// The EVDs attached to this CNO.
+    pub evds: Vec<Weak<Evd>>,
+    /// Where the next scan starts, so that no attached EVD starves the others.
+    pub next: usize,
 }
 
 // SAFETY: the agent's instance data is the consumer's opaque pointer, passed back unchanged.
@@ -40,11 +40,8 @@ pub fn cno(handle: DAT_CNO_HANDLE) -> Result<Arc<Cno>, DAT_RETURN> {
 /// An attached EVD got an event: call the proxy agent, or wake a waiter.
 pub fn trigger(c: &Cno, evd: usize) {
     let agent = {
-        let mut s = c.state.lock().unwrap_or_else(|e| e.into_inner());
+        let s = c.state.lock().unwrap_or_else(|e| e.into_inner());
         if s.agent.proxy_agent_func.is_none() {
-            if !s.triggered.contains(&evd) {
-                s.triggered.push_back(evd);
-            }
             c.cond.notify_all();
             return;
         }
@@ -54,6 +51,32 @@ pub fn trigger(c: &Cno, evd: usize) {
         // SAFETY: the consumer's agent function with its own instance data, as DAT specifies.
         unsafe { f(agent.instance_data, evd as DAT_EVD_HANDLE) };
     }
+}
+
+/// Attaches or detaches an EVD (its own CNO field is kept by the EVD).
+pub fn attach(c: &Cno, evd: &Arc<Evd>) {
+    c.state.lock().unwrap_or_else(|e| e.into_inner()).evds.push(Arc::downgrade(evd));
+}
+
+pub fn detach(c: &Cno, evd: &Evd) {
+    c.state.lock().unwrap_or_else(|e| e.into_inner()).evds.retain(|w| w.upgrade().is_some_and(|e| e.handle != evd.handle));
+}
+
+/// The first attached, enabled EVD holding events, starting after the last one reported.
+fn ready(s: &mut CnoState) -> Option<usize> {
+    s.evds.retain(|w| w.strong_count() > 0);
+    let n = s.evds.len();
+    for k in 0..n {
+        let i = (s.next + k) % n;
+        if let Some(e) = s.evds[i].upgrade() {
+            let st = e.lock();
+            if st.enabled && !st.queue.is_empty() {
+                s.next = i + 1;
+                return Some(e.handle);
+            }
+        }
+    }
+    None
 }
 
 pub fn create(ia_handle: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mut DAT_CNO_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
@@ -67,7 +90,7 @@ pub fn create(ia_handle: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mu
         Obj::Cno(Arc::new(Cno {
             handle,
             ia,
-            state: Mutex::new(CnoState { agent, triggered: VecDeque::new(), waiter: false }),
+            state: Mutex::new(CnoState { agent, evds: Vec::new(), next: 0 }),
             cond: Condvar::new(),
             users: AtomicU32::new(0),
             context: Mutex::new(0),
@@ -105,8 +128,10 @@ pub fn wait(handle: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_
     }
     let deadline = deadline(timeout);
     let mut s = c.state.lock().unwrap_or_else(|e| e.into_inner());
+    // Level-triggered: any attached EVD with events satisfies the wait, so a notification is
+    // never lost because a waiter was after another EVD.
     loop {
-        if let Some(evd) = s.triggered.pop_front() {
+        if let Some(evd) = ready(&mut s) {
             // SAFETY: checked non-NULL.
             unsafe { put(evd_out, evd as DAT_EVD_HANDLE) };
             return Ok(DAT_SUCCESS);

@@ -100,9 +100,6 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
             let own = i.recvs.remove(&c.wr_id);
             let r = own.or_else(|| i.srq.as_ref().and_then(|s| s.recvs.lock().unwrap_or_else(|e| e.into_inner()).remove(&c.wr_id)));
             let Some(r) = r else { return };
-            if !success && i.state == DAT_EP_STATE_CONNECTED && c.status != DAT_DTO_ERR_FLUSHED {
-                i.state = DAT_EP_STATE_DISCONNECTED;
-            }
             let event = if c.op == WcOp::RecvImm {
                 super::ext::immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
             } else if let Some(imm) = c.imm {
@@ -119,10 +116,8 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
             };
             (i.recv_evd.clone(), event)
         } else {
+            // An error ends the connection; the connection event that follows moves the state.
             let Some(s) = i.sends.remove(&c.wr_id) else { return };
-            if !success && c.status != DAT_DTO_ERR_FLUSHED && i.state == DAT_EP_STATE_CONNECTED {
-                i.state = DAT_EP_STATE_DISCONNECTED;
-            }
             if success && s.flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
                 return;
             }

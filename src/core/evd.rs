@@ -62,7 +62,10 @@ impl Evd {
                 return false;
             }
             s.queue.push_back(Event(event));
-            self.cond.notify_all();
+            // Only a waiter needs waking (a futex call per event otherwise).
+            if s.waiter {
+                self.cond.notify_all();
+            }
             if s.enabled { s.cno.clone() } else { None }
         };
         if let Some(c) = notify {
@@ -111,6 +114,9 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         context: Mutex::new(0),
     });
     table::insert(handle, Obj::Evd(e.clone()));
+    if let Some(c) = e.lock().cno.clone() {
+        cno::attach(&c, &e);
+    }
     Ok(e)
 }
 
@@ -165,9 +171,13 @@ pub fn modify_cno(handle: DAT_EVD_HANDLE, cno_handle: DAT_CNO_HANDLE) -> Result<
     if let Some(c) = &new {
         c.users.fetch_add(1, Ordering::SeqCst);
     }
-    let old = std::mem::replace(&mut e.lock().cno, new);
+    let old = std::mem::replace(&mut e.lock().cno, new.clone());
     if let Some(c) = old {
+        cno::detach(&c, &e);
         c.users.fetch_sub(1, Ordering::SeqCst);
+    }
+    if let Some(c) = new {
+        cno::attach(&c, &e);
     }
     Ok(DAT_SUCCESS)
 }
@@ -311,6 +321,7 @@ pub fn destroy(e: &Evd) {
     };
     e.cond.notify_all();
     if let Some(c) = cno {
+        cno::detach(&c, e);
         c.users.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -25,6 +25,9 @@ use super::{KeySet, SoftDevice};
 use crate::abi::*;
 use crate::device::*;
 
+/// How long a refused connection attempt is retried.
+const REFUSED_RETRY: Duration = Duration::from_millis(200);
+
 /// A word whose address and value a peer reads to find out whether it can reach our memory.
 static CANARY: AtomicU64 = AtomicU64::new(0);
 
@@ -365,8 +368,11 @@ impl SoftQp {
             q.frames.clear();
             // SAFETY: shutting down our own connected socket.
             unsafe { libc::shutdown(fd, if ok { libc::SHUT_WR } else { libc::SHUT_RDWR }) };
+            self.out.cv.notify_all();
+        } else if !q.frames.is_empty() {
+            // Frames queued meanwhile: the writer thread takes over (it is not woken otherwise).
+            self.out.cv.notify_one();
         }
-        self.out.cv.notify_all();
     }
 
     // -----------------------------------------------------------------------------------------
@@ -434,9 +440,23 @@ impl SoftQp {
 
     fn active(self: Arc<Self>, addr: SocketAddr, private_data: Vec<u8>, timeout: Option<Duration>) {
         let outcome = (|| -> Result<(TcpStream, Hello, bool), CmEvent> {
-            let stream = match timeout {
-                Some(t) => TcpStream::connect_timeout(&addr, t.max(Duration::from_millis(1))),
-                None => TcpStream::connect(addr),
+            // A refused connection is retried briefly: rdma_cm spends about as long resolving
+            // the address and route, and programs such as dtest create their listener only
+            // just before the peer connects.
+            let started = std::time::Instant::now();
+            let stream = loop {
+                let attempt = match timeout {
+                    Some(t) => TcpStream::connect_timeout(&addr, t.saturating_sub(started.elapsed()).max(Duration::from_millis(1))),
+                    None => TcpStream::connect(addr),
+                };
+                match attempt {
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
+                        && started.elapsed() < REFUSED_RETRY.min(timeout.unwrap_or(REFUSED_RETRY)) =>
+                    {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    other => break other,
+                }
             }
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::ConnectionRefused => CmEvent::NonPeerRejected,
@@ -589,6 +609,18 @@ impl SoftQp {
             let hdr = Hdr::decode(&h);
             let ok = match hdr.op {
                 op::RESPONSE => self.on_response(fd, &hdr),
+                op::READY => {
+                    // The active side's last handshake message: can it reach our memory?
+                    let mut body = vec![0u8; hdr.payload.min(1 << 16) as usize];
+                    if io::recv_into(fd, body.as_mut_ptr() as u64, body.len()).is_err() {
+                        false
+                    } else {
+                        if let Some(ready) = Hello::decode(&body) {
+                            self.lock().cma_out = ready.reaches_peer;
+                        }
+                        true
+                    }
+                }
                 op::DISCONNECT => {
                     {
                         let mut i = self.lock();
@@ -1215,31 +1247,16 @@ impl PendingConnection for Pending {
             qp: soft.id,
             private_data: private_data.to_vec(),
         };
-        if write_message(&stream, op::ACCEPT, &answer.encode()).is_err() {
-            soft.lock().state = State::Closed;
-            soft.flush(CmEvent::Broken);
-            return Ok(());
-        }
-        std::thread::Builder::new()
-            .name("dat2-soft-accept".into())
-            .stack_size(256 << 10)
-            .spawn(move || {
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-                match read_message(&stream).ok().filter(|(h, _)| h.op == op::READY).and_then(|(_, b)| Hello::decode(&b)) {
-                    Some(ready) => {
-                        if soft.lock().state != State::Connecting {
-                            return;
-                        }
-                        soft.start(stream, &ready, we_reach);
-                        soft.deliver(vec![Event::Cm(CmEvent::Established { private_data: Vec::new() })]);
-                    }
-                    None => {
-                        soft.lock().state = State::Closed;
-                        soft.flush(CmEvent::Broken);
-                    }
-                }
-            })
-            .map_err(|_| DevError::NoResources)?;
+        // Start the connection, queue ACCEPT as its first frame, and report ESTABLISHED before
+        // that frame can reach the peer: the peer cannot act on the connection (or disconnect
+        // others) before this side's event exists. The reader takes the peer's READY (whether
+        // it can reach our memory) as its first frame.
+        let hello = Hello { reaches_peer: false, ..self.hello.clone() };
+        soft.start(stream, &hello, we_reach);
+        let body = answer.encode();
+        let hdr = Hdr { op: op::ACCEPT, payload: body.len() as u32, length: body.len() as u32, ..Hdr::default() };
+        soft.send_frame(Frame { hdr, data: FrameData::Bytes(body), last: false });
+        soft.deliver(vec![Event::Cm(CmEvent::Established { private_data: Vec::new() })]);
         Ok(())
     }
 

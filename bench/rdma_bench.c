@@ -1,0 +1,613 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* Part of dat2: a two-process benchmark of an IA through the DAT 2.0 API only.
+ *
+ *   rdma_bench -s [-p PORT] [options]          server: the target of the writes
+ *   rdma_bench -c HOST [-p PORT] [options]     client: drives both tests, prints the results
+ *
+ * After connecting (psp_create / ep_connect / cr_accept on connection qualifier PORT), each
+ * side sends the other the RMR triplets of its two registered regions (data and control).
+ * The client then measures
+ *   - RDMA write bandwidth per message size: a window of writes is kept in flight, each one
+ *     signalled, until a byte volume and a minimum time are reached (or a maximum time);
+ *   - 8-byte RDMA write ping-pong latency: the client writes a counter into the server's
+ *     control region, the server spins on that word and writes the value back, the client
+ *     spins on its own word; the median round trip / 2 is the one-way latency.
+ * Results go to stdout as machine-readable lines ("dat2 bw SIZE MBPS", "dat2 lat 8 USEC"),
+ * MB meaning 2^20 bytes (as ucx_perftest counts); details go on lines starting with '#'.
+ *
+ * The IA is dat2-soft unless -i names another; run with DAT_OVERRIDE=/nonexistent so that no
+ * dat.conf entry shadows the built-in provider.
+ * Build: cc -O2 rdma_bench.c -I$ROOT/include -L$ROOT/build -ldat2 */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <dat2/udat.h>
+
+#define MIB (1024.0 * 1024.0)
+#define CTL_LEN 4096
+/* Control region layout (both sides). */
+#define OFF_PING 0      /* the word the peer writes */
+#define OFF_ECHO 64     /* the source of our 8-byte writes */
+#define OFF_SEND 256    /* outgoing control message */
+#define OFF_RECV 1024   /* two incoming control message slots */
+#define MSG_LEN 128
+#define MAGIC 0x64617432u
+
+enum msg_kind { MSG_INFO = 1, MSG_LAT = 2, MSG_STOP = 3 };
+
+struct msg {
+    uint32_t magic;
+    uint32_t kind;
+    uint64_t data_addr, data_len;
+    uint64_t ctl_addr, ctl_len;
+    uint32_t data_rkey, ctl_rkey;
+};
+
+static char default_ia[] = "dat2-soft";
+
+static struct {
+    int server;
+    const char *host;
+    char *ia_name;
+    unsigned port;
+    size_t sizes[16];
+    int nsizes;
+    double volume;   /* bytes per size */
+    double min_time; /* seconds per size */
+    double max_time;
+    int window;
+    int lat_iters;
+    int lat_warmup;
+    double lat_max_time;
+    int yield; /* sched_yield() while spinning (else pause) */
+    int do_bw, do_lat;
+    unsigned alarm_secs;
+} opt = {
+    .ia_name = default_ia,
+    .port = 20200,
+    .volume = 2.0 * 1024 * 1024 * 1024,
+    .min_time = 0.5,
+    .max_time = 3.0,
+    .window = 8,
+    .lat_iters = 20000,
+    .lat_warmup = 1000,
+    .lat_max_time = 10.0,
+    .do_bw = 1,
+    .do_lat = 1,
+    .yield = 1,
+    .alarm_secs = 170,
+};
+
+static DAT_IA_HANDLE ia;
+static DAT_EVD_HANDLE async_evd = DAT_HANDLE_NULL, req_evd, recv_evd, conn_evd, cr_evd;
+static DAT_PZ_HANDLE pz;
+static DAT_EP_HANDLE ep;
+static DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+static DAT_LMR_HANDLE data_lmr, ctl_lmr;
+static DAT_LMR_CONTEXT data_lkey, ctl_lkey;
+static DAT_RMR_CONTEXT data_rkey, ctl_rkey;
+static char *data_buf, *ctl_buf;
+static size_t data_len;
+static struct msg peer;
+static int unreaped; /* signalled requests whose completions we have not taken yet */
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "rdma_bench %s: ", opt.server ? "server" : "client");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void check(DAT_RETURN rc, const char *what)
+{
+    if (rc == DAT_SUCCESS)
+        return;
+    const char *major = "", *minor = "";
+    dat_strerror(rc, &major, &minor);
+    die("%s: %s %s (%#x)", what, major, minor, (unsigned)rc);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void relax(void)
+{
+    if (opt.yield)
+        sched_yield();
+    else
+        __builtin_ia32_pause();
+}
+
+/* Waits for one event on evd (timeout in seconds) and checks its number. */
+static void wait_event(DAT_EVD_HANDLE evd, double secs, DAT_EVENT_NUMBER want, DAT_EVENT *ev,
+                       const char *what)
+{
+    DAT_COUNT nmore;
+    DAT_RETURN rc = dat_evd_wait(evd, (DAT_TIMEOUT)(secs * 1e6), 1, ev, &nmore);
+    if (DAT_GET_TYPE(rc) == DAT_TIMEOUT_EXPIRED)
+        die("%s: no event within %.0f s", what, secs);
+    check(rc, what);
+    if (ev->event_number != want)
+        die("%s: event %#x, expected %#x", what, (unsigned)ev->event_number, (unsigned)want);
+    if (want == DAT_DTO_COMPLETION_EVENT && ev->event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+        die("%s: DTO status %d", what, (int)ev->event_data.dto_completion_event_data.status);
+}
+
+static DAT_LMR_TRIPLET local_seg(DAT_LMR_CONTEXT key, void *addr, size_t len)
+{
+    DAT_LMR_TRIPLET t;
+    t.lmr_context = key;
+    t.virtual_address = (DAT_VADDR)(uintptr_t)addr;
+    t.segment_length = len;
+    return t;
+}
+
+static void post_recv_slot(int slot)
+{
+    DAT_LMR_TRIPLET seg = local_seg(ctl_lkey, ctl_buf + OFF_RECV + slot * MSG_LEN, MSG_LEN);
+    DAT_DTO_COOKIE cookie;
+    cookie.as_64 = (DAT_UINT64)slot;
+    check(dat_ep_post_recv(ep, 1, &seg, cookie, DAT_COMPLETION_DEFAULT_FLAG), "dat_ep_post_recv");
+}
+
+/* Takes the completions of signalled requests that are already there; blocks only while
+ * more than `keep` are outstanding. */
+static void reap(int keep)
+{
+    DAT_EVENT ev;
+    while (unreaped > 0) {
+        DAT_RETURN rc = dat_evd_dequeue(req_evd, &ev);
+        if (rc == DAT_QUEUE_EMPTY || DAT_GET_TYPE(rc) == DAT_QUEUE_EMPTY) {
+            if (unreaped <= keep)
+                return;
+            wait_event(req_evd, 10, DAT_DTO_COMPLETION_EVENT, &ev, "request completion");
+        } else {
+            check(rc, "dat_evd_dequeue");
+            if (ev.event_number != DAT_DTO_COMPLETION_EVENT ||
+                ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+                die("request completion: event %#x status %d", (unsigned)ev.event_number,
+                    (int)ev.event_data.dto_completion_event_data.status);
+        }
+        unreaped--;
+    }
+}
+
+static void send_msg(enum msg_kind kind)
+{
+    struct msg *m = (struct msg *)(void *)(ctl_buf + OFF_SEND);
+    memset(m, 0, sizeof *m);
+    m->magic = MAGIC;
+    m->kind = kind;
+    m->data_addr = (uint64_t)(uintptr_t)data_buf;
+    m->data_len = data_len;
+    m->data_rkey = data_rkey;
+    m->ctl_addr = (uint64_t)(uintptr_t)ctl_buf;
+    m->ctl_len = CTL_LEN;
+    m->ctl_rkey = ctl_rkey;
+    DAT_LMR_TRIPLET seg = local_seg(ctl_lkey, m, sizeof *m);
+    DAT_DTO_COOKIE cookie;
+    cookie.as_64 = 0;
+    reap(0);
+    check(dat_ep_post_send(ep, 1, &seg, cookie, DAT_COMPLETION_DEFAULT_FLAG), "dat_ep_post_send");
+    unreaped++;
+    reap(0);
+}
+
+/* Checks a received control message (from a receive completion) and reposts its slot. */
+static struct msg take_msg(const DAT_EVENT *ev)
+{
+    int slot = (int)ev->event_data.dto_completion_event_data.user_cookie.as_64;
+    struct msg m;
+    memcpy(&m, ctl_buf + OFF_RECV + slot * MSG_LEN, sizeof m);
+    if (m.magic != MAGIC)
+        die("bad control message");
+    post_recv_slot(slot);
+    return m;
+}
+
+static struct msg recv_msg(double secs, const char *what)
+{
+    DAT_EVENT ev;
+    wait_event(recv_evd, secs, DAT_DTO_COMPLETION_EVENT, &ev, what);
+    return take_msg(&ev);
+}
+
+static void post_write(void *src, size_t len, DAT_LMR_CONTEXT lkey, uint64_t raddr,
+                       DAT_RMR_CONTEXT rkey, uint64_t id)
+{
+    DAT_LMR_TRIPLET seg = local_seg(lkey, src, len);
+    DAT_RMR_TRIPLET rseg;
+    rseg.rmr_context = rkey;
+    rseg.virtual_address = raddr;
+    rseg.segment_length = len;
+    DAT_DTO_COOKIE cookie;
+    cookie.as_64 = id;
+    check(dat_ep_post_rdma_write(ep, 1, &seg, cookie, &rseg, DAT_COMPLETION_DEFAULT_FLAG),
+          "dat_ep_post_rdma_write");
+    unreaped++;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static void setup(void)
+{
+    check(dat_ia_open(opt.ia_name, 16, &async_evd, &ia), "dat_ia_open");
+    check(dat_pz_create(ia, &pz), "dat_pz_create");
+    check(dat_evd_create(ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &req_evd), "dat_evd_create");
+    check(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &recv_evd), "dat_evd_create");
+    check(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn_evd),
+          "dat_evd_create");
+    if (opt.server)
+        check(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), "dat_evd_create");
+
+    data_len = 0;
+    for (int i = 0; i < opt.nsizes; i++)
+        if (opt.sizes[i] > data_len)
+            data_len = opt.sizes[i];
+    if (data_len < 4096)
+        data_len = 4096;
+    if (posix_memalign((void **)&data_buf, 4096, data_len) || posix_memalign((void **)&ctl_buf, 4096, CTL_LEN))
+        die("out of memory");
+    memset(data_buf, opt.server ? 0 : 0x5a, data_len); /* fault the pages in */
+    memset(ctl_buf, 0, CTL_LEN);
+
+    DAT_REGION_DESCRIPTION region;
+    DAT_VLEN reg_len;
+    DAT_VADDR reg_addr;
+    region.for_va = data_buf;
+    check(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, data_len, pz, DAT_MEM_PRIV_ALL_FLAG,
+                         DAT_VA_TYPE_VA, &data_lmr, &data_lkey, &data_rkey, &reg_len, &reg_addr),
+          "dat_lmr_create (data)");
+    region.for_va = ctl_buf;
+    check(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, CTL_LEN, pz, DAT_MEM_PRIV_ALL_FLAG,
+                         DAT_VA_TYPE_VA, &ctl_lmr, &ctl_lkey, &ctl_rkey, &reg_len, &reg_addr),
+          "dat_lmr_create (control)");
+    check(dat_ep_create(ia, pz, recv_evd, req_evd, conn_evd, NULL, &ep), "dat_ep_create");
+    post_recv_slot(0);
+    post_recv_slot(1);
+}
+
+static void teardown(void)
+{
+    DAT_EVENT ev;
+    DAT_COUNT nmore;
+    reap(0);
+    dat_ep_disconnect(ep, DAT_CLOSE_GRACEFUL_FLAG);
+    /* Both sides disconnect; wait (briefly) until ours is reported. */
+    while (dat_evd_wait(conn_evd, 2000000, 1, &ev, &nmore) == DAT_SUCCESS)
+        if (ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED ||
+            ev.event_number == DAT_CONNECTION_EVENT_BROKEN)
+            break;
+    while (dat_evd_dequeue(recv_evd, &ev) == DAT_SUCCESS)
+        ;
+    while (dat_evd_dequeue(req_evd, &ev) == DAT_SUCCESS)
+        ;
+    check(dat_ep_free(ep), "dat_ep_free");
+    if (psp != DAT_HANDLE_NULL)
+        check(dat_psp_free(psp), "dat_psp_free");
+    check(dat_lmr_free(data_lmr), "dat_lmr_free");
+    check(dat_lmr_free(ctl_lmr), "dat_lmr_free");
+    check(dat_evd_free(req_evd), "dat_evd_free");
+    check(dat_evd_free(recv_evd), "dat_evd_free");
+    check(dat_evd_free(conn_evd), "dat_evd_free");
+    if (opt.server)
+        check(dat_evd_free(cr_evd), "dat_evd_free");
+    check(dat_pz_free(pz), "dat_pz_free");
+    check(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), "dat_ia_close");
+    free(data_buf);
+    free(ctl_buf);
+}
+
+static void exchange_info(void)
+{
+    send_msg(MSG_INFO);
+    peer = recv_msg(10, "peer's RMR triplets");
+    if (peer.kind != MSG_INFO)
+        die("expected the peer's RMR triplets");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Server */
+
+/* The server's half of the ping-pong: echo each counter value the client writes, until the
+ * client's STOP message arrives. */
+static void echo_loop(void)
+{
+    volatile uint64_t *ping = (volatile uint64_t *)(void *)(ctl_buf + OFF_PING);
+    uint64_t *echo = (uint64_t *)(void *)(ctl_buf + OFF_ECHO);
+    /* Counting starts at 1 on both sides: the client's first write may land before we get
+     * here, so the start is not read from memory. */
+    uint64_t expect = 1;
+    double deadline = now() + 150;
+    DAT_EVENT ev;
+    for (;; expect++) {
+        unsigned spins = 0;
+        while (*ping != expect) {
+            if (++spins % 4096 != 0) {
+                relax();
+                continue;
+            }
+            if (dat_evd_dequeue(recv_evd, &ev) == DAT_SUCCESS) {
+                if (ev.event_number != DAT_DTO_COMPLETION_EVENT ||
+                    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+                    die("latency test: event %#x status %d", (unsigned)ev.event_number,
+                        (int)ev.event_data.dto_completion_event_data.status);
+                struct msg m = take_msg(&ev);
+                if (m.kind != MSG_STOP)
+                    die("unexpected control message %u", m.kind);
+                return;
+            }
+            if (now() > deadline)
+                die("latency test: the client went quiet");
+        }
+        *echo = expect;
+        post_write(echo, 8, ctl_lkey, peer.ctl_addr + OFF_PING, peer.ctl_rkey, expect);
+        reap(64);
+    }
+}
+
+static void run_server(void)
+{
+    DAT_EVENT ev;
+    check(dat_psp_create(ia, opt.port, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), "dat_psp_create");
+    printf("# server listening on %s, conn qual %u\n", opt.ia_name, opt.port);
+    fflush(stdout);
+    wait_event(cr_evd, 60, DAT_CONNECTION_REQUEST_EVENT, &ev, "connection request");
+    check(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, ep, 0, NULL), "dat_cr_accept");
+    wait_event(conn_evd, 10, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "connection established");
+    exchange_info();
+
+    /* Idle (blocked, not spinning) through the bandwidth test, then echo until told to stop. */
+    struct msg m = recv_msg(150, "the client's next step");
+    if (m.kind == MSG_LAT)
+        echo_loop();
+    else if (m.kind != MSG_STOP)
+        die("unexpected control message %u", m.kind);
+    teardown();
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Client */
+
+static void connect_to_server(void)
+{
+    struct addrinfo hints, *ai;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(opt.host, NULL, &hints, &ai);
+    if (gai != 0)
+        die("%s: %s", opt.host, gai_strerror(gai));
+    DAT_EVENT ev;
+    /* The server may not be listening yet: retry a refused connection for a while. */
+    for (int attempt = 0;; attempt++) {
+        check(dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)ai->ai_addr, opt.port, 5000000, 0, NULL,
+                             DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              "dat_ep_connect");
+        DAT_COUNT nmore;
+        DAT_RETURN rc = dat_evd_wait(conn_evd, 10000000, 1, &ev, &nmore);
+        check(rc, "waiting for the connection");
+        if (ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED)
+            break;
+        if (ev.event_number != DAT_CONNECTION_EVENT_NON_PEER_REJECTED || attempt >= 100)
+            die("connect to %s:%u: event %#x", opt.host, opt.port, (unsigned)ev.event_number);
+        /* The EP is disconnected now: reset it, repost the receives, try again. */
+        check(dat_ep_reset(ep), "dat_ep_reset");
+        while (dat_evd_dequeue(recv_evd, &ev) == DAT_SUCCESS)
+            ;
+        post_recv_slot(0);
+        post_recv_slot(1);
+        usleep(100000);
+    }
+    freeaddrinfo(ai);
+}
+
+static void bandwidth(size_t size)
+{
+    DAT_EVENT ev;
+    int inflight = 0;
+    uint64_t posted = 0, done = 0;
+    double t0 = 0;
+    int measuring = 0, stop = 0;
+    /* Warm-up: two windows' worth, then the clock starts. */
+    uint64_t warm = (uint64_t)opt.window * 2;
+    if (size > data_len || size > peer.data_len)
+        die("size %zu exceeds the buffers", size);
+    for (;;) {
+        while (!stop && inflight < opt.window) {
+            post_write(data_buf, size, data_lkey, peer.data_addr, peer.data_rkey, posted++);
+            inflight++;
+        }
+        wait_event(req_evd, 10, DAT_DTO_COMPLETION_EVENT, &ev, "RDMA write completion");
+        unreaped--;
+        inflight--;
+        if (ev.event_data.dto_completion_event_data.transfered_length != size)
+            die("write completion: %llu bytes, expected %zu",
+                (unsigned long long)ev.event_data.dto_completion_event_data.transfered_length, size);
+        if (!measuring) {
+            if (--warm == 0) {
+                measuring = 1;
+                t0 = now();
+            }
+            continue;
+        }
+        done++;
+        double el = now() - t0;
+        if (!stop && (((double)done * (double)size >= opt.volume && el >= opt.min_time) || el >= opt.max_time))
+            stop = 1;
+        if (stop && inflight == 0)
+            break;
+    }
+    double secs = now() - t0;
+    double mbs = (double)done * (double)size / secs / MIB;
+    printf("dat2 bw %zu %.1f\n", size, mbs);
+    printf("# bw %zu: %" PRIu64 " writes, %.2f GiB in %.3f s, window %d\n", size, done,
+           (double)done * (double)size / (MIB * 1024), secs, opt.window);
+    fflush(stdout);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void latency(void)
+{
+    send_msg(MSG_LAT);
+    volatile uint64_t *ping = (volatile uint64_t *)(void *)(ctl_buf + OFF_PING);
+    uint64_t *echo = (uint64_t *)(void *)(ctl_buf + OFF_ECHO);
+    int total = opt.lat_warmup + opt.lat_iters;
+    double *rtt = malloc(sizeof(double) * (size_t)total);
+    if (!rtt)
+        die("out of memory");
+    uint64_t v = 0;
+    int n = 0;
+    double start = now();
+    for (int i = 0; i < total; i++) {
+        v++;
+        *echo = v;
+        double t = now();
+        post_write(echo, 8, ctl_lkey, peer.ctl_addr + OFF_PING, peer.ctl_rkey, v);
+        unsigned spins = 0;
+        while (*ping != v) {
+            if (++spins % 65536 == 0 && now() - t > 10)
+                die("latency test: no echo of %" PRIu64 " within 10 s", v);
+            relax();
+        }
+        rtt[i] = now() - t;
+        n = i + 1;
+        reap(64);
+        if (i >= opt.lat_warmup && now() - start > opt.lat_max_time)
+            break;
+    }
+    reap(0);
+    send_msg(MSG_STOP);
+    int m = n - opt.lat_warmup;
+    if (m <= 0)
+        die("latency test: no measured iterations");
+    double *s = rtt + opt.lat_warmup;
+    qsort(s, (size_t)m, sizeof *s, cmp_double);
+    double med = s[m / 2] / 2 * 1e6;
+    printf("dat2 lat 8 %.2f\n", med);
+    printf("# lat 8: one-way (rtt/2) over %d iterations after %d warm-up: median %.2f us, "
+           "min %.2f, p90 %.2f, p99 %.2f\n",
+           m, opt.lat_warmup, med, s[0] / 2 * 1e6, s[(size_t)(m * 0.9)] / 2 * 1e6,
+           s[(size_t)(m * 0.99)] / 2 * 1e6);
+    fflush(stdout);
+    free(rtt);
+}
+
+static void run_client(void)
+{
+    connect_to_server();
+    exchange_info();
+    if (opt.do_bw)
+        for (int i = 0; i < opt.nsizes; i++)
+            bandwidth(opt.sizes[i]);
+    if (opt.do_lat)
+        latency();
+    else
+        send_msg(MSG_STOP);
+    teardown();
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: rdma_bench -s [options]            (server)\n"
+            "       rdma_bench -c HOST [options]       (client)\n"
+            "  -p PORT   connection qualifier (20200)\n"
+            "  -i NAME   IA name (dat2-soft)\n"
+            "  -S LIST   message sizes for the bandwidth test, comma separated (65536,1048576,16777216)\n"
+            "  -V BYTES  bytes to write per size (2147483648), at least -t seconds (0.5), at most -T (3)\n"
+            "  -t SECS, -T SECS\n"
+            "  -W N      writes in flight (8)\n"
+            "  -n N      latency iterations (20000) after -w N warm-up ones (1000), at most -L SECS (10)\n"
+            "  -P        spin with the pause instruction only (default: sched_yield() in spin loops,\n"
+            "            which leaves the CPU to the provider's progress threads on small machines)\n"
+            "  -B        bandwidth only;  -l  latency only\n"
+            "  -A SECS   abort the whole run after SECS (170)\n"
+            "The server takes the same -S list (it sizes its buffer from it).\n");
+    exit(2);
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char m[] = "rdma_bench: time limit reached\n";
+    if (write(2, m, sizeof m - 1) < 0) {
+        /* nothing more to do */
+    }
+    _exit(3);
+}
+
+int main(int argc, char **argv)
+{
+    int c;
+    char *list = NULL;
+    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlA:h")) != -1) {
+        switch (c) {
+        case 's': opt.server = 1; break;
+        case 'c': opt.host = optarg; break;
+        case 'p': opt.port = (unsigned)strtoul(optarg, NULL, 0); break;
+        case 'i': opt.ia_name = optarg; break;
+        case 'S': list = optarg; break;
+        case 'V': opt.volume = strtod(optarg, NULL); break;
+        case 't': opt.min_time = strtod(optarg, NULL); break;
+        case 'T': opt.max_time = strtod(optarg, NULL); break;
+        case 'W': opt.window = atoi(optarg); break;
+        case 'n': opt.lat_iters = atoi(optarg); break;
+        case 'w': opt.lat_warmup = atoi(optarg); break;
+        case 'L': opt.lat_max_time = strtod(optarg, NULL); break;
+        case 'P': opt.yield = 0; break;
+        case 'B': opt.do_lat = 0; break;
+        case 'l': opt.do_bw = 0; break;
+        case 'A': opt.alarm_secs = (unsigned)strtoul(optarg, NULL, 0); break;
+        default: usage();
+        }
+    }
+    if (opt.server == (opt.host != NULL) || optind != argc || opt.window < 1 || opt.window > 128 ||
+        opt.lat_iters < 1 || opt.lat_warmup < 0)
+        usage();
+    if (list) {
+        for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+            if (opt.nsizes == 16)
+                usage();
+            opt.sizes[opt.nsizes++] = (size_t)strtoull(tok, NULL, 0);
+        }
+    } else {
+        opt.sizes[0] = 64 << 10;
+        opt.sizes[1] = 1 << 20;
+        opt.sizes[2] = 16 << 20;
+        opt.nsizes = 3;
+    }
+    signal(SIGALRM, on_alarm);
+    alarm(opt.alarm_secs);
+    setup();
+    if (opt.server)
+        run_server();
+    else
+        run_client();
+    return 0;
+}

@@ -1,0 +1,321 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT OR Apache-2.0
+# Part of dat2: the soft device's performance against anchors measured in the same run.
+#
+#   bench/run.sh          (or: make bench)
+#
+# Builds libdat2 and the benchmark programs, then runs, all over loopback (127.0.0.1):
+#   - bench/rdma_bench on dat2-soft, once with cross-memory attach (zero copy) and once with
+#     DAT2_SOFT_CMA=0 (TCP): RDMA write bandwidth at 64 KiB, 1 MiB, 16 MiB; 8-byte latency;
+#   - ucx_perftest (ucx-utils) ucp_put_bw at the same sizes and ucp_put_lat at 8 bytes, with
+#     UCX_TLS=tcp and with a shared-memory set (posix,cma, or the first that works);
+#   - iperf3 over loopback, 3 s;
+#   - bench/copy_bw: memcpy() and process_vm_readv() of 1 MiB buffers.
+# It prints a table, the ratios against the anchors and the targets with PASS/MISS. A MISS
+# is information, not a failure: the script fails only if dat2's own benchmark cannot run.
+# MB means 2^20 bytes throughout (ucx_perftest's unit; iperf3's result is converted).
+#
+# Every measurement is made BENCH_REPS times (3), in rounds, and the median is reported.
+# Environment: CC (cc), BENCH_OUT (build/bench), BENCH_PORT (first of the ports used, 20200),
+# BENCH_REPS (3), BENCH_QUICK=1 (smaller volumes, for a smoke run).
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${BENCH_OUT:-$ROOT/build/bench}
+PORT=${BENCH_PORT:-20200}
+CC=${CC:-cc}
+QUICK=${BENCH_QUICK:-0}
+REPS=${BENCH_REPS:-3}
+SIZES="65536 1048576 16777216"
+mkdir -p "$OUT" || exit 1
+
+# Every server we start is recorded here and killed (by its pid) when we leave.
+PIDS=""
+# shellcheck disable=SC2329  # called by the EXIT trap
+cleanup() {
+  for p in $PIDS; do
+    kill "$p" 2>/dev/null
+  done
+  for p in $PIDS; do
+    wait "$p" 2>/dev/null
+  done
+  PIDS=""
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+say() { printf '%s\n' "$*"; }
+# fmt NUMBER: one decimal, or "-" when there is none.
+fmt() { if [ -n "${1:-}" ]; then awk -v v="$1" 'BEGIN { printf "%.1f", v }'; else printf -- '-'; fi; }
+
+# ---------------------------------------------------------------------------------------------
+# Dependencies and build.
+
+if ! "$ROOT/tools/ensure-debs" ucx-utils iperf3; then
+  say "note: anchors whose package is missing are skipped (see the command above)"
+fi
+HAVE_UCX=0; HAVE_IPERF=0
+command -v ucx_perftest >/dev/null 2>&1 && HAVE_UCX=1
+command -v iperf3 >/dev/null 2>&1 && HAVE_IPERF=1
+
+say "== building"
+make -s -C "$ROOT" lib >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; say "bench: make lib failed"; exit 1; }
+CFLAGS_BENCH="-Wall -Wextra -Werror -O2"
+# shellcheck disable=SC2086
+$CC $CFLAGS_BENCH -o "$OUT/rdma_bench" "$ROOT/bench/rdma_bench.c" -I"$ROOT/include" -L"$ROOT/build" -ldat2 || exit 1
+# shellcheck disable=SC2086
+$CC $CFLAGS_BENCH -o "$OUT/copy_bw" "$ROOT/bench/copy_bw.c" || exit 1
+
+# ---------------------------------------------------------------------------------------------
+# Helpers.
+
+# listening PORT: whether a TCP socket listens on PORT (read from /proc: no tools needed).
+listening() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# wait_listen PORT PID: until something listens on TCP PORT (5 s at most) while PID lives.
+wait_listen() {
+  local _
+  for _ in $(seq 1 100); do
+    kill -0 "$2" 2>/dev/null || return 1
+    listening "$1" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# wait_pid PID: waits for a server to finish and forgets it.
+wait_pid() {
+  wait "$1" 2>/dev/null
+  local rc=$? p rest=""
+  for p in $PIDS; do [ "$p" = "$1" ] || rest="$rest $p"; done
+  PIDS=$rest
+  return $rc
+}
+
+# Results: R_<key> collects one value per round; getr gives their median, allr all of them.
+KEYS=""
+setr() {
+  [ -n "$2" ] || return 0
+  case " $KEYS " in *" $1 "*) ;; *) KEYS="$KEYS $1" ;; esac
+  eval "R_$1=\"\${R_$1:-} \$2\""
+}
+allr() { eval "printf '%s' \"\${R_$1:-}\""; }
+getr() {
+  allr "$1" | tr ' ' '\n' | sed '/^$/d' | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR) printf "%s", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# dat2 LABEL PORT [ENV=VALUE...]: one server/client pair of rdma_bench.
+run_dat2() {
+  local label=$1 port=$2
+  shift 2
+  local log="$OUT/dat2-$label"
+  local args=()
+  [ "$QUICK" = 1 ] && args=(-V 268435456 -t 0.2 -T 1 -n 3000 -w 300)
+  env "$@" DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" \
+    timeout 100 "$OUT/rdma_bench" -s -p "$port" >"$log.server" 2>&1 &
+  local spid=$!
+  PIDS="$PIDS $spid"
+  if ! wait_listen "$port" "$spid"; then
+    say "dat2 $label: the server did not start:"; cat "$log.server"
+    return 1
+  fi
+  env "$@" DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" \
+    timeout --foreground 90 "$OUT/rdma_bench" -c 127.0.0.1 -p "$port" "${args[@]}" >"$log.client" 2>&1
+  local rc=$?
+  wait_pid "$spid" || { say "dat2 $label: the server failed:"; cat "$log.server"; rc=1; }
+  sed 's/^/  /' "$log.client"
+  if [ $rc != 0 ]; then
+    say "dat2 $label: the client failed (exit $rc)"
+    return 1
+  fi
+  local s
+  for s in $SIZES; do
+    setr "dat2_${label}_bw_$s" "$(awk -v s="$s" '$1 == "dat2" && $2 == "bw" && $3 == s { print $4 }' "$log.client")"
+  done
+  setr "dat2_${label}_lat" "$(awk '$1 == "dat2" && $2 == "lat" { print $4 }' "$log.client")"
+}
+
+# ucx TLS PORT ARGS...: one ucx_perftest pair; its result line goes to $OUT/ucx.result.
+# (Never called in a subshell, so that the EXIT trap knows the server.)
+ucx() {
+  local tls=$1 port=$2
+  shift 2
+  : >"$OUT/ucx.result"
+  UCX_TLS=$tls UCX_NET_DEVICES=lo timeout 40 ucx_perftest -p "$port" >"$OUT/ucx.server" 2>&1 &
+  local spid=$!
+  PIDS="$PIDS $spid"
+  if ! wait_listen "$port" "$spid"; then
+    wait_pid "$spid"
+    return 1
+  fi
+  UCX_TLS=$tls UCX_NET_DEVICES=lo timeout --foreground 30 ucx_perftest 127.0.0.1 -p "$port" -f "$@" >"$OUT/ucx.client" 2>&1
+  local rc=$?
+  wait_pid "$spid"
+  [ $rc = 0 ] || return 1
+  # The result: the last line made only of numbers.
+  awk 'NF >= 8 && $1 ~ /^[0-9]+$/ { line = $0 } END { if (line == "") exit 1; print line }' \
+    "$OUT/ucx.client" >"$OUT/ucx.result"
+}
+
+# ucx_bw KEY TLS PORT SIZE VOLUME: R_KEY = overall bandwidth (MB/s) of ucp_put_bw.
+ucx_bw() {
+  local n=$(( $5 / $4 )) w
+  [ $n -lt 16 ] && n=16
+  w=$(( n / 20 + 2 ))
+  ucx "$2" "$3" -t ucp_put_bw -s "$4" -n "$n" -w "$w" || return 1
+  setr "$1" "$(awk '{ print $6 }' "$OUT/ucx.result")"
+}
+
+# ucx_lat KEY TLS PORT: R_KEY = median one-way latency (us) of ucp_put_lat at 8 bytes.
+ucx_lat() {
+  local n=20000
+  [ "$QUICK" = 1 ] && n=3000
+  ucx "$2" "$3" -t ucp_put_lat -s 8 -n "$n" -w 1000 || return 1
+  setr "$1" "$(awk '{ print $2 }' "$OUT/ucx.result")"
+}
+
+# ---------------------------------------------------------------------------------------------
+# The runs.
+
+if [ "$QUICK" = 1 ]; then VOL_SHM=$((256 << 20)); VOL_TCP=$((64 << 20)); else VOL_SHM=$((2 << 30)); VOL_TCP=$((512 << 20)); fi
+UCX_SHM=""
+UCX_SHM_TRIED=0
+for rep in $(seq 1 "$REPS"); do
+  base=$((PORT + (rep - 1) * 50))
+  say "== round $rep of $REPS"
+  say "-- copy ceilings (bench/copy_bw)"
+  "$OUT/copy_bw" 1048576 0.5 | tee "$OUT/copy.out" | sed 's/^/  /'
+  setr memcpy_bw "$(awk '$1 == "memcpy" { print $4 }' "$OUT/copy.out")"
+  setr cma_bw "$(awk '$1 == "cma" { print $4 }' "$OUT/copy.out")"
+
+  say "-- dat2-soft, cross-memory attach (zero copy)"
+  run_dat2 cma "$base" || DAT2_FAILED=1
+  say "-- dat2-soft, TCP (DAT2_SOFT_CMA=0)"
+  run_dat2 tcp $((base + 1)) DAT2_SOFT_CMA=0 || DAT2_FAILED=1
+
+  if [ "$HAVE_UCX" = 1 ]; then
+    uport=$((base + 10))
+    if [ $UCX_SHM_TRIED = 0 ]; then
+      # The first shared-memory transport set this UCX accepts for a 1 MiB put.
+      UCX_SHM_TRIED=1
+      for tls in posix,cma sm posix,cma,self sysv,cma; do
+        uport=$((uport + 1))
+        if ucx_bw ucx_shm_bw_1048576 "$tls" "$uport" 1048576 "$VOL_SHM"; then
+          UCX_SHM=$tls
+          break
+        fi
+      done
+      [ -n "$UCX_SHM" ] ||
+        say "  UCX: no shared-memory transport set works (tried posix,cma sm posix,cma,self sysv,cma)"
+    elif [ -n "$UCX_SHM" ]; then
+      uport=$((uport + 1))
+      ucx_bw ucx_shm_bw_1048576 "$UCX_SHM" "$uport" 1048576 "$VOL_SHM" || say "  put_bw 1048576 failed"
+    fi
+    if [ -n "$UCX_SHM" ]; then
+      say "-- UCX put, UCX_TLS=$UCX_SHM"
+      for s in 65536 16777216; do
+        uport=$((uport + 1))
+        ucx_bw "ucx_shm_bw_$s" "$UCX_SHM" "$uport" "$s" "$VOL_SHM" || say "  put_bw $s failed"
+      done
+      uport=$((uport + 1))
+      ucx_lat ucx_shm_lat "$UCX_SHM" "$uport" || say "  put_lat failed"
+    fi
+    say "-- UCX put, UCX_TLS=tcp (loopback)"
+    for s in $SIZES; do
+      uport=$((uport + 1))
+      vol=$VOL_TCP
+      [ "$s" = 16777216 ] && vol=$((VOL_TCP / 2))
+      ucx_bw "ucx_tcp_bw_$s" tcp "$uport" "$s" "$vol" || say "  put_bw $s failed"
+    done
+    uport=$((uport + 1))
+    ucx_lat ucx_tcp_lat tcp "$uport" || say "  put_lat failed"
+  fi
+
+  if [ "$HAVE_IPERF" = 1 ]; then
+    say "-- iperf3, loopback"
+    iport=$((base + 40))
+    timeout 20 iperf3 -s -1 -p "$iport" >"$OUT/iperf.server" 2>&1 &
+    spid=$!
+    PIDS="$PIDS $spid"
+    if wait_listen "$iport" "$spid"; then
+      secs=3
+      [ "$QUICK" = 1 ] && secs=1
+      timeout --foreground 15 iperf3 -c 127.0.0.1 -p "$iport" -t "$secs" -J >"$OUT/iperf.json" 2>&1
+      # Bits per second received, in MB/s (2^20 bytes).
+      setr iperf_bw "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["end"]["sum_received"]["bits_per_second"] / 8 / 1048576)' "$OUT/iperf.json" 2>/dev/null)"
+    fi
+    wait_pid "$spid"
+  fi
+done
+
+# ---------------------------------------------------------------------------------------------
+# Report.
+
+say ""
+say "== results: medians of $REPS rounds (MB/s = 2^20 bytes/s; latency = one-way, median, us)"
+printf '%-34s %12s %12s %12s %12s\n' "" "bw 64KiB" "bw 1MiB" "bw 16MiB" "lat 8B"
+row() { # LABEL KEYPREFIX
+  printf '%-34s %12s %12s %12s %12s\n' "$1" "$(fmt "$(getr "$2_bw_65536")")" "$(fmt "$(getr "$2_bw_1048576")")" \
+    "$(fmt "$(getr "$2_bw_16777216")")" "$(fmt "$(getr "$2_lat")")"
+}
+row "dat2-soft cross-memory attach" dat2_cma
+row "dat2-soft TCP (DAT2_SOFT_CMA=0)" dat2_tcp
+row "UCX put, UCX_TLS=${UCX_SHM:-(shm n/a)}" ucx_shm
+row "UCX put, UCX_TLS=tcp" ucx_tcp
+printf '%-34s %12s %12s %12s %12s\n' "iperf3 loopback (one stream)" "" "$(fmt "$(getr iperf_bw)")" "" ""
+printf '%-34s %12s %12s %12s %12s\n' "memcpy 1 MiB (one core)" "" "$(fmt "$(getr memcpy_bw)")" "" ""
+printf '%-34s %12s %12s %12s %12s\n' "process_vm_readv 1 MiB (one core)" "" "$(fmt "$(getr cma_bw)")" "" ""
+
+# ratio A B: A / B, two decimals, or "-".
+ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; else printf -- '-'; fi; }
+best_tcp=$(for s in $SIZES; do getr "dat2_tcp_bw_$s"; echo; done | awk 'NF && $1 > m { m = $1 } END { if (m) print m }')
+say ""
+say "== ratios"
+printf '  %-58s %s\n' "dat2 CMA bw 1MiB / UCX ${UCX_SHM:-shm} put_bw 1MiB" "$(ratio "$(getr dat2_cma_bw_1048576)" "$(getr ucx_shm_bw_1048576)")"
+printf '  %-58s %s\n' "dat2 CMA bw 1MiB / process_vm_readv 1MiB" "$(ratio "$(getr dat2_cma_bw_1048576)" "$(getr cma_bw)")"
+printf '  %-58s %s\n' "dat2 CMA bw 1MiB / memcpy 1MiB" "$(ratio "$(getr dat2_cma_bw_1048576)" "$(getr memcpy_bw)")"
+printf '  %-58s %s\n' "dat2 TCP bw 1MiB / iperf3" "$(ratio "$(getr dat2_tcp_bw_1048576)" "$(getr iperf_bw)")"
+printf '  %-58s %s\n' "dat2 TCP bw best of sizes / iperf3" "$(ratio "$best_tcp" "$(getr iperf_bw)")"
+printf '  %-58s %s\n' "dat2 TCP bw 1MiB / UCX tcp put_bw 1MiB" "$(ratio "$(getr dat2_tcp_bw_1048576)" "$(getr ucx_tcp_bw_1048576)")"
+printf '  %-58s %s\n' "dat2 TCP lat 8B / UCX tcp put_lat 8B" "$(ratio "$(getr dat2_tcp_lat)" "$(getr ucx_tcp_lat)")"
+printf '  %-58s %s\n' "dat2 CMA lat 8B / UCX ${UCX_SHM:-shm} put_lat 8B" "$(ratio "$(getr dat2_cma_lat)" "$(getr ucx_shm_lat)")"
+
+# target NAME VALUE OP LIMIT: PASS, MISS, or SKIP when a number is missing.
+target() {
+  local verdict
+  if [ -z "$2" ] || [ -z "$4" ]; then
+    verdict="SKIP (not measured)"
+  else
+    verdict=$(awk -v v="$2" -v l="$4" -v op="$3" 'BEGIN { ok = (op == ">=") ? (v >= l) : (v <= l); print ok ? "PASS" : "MISS" }')
+    verdict="$verdict ($(fmt "$2") $3 $(fmt "$4"))"
+  fi
+  printf '  %-58s %s\n' "$1" "$verdict"
+}
+half=""; [ -n "$(getr ucx_shm_bw_1048576)" ] && half=$(awk -v v="$(getr ucx_shm_bw_1048576)" 'BEGIN { print v * 0.5 }')
+eighty=""; [ -n "$(getr iperf_bw)" ] && eighty=$(awk -v v="$(getr iperf_bw)" 'BEGIN { print v * 0.8 }')
+twice=""; [ -n "$(getr ucx_tcp_lat)" ] && twice=$(awk -v v="$(getr ucx_tcp_lat)" 'BEGIN { print v * 2 }')
+say ""
+say "== targets (informational)"
+target "CMA bw 1MiB >= 0.5 x UCX ${UCX_SHM:-shm} put_bw 1MiB" "$(getr dat2_cma_bw_1048576)" ">=" "$half"
+target "TCP bw at 1MiB >= 0.8 x iperf3" "$(getr dat2_tcp_bw_1048576)" ">=" "$eighty"
+target "TCP lat 8B <= 2 x UCX tcp put_lat" "$(getr dat2_tcp_lat)" "<=" "$twice"
+target "CMA lat 8B <= 10 us" "$(getr dat2_cma_lat)" "<=" "10"
+say ""
+say "== every round (the table shows medians)"
+for k in $KEYS; do
+  printf '  %-24s%s\n' "$k" "$(allr "$k")"
+done
+say ""
+say "logs: $OUT"
+if [ "${DAT2_FAILED:-0}" = 1 ]; then
+  say "bench: dat2's benchmark failed (see above)"
+  exit 1
+fi
+exit 0

@@ -1,0 +1,144 @@
+/*
+ * Shared declarations of the data path tests (dxtest): result bookkeeping, the exact
+ * codes the rules name, and helpers that build IAs, EPs, connections and registrations
+ * on the built-in dat2-soft provider.
+ */
+#ifndef DX_H
+#define DX_H
+
+#define _GNU_SOURCE
+#include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- result bookkeeping --------------------------------------------------- */
+
+extern const char *dx_case;
+extern int dx_failures;
+extern char dx_skip_reason[256];
+
+void dx_fail(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dx_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int dx_expect_rc(int line, const char *what, DAT_RETURN got, DAT_RETURN want);
+int dx_expect_type(int line, const char *what, DAT_RETURN got, DAT_RETURN want_class_type);
+void dx_skip(const char *why);
+
+/* The call must return exactly `want`. */
+#define EXPECT_RC(expr, want) dx_expect_rc(__LINE__, #expr, (DAT_RETURN)(expr), (DAT_RETURN)(want))
+/* The call must return an error whose class and type (the top 16 bits) are `want`. */
+#define EXPECT_TYPE(expr, want) dx_expect_type(__LINE__, #expr, (DAT_RETURN)(expr), (DAT_RETURN)(want))
+#define EXPECT(cond, ...) ((cond) ? 1 : (dx_fail(__LINE__, __VA_ARGS__), 0))
+
+/* ---- exact codes ---------------------------------------------------------- */
+
+#define RC_QUEUE_EMPTY 0x000d0000u /* plain, no class bit: programs compare with == */
+#define RC_TIMEOUT 0x800f0000u
+#define RC_QUEUE_FULL 0x800e0000u
+#define RC_ARG2 0x80060026u
+#define RC_ARG3 0x80060027u
+#define RC_ARG4 0x80060028u
+#define RC_ARG5 0x80060029u
+#define RC_STATE 0x80070000u
+#define RC_STATE_EP_CONNECTED 0x80070033u /* 51 */
+#define RC_STATE_CNO_IN_USE 0x80070043u   /* 67 */
+#define RC_STATE_UNWAITABLE 0x80070049u   /* 73 */
+#define RC_STATE_EVD_IN_USE 0x8007004au   /* 74 */
+#define RC_STATE_EVD_WAITER 0x8007004eu   /* 78 */
+#define RC_STATE_LMR_IN_USE 0x80070051u   /* 81 */
+#define RC_RESOURCES 0x80030000u          /* class and type only */
+#define RC_PARAMETER 0x80060000u          /* class and type only */
+
+/* ---- objects -------------------------------------------------------------- */
+
+/* One IA with a PZ and one EVD of each kind. */
+struct node {
+    DAT_IA_HANDLE ia;
+    DAT_EVD_HANDLE async; /* the IA's own async EVD */
+    DAT_PZ_HANDLE pz;
+    DAT_EVD_HANDLE req;  /* DTO | RMR_BIND: requests */
+    DAT_EVD_HANDLE rcv;  /* DTO: receives */
+    DAT_EVD_HANDLE conn; /* CONNECTION */
+    DAT_EVD_HANDLE cr;   /* CR */
+    DAT_PSP_HANDLE psp;
+    DAT_CONN_QUAL port; /* the PSP's port */
+};
+
+/* Two nodes in this process, "s" listening and "c" connecting, with one EP each. */
+struct pair {
+    struct node s, c;
+    DAT_EP_HANDLE se, ce;
+};
+
+/* A registration and the buffer under it. */
+struct mr {
+    DAT_LMR_HANDLE h;
+    DAT_LMR_CONTEXT lkey;
+    DAT_RMR_CONTEXT rkey;
+    unsigned char *buf;
+    DAT_VLEN len;
+    size_t alloc; /* bytes allocated (len rounded up, plus a page) */
+};
+
+#define PROVIDER "dat2-soft"
+#define PRIV_ALL 0x33u       /* local read/write, remote read/write */
+#define PRIV_ALL_ATOMIC 0x73u /* ... and remote atomic */
+#define WAIT_MS 5000
+
+extern int dx_port_base;
+extern int dx_slot;
+
+/* The k-th TCP port (connection qualifier) of this case. */
+DAT_CONN_QUAL dx_port(int k);
+double dx_now(void);
+void dx_sleep_ms(int ms);
+
+/* Opens a thread-safe IA (node_open_ts: as asked) with its PZ and EVDs. */
+int node_open(struct node *n, const char *ia_name, DAT_COUNT req_qlen, DAT_COUNT rcv_qlen);
+int node_open_ts(struct node *n, const char *ia_name, DAT_BOOLEAN thread_safe, DAT_COUNT req_qlen, DAT_COUNT rcv_qlen);
+void node_close(struct node *n);
+/* Listens on `port`, or (when a port of the 33000s range is taken, as an ephemeral port of
+ * some connection may be) on a fallback port; n->port is the one used. */
+int node_listen(struct node *n, DAT_CONN_QUAL port);
+void attr_init(DAT_EP_ATTR *a);
+int ep_make(struct node *n, const DAT_EP_ATTR *attr, DAT_EP_HANDLE *ep);
+
+/* 127.0.0.1 (or ::1 with ipv6) as a connect address. */
+DAT_IA_ADDRESS_PTR dx_loopback(int ipv6);
+
+/* Starts a connect from `ce` to the server's PSP, answers the request on `se` and waits
+ * for both ESTABLISHED events. */
+int connect_eps(struct node *s, DAT_EP_HANDLE se, struct node *c, DAT_EP_HANDLE ce, int ipv6);
+/* Opens both nodes, one EP each (attributes may be NULL), listens on port and connects. */
+int pair_up(struct pair *p, DAT_CONN_QUAL port, const DAT_EP_ATTR *sattr, const DAT_EP_ATTR *cattr, DAT_COUNT qlen);
+void pair_down(struct pair *p);
+
+/* Waits up to `ms` for one event. */
+DAT_RETURN wait_ev(DAT_EVD_HANDLE evd, int ms, DAT_EVENT *ev);
+/* Waits for a DTO completion; returns 1 with it in *d, or records a failure. */
+int wait_dto_at(int line, DAT_EVD_HANDLE evd, int ms, DAT_DTO_COMPLETION_EVENT_DATA *d);
+#define WAIT_DTO(evd, d) wait_dto_at(__LINE__, evd, WAIT_MS, d)
+/* Waits for a connection event; returns its number (0 on none). */
+DAT_EVENT_NUMBER wait_conn_at(int line, DAT_EVD_HANDLE evd, int ms, DAT_EVENT *ev);
+/* A connection that ended: BROKEN or DISCONNECTED within `ms`. */
+int expect_conn_end_at(int line, DAT_EVD_HANDLE evd, int ms, const char *who);
+#define EXPECT_CONN_END(evd, ms, who) expect_conn_end_at(__LINE__, evd, ms, who)
+/* Nothing more is queued on the EVD. */
+int expect_empty_at(int line, DAT_EVD_HANDLE evd, const char *what);
+#define EXPECT_EMPTY(evd, what) expect_empty_at(__LINE__, evd, what)
+
+/* Registers `len` bytes of a fresh zeroed buffer (page aligned) in `pz`. */
+int mr_make(struct node *n, DAT_PZ_HANDLE pz, DAT_VLEN len, DAT_MEM_PRIV_FLAGS priv, struct mr *m);
+void mr_drop(struct mr *m);
+DAT_LMR_TRIPLET lt(const struct mr *m, size_t off, DAT_SEG_LENGTH len);
+DAT_RMR_TRIPLET rt(const struct mr *m, size_t off, DAT_SEG_LENGTH len);
+DAT_DTO_COOKIE ck(uint64_t v);
+void fill(unsigned char *p, size_t n, unsigned seed);
+
+/* Posts one receive of `len` bytes at `off` of m. */
+int post_recv1(DAT_EP_HANDLE ep, const struct mr *m, size_t off, DAT_SEG_LENGTH len, uint64_t cookie);
+
+#endif

@@ -1,0 +1,70 @@
+/* The case functions of dxtest, one per rule (see dxtest.c for the table). */
+#ifndef DX_CASES_H
+#define DX_CASES_H
+
+/* EVD and CNO (dx_evd.c) */
+void case_evd_qlen(void);
+void case_evd_dequeue_empty(void);
+void case_evd_wait_timeout(void);
+void case_evd_wait_threshold(void);
+void case_evd_wait_event_null(void);
+void case_evd_second_waiter(void);
+void case_evd_unwaitable(void);
+void case_evd_post_se(void);
+void case_evd_post_se_full(void);
+void case_evd_resize_below(void);
+void case_evd_overflow(void);
+void case_evd_free_in_use(void);
+void case_cno_wait_timeout(void);
+void case_cno_trigger(void);
+void case_cno_proxy_agent(void);
+void case_cno_free_in_use(void);
+
+/* connections (dx_conn.c) */
+void case_conn_no_listener(void);
+void case_conn_reject_pdata(void);
+void case_conn_accept_pdata_256(void);
+void case_conn_pdata_257(void);
+void case_conn_timeout(void);
+void case_conn_disconnect_graceful(void);
+void case_conn_peer_killed(void);
+void case_conn_ep_free_flushes(void);
+void case_conn_connect_connected(void);
+
+/* data and RMR (dx_data.c) */
+void case_data_send_recv_3seg(void);
+void case_data_suppress_unsignalled(void);
+void case_data_rdma_write_read(void);
+void case_rdma_rkey_invalid(void);
+void case_rdma_rkey_bounds(void);
+void case_rdma_rkey_no_write(void);
+void case_rdma_rkey_freed(void);
+void case_local_lkey_invalid(void);
+void case_local_outside_lmr(void);
+void case_local_other_pz(void);
+void case_recv_too_short(void);
+void case_post_too_many(void);
+void case_post_too_many_iov(void);
+void case_rmr_bind_write(void);
+void case_rmr_outside_window(void);
+void case_rmr_rebind(void);
+void case_rmr_other_ep(void);
+void case_rmr_lmr_free_bound(void);
+void case_rmr_unbind(void);
+
+/* IB extensions (dx_ext.c) */
+void case_ext_write_immed(void);
+void case_ext_cmp_and_swap(void);
+void case_ext_fetch_and_add(void);
+void case_ext_atomic_no_priv(void);
+void case_ext_atomic_concurrent(void);
+
+/* SRQ, threads, IPv6 (dx_misc.c) */
+void case_srq_create_post_query(void);
+void case_srq_ep_receive(void);
+void case_srq_low_watermark(void);
+void case_srq_free_in_use(void);
+void case_threads_four_eps(void);
+void case_ipv6_soft6(void);
+
+#endif

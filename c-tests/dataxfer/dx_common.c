@@ -1,0 +1,358 @@
+/* Helpers of the data path tests: bookkeeping, nodes, EPs, connections, registrations. */
+#include "dx.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <time.h>
+
+const char *dx_case;
+int dx_failures;
+char dx_skip_reason[256];
+static char first_failure[600];
+int dx_port_base = 33000;
+int dx_slot;
+
+void dx_fail(int line, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (dx_failures++ == 0)
+        snprintf(first_failure, sizeof first_failure, "line %d: %s", line, text);
+    /* every failure is kept in the case's log */
+    printf("# line %d: %s\n", line, text);
+    fflush(stdout);
+}
+
+const char *dx_first_failure(void);
+const char *dx_first_failure(void)
+{
+    return first_failure;
+}
+
+void dx_note(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("# ", stdout);
+    vprintf(fmt, ap);
+    fputs("\n", stdout);
+    va_end(ap);
+    fflush(stdout);
+}
+
+int dx_expect_rc(int line, const char *what, DAT_RETURN got, DAT_RETURN want)
+{
+    if (got == want)
+        return 1;
+    dx_fail(line, "%.200s returned 0x%08x, expected 0x%08x", what, (unsigned)got, (unsigned)want);
+    return 0;
+}
+
+int dx_expect_type(int line, const char *what, DAT_RETURN got, DAT_RETURN want)
+{
+    if ((got & 0xffff0000u) == want)
+        return 1;
+    dx_fail(line, "%.200s returned 0x%08x, expected class and type 0x%08x", what, (unsigned)got, (unsigned)want);
+    return 0;
+}
+
+void dx_skip(const char *why)
+{
+    snprintf(dx_skip_reason, sizeof dx_skip_reason, "%s", why);
+}
+
+DAT_CONN_QUAL dx_port(int k)
+{
+    return (DAT_CONN_QUAL)(dx_port_base + dx_slot * 8 + k);
+}
+
+double dx_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void dx_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- nodes and EPs ------------------------------------------------------------ */
+
+int node_open(struct node *n, const char *ia_name, DAT_COUNT req_qlen, DAT_COUNT rcv_qlen)
+{
+    return node_open_ts(n, ia_name, DAT_TRUE, req_qlen, rcv_qlen);
+}
+
+int node_open_ts(struct node *n, const char *ia_name, DAT_BOOLEAN thread_safe, DAT_COUNT req_qlen, DAT_COUNT rcv_qlen)
+{
+    memset(n, 0, sizeof *n);
+    n->async = DAT_HANDLE_NULL;
+    if (!EXPECT_RC(dat_ia_openv((DAT_NAME_PTR)ia_name, 32, &n->async, &n->ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR,
+                                thread_safe),
+                   DAT_SUCCESS)) {
+        n->ia = DAT_HANDLE_NULL;
+        return 0;
+    }
+    return EXPECT_RC(dat_pz_create(n->ia, &n->pz), DAT_SUCCESS) &&
+           EXPECT_RC(dat_evd_create(n->ia, req_qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG, &n->req),
+                     DAT_SUCCESS) &&
+           EXPECT_RC(dat_evd_create(n->ia, rcv_qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &n->rcv), DAT_SUCCESS) &&
+           EXPECT_RC(dat_evd_create(n->ia, 64, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &n->conn), DAT_SUCCESS) &&
+           EXPECT_RC(dat_evd_create(n->ia, 64, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &n->cr), DAT_SUCCESS);
+}
+
+void node_close(struct node *n)
+{
+    if (n->ia != DAT_HANDLE_NULL)
+        EXPECT_RC(dat_ia_close(n->ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+    n->ia = DAT_HANDLE_NULL;
+}
+
+int node_listen(struct node *n, DAT_CONN_QUAL port)
+{
+    static const int shift[] = {0, 500, 250, 750, 125, 625, 375, 875};
+    DAT_RETURN rc = DAT_SUCCESS;
+    for (size_t i = 0; i < sizeof shift / sizeof shift[0]; i++) {
+        DAT_CONN_QUAL q = port + (DAT_CONN_QUAL)shift[i];
+        if (i > 0 && q >= (DAT_CONN_QUAL)dx_port_base + 1000)
+            continue;
+        rc = dat_psp_create(n->ia, q, n->cr, DAT_PSP_CONSUMER_FLAG, &n->psp);
+        if (rc == DAT_SUCCESS) {
+            if (i > 0)
+                dx_note("port %llu was taken; listening on %llu", (unsigned long long)port, (unsigned long long)q);
+            n->port = q;
+            return 1;
+        }
+        if (rc != 0x80020000u) /* DAT_CONN_QUAL_IN_USE */
+            break;
+    }
+    return EXPECT_RC(rc, DAT_SUCCESS);
+}
+
+void attr_init(DAT_EP_ATTR *a)
+{
+    memset(a, 0, sizeof *a);
+    a->service_type = DAT_SERVICE_TYPE_RC;
+    a->qos = DAT_QOS_BEST_EFFORT;
+    a->recv_completion_flags = 0x1f;
+    a->request_completion_flags = 0x1f;
+    a->max_recv_dtos = 64;
+    a->max_request_dtos = 64;
+    a->max_recv_iov = 4;
+    a->max_request_iov = 4;
+    a->max_rdma_read_in = 4;
+    a->max_rdma_read_out = 4;
+    a->max_rdma_read_iov = 4;
+    a->max_rdma_write_iov = 4;
+}
+
+int ep_make(struct node *n, const DAT_EP_ATTR *attr, DAT_EP_HANDLE *ep)
+{
+    return EXPECT_RC(dat_ep_create(n->ia, n->pz, n->rcv, n->req, n->conn, attr, ep), DAT_SUCCESS);
+}
+
+DAT_IA_ADDRESS_PTR dx_loopback(int ipv6)
+{
+    static struct sockaddr_in sin;
+    static struct sockaddr_in6 sin6;
+    if (ipv6) {
+        memset(&sin6, 0, sizeof sin6);
+        sin6.sin6_family = AF_INET6;
+        sin6.sin6_addr = in6addr_loopback;
+        return (DAT_IA_ADDRESS_PTR)&sin6;
+    }
+    memset(&sin, 0, sizeof sin);
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return (DAT_IA_ADDRESS_PTR)&sin;
+}
+
+/* Waits for the ESTABLISHED event of `ep` on `evd`. */
+static int wait_established(int line, DAT_EVD_HANDLE evd, DAT_EP_HANDLE ep, const char *who)
+{
+    DAT_EVENT ev;
+    DAT_EVENT_NUMBER num = wait_conn_at(line, evd, WAIT_MS, &ev);
+    if (num != DAT_CONNECTION_EVENT_ESTABLISHED) {
+        dx_fail(line, "%s: connection event 0x%x, expected ESTABLISHED 0x4001", who, (unsigned)num);
+        return 0;
+    }
+    if (ev.event_data.connect_event_data.ep_handle != ep) {
+        dx_fail(line, "%s: ESTABLISHED for EP %p, expected %p", who, ev.event_data.connect_event_data.ep_handle, ep);
+        return 0;
+    }
+    return 1;
+}
+
+int connect_eps(struct node *s, DAT_EP_HANDLE se, struct node *c, DAT_EP_HANDLE ce, int ipv6)
+{
+    DAT_EVENT ev;
+    if (!EXPECT_RC(dat_ep_connect(ce, dx_loopback(ipv6), s->port, 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                                  DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_SUCCESS))
+        return 0;
+    if (!EXPECT_RC(wait_ev(s->cr, WAIT_MS, &ev), DAT_SUCCESS))
+        return 0;
+    if (!EXPECT(ev.event_number == DAT_CONNECTION_REQUEST_EVENT, "server got event 0x%x, expected a connection request",
+                (unsigned)ev.event_number))
+        return 0;
+    if (!EXPECT_RC(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, se, 0, NULL), DAT_SUCCESS))
+        return 0;
+    return wait_established(__LINE__, s->conn, se, "server") && wait_established(__LINE__, c->conn, ce, "client");
+}
+
+int pair_up(struct pair *p, DAT_CONN_QUAL port, const DAT_EP_ATTR *sattr, const DAT_EP_ATTR *cattr, DAT_COUNT qlen)
+{
+    memset(p, 0, sizeof *p);
+    return node_open(&p->s, PROVIDER, qlen, qlen) && node_open(&p->c, PROVIDER, qlen, qlen) &&
+           ep_make(&p->s, sattr, &p->se) && ep_make(&p->c, cattr, &p->ce) && node_listen(&p->s, port) &&
+           connect_eps(&p->s, p->se, &p->c, p->ce, 0);
+}
+
+void pair_down(struct pair *p)
+{
+    node_close(&p->c);
+    node_close(&p->s);
+}
+
+/* ---- events ------------------------------------------------------------------- */
+
+DAT_RETURN wait_ev(DAT_EVD_HANDLE evd, int ms, DAT_EVENT *ev)
+{
+    DAT_COUNT nmore = 0;
+    memset(ev, 0, sizeof *ev);
+    return dat_evd_wait(evd, (DAT_TIMEOUT)ms * 1000u, 1, ev, &nmore);
+}
+
+int wait_dto_at(int line, DAT_EVD_HANDLE evd, int ms, DAT_DTO_COMPLETION_EVENT_DATA *d)
+{
+    DAT_EVENT ev;
+    DAT_RETURN rc = wait_ev(evd, ms, &ev);
+    memset(d, 0, sizeof *d);
+    if (rc != DAT_SUCCESS) {
+        dx_fail(line, "no DTO completion within %d ms (dat_evd_wait 0x%08x)", ms, (unsigned)rc);
+        return 0;
+    }
+    if (ev.event_number != DAT_DTO_COMPLETION_EVENT) {
+        dx_fail(line, "event 0x%x, expected a DTO completion", (unsigned)ev.event_number);
+        return 0;
+    }
+    *d = ev.event_data.dto_completion_event_data;
+    return 1;
+}
+
+DAT_EVENT_NUMBER wait_conn_at(int line, DAT_EVD_HANDLE evd, int ms, DAT_EVENT *ev)
+{
+    DAT_RETURN rc = wait_ev(evd, ms, ev);
+    if (rc != DAT_SUCCESS) {
+        dx_fail(line, "no connection event within %d ms (dat_evd_wait 0x%08x)", ms, (unsigned)rc);
+        return 0;
+    }
+    return ev->event_number;
+}
+
+int expect_conn_end_at(int line, DAT_EVD_HANDLE evd, int ms, const char *who)
+{
+    DAT_EVENT ev;
+    DAT_RETURN rc = wait_ev(evd, ms, &ev);
+    if (rc != DAT_SUCCESS) {
+        dx_fail(line, "%s: no BROKEN or DISCONNECTED event within %d ms (dat_evd_wait 0x%08x)", who, ms, (unsigned)rc);
+        return 0;
+    }
+    if (ev.event_number == DAT_CONNECTION_EVENT_BROKEN || ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED)
+        return 1;
+    dx_fail(line, "%s: connection event 0x%x, expected BROKEN 0x4006 or DISCONNECTED 0x4005", who,
+            (unsigned)ev.event_number);
+    return 0;
+}
+
+int expect_empty_at(int line, DAT_EVD_HANDLE evd, const char *what)
+{
+    DAT_EVENT ev;
+    memset(&ev, 0, sizeof ev);
+    DAT_RETURN rc = dat_evd_dequeue(evd, &ev);
+    if (rc == RC_QUEUE_EMPTY)
+        return 1;
+    dx_fail(line, "%s: dequeue returned 0x%08x (event 0x%x, status %u), expected empty", what, (unsigned)rc,
+            (unsigned)ev.event_number, (unsigned)ev.event_data.dto_completion_event_data.status);
+    return 0;
+}
+
+/* ---- memory ------------------------------------------------------------------- */
+
+int mr_make(struct node *n, DAT_PZ_HANDLE pz, DAT_VLEN len, DAT_MEM_PRIV_FLAGS priv, struct mr *m)
+{
+    DAT_REGION_DESCRIPTION r;
+    DAT_VLEN rlen = 0;
+    DAT_VADDR raddr = 0;
+    /* one page of slack after the registration: a provider that failed to check bounds
+     * would touch our memory, not someone else's */
+    size_t alloc = (((size_t)len + 4095) & ~(size_t)4095) + 4096;
+    memset(m, 0, sizeof *m);
+    m->buf = aligned_alloc(4096, alloc);
+    if (!EXPECT(m->buf != NULL, "out of memory"))
+        return 0;
+    memset(m->buf, 0, alloc);
+    m->alloc = alloc;
+    m->len = len;
+    memset(&r, 0, sizeof r);
+    r.for_va = m->buf;
+    return EXPECT_RC(dat_lmr_create(n->ia, DAT_MEM_TYPE_VIRTUAL, r, len, pz, priv, DAT_VA_TYPE_VA, &m->h, &m->lkey,
+                                    &m->rkey, &rlen, &raddr),
+                     DAT_SUCCESS);
+}
+
+void mr_drop(struct mr *m)
+{
+    free(m->buf);
+    m->buf = NULL;
+}
+
+DAT_LMR_TRIPLET lt(const struct mr *m, size_t off, DAT_SEG_LENGTH len)
+{
+    DAT_LMR_TRIPLET t;
+    memset(&t, 0, sizeof t);
+    t.lmr_context = m->lkey;
+    t.virtual_address = (DAT_VADDR)(uintptr_t)(m->buf + off);
+    t.segment_length = len;
+    return t;
+}
+
+DAT_RMR_TRIPLET rt(const struct mr *m, size_t off, DAT_SEG_LENGTH len)
+{
+    DAT_RMR_TRIPLET t;
+    memset(&t, 0, sizeof t);
+    t.rmr_context = m->rkey;
+    t.virtual_address = (DAT_VADDR)(uintptr_t)(m->buf + off);
+    t.segment_length = len;
+    return t;
+}
+
+DAT_DTO_COOKIE ck(uint64_t v)
+{
+    DAT_DTO_COOKIE c;
+    c.as_64 = v;
+    return c;
+}
+
+void fill(unsigned char *p, size_t n, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        p[i] = (unsigned char)(x >> 16);
+    }
+}
+
+int post_recv1(DAT_EP_HANDLE ep, const struct mr *m, size_t off, DAT_SEG_LENGTH len, uint64_t cookie)
+{
+    DAT_LMR_TRIPLET t = lt(m, off, len);
+    return EXPECT_RC(dat_ep_post_recv(ep, 1, &t, ck(cookie), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+}

@@ -1,0 +1,144 @@
+/*
+ * The data path of the built-in dat2-soft provider: EVDs, CNOs, connections, sends,
+ * receives, RDMA, protection errors, RMRs, the IB extensions, SRQs, threads and IPv6.
+ *
+ *   dxtest list     print the case names, one a line
+ *   dxtest NAME     run one case: prints "PASS dataxfer:NAME", "FAIL dataxfer:NAME why"
+ *                   or "SKIP dataxfer:NAME why"
+ *   dxtest all      run every case in this one process (for development)
+ *
+ * Most cases open two IAs in one process, a listening "server" and a connecting "client",
+ * joined over loopback TCP; a few fork peer processes. Case names ending in _tcp rerun a
+ * data case with DAT2_SOFT_CMA=0, so that payloads travel over the socket instead of by
+ * cross-memory attach. Each case uses the TCP ports DX_PORT_BASE + 8 * (its index) + 0..7
+ * (DX_PORT_BASE defaults to 33000).
+ */
+#include "dx.h"
+
+#include <stdlib.h>
+
+#include "dx_cases.h"
+
+const char *dx_first_failure(void);
+
+struct test_case {
+    const char *name;
+    void (*fn)(void);
+    int tcp;
+};
+
+#define CASE(n) {#n, case_##n, 0}
+#define CASE_TCP(n) {#n "_tcp", case_##n, 1}
+
+static const struct test_case cases[] = {
+    CASE(evd_qlen),
+    CASE(evd_dequeue_empty),
+    CASE(evd_wait_timeout),
+    CASE(evd_wait_threshold),
+    CASE(evd_wait_event_null),
+    CASE(evd_second_waiter),
+    CASE(evd_unwaitable),
+    CASE(evd_post_se),
+    CASE(evd_post_se_full),
+    CASE(evd_resize_below),
+    CASE(evd_overflow),
+    CASE(evd_free_in_use),
+    CASE(cno_wait_timeout),
+    CASE(cno_trigger),
+    CASE(cno_proxy_agent),
+    CASE(cno_free_in_use),
+    CASE(conn_no_listener),
+    CASE(conn_reject_pdata),
+    CASE(conn_accept_pdata_256),
+    CASE(conn_pdata_257),
+    CASE(conn_timeout),
+    CASE(conn_disconnect_graceful),
+    CASE(conn_peer_killed),
+    CASE(conn_ep_free_flushes),
+    CASE(conn_connect_connected),
+    CASE(data_send_recv_3seg),
+    CASE_TCP(data_send_recv_3seg),
+    CASE(data_suppress_unsignalled),
+    CASE(data_rdma_write_read),
+    CASE_TCP(data_rdma_write_read),
+    CASE(rdma_rkey_invalid),
+    CASE(rdma_rkey_bounds),
+    CASE_TCP(rdma_rkey_bounds),
+    CASE(rdma_rkey_no_write),
+    CASE(rdma_rkey_freed),
+    CASE(local_lkey_invalid),
+    CASE(local_outside_lmr),
+    CASE(local_other_pz),
+    CASE(recv_too_short),
+    CASE(post_too_many),
+    CASE(post_too_many_iov),
+    CASE(rmr_bind_write),
+    CASE(rmr_outside_window),
+    CASE(rmr_rebind),
+    CASE(rmr_other_ep),
+    CASE(rmr_lmr_free_bound),
+    CASE(rmr_unbind),
+    CASE(ext_write_immed),
+    CASE_TCP(ext_write_immed),
+    CASE(ext_cmp_and_swap),
+    CASE(ext_fetch_and_add),
+    CASE(ext_atomic_no_priv),
+    CASE(ext_atomic_concurrent),
+    CASE(srq_create_post_query),
+    CASE(srq_ep_receive),
+    CASE(srq_low_watermark),
+    CASE(srq_free_in_use),
+    CASE(threads_four_eps),
+    CASE_TCP(threads_four_eps),
+    CASE(ipv6_soft6),
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+static int run_case(size_t index)
+{
+    const struct test_case *c = &cases[index];
+    dx_case = c->name;
+    dx_slot = (int)index;
+    dx_failures = 0;
+    dx_skip_reason[0] = 0;
+    if (c->tcp)
+        setenv("DAT2_SOFT_CMA", "0", 1);
+    else
+        unsetenv("DAT2_SOFT_CMA");
+    c->fn();
+    if (dx_failures)
+        printf("FAIL dataxfer:%s %s%s\n", c->name, dx_first_failure(), dx_failures > 1 ? " (and more, see the log)" : "");
+    else if (dx_skip_reason[0])
+        printf("SKIP dataxfer:%s %s\n", c->name, dx_skip_reason);
+    else
+        printf("PASS dataxfer:%s\n", c->name);
+    fflush(stdout);
+    return dx_failures != 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s list|all|CASE\n", argv[0]);
+        return 2;
+    }
+    const char *base = getenv("DX_PORT_BASE");
+    if (base && atoi(base) > 0)
+        dx_port_base = atoi(base);
+    if (strcmp(argv[1], "list") == 0) {
+        for (size_t i = 0; i < NCASES; i++)
+            printf("%s\n", cases[i].name);
+        return 0;
+    }
+    int bad = 0, found = 0;
+    for (size_t i = 0; i < NCASES; i++)
+        if (strcmp(argv[1], "all") == 0 || strcmp(argv[1], cases[i].name) == 0) {
+            found = 1;
+            bad |= run_case(i);
+        }
+    if (!found) {
+        fprintf(stderr, "no case %s\n", argv[1]);
+        return 2;
+    }
+    return bad;
+}
