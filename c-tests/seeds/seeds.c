@@ -107,6 +107,14 @@ int main(void)
     ev = wait_event(b.conn);
     CHECK("established-b", ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED);
 
+    /* The connection reports how it moves data. */
+    const char *want = getenv("EXPECT_PATH") ? getenv("EXPECT_PATH") : "cma";
+    DAT_EP_PARAM epp;
+    MUST(dat_ep_query(a.ep, DAT_EP_FIELD_EP_ATTR_ALL, &epp));
+    CHECK("ep-query-path", epp.ep_attr.ep_provider_specific_count == 1 &&
+                               strcmp(epp.ep_attr.ep_provider_specific[0].name, "DAT2_SOFT_PATH") == 0 &&
+                               strcmp(epp.ep_attr.ep_provider_specific[0].value, want) == 0);
+
     /* One-shot bind+send: a binds a window over buf[4096, +1024) and sends its context. */
     DAT_RMR_HANDLE rmr;
     MUST(dat_rmr_create(a.pz, &rmr));

@@ -340,7 +340,12 @@ pub fn query(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *mut DAT_EP_
             addr_of_mut!((*p).srq_handle).write(i.srq.as_ref().map_or(core::ptr::null_mut(), |s| s.handle as DAT_SRQ_HANDLE));
         }
         if mask & DAT_EP_FIELD_EP_ATTR_ALL != 0 {
-            addr_of_mut!((*p).ep_attr).write(i.attr);
+            let mut attr = i.attr;
+            // How this connection moves data ("cma", "tcp", or "none" while unconnected).
+            let path = path_attr(i.qp.as_ref().map_or("none", |q| q.path()));
+            attr.ep_provider_specific_count = 1;
+            attr.ep_provider_specific = path as *const DAT_NAMED_ATTR as *mut DAT_NAMED_ATTR;
+            addr_of_mut!((*p).ep_attr).write(attr);
         }
     }
     Ok(DAT_SUCCESS)
@@ -417,6 +422,21 @@ pub fn modify(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_
     }
     i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
     Ok(DAT_SUCCESS)
+}
+
+/// The provider-specific EP attribute `DAT2_SOFT_PATH` for a data path name.
+fn path_attr(path: &str) -> &'static DAT_NAMED_ATTR {
+    struct Attr(DAT_NAMED_ATTR);
+    // SAFETY: the attributes point at static strings and are never written.
+    unsafe impl Sync for Attr {}
+    static CMA: Attr = Attr(DAT_NAMED_ATTR { name: c"DAT2_SOFT_PATH".as_ptr(), value: c"cma".as_ptr() });
+    static TCP: Attr = Attr(DAT_NAMED_ATTR { name: c"DAT2_SOFT_PATH".as_ptr(), value: c"tcp".as_ptr() });
+    static NONE: Attr = Attr(DAT_NAMED_ATTR { name: c"DAT2_SOFT_PATH".as_ptr(), value: c"none".as_ptr() });
+    match path {
+        "cma" => &CMA.0,
+        "tcp" => &TCP.0,
+        _ => &NONE.0,
+    }
 }
 
 /// The INVALID_STATE subtype that names an EP state.
