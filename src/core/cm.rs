@@ -232,7 +232,8 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
         (i.connect_evd.clone(), ptr, len)
     };
     // An EP on an SRQ also reports, on the async EVD, that its last receive is done (the
-    // verbs "last WQE reached" event, which dapl delivers as DAT_ASYNC_ERROR_EP_BROKEN).
+    // verbs "last WQE reached" event): DAT_ASYNC_ERROR_EP_BROKEN naming the EP, which is what
+    // Debian's dtestsrq waits for.
     let ended = matches!(number, DAT_CONNECTION_EVENT_DISCONNECTED | DAT_CONNECTION_EVENT_BROKEN);
     if ended && ep.lock().srq.is_some() {
         super::ia::post_async(&ep.ia, DAT_ASYNC_ERROR_EP_BROKEN, ep.handle, DAT_EP_OTHER_ERROR as DAT_COUNT);

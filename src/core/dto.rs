@@ -17,6 +17,13 @@ pub struct Post {
     pub max_iov: fn(&DAT_EP_ATTR) -> DAT_COUNT,
 }
 
+impl Post {
+    /// The completion flags' argument position: after the remote triplet for RDMA.
+    fn flags_arg(&self) -> DAT_RETURN {
+        if self.remote.is_some() { DAT_INVALID_ARG6 } else { DAT_INVALID_ARG5 }
+    }
+}
+
 /// Posts a send-queue request; `count`/`iov` are the consumer's local vector.
 pub fn post(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS, p: Post) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
@@ -24,7 +31,7 @@ pub fn post(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET
         let mut i = ep.lock();
         let segs = ep::iov_arg(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;
         if flags & !COMPLETION_FLAGS != 0 {
-            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+            return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
         }
         // Like an HCA, only the device's message size limit is enforced (programs such as
         // dtest post RDMA larger than the max_rdma_size they ask for).
@@ -138,6 +145,24 @@ pub fn post_send(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIP
     post(handle, count, iov, cookie, flags, Post { op: WrOp::Send, report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov })
 }
 
+/// An RDMA write or read: the local vector, and the remote triplet (argument 5).
+#[allow(clippy::too_many_arguments)]
+fn post_rdma(
+    handle: DAT_EP_HANDLE,
+    count: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: *const DAT_RMR_TRIPLET,
+    flags: DAT_COMPLETION_FLAGS,
+    op: WrOp,
+    dto: DAT_DTOS,
+    max_iov: fn(&DAT_EP_ATTR) -> DAT_COUNT,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    ep::ep(handle)?;
+    let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG5)?;
+    post(handle, count, iov, cookie, flags, Post { op, report: Report::Dto(dto), remote: Some((addr, key)), max_iov })
+}
+
 pub fn post_rdma_write(
     handle: DAT_EP_HANDLE,
     count: DAT_COUNT,
@@ -146,9 +171,7 @@ pub fn post_rdma_write(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    ep::ep(handle)?;
-    let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG5)?;
-    post(handle, count, iov, cookie, flags, Post { op: WrOp::Write, report: Report::Dto(DAT_DTO_RDMA_WRITE), remote: Some((addr, key)), max_iov: |a| a.max_rdma_write_iov })
+    post_rdma(handle, count, iov, cookie, remote, flags, WrOp::Write, DAT_DTO_RDMA_WRITE, |a| a.max_rdma_write_iov)
 }
 
 pub fn post_rdma_read(
@@ -159,9 +182,7 @@ pub fn post_rdma_read(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    ep::ep(handle)?;
-    let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG5)?;
-    post(handle, count, iov, cookie, flags, Post { op: WrOp::Read, report: Report::Dto(DAT_DTO_RDMA_READ), remote: Some((addr, key)), max_iov: |a| a.max_rdma_read_iov })
+    post_rdma(handle, count, iov, cookie, remote, flags, WrOp::Read, DAT_DTO_RDMA_READ, |a| a.max_rdma_read_iov)
 }
 
 /// `ep_post_send_with_invalidate_func` (reached through the `DAT_EP_POST_SEND_WITH_INVALIDATE`

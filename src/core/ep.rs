@@ -239,7 +239,10 @@ pub fn create_with_srq(
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8));
     }
     let mut handle: DAT_EP_HANDLE = core::ptr::null_mut();
-    create(ia_handle, pz_handle, recv, request, connect, attr, &mut handle)?;
+    // The attributes are this call's seventh argument.
+    create(ia_handle, pz_handle, recv, request, connect, attr, &mut handle).map_err(|e| {
+        if e == dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6) { dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7) } else { e }
+    })?;
     let ep = ep(handle)?;
     s.users.fetch_add(1, Ordering::SeqCst);
     ep.lock().srq = Some(s);

@@ -125,7 +125,8 @@ pub fn destroy(r: &Rmr) {
 
 /// `dat_rmr_bind`: binds the window over part of an LMR for one connected EP (a non-zero
 /// segment length), or unbinds it (zero). The window gets a fresh rmr_context on every bind;
-/// the old one stops working at once. The bind completes in order on the EP's request EVD.
+/// the old one stops working at once. The bind takes effect when the call returns, and its
+/// completion event is posted on the EP's request EVD at once.
 #[allow(clippy::too_many_arguments)]
 pub fn bind(
     handle: DAT_RMR_HANDLE,
@@ -166,7 +167,9 @@ pub fn bind(
         if !Arc::ptr_eq(&l.pz, &r.pz) {
             return Err(dat_error(DAT_PROTECTION_VIOLATION, 0));
         }
-        if mem_priv & !(DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC) != 0 {
+        // Any valid privilege bits may be given (DAT_MEM_PRIV_ALL_FLAG is common); a window
+        // grants only the remote ones.
+        if mem_priv & !super::lmr::PRIV_VALID != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
         }
         if !matches!(va_type, DAT_VA_TYPE_VA | DAT_VA_TYPE_ZB) {
@@ -185,7 +188,14 @@ pub fn bind(
     };
     let mut slot = r.binding.lock().unwrap_or_else(|e| e.into_inner());
     let rkey = match &new_binding {
-        Some(l) => match qp.bind_mw(&r.mw, &l.reg.mr, t.virtual_address, u64::from(t.segment_length), crate::device::Access(mem_priv), va_type == DAT_VA_TYPE_ZB) {
+        Some(l) => match qp.bind_mw(
+            &r.mw,
+            &l.reg.mr,
+            t.virtual_address,
+            u64::from(t.segment_length),
+            crate::device::Access(mem_priv & crate::device::Access::REMOTE),
+            va_type == DAT_VA_TYPE_ZB,
+        ) {
             Ok(k) => k,
             Err(_) => {
                 l.unbind();

@@ -43,8 +43,9 @@ fn cr_evd(ia: &Arc<Ia>, handle: DAT_EVD_HANDLE) -> Result<Arc<Evd>, DAT_RETURN> 
     Ok(e)
 }
 
-/// The TCP port of a connection qualifier: its low 16 bits, as rdma_cm maps a qualifier to
-/// its port space (0 asks for any free port).
+/// The TCP port of a connection qualifier: its low 16 bits, so a qualifier that is a port
+/// number is that port (0 asks for any free port). Qualifiers that differ only above bit 15
+/// share a port.
 pub fn port_of(conn_qual: DAT_CONN_QUAL) -> u16 {
     (conn_qual & 0xffff) as u16
 }

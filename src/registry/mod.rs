@@ -24,7 +24,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWrit
 
 use crate::abi::*;
 use crate::dbg_log;
-use crate::ffi::{bounded_cstr, guard};
+use crate::ffi::{bounded_cstr, entry, guard};
 use crate::log::DbgType;
 
 pub use dynamic::DrEntry;
@@ -226,37 +226,32 @@ pub fn remove_ia(slot: usize) -> Option<IaSlot> {
 // ---------------------------------------------------------------------------------------------
 // Exported entry points of the registry.
 
+/// The argument checks of `dat_registry_add_provider` and `_remove_provider`.
+fn provider_args(provider: *const DAT_PROVIDER, info: *const DAT_PROVIDER_INFO) -> Result<(), DAT_RETURN> {
+    if provider.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
+    }
+    if info.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    check_state()
+}
+
 extern "C" fn dat_registry_add_provider(provider: *const DAT_PROVIDER, info: *const DAT_PROVIDER_INFO) -> DAT_RETURN {
-    guard(|| {
-        if provider.is_null() {
-            return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
-        }
-        if info.is_null() {
-            return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-        }
-        if let Err(e) = check_state() {
-            return e;
-        }
+    entry(|| {
+        provider_args(provider, info)?;
         // SAFETY: a provider registering itself passes its own table and info (both non-NULL,
         // checked above), as the provider API requires.
-        unsafe { dynamic::add(provider, info) }
+        Ok(unsafe { dynamic::add(provider, info) })
     })
 }
 
 extern "C" fn dat_registry_remove_provider(provider: *const DAT_PROVIDER, info: *const DAT_PROVIDER_INFO) -> DAT_RETURN {
-    guard(|| {
-        if provider.is_null() {
-            return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
-        }
-        if info.is_null() {
-            return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-        }
-        if let Err(e) = check_state() {
-            return e;
-        }
+    entry(|| {
+        provider_args(provider, info)?;
         // SAFETY: `info` is non-NULL and, per the provider API, a readable DAT_PROVIDER_INFO.
         let key = unsafe { Key::from_info(info) };
-        dynamic::remove(&key)
+        Ok(dynamic::remove(&key))
     })
 }
 

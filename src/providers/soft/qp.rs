@@ -704,6 +704,11 @@ impl SoftQp {
 
     /// A request from the peer, executed now or queued until a receive is posted.
     fn on_request(&self, fd: i32, hdr: Hdr) -> bool {
+        if self.lock().state == State::Closed {
+            // We answered an earlier request with an error (or are disconnecting): requests
+            // still on the wire are not executed, as on an HCA whose QP went to error.
+            return io::discard(fd, hdr.payload as usize).is_ok();
+        }
         let cma = hdr.flags & flag::CMA != 0;
         let data = if cma {
             let mut list = vec![0u8; hdr.payload as usize];
