@@ -18,6 +18,8 @@ pub struct CnoState {
     pub evds: Vec<Weak<Evd>>,
     /// Where the next scan starts, so that no attached EVD starves the others.
     pub next: usize,
+    /// Threads in dat_cno_wait.
+    pub waiters: u32,
 }
 
 // SAFETY: the agent's instance data is the consumer's opaque pointer, passed back unchanged.
@@ -90,7 +92,7 @@ pub fn create(ia_handle: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mu
         Obj::Cno(Arc::new(Cno {
             handle,
             ia,
-            state: Mutex::new(CnoState { agent, evds: Vec::new(), next: 0 }),
+            state: Mutex::new(CnoState { agent, evds: Vec::new(), next: 0, waiters: 0 }),
             cond: Condvar::new(),
             users: AtomicU32::new(0),
             context: Mutex::new(0),
@@ -130,28 +132,31 @@ pub fn wait(handle: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_
     let mut s = c.state.lock().unwrap_or_else(|e| e.into_inner());
     // Level-triggered: any attached EVD with events satisfies the wait, so a notification is
     // never lost because a waiter was after another EVD.
-    loop {
+    s.waiters += 1;
+    let result = loop {
         if let Some(evd) = ready(&mut s) {
             // SAFETY: checked non-NULL.
             unsafe { put(evd_out, evd as DAT_EVD_HANDLE) };
-            return Ok(DAT_SUCCESS);
+            break Ok(DAT_SUCCESS);
         }
         match deadline {
             None => s = c.cond.wait(s).unwrap_or_else(|e| e.into_inner()),
             Some(d) => {
                 let now = Instant::now();
                 if now >= d {
-                    return Err(dat_error(DAT_TIMEOUT_EXPIRED, 0));
+                    break Err(dat_error(DAT_TIMEOUT_EXPIRED, 0));
                 }
                 s = c.cond.wait_timeout(s, d - now).unwrap_or_else(|e| e.into_inner()).0;
             }
         }
-    }
+    };
+    s.waiters -= 1;
+    result
 }
 
 pub fn free(handle: DAT_CNO_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     let c = cno(handle)?;
-    if c.users.load(Ordering::SeqCst) != 0 {
+    if c.users.load(Ordering::SeqCst) != 0 || c.state.lock().unwrap_or_else(|e| e.into_inner()).waiters != 0 {
         return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE));
     }
     table::remove(c.handle);

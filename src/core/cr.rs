@@ -128,6 +128,9 @@ pub fn accept(handle: DAT_CR_HANDLE, ep_handle: DAT_EP_HANDLE, size: DAT_COUNT, 
     } else {
         ep::ep(ep_handle)?
     };
+    if !Arc::ptr_eq(&ep.ia, &c.ia) {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
+    }
     let pdata = private_data(size, data, DAT_INVALID_ARG3)?;
     super::cm::accept(&ep, &c.pending, pdata)?;
     table::remove(c.handle);

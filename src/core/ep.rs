@@ -388,7 +388,11 @@ pub fn modify(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_
     let ia = &ep.ia;
     let attr = if mask & DAT_EP_FIELD_EP_ATTR_ALL != 0 { Some(check_attr(ia, &p.ep_attr, DAT_INVALID_ARG3)?) } else { None };
     let new_pz = if mask & DAT_EP_FIELD_PZ_HANDLE != 0 {
-        Some(if p.pz_handle.is_null() { None } else { Some(pz::pz(p.pz_handle)?) })
+        let pz = if p.pz_handle.is_null() { None } else { Some(pz::pz(p.pz_handle)?) };
+        if pz.as_ref().is_some_and(|z| !Arc::ptr_eq(&z.ia, ia)) {
+            return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ));
+        }
+        Some(pz)
     } else {
         None
     };

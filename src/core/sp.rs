@@ -171,6 +171,9 @@ pub fn psp_free(handle: DAT_PSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
 pub fn rsp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, ep_handle: DAT_EP_HANDLE, evd: DAT_EVD_HANDLE, out: *mut DAT_RSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia::ia(ia_handle)?;
     let ep = ep::ep(ep_handle)?;
+    if !Arc::ptr_eq(&ep.ia, &ia) {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
+    }
     let evd = cr_evd(&ia, evd)?;
     if out.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));

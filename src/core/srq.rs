@@ -54,6 +54,9 @@ impl SrqEvents for Watermark {
 pub fn create(ia_handle: DAT_IA_HANDLE, pz_handle: DAT_PZ_HANDLE, attr: *mut DAT_SRQ_ATTR, out: *mut DAT_SRQ_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia::ia(ia_handle)?;
     let pz = pz::pz(pz_handle)?;
+    if !Arc::ptr_eq(&pz.ia, &ia) {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ));
+    }
     if attr.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     }
