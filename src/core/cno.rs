@@ -110,12 +110,7 @@ pub fn modify_agent(handle: DAT_CNO_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT) -> R
 
 pub fn query(handle: DAT_CNO_HANDLE, mask: DAT_CNO_PARAM_MASK, param: *mut DAT_CNO_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let c = cno(handle)?;
-    if mask & !(DAT_CNO_FIELD_ALL | DAT_CNO_FIELD_PROXY) != 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
-    if param.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
+    super::query_args(u64::from(mask), u64::from(DAT_CNO_FIELD_ALL | DAT_CNO_FIELD_PROXY), param)?;
     let agent = c.state.lock().unwrap_or_else(|e| e.into_inner()).agent;
     let proxy_type = if agent.proxy_agent_func.is_some() { DAT_PROXY_TYPE_AGENT } else { DAT_PROXY_TYPE_NONE };
     // SAFETY: checked non-NULL; the whole parameter block is filled.

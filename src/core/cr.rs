@@ -78,12 +78,7 @@ pub fn arrive(ia: &Arc<Ia>, sp: usize, conn_qual: DAT_CONN_QUAL, evd: &Arc<Evd>,
 
 pub fn query(handle: DAT_CR_HANDLE, mask: DAT_CR_PARAM_MASK, param: *mut DAT_CR_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let c = cr(handle)?;
-    if mask & !DAT_CR_FIELD_ALL != 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
-    if param.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
+    super::query_args(u64::from(mask), u64::from(DAT_CR_FIELD_ALL), param)?;
     let p = param;
     // SAFETY: the consumer's non-NULL param; only the fields asked for are written.
     unsafe {

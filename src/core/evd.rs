@@ -134,12 +134,7 @@ pub fn create(ia_handle: DAT_IA_HANDLE, qlen: DAT_COUNT, cno_handle: DAT_CNO_HAN
 
 pub fn query(handle: DAT_EVD_HANDLE, mask: DAT_EVD_PARAM_MASK, param: *mut DAT_EVD_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let e = evd(handle)?;
-    if mask & !DAT_EVD_FIELD_ALL != 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
-    if param.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
+    super::query_args(u64::from(mask), u64::from(DAT_EVD_FIELD_ALL), param)?;
     let s = e.lock();
     let state = (if s.enabled { DAT_EVD_STATE_ENABLED } else { DAT_EVD_STATE_DISABLED })
         | (if s.waitable { DAT_EVD_STATE_WAITABLE } else { DAT_EVD_STATE_UNWAITABLE });

@@ -214,12 +214,7 @@ pub fn create(
 
 pub fn query(handle: DAT_LMR_HANDLE, mask: DAT_LMR_PARAM_MASK, param: *mut DAT_LMR_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let l = lmr(handle)?;
-    if mask & !DAT_LMR_FIELD_ALL != 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
-    if param.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
+    super::query_args(u64::from(mask), u64::from(DAT_LMR_FIELD_ALL), param)?;
     let p = param;
     // SAFETY: `param` is the consumer's non-NULL DAT_LMR_PARAM; only the fields the mask asks
     // for are written.

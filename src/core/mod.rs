@@ -47,3 +47,16 @@ pub unsafe fn put<T>(ptr: *mut T, value: T) {
     // SAFETY: guaranteed by the caller.
     unsafe { ptr.write(value) }
 }
+
+/// The argument checks every query shares: mask bits outside `all` are
+/// `DAT_INVALID_PARAMETER | DAT_INVALID_ARG2`, a NULL parameter block `... | DAT_INVALID_ARG3`.
+pub fn query_args<T>(mask: u64, all: u64, param: *mut T) -> Result<(), crate::abi::DAT_RETURN> {
+    use crate::abi::*;
+    if mask & !all != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if param.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    Ok(())
+}

@@ -54,12 +54,7 @@ pub fn create(ia_handle: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) -> Result<DAT_R
 
 pub fn query(handle: DAT_PZ_HANDLE, mask: DAT_PZ_PARAM_MASK, param: *mut DAT_PZ_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let pz = pz(handle)?;
-    if mask & !DAT_PZ_FIELD_ALL != 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
-    if param.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
+    super::query_args(u64::from(mask), u64::from(DAT_PZ_FIELD_ALL), param)?;
     // SAFETY: checked non-NULL.
     unsafe { put(param, DAT_PZ_PARAM { ia_handle: pz.ia.consumer_handle() }) };
     Ok(DAT_SUCCESS)

@@ -64,12 +64,7 @@ pub fn create(pz_handle: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -> Result<DAT_
 
 pub fn query(handle: DAT_RMR_HANDLE, mask: DAT_RMR_PARAM_MASK, param: *mut DAT_RMR_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let r = rmr(handle)?;
-    if mask & !DAT_RMR_FIELD_ALL != 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
-    if param.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
+    super::query_args(u64::from(mask), u64::from(DAT_RMR_FIELD_ALL), param)?;
     let binding = r.binding.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if mask & DAT_RMR_FIELD_LMR_TRIPLET != 0 && binding.is_none() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));

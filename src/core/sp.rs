@@ -134,12 +134,7 @@ pub fn psp_create_any(ia_handle: DAT_IA_HANDLE, conn_qual: *mut DAT_CONN_QUAL, e
 
 pub fn psp_query(handle: DAT_PSP_HANDLE, mask: DAT_PSP_PARAM_MASK, param: *mut DAT_PSP_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let psp = lookup!(handle, Psp, DAT_INVALID_HANDLE_PSP)?;
-    if mask & !DAT_PSP_FIELD_ALL != 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
-    if param.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
+    super::query_args(u64::from(mask), u64::from(DAT_PSP_FIELD_ALL), param)?;
     let p = param;
     // SAFETY: the consumer's non-NULL param; only the fields asked for are written.
     unsafe {
@@ -207,12 +202,7 @@ pub fn rsp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, ep_handle:
 
 pub fn rsp_query(handle: DAT_RSP_HANDLE, mask: DAT_RSP_PARAM_MASK, param: *mut DAT_RSP_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let rsp = lookup!(handle, Rsp, DAT_INVALID_HANDLE_RSP)?;
-    if mask & !DAT_RSP_FIELD_ALL != 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
-    if param.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
+    super::query_args(u64::from(mask), u64::from(DAT_RSP_FIELD_ALL), param)?;
     let p = param;
     // SAFETY: the consumer's non-NULL param; only the fields asked for are written.
     unsafe {

@@ -109,12 +109,7 @@ pub fn post_recv(handle: DAT_SRQ_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRI
 
 pub fn query(handle: DAT_SRQ_HANDLE, mask: DAT_SRQ_PARAM_MASK, param: *mut DAT_SRQ_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let s = srq(handle)?;
-    if mask & !DAT_SRQ_FIELD_ALL != 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
-    if param.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
+    super::query_args(u64::from(mask), u64::from(DAT_SRQ_FIELD_ALL), param)?;
     let available = s.dev.available() as DAT_COUNT;
     let outstanding = s.recvs.lock().unwrap_or_else(|e| e.into_inner()).len() as DAT_COUNT;
     let p = param;
