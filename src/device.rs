@@ -171,6 +171,8 @@ pub enum WcOp {
     RecvImm,
     CmpSwap,
     FetchAdd,
+    /// A memory window bind or unbind.
+    Bind,
 }
 
 /// A work completion. `status` is a DAT_DTO_COMPLETION_STATUS.
@@ -224,10 +226,12 @@ pub trait Qp: Send + Sync {
     /// Graceful (after outstanding work) or abrupt disconnect; posted work is flushed.
     fn disconnect(&self, graceful: bool);
     /// Binds memory window `mw` of this QP's PD over part of an LMR's registration, for this
-    /// QP only; returns the window's new rkey (the old one stops working).
-    fn bind_mw(&self, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError>;
-    /// Unbinds a window: its rkey stops working.
-    fn unbind_mw(&self, mw: &Mw);
+    /// QP only; returns the window's new rkey (the old one stops working). The bind completes
+    /// as work request `wr_id`, in order with the requests posted before it.
+    #[allow(clippy::too_many_arguments)]
+    fn bind_mw(&self, wr_id: u64, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError>;
+    /// Unbinds a window (its rkey stops working at once), completing as work request `wr_id`.
+    fn unbind_mw(&self, wr_id: u64, mw: &Mw);
     /// The peer's address and port, once connected.
     fn remote(&self) -> Option<(libc::sockaddr_storage, u16)>;
     /// The local port of the connection.

@@ -46,7 +46,7 @@ pub fn post(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET
                 let evd = i.request_evd.clone();
                 drop(i);
                 if let Some(evd) = evd {
-                    evd.post(dto_event(ep.handle, cookie, DAT_DTO_ERR_FLUSHED, 0, report_op(p.report), 0));
+                    evd.post(request_event(ep.handle, &PendingSend { cookie, flags, report: p.report }, DAT_DTO_ERR_FLUSHED, 0));
                 }
                 return Ok(DAT_SUCCESS);
             }
@@ -80,11 +80,12 @@ pub fn post(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET
     Ok(DAT_SUCCESS)
 }
 
-fn report_op(r: Report) -> DAT_DTOS {
-    match r {
-        Report::Dto(op) => op,
-        Report::Extension(_) => DAT_DTO_EXTENSION_BASE,
-        Report::Bind { .. } => DAT_DTO_BIND_MW,
+/// The event of a request that completed with `status` (and `len` bytes), as its kind reports.
+pub fn request_event(ep: usize, s: &PendingSend, status: u32, len: u32) -> DAT_EVENT {
+    match s.report {
+        Report::Dto(op) => dto_event(ep, s.cookie, status, len, op, 0),
+        Report::Extension(kind) => super::ext::completion_event(ep, s.cookie, status, len, kind),
+        Report::Bind { rmr, cookie } => super::rmr::bind_event(rmr, cookie, status),
     }
 }
 
@@ -128,11 +129,7 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
             if success && s.flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
                 return;
             }
-            let event = match s.report {
-                Report::Dto(op) => dto_event(ep.handle, s.cookie, c.status, c.byte_len, op, 0),
-                Report::Extension(kind) => super::ext::completion_event(ep.handle, s.cookie, c.status, c.byte_len, kind),
-                Report::Bind { rmr, cookie } => super::rmr::bind_event(rmr, cookie, c.status),
-            };
+            let event = request_event(ep.handle, &s, c.status, c.byte_len);
             (i.request_evd.clone(), event)
         }
     };

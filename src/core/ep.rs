@@ -654,5 +654,7 @@ pub fn destroy(ep: &Ep) {
         swap_evd(slot, None);
     }
     post_all(evd, flushed);
-    post_all(request_evd, sends.into_iter().map(|(_, s)| dto_event(ep.handle, s.cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_SEND, 0)).collect());
+    let mut sends = sends;
+    sends.sort_unstable_by_key(|(id, _)| *id);
+    post_all(request_evd, sends.iter().map(|(_, s)| super::dto::request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
 }

@@ -120,8 +120,8 @@ pub fn destroy(r: &Rmr) {
 
 /// `dat_rmr_bind`: binds the window over part of an LMR for one connected EP (a non-zero
 /// segment length), or unbinds it (zero). The window gets a fresh rmr_context on every bind;
-/// the old one stops working at once. The bind takes effect when the call returns, and its
-/// completion event is posted on the EP's request EVD at once.
+/// the old one stops working at once. The bind takes effect when the call returns; its
+/// completion event follows, on the EP's request EVD, those of the requests posted before it.
 #[allow(clippy::too_many_arguments)]
 pub fn bind(
     handle: DAT_RMR_HANDLE,
@@ -181,9 +181,18 @@ pub fn bind(
         l.bind()?;
         Some(l)
     };
+    // The bind completes as a request of the EP, in order with what was posted before it.
+    let wr_id = {
+        let mut i = ep.lock();
+        let wr_id = i.next_wr;
+        i.next_wr += 1;
+        i.sends.insert(wr_id, super::ep::PendingSend { cookie, flags, report: super::ep::Report::Bind { rmr: r.handle, cookie } });
+        wr_id
+    };
     let mut slot = r.binding.lock().unwrap_or_else(|e| e.into_inner());
     let rkey = match &new_binding {
         Some(l) => match qp.bind_mw(
+            wr_id,
             &r.mw,
             &l.reg.mr,
             t.virtual_address,
@@ -194,11 +203,12 @@ pub fn bind(
             Ok(k) => k,
             Err(_) => {
                 l.unbind();
+                ep.lock().sends.remove(&wr_id);
                 return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
             }
         },
         None => {
-            qp.unbind_mw(&r.mw);
+            qp.unbind_mw(wr_id, &r.mw);
             0
         }
     };
@@ -210,11 +220,6 @@ pub fn bind(
     if !context_out.is_null() {
         // SAFETY: non-NULL consumer out-pointer.
         unsafe { put(context_out, rkey) };
-    }
-    let success = flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) == 0;
-    let evd = ep.lock().request_evd.clone();
-    if let (true, Some(evd)) = (success, evd) {
-        evd.post(bind_event(r.handle, cookie, DAT_RMR_BIND_SUCCESS));
     }
     Ok(DAT_SUCCESS)
 }

@@ -238,6 +238,27 @@ impl SoftQp {
         Some(())
     }
 
+    /// Completes a request that needs no peer (a window bind) in order: it is reported after
+    /// every request posted before it.
+    fn complete_local(&self, wr_id: u64, op: WcOp) {
+        let mut events = Vec::new();
+        {
+            let mut i = self.lock();
+            if i.state == State::Closed {
+                drop(i);
+                let c = Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op, byte_len: 0, imm: None, invalidated: None, solicited: false };
+                return self.deliver(vec![Event::Completion(c)]);
+            }
+            i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, done: Some(DAT_DTO_SUCCESS) });
+            while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
+                let o = i.outstanding.pop_front().expect("front exists");
+                let status = o.done.unwrap_or(DAT_DTO_SUCCESS);
+                events.push(Event::Completion(Completion { wr_id: o.wr_id, status, op: o.op, byte_len: 0, imm: None, invalidated: None, solicited: false }));
+            }
+        }
+        self.deliver(events);
+    }
+
     /// Whether a receive is available (from the SRQ, if the QP uses one).
     fn has_recv(&self, i: &Inner) -> bool {
         match &self.srq {
@@ -1173,12 +1194,15 @@ impl Qp for SoftQp {
         }
     }
 
-    fn bind_mw(&self, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
-        self.dev.bind_mw(mw, mr, self.pd, self.id, addr, len, access, zero_based)
+    fn bind_mw(&self, wr_id: u64, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
+        let rkey = self.dev.bind_mw(mw, mr, self.pd, self.id, addr, len, access, zero_based)?;
+        self.complete_local(wr_id, WcOp::Bind);
+        Ok(rkey)
     }
 
-    fn unbind_mw(&self, mw: &Mw) {
+    fn unbind_mw(&self, wr_id: u64, mw: &Mw) {
         self.dev.unbind_mw(mw);
+        self.complete_local(wr_id, WcOp::Bind);
     }
 
     fn remote(&self) -> Option<(libc::sockaddr_storage, u16)> {
