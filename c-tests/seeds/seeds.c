@@ -76,6 +76,19 @@ static DAT_EVENT wait_event(DAT_EVD_HANDLE evd)
     return ev;
 }
 
+/* The next event on `evd` about `ep` (connection or DTO), skipping older EPs' late events. */
+static DAT_EVENT wait_event_for(DAT_EVD_HANDLE evd, DAT_EP_HANDLE ep)
+{
+    for (;;) {
+        DAT_EVENT ev = wait_event(evd);
+        DAT_EP_HANDLE who = ev.event_number == DAT_DTO_COMPLETION_EVENT
+                                ? ev.event_data.dto_completion_event_data.ep_handle
+                                : ev.event_data.connect_event_data.ep_handle;
+        if (who == ep)
+            return ev;
+    }
+}
+
 static DAT_LMR_TRIPLET seg(struct side *s, size_t off, size_t len)
 {
     DAT_LMR_TRIPLET t;
@@ -110,7 +123,7 @@ int main(void)
     /* The connection reports how it moves data. */
     const char *want = getenv("EXPECT_PATH") ? getenv("EXPECT_PATH") : "cma";
     DAT_EP_PARAM epp;
-    MUST(dat_ep_query(a.ep, DAT_EP_FIELD_EP_ATTR_ALL, &epp));
+    MUST(dat_ep_query(b.ep, DAT_EP_FIELD_EP_ATTR_ALL, &epp)); /* the active side knows the path when ESTABLISHED */
     CHECK("ep-query-path", epp.ep_attr.ep_provider_specific_count == 1 &&
                                strcmp(epp.ep_attr.ep_provider_specific[0].name, "DAT2_SOFT_PATH") == 0 &&
                                strcmp(epp.ep_attr.ep_provider_specific[0].value, want) == 0);
@@ -177,6 +190,39 @@ int main(void)
     r = dat_extension_op(a.ep, BIND_AND_SEND_OP, (DAT_RMR_HANDLE)0x1234, a.lmr, &window,
                          DAT_MEM_PRIV_REMOTE_WRITE_FLAG, DAT_VA_TYPE_VA, 1, &msg, ck, DAT_COMPLETION_DEFAULT_FLAG, &ctx);
     CHECK("bind-send-bad-rmr", r == 0x8005000e);
+
+    /* A graceful disconnect lets requests already posted complete: 16 RDMA writes posted
+     * just before it all succeed, then the connection ends. (The connection above broke on
+     * the refused write, so connect a fresh pair of EPs first.) */
+    DAT_EP_HANDLE ea, eb;
+    MUST(dat_ep_create(a.ia, a.pz, a.dto, a.dto, a.conn, NULL, &ea));
+    MUST(dat_ep_create(b.ia, b.pz, b.dto, b.dto, b.conn, NULL, &eb));
+    MUST(dat_ep_connect(eb, (DAT_IA_ADDRESS_PTR)&sin, PORT, 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG));
+    ev = wait_event(a.cr);
+    MUST(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, ea, 0, NULL));
+    ev = wait_event_for(a.conn, ea);
+    ev = wait_event_for(b.conn, eb);
+    CHECK("graceful-connected", ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED);
+    DAT_LMR_TRIPLET big = seg(&b, 0, 4096);
+    DAT_RMR_TRIPLET whole;
+    whole.virtual_address = (DAT_VADDR)(uintptr_t)a.buf;
+    whole.segment_length = 4096;
+    whole.rmr_context = a.rkey;
+    for (int i = 0; i < 16; i++) {
+        ck.as_64 = 100 + (uint64_t)i;
+        MUST(dat_ep_post_rdma_write(eb, 1, &big, ck, &whole, DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    MUST(dat_ep_disconnect(eb, DAT_CLOSE_GRACEFUL_FLAG));
+    int ok_writes = 0;
+    for (int i = 0; i < 16; i++) {
+        ev = wait_event_for(b.dto, eb);
+        if (ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS)
+            ok_writes++;
+    }
+    CHECK("graceful-disconnect-completes-posted-writes", ok_writes == 16);
+    ev = wait_event_for(b.conn, eb);
+    CHECK("graceful-disconnect-event", ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED);
 
     dat_ia_close(a.ia, DAT_CLOSE_ABRUPT_FLAG);
     dat_ia_close(b.ia, DAT_CLOSE_ABRUPT_FLAG);

@@ -123,6 +123,8 @@ struct Inner {
     peer_keys: Option<Arc<KeyTable>>,
     peer_pd: u32,
     peer_qp: u64,
+    /// A graceful disconnect waits for the outstanding requests: no new ones are taken.
+    closing: bool,
 }
 
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
@@ -196,6 +198,7 @@ impl SoftQp {
                 peer_keys: None,
                 peer_pd: 0,
                 peer_qp: 0,
+                closing: false,
             }),
             exec: Mutex::new(()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
@@ -257,6 +260,32 @@ impl SoftQp {
             }
         }
         self.deliver(events);
+    }
+
+    /// Ends the connection now: responses already queued (acknowledgements of requests we
+    /// executed) still go out, as an HCA has sent them long before; then the peer is told, we
+    /// stop reading, and everything still posted completes as flushed.
+    fn disconnect_now(&self) {
+        let state = {
+            let mut i = self.lock();
+            let s = i.state;
+            i.state = State::Closed;
+            if let Some(st) = &i.stream {
+                let _ = st.shutdown(if s == State::Connected { Shutdown::Read } else { Shutdown::Both });
+            }
+            s
+        };
+        match state {
+            State::Closed => {}
+            State::Connected => {
+                self.send_frame(Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true });
+                self.flush(CmEvent::Disconnected);
+            }
+            _ => {
+                self.close_writer();
+                self.flush(CmEvent::Disconnected);
+            }
+        }
     }
 
     /// Whether a receive is available (from the SRQ, if the QP uses one).
@@ -715,6 +744,13 @@ impl SoftQp {
         }
         let _ = len;
         self.deliver(events);
+        let drained = {
+            let i = self.lock();
+            i.closing && i.outstanding.is_empty() && i.state == State::Connected
+        };
+        if drained {
+            self.disconnect_now();
+        }
         if status != DAT_DTO_SUCCESS {
             // A remote error breaks the connection, as on an HCA.
             self.fail(CmEvent::Broken);
@@ -1032,7 +1068,7 @@ impl Qp for SoftQp {
 
     fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
         let mut i = self.lock();
-        if i.state != State::Connected {
+        if i.state != State::Connected || i.closing {
             return Err(DevError::State);
         }
         if wr.sges.len() > self.caps.max_send_sge as usize {
@@ -1167,31 +1203,16 @@ impl Qp for SoftQp {
     }
 
     fn disconnect(&self, graceful: bool) {
-        // Responses already queued (acknowledgements of requests we executed) still go out, as
-        // an HCA has sent them long before; then the peer is told, and we stop reading. A
-        // graceful and an abrupt disconnect differ only in the DAT events' timing, which the
-        // flush below makes immediate for both.
-        let _ = graceful;
-        let state = {
+        if graceful {
+            // Graceful: requests already posted complete first; the disconnect follows the
+            // last of them (see on_response).
             let mut i = self.lock();
-            let s = i.state;
-            i.state = State::Closed;
-            if let Some(st) = &i.stream {
-                let _ = st.shutdown(if s == State::Connected { Shutdown::Read } else { Shutdown::Both });
-            }
-            s
-        };
-        match state {
-            State::Closed => {}
-            State::Connected => {
-                self.send_frame(Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true });
-                self.flush(CmEvent::Disconnected);
-            }
-            _ => {
-                self.close_writer();
-                self.flush(CmEvent::Disconnected);
+            if i.state == State::Connected && !i.outstanding.is_empty() {
+                i.closing = true;
+                return;
             }
         }
+        self.disconnect_now();
     }
 
     fn bind_mw(&self, wr_id: u64, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
