@@ -90,6 +90,7 @@ fn start_connect(ep: &Ep, addr: libc::sockaddr_storage, conn_qual: DAT_CONN_QUAL
         i.state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
         *i.remote_address = addr;
         i.remote_port = conn_qual;
+        i.active = true;
         qp
     };
     qp.connect(addr, port_of(conn_qual), pdata, timeout_arg(timeout)).map_err(|e| {
@@ -135,7 +136,8 @@ pub fn dup_connect(handle: DAT_EP_HANDLE, dup: DAT_EP_HANDLE, timeout: DAT_TIMEO
     let _ = qos;
     let (addr, conn_qual) = {
         let o = other.lock();
-        if o.state != DAT_EP_STATE_CONNECTED {
+        // Only an EP that connected to a service point names one to connect to again.
+        if o.state != DAT_EP_STATE_CONNECTED || !o.active {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
         }
         (*o.remote_address, o.remote_port)
@@ -154,6 +156,7 @@ pub fn accept(ep: &Arc<Ep>, pending: &Arc<dyn PendingConnection>, pdata: &[u8]) 
         let (remote, port) = pending.remote();
         *i.remote_address = remote;
         i.remote_port = DAT_CONN_QUAL::from(port);
+        i.active = false;
         i.state = DAT_EP_STATE_COMPLETION_PENDING;
         qp
     };

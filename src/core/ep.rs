@@ -76,6 +76,9 @@ pub struct EpInner {
     pub remote_address: Box<libc::sockaddr_storage>,
     pub remote_port: DAT_CONN_QUAL,
     pub local_port: DAT_CONN_QUAL,
+    /// Whether the current connection was made by this side (dat_ep_connect), i.e. whether
+    /// `remote_port` is the peer's service point.
+    pub active: bool,
     /// Private data of recent connection events, kept alive for the consumer to read.
     pub private_data: VecDeque<Box<[u8]>>,
     pub watermarks: (DAT_COUNT, DAT_COUNT),
@@ -283,6 +286,7 @@ pub fn create_object(
         remote_address: Box::new(unsafe { core::mem::zeroed() }),
         remote_port: 0,
         local_port: 0,
+        active: false,
         private_data: VecDeque::new(),
         watermarks: (DAT_WATERMARK_INFINITE, DAT_WATERMARK_INFINITE),
     };
