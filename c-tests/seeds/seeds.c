@@ -204,6 +204,12 @@ int main(void)
     ev = wait_event_for(a.conn, ea);
     ev = wait_event_for(b.conn, eb);
     CHECK("graceful-connected", ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED);
+    /* dat_ep_dup_connect copies an active connection's target; an accepted one has none. */
+    DAT_EP_HANDLE ec;
+    MUST(dat_ep_create(a.ia, a.pz, a.dto, a.dto, a.conn, NULL, &ec));
+    CHECK("dup-connect-from-accepted-ep", dat_ep_dup_connect(ec, ea, 1000000, 0, NULL, DAT_QOS_BEST_EFFORT) == 0x80060026);
+    MUST(dat_ep_free(ec));
+
     DAT_LMR_TRIPLET big = seg(&b, 0, 4096);
     DAT_RMR_TRIPLET whole;
     whole.virtual_address = (DAT_VADDR)(uintptr_t)a.buf;
