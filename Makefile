@@ -27,7 +27,7 @@ MAN5   := $(wildcard man/man5/*.5)
 DEB_BUILD :=
 DEB_CHECK := pkg-config groff-base libdapl2 libdapl-dev dapl2-utils iproute2 strace g++
 
-.PHONY: all lib run check check-symbols lint-man install uninstall clean deps-build deps-check
+.PHONY: all lib run check check-vm check-symbols lint-man install uninstall clean deps-build deps-check
 
 all: lib
 
@@ -60,6 +60,12 @@ bench: lib
 check: deps-check lib check-symbols lint-man
 	$(CARGO) test --release --locked --quiet
 	c-tests/run-all.sh
+
+# Inside a qemu VM with Soft-RoCE (tests/vm): Debian's programs on real verbs with Debian's
+# providers, through Debian's libdat2 and through ours, side by side.
+check-vm: lib
+	tests/vm/prepare.sh
+	tests/vm/run.sh tests/vm/programs.sh
 
 # The exported symbol set: exactly the names in dat2.map, each @@DAT_2.0, and the soname.
 check-symbols: lib
