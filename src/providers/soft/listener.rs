@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::qp::Pending;
-use super::wire::{op, Hdr, Hello, HDR_LEN};
+use super::qp::{read_message, Pending};
+use super::wire::{op, Hello};
 use crate::device::{DevError, ListenEvents, Listener};
 
 pub struct SoftListener {
@@ -40,17 +40,8 @@ impl SoftListener {
                     let _ = std::thread::Builder::new().name("dat2-soft-req".into()).stack_size(256 << 10).spawn(move || {
                         let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
                         let _ = stream.set_nodelay(true);
-                        let mut s = &stream;
-                        let mut h = [0u8; HDR_LEN];
-                        if std::io::Read::read_exact(&mut s, &mut h).is_err() {
-                            return;
-                        }
-                        let hdr = Hdr::decode(&h);
-                        if hdr.op != op::HELLO || hdr.payload > 1 << 16 {
-                            return;
-                        }
-                        let mut body = vec![0u8; hdr.payload as usize];
-                        if std::io::Read::read_exact(&mut s, &mut body).is_err() {
+                        let Ok((hdr, body)) = read_message(&stream, 1 << 16) else { return };
+                        if hdr.op != op::HELLO {
                             return;
                         }
                         if let Some(hello) = Hello::decode(&body) {

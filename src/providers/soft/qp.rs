@@ -518,7 +518,7 @@ impl SoftQp {
             let (caddr, cval) = canary();
             let hello = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: false, keytab_fd: self.keytab_fd(), pd: self.pd, qp: self.id, private_data };
             write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
-            let (hdr, body) = read_message(&stream).map_err(|e| match e.kind() {
+            let (hdr, body) = read_message(&stream, 1 << 20).map_err(|e| match e.kind() {
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => CmEvent::TimedOut,
                 _ => CmEvent::NonPeerRejected,
             })?;
@@ -1027,18 +1027,19 @@ fn peer_table(pid: u32, fd: u32) -> Option<Arc<KeyTable>> {
 }
 
 fn write_message(stream: &TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
-    let hdr = Hdr { op: kind, payload: body.len() as u32, length: body.len() as u32, ..Hdr::default() };
+    let hdr = Hdr::message(kind, body.len());
     let mut s = stream;
     s.write_all(&hdr.encode())?;
     s.write_all(body)
 }
 
-fn read_message(stream: &TcpStream) -> std::io::Result<(Hdr, Vec<u8>)> {
+/// Reads one handshake message whose body is at most `max` bytes.
+pub(super) fn read_message(stream: &TcpStream, max: u32) -> std::io::Result<(Hdr, Vec<u8>)> {
     let mut s = stream;
     let mut h = [0u8; HDR_LEN];
     s.read_exact(&mut h)?;
     let hdr = Hdr::decode(&h);
-    if hdr.payload > 1 << 20 {
+    if hdr.payload > max {
         return Err(std::io::ErrorKind::InvalidData.into());
     }
     let mut body = vec![0u8; hdr.payload as usize];
@@ -1102,20 +1103,17 @@ impl Qp for SoftQp {
             return Ok(());
         }
         let (raddr, rkey) = wr.remote.unwrap_or((0, 0));
-        if wr.op == WrOp::Write {
-            let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
-            if self.write_direct(&i, rkey, raddr, len, &segs).is_some() {
-                drop(i);
-                let c = Completion { wr_id: wr.wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len as u32, imm: None, invalidated: None, solicited: false };
-                self.deliver(vec![Event::Completion(c)]);
-                return Ok(());
-            }
+        let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
+        if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs).is_some() {
+            drop(i);
+            let c = Completion { wr_id: wr.wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len as u32, imm: None, invalidated: None, solicited: false };
+            self.deliver(vec![Event::Completion(c)]);
+            return Ok(());
         }
         let mut hdr = Hdr { raddr, rkey, length: len as u32, ..Hdr::default() };
         if wr.solicited {
             hdr.flags |= flag::SOLICITED;
         }
-        let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
         let mut carries_data = false;
         match wr.op {
             WrOp::Send => {
@@ -1304,8 +1302,7 @@ impl PendingConnection for Pending {
         let hello = Hello { reaches_peer: false, ..self.hello.clone() };
         soft.start(stream, &hello, we_reach);
         let body = answer.encode();
-        let hdr = Hdr { op: op::ACCEPT, payload: body.len() as u32, length: body.len() as u32, ..Hdr::default() };
-        soft.send_frame(Frame { hdr, data: FrameData::Bytes(body), last: false });
+        soft.send_frame(Frame { hdr: Hdr::message(op::ACCEPT, body.len()), data: FrameData::Bytes(body), last: false });
         soft.deliver(vec![Event::Cm(CmEvent::Established { private_data: Vec::new() })]);
         Ok(())
     }

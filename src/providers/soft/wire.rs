@@ -48,6 +48,11 @@ pub struct Hdr {
 }
 
 impl Hdr {
+    /// The header of a handshake message of `len` bytes.
+    pub fn message(kind: u8, len: usize) -> Hdr {
+        Hdr { op: kind, payload: len as u32, length: len as u32, ..Hdr::default() }
+    }
+
     pub fn encode(&self) -> [u8; HDR_LEN] {
         let mut b = [0u8; HDR_LEN];
         b[0] = self.op;
