@@ -1,6 +1,7 @@
 # dat2: build, test and install libdat2.so.2.
 #
-#   make            build build/libdat2.so.2.0.0 (+ links libdat2.so.2, libdat2.so)
+#   make            build build/libdat2.so.2.0.0 (+ links libdat2.so.2, libdat2.so) and
+#                   build/dat2-info
 #   make run        the main job (see README)
 #   make check      the whole test suite
 #   make install    PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
@@ -19,17 +20,24 @@ SONAME := libdat2.so.2
 REAL   := libdat2.so.2.0.0
 VERSION := 2.0.0
 HEADERS := $(wildcard include/dat2/*.h)
+MAN1   := $(wildcard man/man1/*.1)
 MAN3   := $(wildcard man/man3/*.3)
 MAN5   := $(wildcard man/man5/*.5)
+MANS   := $(MAN1) $(MAN3) $(MAN5)
+
+# dat2-info, the command installed with the library (C, public DAT API only).
+CC     ?= cc
+CFLAGS ?= -O2 -g -Wall -Wextra
+INFO   := $(BUILD)/dat2-info
 
 # Debian packages the targets need. deps installs the missing ones when run as root,
 # and prints the exact command otherwise.
 DEB_BUILD :=
 DEB_CHECK := pkg-config groff-base libdapl2 libdapl-dev dapl2-utils iproute2 strace g++
 
-.PHONY: all lib run check check-vm check-symbols lint-man install uninstall clean deps-build deps-check
+.PHONY: all lib tools run check check-vm check-symbols lint-man install uninstall clean deps-build deps-check
 
-all: lib
+all: lib tools
 
 lib: $(BUILD)/$(REAL)
 
@@ -41,6 +49,12 @@ $(BUILD)/$(REAL): FORCE
 	ln -sf $(SONAME) $(BUILD)/libdat2.so
 
 FORCE:
+
+tools: $(INFO)
+
+# Order-only on the library: relinking is not needed when only the library changes.
+$(INFO): tools/dat2-info.c $(HEADERS) | $(BUILD)/$(REAL)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Iinclude -o $@ tools/dat2-info.c $(LDFLAGS) -L$(BUILD) -ldat2
 
 deps-build:
 	@tools/ensure-debs $(DEB_BUILD)
@@ -57,7 +71,7 @@ run: deps-build lib
 bench: lib
 	bench/run.sh
 
-check: deps-check lib check-symbols lint-man
+check: deps-check lib tools check-symbols lint-man
 	$(CARGO) test --release --locked --quiet
 	c-tests/run-all.sh
 
@@ -72,14 +86,15 @@ check-symbols: lib
 	tools/check-symbols $(BUILD)/$(REAL) src/dat2.map
 
 lint-man:
-	@for f in $(MAN3) $(MAN5); do \
+	@for f in $(MANS); do \
 	  out=$$(LC_ALL=C.UTF-8 groff -I man -man -ww -z $$f 2>&1); \
 	  if [ -n "$$out" ]; then echo "$$f: $$out"; exit 1; fi; \
-	done; echo "man pages: $(words $(MAN3) $(MAN5)) linted"
+	done; echo "man pages: $(words $(MANS)) linted"
 
-install: lib
+install: lib tools
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/dat2 $(DESTDIR)$(PKGCONFIGDIR) \
-	  $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5
+	  $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5
+	install -m 0755 $(INFO) $(DESTDIR)$(BINDIR)/dat2-info
 	install -m 0755 $(BUILD)/$(REAL) $(DESTDIR)$(LIBDIR)/$(REAL)
 	ln -sf $(REAL) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdat2.so
@@ -87,14 +102,17 @@ install: lib
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(VERSION)|' pkgconfig/dat2.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/dat2.pc
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/dat2.pc
+	$(if $(MAN1),install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/)
 	$(if $(MAN3),install -m 0644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/)
 	$(if $(MAN5),install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/)
 
 uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/dat2-info
 	rm -f $(DESTDIR)$(LIBDIR)/$(REAL) $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libdat2.so
 	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/dat2/,$(notdir $(HEADERS)))
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/dat2 2>/dev/null
 	rm -f $(DESTDIR)$(PKGCONFIGDIR)/dat2.pc
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))
 
 clean:

@@ -1,0 +1,732 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * dat2-info: what the DAT registry offers on this host.
+ *
+ * Lists every IA name of the static registry (dat.conf entries and the library's built-in
+ * providers), tries to open each one and prints either its attributes (dat_ia_query) or why
+ * it does not open: the DAT_RETURN's names and the library's own messages.
+ *
+ * The program uses the public DAT API only. The library prints its reasons to standard
+ * output when DAT_DBG_TYPE has the error bit (0x1) set, and it reads that variable once,
+ * while it is being loaded, before main() runs. So dat2-info starts itself a second time
+ * with the error bit added, and with standard output pointed at a scratch file, which also
+ * catches what the library says while it reads dat.conf. Around each DAT call standard
+ * output and standard error go to that file again; what lands there is printed as the
+ * reason when an IA does not open (and, with -v, in any case).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <dat2/udat.h>
+
+/* Set in the environment of the second start: "<pid> <real stdout fd> <capture fd>" (the
+ * process id stays the same across execv, which tells a stale value from an inherited one). */
+#define RELAUNCH_ENV "DAT2_INFO_FDS"
+#define LABEL_WIDTH 35
+#define EVD_QLEN 8
+
+static int verbose;
+
+/* ---- capturing what the library prints --------------------------------------------- */
+
+static int cap_fd = -1;   /* scratch file, -1 when nothing is captured */
+static int real_out = -1; /* the real standard output and error while capturing */
+static int real_err = -1;
+
+static int scratch_file(void)
+{
+	char path[4096];
+	const char *dir = getenv("TMPDIR");
+	int fd = memfd_create("dat2-info", 0); /* no close-on-exec: it must survive execv */
+
+	if (fd >= 0)
+		return fd;
+	snprintf(path, sizeof path, "%s/dat2-info.XXXXXX", dir && *dir ? dir : "/tmp");
+	fd = mkstemp(path);
+	if (fd >= 0)
+		unlink(path);
+	return fd;
+}
+
+/* ORs `bit` into the numeric environment variable `name` (read as strtol base 0 does). */
+static void env_or(const char *name, unsigned long bit)
+{
+	const char *old = getenv(name);
+	unsigned long value = old ? strtoul(old, NULL, 0) : 0;
+	char text[32];
+
+	snprintf(text, sizeof text, "%#lx", value | bit);
+	setenv(name, text, 1);
+}
+
+/*
+ * First start: start again with the library's error messages switched on and standard output
+ * in a scratch file. Returns only if that is impossible; the program then runs without
+ * capturing anything.
+ */
+static void relaunch(char **argv)
+{
+	char fds[64];
+	int saved, fd = scratch_file();
+
+	if (fd < 0)
+		return;
+	fflush(stdout);
+	saved = dup(STDOUT_FILENO);
+	if (saved < 0) {
+		close(fd);
+		return;
+	}
+	env_or("DAT_DBG_TYPE", 0x1);
+	env_or("DAT_DBG_DEST", 0x1);
+	snprintf(fds, sizeof fds, "%ld %d %d", (long)getpid(), saved, fd);
+	setenv(RELAUNCH_ENV, fds, 1);
+	if (dup2(fd, STDOUT_FILENO) >= 0)
+		execv("/proc/self/exe", argv);
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	close(fd);
+	unsetenv(RELAUNCH_ENV);
+}
+
+/* Reads the whole scratch file into a new string (never NULL unless out of memory). */
+static char *capture_text(void)
+{
+	off_t size = lseek(cap_fd, 0, SEEK_END);
+	char *text;
+	ssize_t got = 0;
+
+	if (size < 0)
+		size = 0;
+	text = malloc((size_t)size + 1);
+	if (!text)
+		return NULL;
+	while (got < size) {
+		ssize_t n = pread(cap_fd, text + got, (size_t)(size - got), got);
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	text[got] = '\0';
+	return text;
+}
+
+static void capture_reset(void)
+{
+	if (ftruncate(cap_fd, 0) != 0 || lseek(cap_fd, 0, SEEK_SET) != 0) {
+		close(cap_fd);
+		cap_fd = -1;
+	}
+}
+
+/*
+ * Second start: takes over the descriptors the first start left and sets *load_log to what
+ * the library printed while it loaded. Returns 0 if `fds` was not left by this process's
+ * first start (then it may start again), 1 otherwise, even if capturing has to be given up.
+ */
+static int adopt_capture(const char *fds, char **load_log)
+{
+	char copy[64];
+	long pid = -1;
+	int out = -1, fd = -1;
+
+	snprintf(copy, sizeof copy, "%s", fds);
+	unsetenv(RELAUNCH_ENV);
+	if (sscanf(copy, "%ld %d %d", &pid, &out, &fd) != 3 || pid != (long)getpid() || out < 0 ||
+	    fd < 0)
+		return 0;
+	fflush(stdout);
+	if (dup2(out, STDOUT_FILENO) < 0)
+		return 1; /* standard output stays the scratch file: nothing better to do */
+	real_out = out;
+	cap_fd = fd;
+	real_err = dup(STDERR_FILENO);
+	fcntl(real_out, F_SETFD, FD_CLOEXEC);
+	fcntl(cap_fd, F_SETFD, FD_CLOEXEC);
+	if (real_err >= 0)
+		fcntl(real_err, F_SETFD, FD_CLOEXEC);
+	*load_log = capture_text();
+	capture_reset();
+	return 1;
+}
+
+static void capture_begin(void)
+{
+	if (cap_fd < 0)
+		return;
+	fflush(stdout);
+	fflush(stderr);
+	dup2(cap_fd, STDOUT_FILENO);
+	if (real_err >= 0)
+		dup2(cap_fd, STDERR_FILENO);
+}
+
+/* Ends a capture; returns the captured text (NULL when nothing is captured). */
+static char *capture_end(void)
+{
+	char *text;
+
+	if (cap_fd < 0)
+		return NULL;
+	fflush(stdout);
+	fflush(stderr);
+	dup2(real_out, STDOUT_FILENO);
+	if (real_err >= 0)
+		dup2(real_err, STDERR_FILENO);
+	text = capture_text();
+	capture_reset();
+	return text;
+}
+
+/* ---- output --------------------------------------------------------------------------- */
+
+static void field(const char *label, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void field(const char *label, const char *fmt, ...)
+{
+	va_list ap;
+	int pad = LABEL_WIDTH - (int)strlen(label);
+
+	printf("    %s:%*s", label, pad > 1 ? pad : 1, "");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+/* One field line per non-empty line of `text`, without the library's own prefix. */
+static void text_lines(const char *label, const char *text)
+{
+	static const char prefix[] = "DAT Registry: ";
+	const char *p = text;
+
+	while (p && *p) {
+		const char *end = strchr(p, '\n');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len >= sizeof prefix - 1 && strncmp(p, prefix, sizeof prefix - 1) == 0) {
+			p += sizeof prefix - 1;
+			len -= sizeof prefix - 1;
+		}
+		while (len > 0 && (p[len - 1] == '\r' || p[len - 1] == ' '))
+			len--;
+		if (len > 0)
+			field(label, "%.*s", (int)len, p);
+		p = end ? end + 1 : NULL;
+	}
+}
+
+static const char *yes_no(DAT_BOOLEAN b)
+{
+	return b ? "yes" : "no";
+}
+
+static void named_attrs(const char *label, DAT_COUNT n, const DAT_NAMED_ATTR *attrs)
+{
+	for (DAT_COUNT i = 0; attrs && i < n; i++)
+		field(label, "%s=%s", attrs[i].name ? attrs[i].name : "(null)",
+		      attrs[i].value ? attrs[i].value : "(null)");
+}
+
+static void address(const DAT_SOCK_ADDR *sa)
+{
+	char text[INET6_ADDRSTRLEN] = "";
+	unsigned port = 0;
+
+	if (!sa) {
+		field("ia_address", "none");
+		return;
+	}
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+		port = ntohs(in->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+		port = ntohs(in6->sin6_port);
+	} else {
+		field("ia_address", "address family %d", sa->sa_family);
+		return;
+	}
+	if (port)
+		field("ia_address", "%s port %u", text, port);
+	else
+		field("ia_address", "%s", text);
+}
+
+static const char *extension_name(DAT_EXTENSION e)
+{
+	switch (e) {
+	case DAT_EXTENSION_NONE: return "none";
+	case DAT_EXTENSION_IB: return "InfiniBand";
+	case DAT_EXTENSION_IW: return "iWARP";
+	}
+	return "unknown";
+}
+
+static const char *iov_ownership_name(DAT_IOV_OWNERSHIP o)
+{
+	switch (o) {
+	case DAT_IOV_CONSUMER: return "consumer";
+	case DAT_IOV_PROVIDER_NOMOD: return "provider, unmodified";
+	case DAT_IOV_PROVIDER_MOD: return "provider, modified";
+	}
+	return "unknown";
+}
+
+static const char *ep_creator_name(DAT_EP_CREATOR_FOR_PSP c)
+{
+	switch (c) {
+	case DAT_PSP_CREATES_EP_NEVER: return "never";
+	case DAT_PSP_CREATES_EP_IFASKED: return "if asked";
+	case DAT_PSP_CREATES_EP_ALWAYS: return "always";
+	}
+	return "unknown";
+}
+
+static const char *rmr_scope_name(DAT_RMR_SCOPE s)
+{
+	switch (s) {
+	case DAT_RMR_SCOPE_EP: return "EP";
+	case DAT_RMR_SCOPE_PZ: return "PZ";
+	case DAT_RMR_SCOPE_ANY: return "any";
+	}
+	return "unknown";
+}
+
+static void ia_attributes(const DAT_IA_ATTR *a)
+{
+	field("adapter", "%.*s", DAT_NAME_MAX_LENGTH, a->adapter_name);
+	field("vendor", "%.*s", DAT_NAME_MAX_LENGTH, a->vendor_name);
+	field("hardware_version", "%u.%u", a->hardware_version_major, a->hardware_version_minor);
+	field("firmware_version", "%u.%u", a->firmware_version_major, a->firmware_version_minor);
+	address(a->ia_address_ptr);
+	field("max_eps", "%d", a->max_eps);
+	field("max_dto_per_ep", "%d", a->max_dto_per_ep);
+	field("max_evds", "%d", a->max_evds);
+	field("max_evd_qlen", "%d", a->max_evd_qlen);
+	field("max_pzs", "%d", a->max_pzs);
+	field("max_lmrs", "%d", a->max_lmrs);
+	field("max_lmr_block_size", "%llu", (unsigned long long)a->max_lmr_block_size);
+	field("max_rmrs", "%d", a->max_rmrs);
+	field("max_message_size", "%llu", (unsigned long long)a->max_message_size);
+	field("max_rdma_size", "%llu", (unsigned long long)a->max_rdma_size);
+	field("max_iov_segments_per_dto", "%d", a->max_iov_segments_per_dto);
+	field("max_rdma_read_in", "%d", a->max_rdma_read_in);
+	field("max_rdma_read_out", "%d", a->max_rdma_read_out);
+	field("max_rdma_read_per_ep_in", "%d", a->max_rdma_read_per_ep_in);
+	field("max_rdma_read_per_ep_out", "%d", a->max_rdma_read_per_ep_out);
+	field("max_srqs", "%d", a->max_srqs);
+	field("extension", "%s (version %d)", extension_name(a->extension_supported),
+	      a->extension_version);
+	if (!verbose)
+		return;
+	field("max_lmr_virtual_address", "%#llx", (unsigned long long)a->max_lmr_virtual_address);
+	field("max_rmr_target_address", "%#llx", (unsigned long long)a->max_rmr_target_address);
+	field("max_ep_per_srq", "%d", a->max_ep_per_srq);
+	field("max_recv_per_srq", "%d", a->max_recv_per_srq);
+	field("max_iov_segments_per_rdma_read", "%d", a->max_iov_segments_per_rdma_read);
+	field("max_iov_segments_per_rdma_write", "%d", a->max_iov_segments_per_rdma_write);
+	field("rdma_read_per_ep_in_guaranteed", "%s", yes_no(a->max_rdma_read_per_ep_in_guaranteed));
+	field("rdma_read_per_ep_out_guaranteed", "%s", yes_no(a->max_rdma_read_per_ep_out_guaranteed));
+	field("zero_based_lmrs", "%s", yes_no(a->zb_supported));
+	named_attrs("transport_attr", a->num_transport_attr, a->transport_attr);
+	named_attrs("vendor_attr", a->num_vendor_attr, a->vendor_attr);
+}
+
+static void provider_attributes(const DAT_PROVIDER_ATTR *p)
+{
+	field("provider", "%.*s %u.%u", DAT_NAME_MAX_LENGTH, p->provider_name,
+	      p->provider_version_major, p->provider_version_minor);
+	field("dat_version", "%u.%u", p->dapl_version_major, p->dapl_version_minor);
+	field("thread_safe", "%s", yes_no(p->is_thread_safe));
+	field("max_private_data_size", "%d", p->max_private_data_size);
+	field("srq_supported", "%s", yes_no(p->srq_supported));
+	if (verbose) {
+		field("lmr_mem_types_supported", "%#x", (unsigned)p->lmr_mem_types_supported);
+		field("iov_ownership_on_return", "%s", iov_ownership_name(p->iov_ownership_on_return));
+		field("qos_supported", "%#x", (unsigned)p->dat_qos_supported);
+		field("completion_flags_supported", "%#x", (unsigned)p->completion_flags_supported);
+		field("supports_multipath", "%s", yes_no(p->supports_multipath));
+		field("ep_creator", "%s", ep_creator_name(p->ep_creator));
+		field("pz_support", "%s", p->pz_support == DAT_PZ_SHAREABLE ? "shareable" : "unique");
+		field("optimal_buffer_alignment", "%u", p->optimal_buffer_alignment);
+		for (int i = 0; i < 6; i++) {
+			char row[7];
+			for (int j = 0; j < 6; j++)
+				row[j] = p->evd_stream_merging_supported[i][j] ? '1' : '0';
+			row[6] = '\0';
+			field("evd_stream_merging_supported", "%s", row);
+		}
+		field("srq_watermarks_supported", "%d", p->srq_watermarks_supported);
+		field("srq_ep_pz_difference_supported", "%s", yes_no(p->srq_ep_pz_difference_supported));
+		field("srq_info_supported", "%d", p->srq_info_supported);
+		field("ep_recv_info_supported", "%d", p->ep_recv_info_supported);
+		field("lmr_sync_req", "%s", yes_no(p->lmr_sync_req));
+		field("dto_async_return_guaranteed", "%s", yes_no(p->dto_async_return_guaranteed));
+		field("rdma_write_for_rdma_read_req", "%s", yes_no(p->rdma_write_for_rdma_read_req));
+		field("rdma_read_lmr_rmr_context_exposure", "%s",
+		      yes_no(p->rdma_read_lmr_rmr_context_exposure));
+		field("rmr_scope_supported", "%s", rmr_scope_name(p->rmr_scope_supported));
+		field("is_signal_safe", "%s", yes_no(p->is_signal_safe));
+		field("ha_supported", "%s", yes_no(p->ha_supported));
+		field("ha_loadbalancing", "%u", (unsigned)p->ha_loadbalancing);
+	}
+	named_attrs("provider_attr", p->num_provider_specific_attr, p->provider_specific_attr);
+}
+
+/* ---- the configuration file, for the library path of each name ------------------------ */
+
+struct conf_entry {
+	char *name;
+	char *lib_path;
+	char *ia_params;
+	int line;
+};
+
+static struct conf_entry *conf;
+static size_t conf_count;
+static const char *conf_path;
+
+/* Splits one dat.conf line the way the library does; returns the number of fields (at most
+ * `max`), or -1 for an unterminated quote. */
+static int split_line(const char *s, char **fields, int max)
+{
+	int n = 0;
+
+	for (;;) {
+		char *tok, *out;
+
+		while (*s == ' ' || *s == '\t' || *s == '\r')
+			s++;
+		if (!*s || *s == '\n' || *s == '#')
+			return n;
+		tok = out = malloc(strlen(s) + 1);
+		if (!tok)
+			return -1;
+		if (*s == '"') {
+			s++;
+			while (*s && *s != '"' && *s != '\n') {
+				if (*s == '\\' && s[1] && s[1] != '\n')
+					s++;
+				*out++ = *s++;
+			}
+			if (*s != '"') {
+				free(tok);
+				return -1;
+			}
+			s++;
+		} else {
+			while (*s && *s != ' ' && *s != '\t' && *s != '\r' && *s != '\n')
+				*out++ = *s++;
+		}
+		*out = '\0';
+		if (n < max)
+			fields[n] = tok;
+		else
+			free(tok);
+		n++;
+	}
+}
+
+static void read_conf(void)
+{
+	const char *override = getenv("DAT_OVERRIDE");
+	char *line = NULL;
+	size_t cap = 0;
+	int lineno = 0;
+	FILE *f;
+
+	conf_path = override ? override : "/etc/dat.conf";
+	f = fopen(conf_path, "r");
+	if (!f)
+		return;
+	while (getline(&line, &cap, f) >= 0) {
+		char *fields[8] = { 0 };
+		int n = split_line(line, fields, 8);
+		struct conf_entry *grown;
+
+		lineno++;
+		if (n == 8 && fields[1][0] == 'u' && strncmp(fields[3], "default", 7) == 0 &&
+		    (grown = realloc(conf, (conf_count + 1) * sizeof *conf))) {
+			conf = grown;
+			conf[conf_count].name = fields[0];
+			conf[conf_count].lib_path = fields[4];
+			conf[conf_count].ia_params = fields[6];
+			conf[conf_count].line = lineno;
+			conf_count++;
+			fields[0] = fields[4] = fields[6] = NULL;
+		}
+		for (int i = 0; i < 8 && i < n; i++)
+			free(fields[i]);
+	}
+	free(line);
+	fclose(f);
+}
+
+static void free_conf(void)
+{
+	for (size_t i = 0; i < conf_count; i++) {
+		free(conf[i].name);
+		free(conf[i].lib_path);
+		free(conf[i].ia_params);
+	}
+	free(conf);
+}
+
+/* ---- one provider ------------------------------------------------------------------------ */
+
+static int same_name(const DAT_PROVIDER_INFO *a, const DAT_PROVIDER_INFO *b)
+{
+	return strncmp(a->ia_name, b->ia_name, DAT_NAME_MAX_LENGTH) == 0;
+}
+
+/* True if no earlier entry of the list has the same IA name as entry `i`. */
+static int first_of_name(const DAT_PROVIDER_INFO *infos, DAT_COUNT i)
+{
+	for (DAT_COUNT j = 0; j < i; j++)
+		if (same_name(&infos[j], &infos[i]))
+			return 0;
+	return 1;
+}
+
+static void registry_keys(const DAT_PROVIDER_INFO *infos, DAT_COUNT n, DAT_COUNT first)
+{
+	for (DAT_COUNT i = first; i < n; i++)
+		if (same_name(&infos[i], &infos[first]))
+			field("registry_key", "DAT %u.%u %s", infos[i].dapl_version_major,
+			      infos[i].dapl_version_minor,
+			      infos[i].is_thread_safe ? "threadsafe" : "nonthreadsafe");
+}
+
+static void library_lines(const char *name)
+{
+	int found = 0;
+
+	for (size_t i = 0; i < conf_count; i++) {
+		if (strcmp(conf[i].name, name) != 0)
+			continue;
+		found = 1;
+		if (strncmp(conf[i].lib_path, "builtin:", 8) == 0)
+			field("library", "built in (%s, %s line %d)", conf[i].lib_path, conf_path,
+			      conf[i].line);
+		else
+			field("library", "%s (%s line %d)", conf[i].lib_path, conf_path, conf[i].line);
+		field("ia_params", "\"%s\"", conf[i].ia_params);
+	}
+	if (!found)
+		field("library", "built in");
+}
+
+/* Opens the IA `key`, prints what it is or why it does not open; returns 1 if it opened. */
+static int show_provider(const DAT_PROVIDER_INFO *infos, DAT_COUNT n, DAT_COUNT first)
+{
+	const DAT_PROVIDER_INFO *key = &infos[first];
+	DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+	DAT_EVD_HANDLE async_evd = DAT_HANDLE_NULL;
+	DAT_IA_ATTR ia_attr;
+	DAT_PROVIDER_ATTR provider_attr;
+	DAT_RETURN rc;
+	char name[DAT_NAME_MAX_LENGTH];
+	char *log;
+
+	/* Prefer the version this header set describes, if the name is registered with it. */
+	for (DAT_COUNT i = first; i < n; i++) {
+		if (same_name(&infos[i], &infos[first]) &&
+		    infos[i].dapl_version_major == DAT_VERSION_MAJOR &&
+		    infos[i].dapl_version_minor == DAT_VERSION_MINOR) {
+			key = &infos[i];
+			break;
+		}
+	}
+	snprintf(name, sizeof name, "%.*s", DAT_NAME_MAX_LENGTH - 1, key->ia_name);
+	printf("ia_name: %s\n", name);
+	library_lines(name);
+	registry_keys(infos, n, first);
+
+	capture_begin();
+	rc = dat_ia_openv(name, EVD_QLEN, &async_evd, &ia, key->dapl_version_major,
+			  key->dapl_version_minor, key->is_thread_safe);
+	log = capture_end();
+	if (rc != DAT_SUCCESS) {
+		const char *major = NULL, *minor = NULL;
+
+		if (dat_strerror(rc, &major, &minor) != DAT_SUCCESS || !major)
+			major = "unknown status";
+		field("state", "does not open");
+		field("error", "%#x %s%s%s", (unsigned)rc, major, minor && *minor ? " " : "",
+		      minor ? minor : "");
+		if (cap_fd < 0)
+			field("reason", "(not captured: dat2-info could not redirect the library's messages)");
+		else if (!log || !*log)
+			field("reason", "(the library gave no reason)");
+		else
+			text_lines("reason", log);
+		free(log);
+		putchar('\n');
+		return 0;
+	}
+	field("state", "opens");
+	if (verbose)
+		text_lines("log", log);
+	free(log);
+
+	memset(&ia_attr, 0, sizeof ia_attr);
+	memset(&provider_attr, 0, sizeof provider_attr);
+	capture_begin();
+	rc = dat_ia_query(ia, NULL, DAT_IA_FIELD_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL, &provider_attr);
+	log = capture_end();
+	if (rc == DAT_SUCCESS) {
+		ia_attributes(&ia_attr);
+		provider_attributes(&provider_attr);
+	} else {
+		const char *major = NULL, *minor = NULL;
+
+		dat_strerror(rc, &major, &minor);
+		field("query_error", "%#x %s %s", (unsigned)rc, major ? major : "", minor ? minor : "");
+	}
+	if (verbose || rc != DAT_SUCCESS)
+		text_lines("log", log);
+	free(log);
+
+	capture_begin();
+	rc = dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+	log = capture_end();
+	if (rc != DAT_SUCCESS) {
+		const char *major = NULL, *minor = NULL;
+
+		dat_strerror(rc, &major, &minor);
+		field("close_error", "%#x %s %s", (unsigned)rc, major ? major : "", minor ? minor : "");
+	}
+	if (verbose || rc != DAT_SUCCESS)
+		text_lines("log", log);
+	free(log);
+	putchar('\n');
+	return 1;
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+static void usage(FILE *to)
+{
+	fprintf(to,
+		"usage: dat2-info [-v] [-p IA_NAME]\n"
+		"List the DAT providers (dat.conf entries and built-in devices), open each one and\n"
+		"show its attributes, or say why it does not open.\n"
+		"  -v          verbose: every attribute, and the library's messages\n"
+		"  -p IA_NAME  only this IA name\n"
+		"  -h          this help\n"
+		"Exit status: 0 if at least one provider opens, 1 if none does, 2 on a usage error.\n");
+}
+
+/* The file the DAT functions were loaded from. */
+static const char *library_file(void)
+{
+	Dl_info info;
+	void *sym = dlsym(RTLD_DEFAULT, "dat_strerror");
+
+	if (sym && dladdr(sym, &info) && info.dli_fname)
+		return info.dli_fname;
+	return "unknown";
+}
+
+int main(int argc, char **argv)
+{
+	const char *only = NULL, *fds = getenv(RELAUNCH_ENV);
+	DAT_PROVIDER_INFO *infos = NULL, **list = NULL;
+	DAT_COUNT count = 0, shown = 0;
+	DAT_RETURN rc;
+	char *load_log = NULL, *log;
+	int opt, names = 0, opened = 0;
+
+	if (!fds || !adopt_capture(fds, &load_log))
+		relaunch(argv);
+
+	while ((opt = getopt(argc, argv, "vp:h")) != -1) {
+		switch (opt) {
+		case 'v':
+			verbose = 1;
+			break;
+		case 'p':
+			only = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			free(load_log);
+			return 0;
+		default:
+			usage(stderr);
+			free(load_log);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "dat2-info: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		free(load_log);
+		return 2;
+	}
+
+	read_conf();
+	printf("libdat2: %s\n", library_file());
+	printf("dat_conf: %s%s\n", conf_path, getenv("DAT_OVERRIDE") ? " (DAT_OVERRIDE)" : "");
+	text_lines("message", load_log);
+	free(load_log);
+
+	capture_begin();
+	rc = dat_registry_list_providers(0, &count, NULL);
+	if ((rc == DAT_SUCCESS || DAT_GET_TYPE(rc) == DAT_INVALID_PARAMETER) && count > 0) {
+		infos = calloc((size_t)count, sizeof *infos);
+		list = calloc((size_t)count, sizeof *list);
+		if (!infos || !list) {
+			rc = DAT_INSUFFICIENT_RESOURCES;
+		} else {
+			for (DAT_COUNT i = 0; i < count; i++)
+				list[i] = &infos[i];
+			rc = dat_registry_list_providers(count, &count, list);
+		}
+	} else if (DAT_GET_TYPE(rc) == DAT_INVALID_PARAMETER) {
+		rc = DAT_SUCCESS;
+	}
+	log = capture_end();
+	if (rc != DAT_SUCCESS) {
+		const char *major = NULL, *minor = NULL;
+
+		dat_strerror(rc, &major, &minor);
+		printf("dat_registry_list_providers failed: %#x %s %s\n", (unsigned)rc,
+		       major ? major : "", minor ? minor : "");
+		text_lines("message", log);
+		count = 0;
+	} else if (verbose) {
+		text_lines("log", log);
+	}
+	free(log);
+	for (DAT_COUNT i = 0; i < count; i++)
+		names += first_of_name(infos, i);
+	printf("ia_names: %d\n\n", names);
+
+	for (DAT_COUNT i = 0; i < count; i++) {
+		if (!first_of_name(infos, i) ||
+		    (only && strncmp(only, infos[i].ia_name, DAT_NAME_MAX_LENGTH) != 0))
+			continue;
+		shown++;
+		opened += show_provider(infos, count, i);
+	}
+	fflush(stdout);
+	if (only && shown == 0)
+		fprintf(stderr, "dat2-info: no provider is registered as '%s'\n", only);
+	free(list);
+	free(infos);
+	free_conf();
+	return opened > 0 ? 0 : 1;
+}
