@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make install` / `make uninstall` into a staging root (DESTDIR), twice: with the
-# default LIBDIR and with LIBDIR=/usr/local/lib64. Checks the installed files, builds a
-# program with the installed dat2.pc and headers, runs it against the installed
-# library, then uninstalls and checks that nothing is left. Plain pass only.
+# default LIBDIR and with LIBDIR=/usr/local/lib64. Checks the installed files, runs the
+# installed dat2-info, builds a program with the installed dat2.pc and headers, runs it
+# against the installed library, then uninstalls and checks that nothing is left. Plain
+# pass only.
 set -u
 out=${DAT2_OUT:?}
 top=${DAT2_ROOT:?}
@@ -19,6 +20,7 @@ fail() { echo "FAIL install:$*"; rc=1; }
 
 headers=(dat.h dat_error.h dat_ib_extensions.h dat_platform_specific.h dat_redirection.h dat_registry.h
   dat_vendor_specific.h udat.h udat_config.h udat_redirection.h udat_vendor_specific.h)
+man1=$(cd "$top/man/man1" 2>/dev/null && ls ./*.1 2>/dev/null | sed 's|^\./||')
 man3=$(cd "$top/man/man3" 2>/dev/null && ls ./*.3 2>/dev/null | sed 's|^\./||')
 man5=$(cd "$top/man/man5" 2>/dev/null && ls ./*.5 2>/dev/null | sed 's|^\./||')
 
@@ -81,14 +83,29 @@ one_round() {
   if [ -z "$missing" ] && [ -z "$extra" ]; then pass "$name:headers"
   else fail "$name:headers missing:${missing:- none} extra: ${extra:-none}"; fi
   missing=""
+  for m in $man1; do [ -f "$M/man1/$m" ] || missing="$missing man1/$m"; done
   for m in $man3; do [ -f "$M/man3/$m" ] || missing="$missing man3/$m"; done
   for m in $man5; do [ -f "$M/man5/$m" ] || missing="$missing man5/$m"; done
-  if [ -z "$man3" ] || [ -z "$man5" ]; then
-    fail "$name:man-pages the repository has no man3 or no man5 pages"
+  if [ -z "$man1" ] || [ -z "$man3" ] || [ -z "$man5" ]; then
+    fail "$name:man-pages the repository has no man1, man3 or man5 pages"
   elif [ -n "$missing" ]; then
     fail "$name:man-pages not installed:$missing"
   else
     pass "$name:man-pages"
+  fi
+
+  # dat2-info in BINDIR, running against the installed library
+  local B="$root/usr/local/bin" info_out
+  if [ -x "$B/dat2-info" ]; then
+    info_out=$(env -u DAT_DBG_TYPE LD_LIBRARY_PATH="$L" DAT_OVERRIDE="$out/dat.conf" timeout 20 "$B/dat2-info" 2>&1)
+    if printf '%s\n' "$info_out" | grep -qx "libdat2: $L/libdat2.so.2" &&
+       printf '%s\n' "$info_out" | grep -qx 'ia_name: hello-ia'; then
+      pass "$name:dat2-info"
+    else
+      fail "$name:dat2-info output: $(printf '%s' "$info_out" | head -5 | tr '\n' '|')"
+    fi
+  else
+    fail "$name:dat2-info not installed as $B/dat2-info"
   fi
 
   # dat2.pc: real prefix and libdir, -I for the headers, -ldat2
