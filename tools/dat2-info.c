@@ -569,7 +569,7 @@ static int show_provider(const DAT_PROVIDER_INFO *infos, DAT_COUNT n, DAT_COUNT 
 		if (cap_fd < 0)
 			field("reason", "(not captured: dat2-info could not redirect the library's messages)");
 		else if (!log || !*log)
-			field("reason", "(the library gave no reason)");
+			field("reason", "(no message from the library or the provider)");
 		else
 			text_lines("reason", log);
 		free(log);

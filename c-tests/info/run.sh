@@ -156,6 +156,14 @@ else
   fail "counts-names $(grep '^ia_names:' "$out/bad.out")"
 fi
 
+DAT_OVERRIDE=$out/no-such.conf run missing-conf
+if [ $status -eq 0 ] && grep '^    message:' "$out/missing-conf.out" | grep -qF "$out/no-such.conf" &&
+   [ "$(value missing-conf dat2-soft state)" = opens ]; then
+  pass missing-dat-conf-reported
+else
+  fail "missing-dat-conf-reported status $status: $(show missing-conf)"
+fi
+
 # ---- -p ------------------------------------------------------------------------------
 DAT_OVERRIDE=$out/bad.conf run only-gone -p gone-ia
 if [ $status -eq 1 ] && [ "$(grep -c '^ia_name:' "$out/only-gone.out")" = 1 ] &&
