@@ -1,0 +1,3 @@
+//! `verbs`: the device on rdma-core (libibverbs and librdmacm), loaded at run time.
+
+pub mod sys;
