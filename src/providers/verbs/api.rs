@@ -878,3 +878,7 @@ mod tests {
         assert_eq!(e.to_string(), "libx.so: boom");
     }
 }
+
+#[cfg(test)]
+#[path = "api_tests.rs"]
+mod device_tests;
