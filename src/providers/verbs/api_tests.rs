@@ -141,15 +141,18 @@ fn on_a_device_the_inline_verbs_work() {
         assert_ne!(full.port_cap_flags2, 0xdead, "the extended op writes the whole structure");
         assert_eq!(full.state, IBV_PORT_ACTIVE);
 
-        // The first GID in use, as the loopback address.
-        let (gid_index, gid) = (0..full.gid_tbl_len.min(16))
-            .find_map(|i| {
+        // The loopback address: an IPv4-mapped GID if there is one (a link-local IPv6 GID
+        // may still be tentative just after boot, and then the move to RTR times out),
+        // else the first GID in use.
+        let gids: Vec<(u8, ibv_gid)> = (0..full.gid_tbl_len.min(16))
+            .filter_map(|i| {
                 let mut gid = ibv_gid::default();
                 let ok = (api.ibv.query_gid)(ctx, PORT, i, &mut gid) == 0 && gid.raw != [0; 16];
                 ok.then_some((i as u8, gid))
             })
-            .expect("a GID on port 1");
-
+            .collect();
+        let v4_mapped = |g: &ibv_gid| g.raw[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+        let (gid_index, gid) = *gids.iter().find(|(_, g)| v4_mapped(g)).or(gids.first()).expect("a GID on port 1");
         let pd = (api.ibv.alloc_pd)(ctx);
         assert!(!pd.is_null());
         let channel = (api.ibv.create_comp_channel)(ctx);
