@@ -2,3 +2,4 @@
 //! interface; the DAT core on top of it is shared.
 
 pub mod soft;
+pub mod verbs;
