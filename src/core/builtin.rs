@@ -2,8 +2,10 @@
 //! `DAT_PROVIDER` tables (DAT_THREADSAFE false and true: the core is thread safe either way,
 //! and reports back what the IA was opened as), and a device created on first open.
 //!
-//! Without any dat.conf, `dat2-soft` is available. A dat.conf entry whose lib_path is
-//! `builtin:soft` configures another IA name on the soft device with its own ia_params.
+//! Without any dat.conf, `dat2-soft` is available, and `dat2-verbs-<device>-<port>` for every
+//! active port of an RDMA device (found in sysfs; rdma-core is loaded only when one opens). A
+//! dat.conf entry whose lib_path is `builtin:soft` or `builtin:verbs` configures another IA
+//! name on that device with its own ia_params.
 
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -13,6 +15,7 @@ use crate::dbg_log;
 use crate::device::Device;
 use crate::log::DbgType;
 use crate::providers::soft::{address, SoftDevice};
+use crate::providers::verbs::{device::VerbsDevice, probe};
 
 /// The IA name of the default soft device.
 pub const SOFT_NAME: &str = "dat2-soft";
@@ -20,12 +23,14 @@ pub const SOFT_NAME: &str = "dat2-soft";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Soft,
+    Verbs,
 }
 
 impl Kind {
     pub fn from_lib_path(path: &[u8]) -> Option<Kind> {
         match path.strip_prefix(b"builtin:")? {
             b"soft" => Some(Kind::Soft),
+            b"verbs" => Some(Kind::Verbs),
             _ => None,
         }
     }
@@ -53,6 +58,7 @@ impl Builtin {
     pub fn kind_name(&self) -> &'static str {
         match self.kind {
             Kind::Soft => "soft",
+            Kind::Verbs => "verbs",
         }
     }
 
@@ -61,6 +67,7 @@ impl Builtin {
     pub fn device(&self) -> Result<Arc<dyn Device>, DAT_RETURN> {
         let dev = self.device.get_or_init(|| match self.kind {
             Kind::Soft => SoftDevice::new(&self.params).map(|d| d as Arc<dyn Device>),
+            Kind::Verbs => VerbsDevice::new(&self.params).map(|d| d as Arc<dyn Device>),
         });
         dev.clone().map_err(|why| {
             dbg_log!(DbgType::ERROR, "{}: cannot open the {} device: {why}", self.name.to_string_lossy(), self.kind_name());
@@ -99,6 +106,16 @@ fn named_attrs(kind: Kind, params: &str) -> &'static [DAT_NAMED_ATTR] {
             ("DAT_IB_CONNECTIVITY_MODE", "DIRECT".into()),
             ("DAT2_DEVICE", "soft".into()),
             ("DAT2_SOFT_PARAMS", params.into()),
+        ],
+        Kind::Verbs => vec![
+            ("DAT_EXTENSION_INTERFACE", "TRUE".into()),
+            ("DAT_IB_RDMA_READ", "TRUE".into()),
+            ("DAT_IB_CMP_AND_SWAP", "TRUE".into()),
+            ("DAT_IB_FETCH_AND_ADD", "TRUE".into()),
+            ("DAT_IB_IMMED_DATA", "TRUE".into()),
+            ("DAT_IB_CONNECTIVITY_MODE", "RC".into()),
+            ("DAT2_DEVICE", "verbs".into()),
+            ("DAT2_VERBS_PARAMS", params.into()),
         ],
     };
     let attrs: Vec<DAT_NAMED_ATTR> = pairs.iter().map(|(n, v)| DAT_NAMED_ATTR { name: leak_cstr(n), value: leak_cstr(v) }).collect();
@@ -141,7 +158,10 @@ pub unsafe fn init(kind: Kind, info: *const DAT_PROVIDER_INFO, params: &CStr) {
         return;
     }
     let params = params.to_string_lossy();
-    let params = if params.trim().is_empty() { address::DEFAULT_PARAMS.to_string() } else { params.into_owned() };
+    let params = match kind {
+        Kind::Soft if params.trim().is_empty() => address::DEFAULT_PARAMS.to_string(),
+        _ => params.into_owned(),
+    };
     let b = instance(&key.name, kind, &params);
     // SAFETY: a leaked table and the caller's info.
     let status = unsafe { crate::registry::add_provider(b.table(key.thread_safe != 0), info) };
@@ -161,6 +181,10 @@ pub unsafe fn fini(info: *const DAT_PROVIDER_INFO) {
 }
 
 /// The entries the registry lists after dat.conf's: (IA name, lib_path, ia_params).
-pub fn defaults() -> Vec<(&'static str, &'static str, &'static str)> {
-    vec![(SOFT_NAME, "builtin:soft", address::DEFAULT_PARAMS)]
+pub fn defaults() -> Vec<(String, &'static str, String)> {
+    let mut v = vec![(SOFT_NAME.to_string(), "builtin:soft", address::DEFAULT_PARAMS.to_string())];
+    for p in probe::ports().into_iter().filter(|p| p.is_active()) {
+        v.push((p.ia_name(), "builtin:verbs", format!("{} {}", p.device, p.port)));
+    }
+    v
 }

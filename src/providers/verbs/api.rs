@@ -289,6 +289,10 @@ functions! {
             init_attr: *mut ibv_qp_init_attr,
         ) -> c_int,
         destroy_qp: unsafe extern "C" fn(id: *mut rdma_cm_id),
+        /// The QP attributes for moving a QP rdma_cm did not create to `attr.qp_state`.
+        init_qp_attr: unsafe extern "C" fn(id: *mut rdma_cm_id, attr: *mut ibv_qp_attr, mask: *mut c_int) -> c_int,
+        /// Completes an active connection whose QP the caller moved to RTS.
+        establish: unsafe extern "C" fn(id: *mut rdma_cm_id) -> c_int,
         /// The port in network byte order.
         get_src_port: unsafe extern "C" fn(id: *mut rdma_cm_id) -> __be16,
         /// The port in network byte order.
@@ -633,7 +637,7 @@ mod tests {
     #[test]
     fn tables_name_every_function() {
         assert_eq!(Ibv::SYMBOLS.len(), 32);
-        assert_eq!(Cm::SYMBOLS.len(), 21);
+        assert_eq!(Cm::SYMBOLS.len(), 23);
         assert!(Ibv::SYMBOLS.contains(&"ibv_reg_mr_iova2"));
         assert!(Cm::SYMBOLS.contains(&"rdma_migrate_id"));
         assert!(Ibv::SYMBOLS.iter().all(|s| s.starts_with("ibv_")));

@@ -1,4 +1,29 @@
-//! `verbs`: the device on rdma-core (libibverbs and librdmacm), loaded at run time.
+//! `verbs`: the DAT core on an rdma-core device port. libibverbs and librdmacm are loaded at
+//! run time (api.rs), so the library loads, and the soft device works, where they are absent.
 
 pub mod api;
+pub mod cm;
+pub mod device;
+pub mod probe;
+mod progress;
+pub mod qp;
+pub mod srq;
 pub mod sys;
+
+/// A raw pointer to an rdma-core object, copyable and sendable; what may be done with it is
+/// said at each use.
+#[derive(Debug)]
+pub struct Ptr<T>(pub *mut T);
+
+impl<T> Clone for Ptr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Ptr<T> {}
+
+// SAFETY: rdma-core objects may be used from any thread; the owners of the pointers decide
+// when they are released.
+unsafe impl<T> Send for Ptr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Ptr<T> {}

@@ -1,0 +1,370 @@
+//! The connection manager of the verbs device, on rdma_cm. Every cm id of the device is
+//! created on the device's one event channel; the progress thread reads the events and hands
+//! them here, where the id says whom they are for: a listener, a request not yet answered,
+//! or a QP's connection.
+//!
+//! QPs are ours (created before the connection, see qp.rs), so rdma_cm is used the way it is
+//! for QPs it did not create: the active side moves the QP to RTR/RTS when the reply arrives
+//! and confirms with rdma_establish; the passive side does so before rdma_accept.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use super::device::{dev_error, VerbsDevice};
+use super::qp::{id_addresses, Conn, VerbsQp};
+use super::{sys, Ptr};
+use crate::dbg_log;
+use crate::device::{CmEvent, DevError, ListenEvents, Listener, PendingConnection, Qp};
+use crate::log::DbgType;
+
+/// How long address and route resolution may take, in milliseconds.
+const RESOLVE_MS: i32 = 2000;
+/// IB CM rejection reason for a reject by the consumer (IBTA 12.6.7.2).
+const REJ_CONSUMER_DEFINED: i32 = 28;
+
+pub(super) enum CmTarget {
+    Listener(Arc<dyn ListenEvents>),
+    Pending(Weak<VerbsPending>),
+    Qp(Weak<VerbsQp>),
+}
+
+/// What the progress thread copied out of an event before acknowledging it.
+pub(super) struct CmEv {
+    pub kind: u32,
+    pub status: i32,
+    pub id: Ptr<sys::rdma_cm_id>,
+    pub listen_id: Ptr<sys::rdma_cm_id>,
+    pub private_data: Vec<u8>,
+    pub initiator_depth: u8,
+    pub responder_resources: u8,
+}
+
+fn create_id(dev: &VerbsDevice) -> Result<Ptr<sys::rdma_cm_id>, DevError> {
+    let mut id = std::ptr::null_mut();
+    // SAFETY: our event channel; the id is released with rdma_destroy_id.
+    if unsafe { (dev.api.cm.create_id)(dev.cm_channel.0, &mut id, std::ptr::null_mut(), sys::RDMA_PS_TCP) } != 0 {
+        return Err(super::device::last_error());
+    }
+    Ok(Ptr(id))
+}
+
+fn with_port(mut ss: libc::sockaddr_storage, port: u16) -> libc::sockaddr_storage {
+    // SAFETY: the family says which sockaddr this is; both keep the port at the same offset.
+    match i32::from(ss.ss_family) {
+        libc::AF_INET => unsafe { (*(&mut ss as *mut _ as *mut libc::sockaddr_in)).sin_port = port.to_be() },
+        libc::AF_INET6 => unsafe { (*(&mut ss as *mut _ as *mut libc::sockaddr_in6)).sin6_port = port.to_be() },
+        _ => {}
+    }
+    ss
+}
+
+pub struct VerbsListener {
+    dev: Arc<VerbsDevice>,
+    id: Ptr<sys::rdma_cm_id>,
+    port: u16,
+}
+
+// SAFETY: the cm id is used through librdmacm, which is thread safe.
+unsafe impl Send for VerbsListener {}
+// SAFETY: as above.
+unsafe impl Sync for VerbsListener {}
+
+pub(super) fn listen(dev: &Arc<VerbsDevice>, port: u16, events: Arc<dyn ListenEvents>) -> Result<VerbsListener, DevError> {
+    let id = create_id(dev)?;
+    let mut addr = with_port(dev.address, port);
+    let fail = |id: Ptr<sys::rdma_cm_id>, e: DevError| {
+        // SAFETY: the id created above, not yet known to anyone.
+        unsafe { (dev.api.cm.destroy_id)(id.0) };
+        Err(e)
+    };
+    // SAFETY: our id and an address of the device.
+    if unsafe { (dev.api.cm.bind_addr)(id.0, &mut addr as *mut _ as *mut sys::sockaddr) } != 0 {
+        let e = std::io::Error::last_os_error();
+        dbg_log!(DbgType::ERROR, "verbs {}: rdma_bind_addr port {port}: {e}", dev.name_str());
+        return fail(id, dev_error(e.raw_os_error().unwrap_or(0)));
+    }
+    // SAFETY: a bound id.
+    if unsafe { (dev.api.cm.listen)(id.0, 128) } != 0 {
+        return fail(id, super::device::last_error());
+    }
+    // SAFETY: a bound id.
+    let port = u16::from_be(unsafe { (dev.api.cm.get_src_port)(id.0) });
+    dev.lock().ids.insert(id.0 as usize, CmTarget::Listener(events));
+    Ok(VerbsListener { dev: dev.clone(), id, port })
+}
+
+impl Listener for VerbsListener {
+    fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Drop for VerbsListener {
+    fn drop(&mut self) {
+        self.dev.lock().ids.remove(&(self.id.0 as usize));
+        // SAFETY: our listening id, destroyed once.
+        unsafe { (self.dev.api.cm.destroy_id)(self.id.0) };
+    }
+}
+
+/// A connection request not yet accepted or rejected.
+pub struct VerbsPending {
+    dev: Arc<VerbsDevice>,
+    id: Ptr<sys::rdma_cm_id>,
+    private_data: Vec<u8>,
+    remote: (libc::sockaddr_storage, u16),
+    initiator_depth: u8,
+    responder_resources: u8,
+    /// Set once answered: the id then belongs to the QP (accept) or is gone (reject).
+    answered: Mutex<bool>,
+}
+
+// SAFETY: the cm id is used through librdmacm, which is thread safe; state is behind a mutex.
+unsafe impl Send for VerbsPending {}
+// SAFETY: as above.
+unsafe impl Sync for VerbsPending {}
+
+impl VerbsPending {
+    fn take(&self) -> bool {
+        let mut a = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        !std::mem::replace(&mut *a, true)
+    }
+}
+
+impl PendingConnection for VerbsPending {
+    fn private_data(&self) -> &[u8] {
+        &self.private_data
+    }
+
+    fn remote(&self) -> (libc::sockaddr_storage, u16) {
+        self.remote
+    }
+
+    fn accept(&self, qp: &Arc<dyn Qp>, private_data: &[u8]) -> Result<(), DevError> {
+        let vqp = qp.as_any().downcast_ref::<VerbsQp>().ok_or(DevError::NotSupported)?;
+        if !self.take() {
+            return Err(DevError::State);
+        }
+        let api = self.dev.api;
+        let weak = {
+            let mut s = self.dev.lock();
+            let w = s.qps.get(&vqp.qp_num).cloned().unwrap_or_default();
+            s.ids.insert(self.id.0 as usize, CmTarget::Qp(w.clone()));
+            w
+        };
+        {
+            let mut i = vqp.lock();
+            i.id = Some(self.id);
+            i.conn = Conn::Accepting;
+            let (remote, local) = id_addresses(api, self.id);
+            i.remote = Some(remote);
+            i.local_port = local;
+        }
+        let _ = weak;
+        if let Err(e) = vqp.ready(self.id) {
+            dbg_log!(DbgType::ERROR, "verbs QP {}: to RTR/RTS for accept: {}", vqp.qp_num, std::io::Error::from_raw_os_error(e));
+            // SAFETY: the request's id, answered here.
+            unsafe { (api.cm.reject)(self.id.0, std::ptr::null(), 0) };
+            return Err(dev_error(e));
+        }
+        // SAFETY: plain data.
+        let mut p: sys::rdma_conn_param = unsafe { std::mem::zeroed() };
+        p.private_data = if private_data.is_empty() { std::ptr::null() } else { private_data.as_ptr() as *const _ };
+        p.private_data_len = private_data.len() as u8;
+        p.responder_resources = self.initiator_depth.min(vqp.caps.max_rd_atomic.min(255) as u8);
+        p.initiator_depth = self.responder_resources.min(vqp.caps.max_rd_atomic.min(255) as u8);
+        p.rnr_retry_count = 7;
+        p.qp_num = vqp.qp_num;
+        p.srq = u8::from(vqp.on_srq());
+        // SAFETY: the request's id and parameters that live across the call.
+        if unsafe { (api.cm.accept)(self.id.0, &mut p) } != 0 {
+            let e = std::io::Error::last_os_error();
+            dbg_log!(DbgType::ERROR, "verbs QP {}: rdma_accept: {e}", vqp.qp_num);
+            return Err(dev_error(e.raw_os_error().unwrap_or(0)));
+        }
+        Ok(())
+    }
+
+    fn reject(&self, private_data: &[u8]) {
+        if !self.take() {
+            return;
+        }
+        self.dev.lock().ids.remove(&(self.id.0 as usize));
+        let (p, n) = if private_data.is_empty() { (std::ptr::null(), 0) } else { (private_data.as_ptr(), private_data.len() as u8) };
+        // SAFETY: the request's id, answered and released here.
+        unsafe {
+            (self.dev.api.cm.reject)(self.id.0, p as *const _, n);
+            (self.dev.api.cm.destroy_id)(self.id.0);
+        }
+    }
+}
+
+impl Drop for VerbsPending {
+    fn drop(&mut self) {
+        // A request dropped unanswered is rejected.
+        self.reject(&[]);
+    }
+}
+
+/// Starts an active connection of `qp` to `addr`:`port`.
+pub(super) fn connect(qp: &VerbsQp, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+    let dev = &qp.dev;
+    let id = create_id(dev)?;
+    let weak = dev.lock().qps.get(&qp.qp_num).cloned().unwrap_or_default();
+    {
+        let mut i = qp.lock();
+        if i.conn != Conn::Idle {
+            drop(i);
+            // SAFETY: the id created above, unused.
+            unsafe { (dev.api.cm.destroy_id)(id.0) };
+            return Err(DevError::State);
+        }
+        i.id = Some(id);
+        i.conn = Conn::Connecting;
+        i.pdata = private_data.to_vec();
+    }
+    dev.lock().ids.insert(id.0 as usize, CmTarget::Qp(weak.clone()));
+    let mut src = with_port(dev.address, 0);
+    let mut dst = with_port(addr, port);
+    // SAFETY: our id and two socket addresses that live across the call.
+    let rc = unsafe { (dev.api.cm.resolve_addr)(id.0, &mut src as *mut _ as *mut sys::sockaddr, &mut dst as *mut _ as *mut sys::sockaddr, RESOLVE_MS) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        dbg_log!(DbgType::ERROR, "verbs QP {}: rdma_resolve_addr: {e}", qp.qp_num);
+        qp.lock().conn = Conn::Idle;
+        return Err(dev_error(e.raw_os_error().unwrap_or(0)));
+    }
+    if let Some(t) = timeout {
+        let _ = std::thread::Builder::new().name("dat2-verbs-timer".into()).stack_size(64 << 10).spawn(move || {
+            std::thread::sleep(t);
+            if let Some(q) = weak.upgrade() {
+                if q.lock().conn == Conn::Connecting {
+                    q.end(CmEvent::TimedOut);
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// An rdma_cm event (already acknowledged).
+pub(super) fn on_event(dev: &Arc<VerbsDevice>, ev: CmEv) {
+    let target = {
+        let s = dev.lock();
+        let key = if ev.kind == sys::RDMA_CM_EVENT_CONNECT_REQUEST { ev.listen_id.0 as usize } else { ev.id.0 as usize };
+        match s.ids.get(&key) {
+            Some(CmTarget::Listener(l)) => Some(CmTarget::Listener(l.clone())),
+            Some(CmTarget::Pending(p)) => Some(CmTarget::Pending(p.clone())),
+            Some(CmTarget::Qp(q)) => Some(CmTarget::Qp(q.clone())),
+            None => None,
+        }
+    };
+    dbg_log!(DbgType::PROVIDER_API, "verbs {}: cm event {} status {}", dev.name_str(), ev.kind, ev.status);
+    match (ev.kind, target) {
+        (sys::RDMA_CM_EVENT_CONNECT_REQUEST, Some(CmTarget::Listener(events))) => {
+            let (remote, _) = id_addresses(dev.api, ev.id);
+            let p = Arc::new(VerbsPending {
+                dev: dev.clone(),
+                id: ev.id,
+                private_data: ev.private_data,
+                remote,
+                initiator_depth: ev.initiator_depth,
+                responder_resources: ev.responder_resources,
+                answered: Mutex::new(false),
+            });
+            dev.lock().ids.insert(ev.id.0 as usize, CmTarget::Pending(Arc::downgrade(&p)));
+            events.request(p);
+        }
+        (sys::RDMA_CM_EVENT_CONNECT_REQUEST, _) => {
+            // SAFETY: a request nobody listens for any more: refuse and release it.
+            unsafe {
+                (dev.api.cm.reject)(ev.id.0, std::ptr::null(), 0);
+                (dev.api.cm.destroy_id)(ev.id.0);
+            }
+        }
+        (kind, Some(CmTarget::Qp(w))) => {
+            if let Some(qp) = w.upgrade() {
+                on_qp_event(&qp, kind, ev.status, ev.id, ev.private_data);
+            }
+        }
+        (sys::RDMA_CM_EVENT_DISCONNECTED, Some(CmTarget::Pending(_))) => {}
+        _ => {}
+    }
+}
+
+fn on_qp_event(qp: &Arc<VerbsQp>, kind: u32, status: i32, id: Ptr<sys::rdma_cm_id>, private_data: Vec<u8>) {
+    let api = qp.dev.api;
+    match kind {
+        sys::RDMA_CM_EVENT_ADDR_RESOLVED => {
+            // SAFETY: the QP's id.
+            if unsafe { (api.cm.resolve_route)(id.0, RESOLVE_MS) } != 0 {
+                qp.end(CmEvent::Unreachable);
+            }
+        }
+        sys::RDMA_CM_EVENT_ROUTE_RESOLVED => {
+            let pdata = qp.lock().pdata.clone();
+            // SAFETY: plain data.
+            let mut p: sys::rdma_conn_param = unsafe { std::mem::zeroed() };
+            p.private_data = if pdata.is_empty() { std::ptr::null() } else { pdata.as_ptr() as *const _ };
+            p.private_data_len = pdata.len() as u8;
+            let depth = qp.caps.max_rd_atomic.clamp(1, 255) as u8;
+            p.responder_resources = depth;
+            p.initiator_depth = depth;
+            p.retry_count = 7;
+            p.rnr_retry_count = 7;
+            p.qp_num = qp.qp_num;
+            p.srq = u8::from(qp.on_srq());
+            // SAFETY: the QP's id and parameters that live across the call.
+            if unsafe { (api.cm.connect)(id.0, &mut p) } != 0 {
+                dbg_log!(DbgType::ERROR, "verbs QP {}: rdma_connect: {}", qp.qp_num, std::io::Error::last_os_error());
+                qp.end(CmEvent::Unreachable);
+            }
+        }
+        sys::RDMA_CM_EVENT_CONNECT_RESPONSE => {
+            if qp.lock().conn != Conn::Connecting {
+                return;
+            }
+            if let Err(e) = qp.ready(id) {
+                dbg_log!(DbgType::ERROR, "verbs QP {}: to RTR/RTS: {}", qp.qp_num, std::io::Error::from_raw_os_error(e));
+                // SAFETY: the QP's id; refuse the reply.
+                unsafe { (api.cm.reject)(id.0, std::ptr::null(), 0) };
+                qp.end(CmEvent::Unreachable);
+                return;
+            }
+            // SAFETY: the QP's id, now with a QP ready to send.
+            if unsafe { (api.cm.establish)(id.0) } != 0 {
+                qp.end(CmEvent::Unreachable);
+                return;
+            }
+            established(qp, id, private_data);
+        }
+        sys::RDMA_CM_EVENT_ESTABLISHED => {
+            let state = qp.lock().conn;
+            if matches!(state, Conn::Accepting | Conn::Connecting) {
+                established(qp, id, private_data);
+            }
+        }
+        sys::RDMA_CM_EVENT_REJECTED => {
+            let ev = if status == REJ_CONSUMER_DEFINED { CmEvent::PeerRejected { private_data } } else { CmEvent::NonPeerRejected };
+            qp.end(ev);
+        }
+        sys::RDMA_CM_EVENT_ADDR_ERROR | sys::RDMA_CM_EVENT_ROUTE_ERROR | sys::RDMA_CM_EVENT_UNREACHABLE | sys::RDMA_CM_EVENT_CONNECT_ERROR => {
+            let ev = if status == -libc::ETIMEDOUT || status == libc::ETIMEDOUT { CmEvent::TimedOut } else { CmEvent::Unreachable };
+            qp.end(ev);
+        }
+        sys::RDMA_CM_EVENT_DISCONNECTED => qp.end(CmEvent::Disconnected),
+        sys::RDMA_CM_EVENT_DEVICE_REMOVAL => qp.end(CmEvent::Broken),
+        _ => {}
+    }
+}
+
+fn established(qp: &Arc<VerbsQp>, id: Ptr<sys::rdma_cm_id>, private_data: Vec<u8>) {
+    let (remote, local) = id_addresses(qp.dev.api, id);
+    {
+        let mut i = qp.lock();
+        i.conn = Conn::Established;
+        i.remote = Some(remote);
+        i.local_port = local;
+    }
+    qp.events.cm(CmEvent::Established { private_data });
+}

@@ -1,0 +1,407 @@
+//! The verbs device: DAT's objects on an rdma-core device port. PDs, MRs and memory windows
+//! are the device's own; QPs, SRQs and the connection manager live in qp.rs, srq.rs and cm.rs.
+//! One progress thread per device waits on the completion channel, the rdma_cm event channel
+//! and the device's async event fd, and hands what arrives to the QPs and SRQs it belongs to.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use super::api::{self, Api};
+use super::cm::{self, CmTarget};
+use super::qp::VerbsQp;
+use super::srq::VerbsSrq;
+use super::sys;
+use super::{probe, Ptr};
+use crate::dbg_log;
+use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
+use crate::log::DbgType;
+
+#[derive(Default)]
+pub(super) struct State {
+    next_id: u64,
+    pds: HashMap<u32, Ptr<sys::ibv_pd>>,
+    mrs: HashMap<u64, Ptr<sys::ibv_mr>>,
+    /// Memory windows and the rkey of their current binding.
+    mws: HashMap<u64, (Ptr<sys::ibv_mw>, u32)>,
+    /// Completion queues by address, and the QP each serves.
+    pub cqs: HashMap<usize, Weak<VerbsQp>>,
+    /// QPs by QP number (async events).
+    pub qps: HashMap<u32, Weak<VerbsQp>>,
+    pub srqs: HashMap<usize, Weak<VerbsSrq>>,
+    /// rdma_cm ids by address: what their events are for.
+    pub ids: HashMap<usize, CmTarget>,
+}
+
+pub struct VerbsDevice {
+    pub(super) this: Weak<VerbsDevice>,
+    pub(super) api: &'static Api,
+    pub(super) ctx: Ptr<sys::ibv_context>,
+    pub(super) port: u8,
+    name: String,
+    vendor: String,
+    limits: DeviceLimits,
+    pub(super) address: libc::sockaddr_storage,
+    pub(super) cm_channel: Ptr<sys::rdma_event_channel>,
+    pub(super) comp_channel: Ptr<sys::ibv_comp_channel>,
+    /// Whether the device binds type-2 memory windows.
+    pub(super) mw_type2: bool,
+    pub(super) state: Mutex<State>,
+}
+
+// SAFETY: the rdma-core objects behind the pointers are thread safe (libibverbs and librdmacm
+// serialise internally); our own mutable state is behind the mutex.
+unsafe impl Send for VerbsDevice {}
+// SAFETY: as above.
+unsafe impl Sync for VerbsDevice {}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+pub(super) fn dev_error(e: i32) -> DevError {
+    match e {
+        libc::EFAULT | libc::EACCES | libc::EPERM | libc::EINVAL => DevError::Fault,
+        libc::EOPNOTSUPP | libc::ENOSYS => DevError::NotSupported,
+        libc::EADDRINUSE => DevError::InUse,
+        _ => DevError::NoResources,
+    }
+}
+
+pub(super) fn last_error() -> DevError {
+    dev_error(errno())
+}
+
+/// DAT privileges as verbs access flags. Local read is implicit; remote write and atomics need
+/// local write; every MR may carry memory windows.
+fn mr_access(a: Access) -> u32 {
+    let mut f = sys::IBV_ACCESS_MW_BIND;
+    if a.needs_write() {
+        f |= sys::IBV_ACCESS_LOCAL_WRITE;
+    }
+    if a.has(Access::REMOTE_READ) {
+        f |= sys::IBV_ACCESS_REMOTE_READ;
+    }
+    if a.has(Access::REMOTE_WRITE) {
+        f |= sys::IBV_ACCESS_REMOTE_WRITE;
+    }
+    if a.has(Access::REMOTE_ATOMIC) {
+        f |= sys::IBV_ACCESS_REMOTE_ATOMIC;
+    }
+    f
+}
+
+/// The access flags of a window binding (remote rights only).
+pub(super) fn mw_access(a: Access, zero_based: bool) -> u32 {
+    let mut f = 0;
+    if a.has(Access::REMOTE_READ) {
+        f |= sys::IBV_ACCESS_REMOTE_READ;
+    }
+    if a.has(Access::REMOTE_WRITE) {
+        f |= sys::IBV_ACCESS_REMOTE_WRITE;
+    }
+    if a.has(Access::REMOTE_ATOMIC) {
+        f |= sys::IBV_ACCESS_REMOTE_ATOMIC;
+    }
+    if zero_based {
+        f |= sys::IBV_ACCESS_ZERO_BASED;
+    }
+    f
+}
+
+fn mtu_bytes(mtu: u32) -> u32 {
+    // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
+    if (1..=5).contains(&mtu) {
+        128 << mtu
+    } else {
+        1024
+    }
+}
+
+impl VerbsDevice {
+    /// Opens the device port named by ia_params `"<device> <port>"`. The error says why not:
+    /// no libibverbs, no such device, the port is down, no IP address on it.
+    pub fn new(params: &str) -> Result<Arc<VerbsDevice>, String> {
+        let (dev_name, port) = probe::parse_params(params)?;
+        let api = api::api().map_err(|e| e.to_string())?;
+        if let Some(why) = probe::unusable(&dev_name, port) {
+            return Err(why);
+        }
+        let ctx = open_by_name(api, &dev_name)?;
+        // SAFETY: plain data, filled by the calls below.
+        let mut dattr: sys::ibv_device_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: an open context and a writable attribute struct.
+        if unsafe { (api.ibv.query_device)(ctx.0, &mut dattr) } != 0 {
+            let e = std::io::Error::last_os_error();
+            close(api, ctx);
+            return Err(format!("{dev_name}: ibv_query_device: {e}"));
+        }
+        // SAFETY: plain data.
+        let mut pattr: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: an open context, a port number and a writable attribute struct.
+        if unsafe { api.query_port(ctx.0, port, &mut pattr) } != 0 {
+            let e = std::io::Error::last_os_error();
+            close(api, ctx);
+            return Err(format!("{dev_name} port {port}: ibv_query_port: {e}"));
+        }
+        if pattr.state != sys::IBV_PORT_ACTIVE {
+            close(api, ctx);
+            return Err(format!("{dev_name} port {port}: port is not active (state {})", pattr.state));
+        }
+        let netdev = probe::ports().into_iter().find(|p| p.device == dev_name && p.port == port).and_then(|p| p.netdev);
+        let Some(netdev) = netdev else {
+            close(api, ctx);
+            return Err(format!("{dev_name} port {port}: no network device behind the port, so no IP address for rdma_cm"));
+        };
+        let address = match crate::providers::soft::address::resolve(&format!("{netdev} 0")) {
+            Ok(a) => a,
+            Err(_) => {
+                close(api, ctx);
+                return Err(format!("{dev_name} port {port}: network device {netdev} has no IP address"));
+            }
+        };
+        // SAFETY: creating a channel has no preconditions.
+        let cm_channel = unsafe { (api.cm.create_event_channel)() };
+        // SAFETY: an open context.
+        let comp_channel = unsafe { (api.ibv.create_comp_channel)(ctx.0) };
+        if cm_channel.is_null() || comp_channel.is_null() {
+            close(api, ctx);
+            return Err(format!("{dev_name}: cannot create the rdma_cm or completion channel: {}", std::io::Error::last_os_error()));
+        }
+        let vendor = format!("verbs vendor {:#x} part {:#x} fw {}", dattr.vendor_id, dattr.vendor_part_id, cstr_field(&dattr.fw_ver));
+        let page = {
+            // SAFETY: sysconf has no preconditions.
+            unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64
+        };
+        let limits = DeviceLimits {
+            max_pds: dattr.max_pd.max(0) as u32,
+            max_mrs: dattr.max_mr.max(0) as u32,
+            max_mr_size: dattr.max_mr_size,
+            max_mws: dattr.max_mw.max(0) as u32,
+            max_qps: dattr.max_qp.max(0) as u32,
+            max_qp_wr: dattr.max_qp_wr.max(0) as u32,
+            max_sge: dattr.max_sge.max(0) as u32,
+            max_cqs: dattr.max_cq.max(0) as u32,
+            max_cqe: dattr.max_cqe.max(0) as u32,
+            max_rd_atom: dattr.max_qp_rd_atom.max(0) as u32,
+            max_msg_size: pattr.max_msg_sz,
+            max_srqs: dattr.max_srq.max(0) as u32,
+            max_srq_wr: dattr.max_srq_wr.max(0) as u32,
+            mtu: mtu_bytes(pattr.active_mtu),
+            page_size: page,
+        };
+        let mw_type2 = dattr.max_mw > 0 && dattr.device_cap_flags & sys::IBV_DEVICE_MEM_WINDOW_TYPE_2B != 0;
+        let dev = Arc::new_cyclic(|this| VerbsDevice {
+            this: this.clone(),
+            api,
+            ctx,
+            port,
+            name: dev_name.clone(),
+            vendor,
+            limits,
+            address,
+            cm_channel: Ptr(cm_channel),
+            comp_channel: Ptr(comp_channel),
+            mw_type2,
+            state: Mutex::new(State::default()),
+        });
+        super::progress::start(&dev).map_err(|e| format!("{dev_name}: cannot start the progress thread: {e}"))?;
+        dbg_log!(DbgType::PROVIDER_API, "verbs: opened {dev_name} port {port} ({netdev}), mw type 2: {mw_type2}");
+        Ok(dev)
+    }
+
+    pub(super) fn name_str(&self) -> &str {
+        &self.name
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn me(&self) -> Arc<VerbsDevice> {
+        self.this.upgrade().expect("a device in use is alive")
+    }
+
+    pub(super) fn pd_ptr(&self, pd: Pd) -> Result<Ptr<sys::ibv_pd>, DevError> {
+        self.lock().pds.get(&pd.0).copied().ok_or(DevError::Fault)
+    }
+
+    pub(super) fn mr_ptr(&self, mr: &Mr) -> Option<Ptr<sys::ibv_mr>> {
+        self.lock().mrs.get(&mr.id).copied()
+    }
+
+    /// A window's pointer and the rkey it has now.
+    pub(super) fn mw_state(&self, mw: &Mw) -> Option<(Ptr<sys::ibv_mw>, u32)> {
+        self.lock().mws.get(&mw.id).copied()
+    }
+
+    pub(super) fn set_mw_rkey(&self, mw: &Mw, rkey: u32) {
+        if let Some(e) = self.lock().mws.get_mut(&mw.id) {
+            e.1 = rkey;
+        }
+    }
+
+    fn register(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError> {
+        let pdp = self.pd_ptr(pd)?;
+        let flags = mr_access(access) as i32;
+        let mr = if zero_based {
+            let f = self.api.ibv.reg_mr_iova2.ok_or(DevError::NotSupported)?;
+            // SAFETY: a live PD; the range is the consumer's (the kernel checks it is mapped).
+            unsafe { f(pdp.0, addr as *mut libc::c_void, len as usize, 0, flags as u32) }
+        } else {
+            // SAFETY: as above.
+            unsafe { (self.api.ibv.reg_mr)(pdp.0, addr as *mut libc::c_void, len as usize, flags) }
+        };
+        if mr.is_null() {
+            let e = errno();
+            dbg_log!(DbgType::ERROR, "verbs {}: ibv_reg_mr({addr:#x}, {len}) failed: {}", self.name, std::io::Error::from_raw_os_error(e));
+            return Err(dev_error(e));
+        }
+        // SAFETY: a registration just returned by rdma-core.
+        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
+        let mut s = self.lock();
+        s.next_id += 1;
+        let id = s.next_id;
+        s.mrs.insert(id, Ptr(mr));
+        Ok(Mr { id, lkey, rkey: if access.is_remote() { rkey } else { 0 }, addr, len })
+    }
+}
+
+fn cstr_field(b: &[std::os::raw::c_char]) -> String {
+    let bytes: Vec<u8> = b.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn close(api: &Api, ctx: Ptr<sys::ibv_context>) {
+    // SAFETY: a context we opened and nothing else uses.
+    unsafe { (api.ibv.close_device)(ctx.0) };
+}
+
+fn open_by_name(api: &Api, name: &str) -> Result<Ptr<sys::ibv_context>, String> {
+    let mut n = 0;
+    // SAFETY: returns a list we free below.
+    let list = unsafe { (api.ibv.get_device_list)(&mut n) };
+    if list.is_null() {
+        return Err(format!("ibv_get_device_list: {}", std::io::Error::last_os_error()));
+    }
+    let mut ctx = std::ptr::null_mut();
+    for i in 0..n.max(0) as usize {
+        // SAFETY: the list has n entries.
+        let d = unsafe { *list.add(i) };
+        // SAFETY: a device of the list; its name is a NUL-terminated string.
+        let dn = unsafe { std::ffi::CStr::from_ptr((api.ibv.get_device_name)(d)) };
+        if dn.to_bytes() == name.as_bytes() {
+            // SAFETY: a device of the list, opened before the list is freed.
+            ctx = unsafe { (api.ibv.open_device)(d) };
+            break;
+        }
+    }
+    let e = std::io::Error::last_os_error();
+    // SAFETY: the list returned above.
+    unsafe { (api.ibv.free_device_list)(list) };
+    if ctx.is_null() {
+        return Err(if n == 0 { "libibverbs finds no RDMA devices (is the driver's rdma-core provider installed?)".to_string() } else { format!("{name}: cannot open the device: {e}") });
+    }
+    Ok(Ptr(ctx))
+}
+
+impl Device for VerbsDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn vendor(&self) -> &str {
+        &self.vendor
+    }
+    fn limits(&self) -> &DeviceLimits {
+        &self.limits
+    }
+    fn address(&self) -> libc::sockaddr_storage {
+        self.address
+    }
+    fn cache_registrations(&self) -> bool {
+        true
+    }
+
+    fn alloc_pd(&self) -> Result<Pd, DevError> {
+        // SAFETY: an open context.
+        let pd = unsafe { (self.api.ibv.alloc_pd)(self.ctx.0) };
+        if pd.is_null() {
+            return Err(last_error());
+        }
+        let mut s = self.lock();
+        s.next_id += 1;
+        let id = s.next_id as u32;
+        s.pds.insert(id, Ptr(pd));
+        Ok(Pd(id))
+    }
+
+    fn dealloc_pd(&self, pd: Pd) {
+        let Some(p) = self.lock().pds.remove(&pd.0) else { return };
+        // SAFETY: a PD we allocated; the core frees its objects first.
+        let rc = unsafe { (self.api.ibv.dealloc_pd)(p.0) };
+        if rc != 0 {
+            dbg_log!(DbgType::ERROR, "verbs {}: ibv_dealloc_pd: {}", self.name, std::io::Error::from_raw_os_error(rc));
+        }
+    }
+
+    fn reg_mr(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError> {
+        if len == 0 || len > self.limits.max_mr_size {
+            return Err(DevError::NoResources);
+        }
+        self.register(pd, addr, len, access, zero_based)
+    }
+
+    fn alias_mr(&self, mr: &Mr, pd: Pd, access: Access, zero_based: bool) -> Result<Mr, DevError> {
+        // Keys of its own for the same memory: a second registration (in the same or another PD).
+        self.register(pd, mr.addr, mr.len, access, zero_based)
+    }
+
+    fn dereg_mr(&self, mr: &Mr) {
+        let Some(p) = self.lock().mrs.remove(&mr.id) else { return };
+        // SAFETY: a registration we made, removed from the table so it is released once.
+        let rc = unsafe { (self.api.ibv.dereg_mr)(p.0) };
+        if rc != 0 {
+            dbg_log!(DbgType::ERROR, "verbs {}: ibv_dereg_mr: {}", self.name, std::io::Error::from_raw_os_error(rc));
+        }
+    }
+
+    fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError> {
+        if !self.mw_type2 {
+            return Err(DevError::NotSupported);
+        }
+        let pdp = self.pd_ptr(pd)?;
+        // SAFETY: a live PD.
+        let mw = unsafe { api::alloc_mw(pdp.0, sys::IBV_MW_TYPE_2) };
+        if mw.is_null() {
+            return Err(last_error());
+        }
+        // SAFETY: a window just allocated.
+        let rkey = unsafe { (*mw).rkey };
+        let mut s = self.lock();
+        s.next_id += 1;
+        let id = s.next_id;
+        s.mws.insert(id, (Ptr(mw), rkey));
+        Ok(Mw { id, rkey })
+    }
+
+    fn dealloc_mw(&self, mw: &Mw) {
+        let Some((p, _)) = self.lock().mws.remove(&mw.id) else { return };
+        // SAFETY: a window we allocated, removed from the table so it is released once.
+        unsafe { api::dealloc_mw(p.0) };
+    }
+
+    fn create_qp(&self, pd: Pd, caps: QpCaps, srq: Option<Arc<dyn Srq>>, events: Arc<dyn QpEvents>) -> Result<Arc<dyn Qp>, DevError> {
+        let srq = match srq {
+            Some(s) => Some(VerbsSrq::downcast(s).ok_or(DevError::NotSupported)?),
+            None => None,
+        };
+        VerbsQp::create(&self.me(), pd, caps, srq, events).map(|q| q as Arc<dyn Qp>)
+    }
+
+    fn create_srq(&self, pd: Pd, max_wr: u32, max_sge: u32, events: Arc<dyn SrqEvents>) -> Result<Arc<dyn Srq>, DevError> {
+        VerbsSrq::create(&self.me(), pd, max_wr, max_sge, events).map(|s| s as Arc<dyn Srq>)
+    }
+
+    fn listen(&self, port: u16, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+        cm::listen(&self.me(), port, events).map(|l| Box::new(l) as Box<dyn Listener>)
+    }
+}

@@ -1,0 +1,162 @@
+//! The verbs device's progress thread: it waits on the completion channel, the rdma_cm event
+//! channel and the async event fd (all non-blocking) and dispatches what arrives. Events are
+//! copied and acknowledged before they are handed on, so that a consumer callback may destroy
+//! the object they name.
+
+use std::sync::Arc;
+
+use super::cm::{self, CmEv};
+use super::device::VerbsDevice;
+use super::{api, sys, Ptr};
+use crate::dbg_log;
+use crate::log::DbgType;
+
+fn nonblocking(fd: i32) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor rdma-core gave us.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+pub(super) fn start(dev: &Arc<VerbsDevice>) -> std::io::Result<()> {
+    // SAFETY: the channels and context are open for the device's life.
+    let fds = unsafe { [(*dev.cm_channel.0).fd, (*dev.comp_channel.0).fd, (*dev.ctx.0).async_fd] };
+    for fd in fds {
+        nonblocking(fd)?;
+    }
+    let weak = Arc::downgrade(dev);
+    std::thread::Builder::new().name("dat2-verbs".into()).stack_size(512 << 10).spawn(move || {
+        let mut pfds: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        loop {
+            // SAFETY: an array of pollfd of the length given.
+            let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, -1) };
+            if n < 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return;
+            }
+            let Some(dev) = weak.upgrade() else { return };
+            if pfds[1].revents != 0 {
+                completions(&dev);
+            }
+            if pfds[0].revents != 0 {
+                cm_events(&dev);
+            }
+            if pfds[2].revents != 0 {
+                async_events(&dev);
+            }
+        }
+    })?;
+    Ok(())
+}
+
+fn completions(dev: &Arc<VerbsDevice>) {
+    let api = dev.api;
+    loop {
+        let mut cq = std::ptr::null_mut();
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: our non-blocking completion channel.
+        if unsafe { (api.ibv.get_cq_event)(dev.comp_channel.0, &mut cq, &mut ctx) } != 0 {
+            return;
+        }
+        // SAFETY: the CQ the event names; acknowledged at once so destroying it never waits.
+        unsafe { (api.ibv.ack_cq_events)(cq, 1) };
+        let qp = dev.lock().cqs.get(&(cq as usize)).and_then(|w| w.upgrade());
+        let Some(qp) = qp else { continue };
+        // SAFETY: a live CQ (its QP holds it); re-arm before draining so nothing is missed.
+        unsafe { api::req_notify_cq(cq, false) };
+        drain(&qp, Ptr(cq));
+    }
+}
+
+/// Polls a CQ empty, dispatching each completion to its QP.
+fn drain(qp: &Arc<super::qp::VerbsQp>, cq: Ptr<sys::ibv_cq>) {
+    // SAFETY: plain data.
+    let mut wcs: [sys::ibv_wc; 16] = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: a live CQ and room for 16 completions.
+        let n = unsafe { api::poll_cq(cq.0, wcs.len() as i32, wcs.as_mut_ptr()) };
+        if n <= 0 {
+            if n < 0 {
+                dbg_log!(DbgType::ERROR, "verbs QP {}: ibv_poll_cq failed ({n})", qp.qp_num);
+            }
+            return;
+        }
+        for wc in &wcs[..n as usize] {
+            qp.on_wc(wc);
+        }
+    }
+}
+
+fn cm_events(dev: &Arc<VerbsDevice>) {
+    let api = dev.api;
+    loop {
+        let mut ev = std::ptr::null_mut();
+        // SAFETY: our non-blocking event channel.
+        if unsafe { (api.cm.get_cm_event)(dev.cm_channel.0, &mut ev) } != 0 {
+            return;
+        }
+        // SAFETY: an event rdma_cm returned, read before it is acknowledged below.
+        let copied = unsafe {
+            let e = &*ev;
+            let conn = &e.param.conn;
+            let pdata = if conn.private_data.is_null() || conn.private_data_len == 0 {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(conn.private_data as *const u8, usize::from(conn.private_data_len)).to_vec()
+            };
+            CmEv {
+                kind: e.event,
+                status: e.status,
+                id: Ptr(e.id),
+                listen_id: Ptr(e.listen_id),
+                private_data: pdata,
+                initiator_depth: conn.initiator_depth,
+                responder_resources: conn.responder_resources,
+            }
+        };
+        // SAFETY: the event above, acknowledged once.
+        unsafe { (api.cm.ack_cm_event)(ev) };
+        cm::on_event(dev, copied);
+    }
+}
+
+fn async_events(dev: &Arc<VerbsDevice>) {
+    let api = dev.api;
+    loop {
+        // SAFETY: plain data.
+        let mut ev: sys::ibv_async_event = unsafe { std::mem::zeroed() };
+        // SAFETY: our context's non-blocking async fd.
+        if unsafe { (api.ibv.get_async_event)(dev.ctx.0, &mut ev) } != 0 {
+            return;
+        }
+        let kind = ev.event_type;
+        // SAFETY: the union member the event type names.
+        let (qp, srq) = unsafe { (ev.element.qp as usize, ev.element.srq as usize) };
+        // SAFETY: acknowledged once, after reading it.
+        unsafe { (api.ibv.ack_async_event)(&mut ev) };
+        dbg_log!(DbgType::PROVIDER_API, "verbs {}: async event {kind}", dev.name_str());
+        match kind {
+            sys::IBV_EVENT_SRQ_LIMIT_REACHED => {
+                let s = dev.lock().srqs.get(&srq).and_then(|w| w.upgrade());
+                if let Some(s) = s {
+                    s.events.limit_reached();
+                }
+            }
+            sys::IBV_EVENT_QP_FATAL | sys::IBV_EVENT_QP_REQ_ERR | sys::IBV_EVENT_QP_ACCESS_ERR => {
+                let q = {
+                    let s = dev.lock();
+                    s.qps.values().filter_map(|w| w.upgrade()).find(|q| q.qp.0 as usize == qp)
+                };
+                if let Some(q) = q {
+                    q.end(crate::device::CmEvent::Broken);
+                }
+            }
+            _ => {}
+        }
+    }
+}
