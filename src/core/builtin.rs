@@ -42,7 +42,8 @@ pub struct Builtin {
     pub params: String,
     tables: [&'static DAT_PROVIDER; 2],
     device: OnceLock<Result<Arc<dyn Device>, String>>,
-    attrs: &'static [DAT_NAMED_ATTR],
+    /// Provider-specific attributes known before the device opens.
+    attrs: Vec<(&'static str, String)>,
 }
 
 // SAFETY: the tables and attributes are leaked, immutable statics; the device is thread safe.
@@ -75,9 +76,15 @@ impl Builtin {
         })
     }
 
-    /// The provider-specific attributes `dat_ia_query` reports.
-    pub fn provider_specific(&self) -> &'static [DAT_NAMED_ATTR] {
-        self.attrs
+    /// The provider-specific attributes `dat_ia_query` reports for an IA on `dev`: the fixed
+    /// ones, the device's transport MTU, and the registration cache's state and counters.
+    pub fn provider_specific(&self, dev: &dyn Device) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self.attrs.iter().map(|(n, v)| (n.to_string(), v.clone())).collect();
+        v.push(("DAT_IB_TRANSPORT_MTU".into(), dev.limits().mtu.to_string()));
+        if self.kind == Kind::Verbs {
+            v.push(("DAT_IB_DEVICE_NAME".into(), dev.name().to_string()));
+        }
+        v
     }
 }
 
@@ -90,16 +97,11 @@ pub fn find(name: &[u8]) -> Option<&'static Builtin> {
     instances().lock().unwrap_or_else(|e| e.into_inner()).iter().copied().find(|b| b.name.as_bytes() == name)
 }
 
-fn leak_cstr(s: &str) -> *const core::ffi::c_char {
-    Box::leak(CString::new(s).unwrap_or_default().into_boxed_c_str()).as_ptr()
-}
-
-fn named_attrs(kind: Kind, params: &str) -> &'static [DAT_NAMED_ATTR] {
-    let pairs: Vec<(&str, String)> = match kind {
+fn named_attrs(kind: Kind, params: &str) -> Vec<(&'static str, String)> {
+    match kind {
         Kind::Soft => vec![
             ("DAT_EXTENSION_INTERFACE", "TRUE".into()),
             ("DAT_IB_RDMA_READ", "TRUE".into()),
-            ("DAT_IB_TRANSPORT_MTU", "4096".into()),
             ("DAT_IB_CMP_AND_SWAP", "TRUE".into()),
             ("DAT_IB_FETCH_AND_ADD", "TRUE".into()),
             ("DAT_IB_IMMED_DATA", "TRUE".into()),
@@ -117,9 +119,7 @@ fn named_attrs(kind: Kind, params: &str) -> &'static [DAT_NAMED_ATTR] {
             ("DAT2_DEVICE", "verbs".into()),
             ("DAT2_VERBS_PARAMS", params.into()),
         ],
-    };
-    let attrs: Vec<DAT_NAMED_ATTR> = pairs.iter().map(|(n, v)| DAT_NAMED_ATTR { name: leak_cstr(n), value: leak_cstr(v) }).collect();
-    Box::leak(attrs.into_boxed_slice())
+    }
 }
 
 /// The instance serving `name`, created (and kept for the life of the process) on first use.

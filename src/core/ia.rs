@@ -27,7 +27,19 @@ pub struct Ia {
     pub context: Mutex<u64>,
     /// lmr_context -> LMR handle, for the segment checks of the sync calls.
     pub lkeys: Mutex<std::collections::HashMap<u32, usize>>,
+    /// The provider-specific attributes of the latest `dat_ia_query` (the consumer's copy of
+    /// DAT_PROVIDER_ATTR points into them until the next query or the IA's close).
+    pub named: Mutex<NamedAttrs>,
 }
+
+#[derive(Default)]
+pub struct NamedAttrs {
+    strings: Vec<std::ffi::CString>,
+    list: Vec<DAT_NAMED_ATTR>,
+}
+
+// SAFETY: the pointers in `list` point into `strings`, owned alongside them.
+unsafe impl Send for NamedAttrs {}
 
 impl Ia {
     /// The small-integer handle the consumer knows this IA by.
@@ -90,6 +102,7 @@ pub fn open(name: *const c_char, thread_safe: bool, qlen: DAT_COUNT, async_evd: 
         owns_async_evd: given_evd.is_none(),
         context: Mutex::new(0),
         lkeys: Mutex::new(std::collections::HashMap::new()),
+        named: Mutex::new(NamedAttrs::default()),
     });
     table::insert(handle, Obj::Ia(ia.clone()));
     if given_evd.is_none() {
@@ -224,9 +237,20 @@ fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
     p.is_signal_safe = DAT_FALSE;
     p.ha_supported = DAT_FALSE;
     p.ha_loadbalancing = DAT_FALSE;
-    let attrs = ia.builtin.provider_specific();
-    p.num_provider_specific_attr = attrs.len() as DAT_COUNT;
-    p.provider_specific_attr = attrs.as_ptr() as *mut DAT_NAMED_ATTR;
+    let pairs = ia.builtin.provider_specific(&*ia.dev);
+    let mut named = ia.named.lock().unwrap_or_else(|e| e.into_inner());
+    let mut strings = Vec::with_capacity(pairs.len() * 2);
+    for (n, v) in pairs {
+        strings.push(std::ffi::CString::new(n).unwrap_or_default());
+        strings.push(std::ffi::CString::new(v).unwrap_or_default());
+    }
+    // Unchanged attributes keep their storage, so earlier copies stay valid.
+    if named.strings != strings {
+        let list: Vec<DAT_NAMED_ATTR> = strings.chunks(2).map(|c| DAT_NAMED_ATTR { name: c[0].as_ptr(), value: c[1].as_ptr() }).collect();
+        *named = NamedAttrs { strings, list };
+    }
+    p.num_provider_specific_attr = named.list.len() as DAT_COUNT;
+    p.provider_specific_attr = named.list.as_ptr() as *mut DAT_NAMED_ATTR;
     p
 }
 
