@@ -88,6 +88,8 @@ pub struct DeviceLimits {
     pub max_srq_wr: u32,
     pub mtu: u32,
     pub page_size: u64,
+    /// The most private data a connect, accept or reject carries.
+    pub max_private_data: u32,
 }
 
 pub trait Device: Send + Sync {

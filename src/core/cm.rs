@@ -116,7 +116,7 @@ pub fn connect(
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
     let addr = address_arg(addr)?;
-    let pdata = cr::private_data(size, data, DAT_INVALID_ARG5)?;
+    let pdata = cr::private_data(size, data, DAT_INVALID_ARG5, cr::max_private_data(&ep.ia))?;
     if qos & !(DAT_QOS_BEST_EFFORT | DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM) != 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7));
     }
@@ -132,7 +132,7 @@ pub fn connect(
 pub fn dup_connect(handle: DAT_EP_HANDLE, dup: DAT_EP_HANDLE, timeout: DAT_TIMEOUT, size: DAT_COUNT, data: *const c_void, qos: DAT_QOS) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
     let other = ep::ep(dup)?;
-    let pdata = cr::private_data(size, data, DAT_INVALID_ARG4)?;
+    let pdata = cr::private_data(size, data, DAT_INVALID_ARG4, cr::max_private_data(&ep.ia))?;
     let _ = qos;
     let (addr, conn_qual) = {
         let o = other.lock();

@@ -101,9 +101,14 @@ pub fn query(handle: DAT_CR_HANDLE, mask: DAT_CR_PARAM_MASK, param: *mut DAT_CR_
     Ok(DAT_SUCCESS)
 }
 
-/// Checks private data arguments (`size` at `arg`, the data at `arg + 1`).
-pub fn private_data<'a>(size: DAT_COUNT, data: *const c_void, arg: DAT_RETURN) -> Result<&'a [u8], DAT_RETURN> {
-    if !(0..=MAX_PRIVATE_DATA).contains(&size) {
+/// The most private data a connection message of `ia`'s device carries.
+pub fn max_private_data(ia: &super::ia::Ia) -> DAT_COUNT {
+    (ia.dev.limits().max_private_data as DAT_COUNT).min(MAX_PRIVATE_DATA)
+}
+
+/// Checks private data arguments (`size` at `arg`, the data at `arg + 1`) against `max`.
+pub fn private_data<'a>(size: DAT_COUNT, data: *const c_void, arg: DAT_RETURN, max: DAT_COUNT) -> Result<&'a [u8], DAT_RETURN> {
+    if !(0..=max).contains(&size) {
         return Err(dat_error(DAT_INVALID_PARAMETER, arg));
     }
     if size == 0 {
@@ -126,7 +131,7 @@ pub fn accept(handle: DAT_CR_HANDLE, ep_handle: DAT_EP_HANDLE, size: DAT_COUNT, 
     if !Arc::ptr_eq(&ep.ia, &c.ia) {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
     }
-    let pdata = private_data(size, data, DAT_INVALID_ARG3)?;
+    let pdata = private_data(size, data, DAT_INVALID_ARG3, max_private_data(&c.ia))?;
     super::cm::accept(&ep, &c.pending, pdata)?;
     table::remove(c.handle);
     Ok(DAT_SUCCESS)
@@ -134,7 +139,7 @@ pub fn accept(handle: DAT_CR_HANDLE, ep_handle: DAT_EP_HANDLE, size: DAT_COUNT, 
 
 pub fn reject(handle: DAT_CR_HANDLE, size: DAT_COUNT, data: *const c_void) -> Result<DAT_RETURN, DAT_RETURN> {
     let c = cr(handle)?;
-    let pdata = private_data(size, data, DAT_INVALID_ARG2)?;
+    let pdata = private_data(size, data, DAT_INVALID_ARG2, max_private_data(&c.ia))?;
     if table::remove(c.handle).is_none() {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
     }

@@ -218,7 +218,7 @@ fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
         | DAT_COMPLETION_BARRIER_FENCE_FLAG
         | DAT_COMPLETION_EVD_THRESHOLD_FLAG;
     p.is_thread_safe = ia.thread_safe as DAT_BOOLEAN;
-    p.max_private_data_size = super::ep::MAX_PRIVATE_DATA;
+    p.max_private_data_size = super::cr::max_private_data(ia);
     p.supports_multipath = DAT_FALSE;
     p.ep_creator = DAT_PSP_CREATES_EP_NEVER;
     p.pz_support = DAT_PZ_UNIQUE;

@@ -95,6 +95,7 @@ impl SoftDevice {
                 max_srq_wr: 1 << 14,
                 mtu: 4096,
                 page_size: page,
+                max_private_data: 256,
             },
             address,
             keys: KeyGen::new(),

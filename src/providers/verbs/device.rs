@@ -108,6 +108,10 @@ pub(super) fn mw_access(a: Access, zero_based: bool) -> u32 {
     f
 }
 
+/// Private data of an rdma_cm connect request on IB/RoCE (the CM REQ's 92 bytes less rdma_cm's
+/// 36-byte header).
+const PRIVATE_DATA_IB: u32 = 56;
+
 fn mtu_bytes(mtu: u32) -> u32 {
     // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
     if (1..=5).contains(&mtu) {
@@ -188,6 +192,9 @@ impl VerbsDevice {
             max_srq_wr: dattr.max_srq_wr.max(0) as u32,
             mtu: mtu_bytes(pattr.active_mtu),
             page_size: page,
+            // An rdma_cm connect request over IB or RoCE carries 56 bytes (accept 196, reject
+            // 148): DAT has one limit for all three.
+            max_private_data: PRIVATE_DATA_IB,
         };
         let mw_type2 = dattr.max_mw > 0 && dattr.device_cap_flags & sys::IBV_DEVICE_MEM_WINDOW_TYPE_2B != 0;
         let dev = Arc::new_cyclic(|this| VerbsDevice {
