@@ -2,6 +2,10 @@
 //! the INIT state so that receives can be posted before the connection exists, and moved to
 //! RTR and RTS with the attributes rdma_cm computes for its connection (cm.rs).
 //!
+//! Immediate data goes into the work request as the consumer gave it and comes out of the
+//! completion as it arrived, without byte swapping, as Debian's dapl does: a node on dat2 and
+//! one on dapl see the same values.
+//!
 //! Work requests carry ids of our own: completions in error do not say which operation they
 //! were, so each id remembers the consumer's id and the kind of operation.
 
@@ -304,7 +308,7 @@ impl VerbsQp {
             status,
             op,
             byte_len: wc.byte_len,
-            imm: with_imm.then(|| u32::from_be(imm)),
+            imm: with_imm.then_some(imm),
             invalidated: (with_inv && status == DAT_DTO_SUCCESS).then_some(inv),
             solicited: false,
         };
@@ -401,7 +405,7 @@ impl Qp for VerbsQp {
             w.opcode = opcode;
             match wr.op {
                 WrOp::SendInv(rkey) => w.__bindgen_anon_1.invalidate_rkey = rkey,
-                WrOp::SendImm(imm) | WrOp::WriteImm(imm) => w.__bindgen_anon_1.imm_data = imm.to_be(),
+                WrOp::SendImm(imm) | WrOp::WriteImm(imm) => w.__bindgen_anon_1.imm_data = imm,
                 _ => {}
             }
             match wr.op {
