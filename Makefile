@@ -23,7 +23,8 @@ HEADERS := $(wildcard include/dat2/*.h)
 MAN1   := $(wildcard man/man1/*.1)
 MAN3   := $(wildcard man/man3/*.3)
 MAN5   := $(wildcard man/man5/*.5)
-MANS   := $(MAN1) $(MAN3) $(MAN5)
+MAN7   := $(wildcard man/man7/*.7)
+MANS   := $(MAN1) $(MAN3) $(MAN5) $(MAN7)
 
 # dat2-info, the command installed with the library (C, public DAT API only).
 CC     ?= cc
@@ -93,7 +94,7 @@ lint-man:
 
 install: lib tools
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/dat2 $(DESTDIR)$(PKGCONFIGDIR) \
-	  $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5
+	  $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7
 	install -m 0755 $(INFO) $(DESTDIR)$(BINDIR)/dat2-info
 	install -m 0755 $(BUILD)/$(REAL) $(DESTDIR)$(LIBDIR)/$(REAL)
 	ln -sf $(REAL) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -105,6 +106,7 @@ install: lib tools
 	$(if $(MAN1),install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/)
 	$(if $(MAN3),install -m 0644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/)
 	$(if $(MAN5),install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/)
+	$(if $(MAN7),install -m 0644 $(MAN7) $(DESTDIR)$(MANDIR)/man7/)
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/dat2-info
@@ -114,6 +116,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PKGCONFIGDIR)/dat2.pc
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(MAN7)))
 
 clean:
 	$(CARGO) clean

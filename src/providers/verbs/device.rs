@@ -176,11 +176,12 @@ impl VerbsDevice {
             // SAFETY: sysconf has no preconditions.
             unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64
         };
+        let mw_type2 = dattr.max_mw > 0 && dattr.device_cap_flags & sys::IBV_DEVICE_MEM_WINDOW_TYPE_2B != 0;
         let limits = DeviceLimits {
             max_pds: dattr.max_pd.max(0) as u32,
             max_mrs: dattr.max_mr.max(0) as u32,
             max_mr_size: dattr.max_mr_size,
-            max_mws: dattr.max_mw.max(0) as u32,
+            max_mws: if mw_type2 { dattr.max_mw.max(0) as u32 } else { 0 },
             max_qps: dattr.max_qp.max(0) as u32,
             max_qp_wr: dattr.max_qp_wr.max(0) as u32,
             max_sge: dattr.max_sge.max(0) as u32,
@@ -196,7 +197,6 @@ impl VerbsDevice {
             // 148): DAT has one limit for all three.
             max_private_data: PRIVATE_DATA_IB,
         };
-        let mw_type2 = dattr.max_mw > 0 && dattr.device_cap_flags & sys::IBV_DEVICE_MEM_WINDOW_TYPE_2B != 0;
         let dev = Arc::new_cyclic(|this| VerbsDevice {
             this: this.clone(),
             api,
