@@ -527,7 +527,7 @@ impl Cache {
         let w = match watch {
             Ok(w) => w,
             Err(why) => {
-                dbg_log!(DbgType::GENERIC, "mr cache: [{addr:#x}, +{len:#x}) cannot be watched ({why:?}): registered for this LMR only");
+                dbg_log!(DbgType::GENERIC, "mr cache: [{addr:#x}, +{len:#x}) cannot be watched ({why}): registered for this LMR only");
                 return Ok(Registration { mr, entry: 0, reused: false });
             }
         };

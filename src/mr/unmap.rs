@@ -280,6 +280,12 @@ fn reader(fd: i32, page: u64) {
         }
     };
     STOPPED.store(stop.max(1) as u32, SeqCst);
+    if stop != libc::EBADF {
+        // Nobody reads the descriptor any more: close it, so that the kernel drops every
+        // registration and wakes any thread waiting on a fault (a descriptor that poll called
+        // invalid is no longer ours to close).
+        close(fd);
+    }
     publish_everything();
     FINISHED.store(u64::MAX, SeqCst);
     EVENT_GEN.fetch_add(1, SeqCst);
@@ -487,6 +493,16 @@ impl WatchSet {
     #[cfg(test)]
     pub(crate) fn count_at(&self, x: u64) -> u32 {
         self.segs.range(..=x).next_back().filter(|(_, &(e, _))| e > x).map_or(0, |(_, &(_, c))| c)
+    }
+}
+
+impl std::fmt::Display for NotWatched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotWatched::Kind => f.write_str("shared memory or hugetlbfs"),
+            NotWatched::Kernel(e) => write!(f, "UFFDIO_REGISTER: {}", std::io::Error::from_raw_os_error(*e)),
+            NotWatched::Range => f.write_str("empty or out-of-range"),
+        }
     }
 }
 
