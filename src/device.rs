@@ -118,6 +118,15 @@ pub trait Device: Send + Sync {
     fn alias_mr(&self, mr: &Mr, pd: Pd, access: Access, zero_based: bool) -> Result<Mr, DevError>;
     /// Revokes the keys of `mr` at once; the memory registration goes with its last key set.
     fn dereg_mr(&self, mr: &Mr);
+    /// Whether the core may keep this device's local-only registrations after their last LMR
+    /// is freed, for a later LMR of the same range to reuse (the registration cache, see
+    /// `crate::mr::cache`). A device that pins memory, and pays for each registration, says
+    /// yes. When it does, the core also shares a registration between LMRs only while the
+    /// memory under it is watched; a kept MR stays registered (its lkey valid) until the core
+    /// deregisters it, and the core flushes a PD's kept MRs before `dealloc_pd`.
+    fn cache_registrations(&self) -> bool {
+        false
+    }
 
     fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError>;
     fn dealloc_mw(&self, mw: &Mw);

@@ -289,6 +289,8 @@ pub fn close(handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_RETURN
         }
         _ => return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2)),
     }
+    // Every PZ flushed its cached registrations as it went; this catches any left on the device.
+    crate::mr::flush(&ia.dev, None);
     table::remove(ia.handle);
     Ok(DAT_SUCCESS)
 }

@@ -73,7 +73,9 @@ pub fn free(handle: DAT_PZ_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     Ok(DAT_SUCCESS)
 }
 
-/// Releases the device PD (the object leaves the table separately).
+/// Releases the device PD (the object leaves the table separately), after the registrations
+/// the cache kept in it: a device may refuse to free a PD that still has MRs.
 pub fn destroy(pz: &Pz) {
+    crate::mr::flush(&pz.ia.dev, Some(pz.pd));
     pz.ia.dev.dealloc_pd(pz.pd);
 }

@@ -1,0 +1,681 @@
+//! Tests of the registration table and cache with a mock device that counts registrations,
+//! and of the userfaultfd monitor on real mappings (skipped, saying so, where the kernel or
+//! the privileges do not allow userfaultfd).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::cache::{Cache, Config};
+use super::unmap;
+use super::{RegError, Registration};
+use crate::device::*;
+
+struct Mock {
+    opt_in: bool,
+    limits: DeviceLimits,
+    next: AtomicU64,
+    regs: AtomicU64,
+    aliases: AtomicU64,
+    deregs: AtomicU64,
+    live: Mutex<HashSet<u64>>,
+    /// Key sets at most (NoResources beyond).
+    max_live: usize,
+}
+
+impl Mock {
+    fn new(opt_in: bool) -> Arc<Mock> {
+        Mock::with_limit(opt_in, usize::MAX)
+    }
+    fn with_limit(opt_in: bool, max_live: usize) -> Arc<Mock> {
+        Arc::new(Mock {
+            opt_in,
+            limits: DeviceLimits {
+                max_pds: 16,
+                max_mrs: 1024,
+                max_mr_size: u64::MAX,
+                max_mws: 16,
+                max_qps: 16,
+                max_qp_wr: 16,
+                max_sge: 4,
+                max_cqs: 16,
+                max_cqe: 16,
+                max_rd_atom: 4,
+                max_msg_size: 1 << 20,
+                max_srqs: 1,
+                max_srq_wr: 16,
+                mtu: 4096,
+                page_size: 4096,
+            },
+            next: AtomicU64::new(1),
+            regs: AtomicU64::new(0),
+            aliases: AtomicU64::new(0),
+            deregs: AtomicU64::new(0),
+            live: Mutex::new(HashSet::new()),
+            max_live,
+        })
+    }
+    fn set(&self, addr: u64, len: u64, access: Access) -> Result<Mr, DevError> {
+        let mut live = self.live.lock().unwrap();
+        if live.len() >= self.max_live {
+            return Err(DevError::NoResources);
+        }
+        let id = self.next.fetch_add(1, SeqCst);
+        live.insert(id);
+        let rkey = if access.is_remote() { 0x8000_0000 | id as u32 } else { 0 };
+        Ok(Mr { id, lkey: id as u32, rkey, addr, len })
+    }
+    fn counts(&self) -> (u64, u64, u64) {
+        (self.regs.load(SeqCst), self.aliases.load(SeqCst), self.deregs.load(SeqCst))
+    }
+}
+
+impl Device for Mock {
+    fn name(&self) -> &str {
+        "mock"
+    }
+    fn vendor(&self) -> &str {
+        "test"
+    }
+    fn limits(&self) -> &DeviceLimits {
+        &self.limits
+    }
+    fn address(&self) -> libc::sockaddr_storage {
+        // SAFETY: an all-zero sockaddr_storage is a valid (AF_UNSPEC) value.
+        unsafe { core::mem::zeroed() }
+    }
+    fn alloc_pd(&self) -> Result<Pd, DevError> {
+        Ok(Pd(1))
+    }
+    fn dealloc_pd(&self, _pd: Pd) {}
+    fn reg_mr(&self, _pd: Pd, addr: u64, len: u64, access: Access, _zb: bool) -> Result<Mr, DevError> {
+        let mr = self.set(addr, len, access)?;
+        self.regs.fetch_add(1, SeqCst);
+        Ok(mr)
+    }
+    fn alias_mr(&self, mr: &Mr, _pd: Pd, access: Access, _zb: bool) -> Result<Mr, DevError> {
+        let mr = self.set(mr.addr, mr.len, access)?;
+        self.aliases.fetch_add(1, SeqCst);
+        Ok(mr)
+    }
+    fn dereg_mr(&self, mr: &Mr) {
+        assert!(self.live.lock().unwrap().remove(&mr.id), "key set {} deregistered twice", mr.id);
+        self.deregs.fetch_add(1, SeqCst);
+    }
+    fn cache_registrations(&self) -> bool {
+        self.opt_in
+    }
+    fn alloc_mw(&self, _pd: Pd) -> Result<Mw, DevError> {
+        Err(DevError::NotSupported)
+    }
+    fn dealloc_mw(&self, _mw: &Mw) {}
+    fn create_qp(&self, _pd: Pd, _caps: QpCaps, _srq: Option<Arc<dyn Srq>>, _events: Arc<dyn QpEvents>) -> Result<Arc<dyn Qp>, DevError> {
+        Err(DevError::NotSupported)
+    }
+    fn create_srq(&self, _pd: Pd, _max_wr: u32, _max_sge: u32, _events: Arc<dyn SrqEvents>) -> Result<Arc<dyn Srq>, DevError> {
+        Err(DevError::NotSupported)
+    }
+    fn listen(&self, _port: u16, _events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+        Err(DevError::NotSupported)
+    }
+}
+
+const LOCAL: Access = Access(Access::LOCAL_READ | Access::LOCAL_WRITE);
+const REMOTE: Access = Access(Access::LOCAL_READ | Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+const PAGE: u64 = 4096;
+
+/// An anonymous private mapping, unmapped on drop unless the test already did.
+struct Map {
+    addr: u64,
+    len: u64,
+}
+
+impl Map {
+    fn new(pages: u64) -> Map {
+        Map::at(0, pages, 0)
+    }
+    fn at(hint: u64, pages: u64, extra: i32) -> Map {
+        let len = pages * PAGE;
+        // SAFETY: a new anonymous mapping; a hint address is only a hint unless MAP_FIXED_NOREPLACE
+        // is passed, which never replaces an existing mapping.
+        let p = unsafe { libc::mmap(hint as *mut _, len as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra, -1, 0) };
+        assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        Map { addr: p as u64, len }
+    }
+    fn unmap(&mut self) {
+        if self.len != 0 {
+            // SAFETY: unmaps exactly the mapping this value made.
+            unsafe { libc::munmap(self.addr as *mut _, self.len as usize) };
+            self.len = 0;
+        }
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        self.unmap();
+    }
+}
+
+/// Whether userfaultfd works here; prints why the calling test is skipped otherwise.
+fn uffd(test: &str) -> bool {
+    match unmap::monitor() {
+        Ok(_) => true,
+        Err(why) => {
+            eprintln!("SKIP {test}: {why}");
+            false
+        }
+    }
+}
+
+fn dev_of(m: &Arc<Mock>) -> Arc<dyn Device> {
+    m.clone()
+}
+
+fn reg(c: &Cache, dev: &Arc<dyn Device>, pd: u32, addr: u64, len: u64, access: Access) -> Registration {
+    c.register_range(dev, Pd(pd), addr, len, access, false).expect("register")
+}
+
+/// Writes one byte at `addr` on another thread; false if it did not finish within 5 s.
+fn touch_within_5s(addr: u64) -> bool {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        // SAFETY: `addr` lies in a live read/write mapping owned by the calling test.
+        unsafe { core::ptr::write_volatile(addr as *mut u8, 1) };
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(5)).is_ok()
+}
+
+#[test]
+fn config_from_environment_values() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| move |n: &str| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.to_string());
+    let (c, notes) = Config::parse(env(&[]));
+    assert_eq!(c, Config::default());
+    assert!(notes.is_empty());
+    assert!(c.enabled);
+    for off in ["0", "off", "NO", "false"] {
+        let v: &'static str = off;
+        let pairs: &'static [(&'static str, &'static str)] = Box::leak(Box::new([("DAT2_MR_CACHE", v)]));
+        assert!(!Config::parse(env(pairs)).0.enabled, "{off}");
+    }
+    assert!(Config::parse(env(&[("DAT2_MR_CACHE", "1")])).0.enabled);
+    let (c, notes) = Config::parse(env(&[("DAT2_MR_CACHE_MAX_ENTRIES", "7"), ("DAT2_MR_CACHE_MAX_BYTES", "64M"), ("DAT2_MR_CACHE_TTL", "0.5")]));
+    assert_eq!((c.max_entries, c.max_bytes, c.ttl), (7, 64 << 20, Some(Duration::from_millis(500))));
+    assert!(notes.is_empty());
+    assert_eq!(Config::parse(env(&[("DAT2_MR_CACHE_MAX_BYTES", "2GiB")])).0.max_bytes, 2 << 30);
+    assert_eq!(Config::parse(env(&[("DAT2_MR_CACHE_MAX_BYTES", "4096")])).0.max_bytes, 4096);
+    assert_eq!(Config::parse(env(&[("DAT2_MR_CACHE_TTL", "0")])).0.ttl, None);
+    let (c, notes) = Config::parse(env(&[("DAT2_MR_CACHE_MAX_ENTRIES", "many"), ("DAT2_MR_CACHE_MAX_BYTES", "1X"), ("DAT2_MR_CACHE_TTL", "-3")]));
+    assert_eq!((c.max_entries, c.max_bytes, c.ttl), (Config::default().max_entries, Config::default().max_bytes, Config::default().ttl));
+    assert_eq!(notes.len(), 3, "{notes:?}");
+}
+
+#[test]
+fn hit_after_free() {
+    if !uffd("hit_after_free") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(4);
+    let r1 = reg(&c, &dev, 1, m.addr + 100, 3000, LOCAL);
+    assert!(!r1.reused);
+    assert_eq!(r1.mr.rkey, 0);
+    c.release(&dev, &r1);
+    assert_eq!(mock.counts(), (1, 0, 0), "kept, not deregistered");
+    let s = c.stats();
+    assert!(s.enabled, "{:?}", s.why_off);
+    assert_eq!((s.entries, s.bytes, s.hits, s.misses), (1, 3000, 0, 1));
+    let r2 = reg(&c, &dev, 1, m.addr + 100, 3000, LOCAL);
+    assert!(r2.reused);
+    assert_eq!(r2.mr, r1.mr, "the kept MR comes back");
+    assert_eq!(mock.counts(), (1, 0, 0));
+    let s = c.stats();
+    assert_eq!((s.entries, s.bytes, s.hits, s.misses), (0, 0, 1, 1));
+    // A live registration is shared as before, each LMR with keys of its own.
+    let r3 = reg(&c, &dev, 1, m.addr + 100, 3000, LOCAL);
+    assert!(r3.reused);
+    assert_ne!(r3.mr.lkey, r2.mr.lkey);
+    assert_eq!(mock.counts(), (1, 1, 0));
+    c.release(&dev, &r3);
+    assert_eq!(mock.counts(), (1, 1, 1));
+    c.release(&dev, &r2);
+    assert_eq!(c.stats().entries, 1);
+    // Another PD, access or range is another key: a miss.
+    let r4 = reg(&c, &dev, 2, m.addr + 100, 3000, LOCAL);
+    let r5 = reg(&c, &dev, 1, m.addr + 100, 3000, Access(Access::LOCAL_READ));
+    let r6 = reg(&c, &dev, 1, m.addr, 3000, LOCAL);
+    assert!(!r4.reused && !r5.reused && !r6.reused);
+    assert_eq!(c.stats().misses, 4);
+    for r in [r4, r5, r6] {
+        c.release(&dev, &r);
+    }
+    assert_eq!(c.stats().entries, 4);
+    assert_eq!(c.flush(&dev, None), 4);
+    assert_eq!(mock.counts(), (4, 1, 5));
+    assert!(mock.live.lock().unwrap().is_empty());
+}
+
+#[test]
+fn remote_access_is_never_kept() {
+    if !uffd("remote_access_is_never_kept") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(2);
+    let r1 = reg(&c, &dev, 1, m.addr, 2 * PAGE, REMOTE);
+    let r2 = reg(&c, &dev, 1, m.addr, 2 * PAGE, REMOTE);
+    assert!(r2.reused, "live sharing still applies");
+    assert!(r1.mr.rkey != 0 && r2.mr.rkey != 0 && r1.mr.rkey != r2.mr.rkey, "each LMR has its own rkey");
+    c.release(&dev, &r1);
+    assert_eq!(mock.counts(), (1, 1, 1), "the first LMR's keys are revoked at once");
+    c.release(&dev, &r2);
+    assert_eq!(mock.counts(), (1, 1, 2), "the last remote registration is deregistered, not kept");
+    assert_eq!(c.stats().entries, 0);
+    let r3 = reg(&c, &dev, 1, m.addr, 2 * PAGE, REMOTE);
+    assert!(!r3.reused);
+    assert_eq!(mock.counts().0, 2);
+    c.release(&dev, &r3);
+    assert!(mock.live.lock().unwrap().is_empty());
+}
+
+#[test]
+fn switched_off_every_lmr_registers_on_its_own() {
+    let c = Cache::new(Config { enabled: false, ..Config::default() });
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(1);
+    let r1 = reg(&c, &dev, 1, m.addr, PAGE, LOCAL);
+    let r2 = reg(&c, &dev, 1, m.addr, PAGE, LOCAL);
+    assert!(!r1.reused && !r2.reused);
+    assert_eq!(mock.counts(), (2, 0, 0));
+    c.release(&dev, &r1);
+    c.release(&dev, &r2);
+    assert_eq!(mock.counts(), (2, 0, 2));
+    let s = c.stats();
+    assert!(!s.enabled);
+    assert!(s.why_off.as_deref().is_some_and(|w| w.contains("DAT2_MR_CACHE=0")), "{s:?}");
+    assert_eq!((s.hits, s.misses, s.entries), (0, 0, 0));
+}
+
+#[test]
+fn a_device_that_does_not_opt_in_shares_live_and_keeps_nothing() {
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(false);
+    let dev = dev_of(&mock);
+    let m = Map::new(1);
+    let r1 = reg(&c, &dev, 1, m.addr, PAGE, LOCAL);
+    let r2 = reg(&c, &dev, 1, m.addr, PAGE, LOCAL);
+    assert!(r2.reused);
+    assert_eq!(c.live(), 1);
+    c.release(&dev, &r1);
+    c.release(&dev, &r2);
+    assert_eq!(mock.counts(), (1, 1, 2));
+    assert_eq!(c.live(), 0);
+    assert_eq!(c.stats().entries, 0);
+    // Shared memory by cookie is unchanged too.
+    let cookie = [7u8; super::COOKIE_SIZE];
+    let s1 = c.register_shared(&dev, &cookie, Pd(1), m.addr, PAGE, LOCAL, false).unwrap();
+    assert_eq!(c.register_shared(&dev, &cookie, Pd(1), m.addr, 2 * PAGE, LOCAL, false).unwrap_err(), RegError::CookieLength);
+    let s2 = c.register_shared(&dev, &cookie, Pd(1), m.addr, PAGE, LOCAL, false).unwrap();
+    assert!(s2.reused);
+    c.release(&dev, &s1);
+    c.release(&dev, &s2);
+    assert!(mock.live.lock().unwrap().is_empty());
+}
+
+#[test]
+fn lru_bound_on_entries() {
+    if !uffd("lru_bound_on_entries") {
+        return;
+    }
+    let c = Cache::new(Config { max_entries: 2, ..Config::default() });
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let maps: Vec<Map> = (0..3).map(|_| Map::new(1)).collect();
+    for m in &maps {
+        let r = reg(&c, &dev, 1, m.addr, PAGE, LOCAL);
+        c.release(&dev, &r);
+    }
+    let s = c.stats();
+    assert_eq!((s.entries, s.evictions.lru), (2, 1));
+    assert_eq!(mock.counts(), (3, 0, 1));
+    // The oldest went; the two newest are still there.
+    let r = reg(&c, &dev, 1, maps[0].addr, PAGE, LOCAL);
+    assert!(!r.reused);
+    c.release(&dev, &r);
+    let r = reg(&c, &dev, 1, maps[2].addr, PAGE, LOCAL);
+    assert!(r.reused);
+    c.release(&dev, &r);
+    // Using an entry makes it the newest: maps[1] is now the oldest and goes next.
+    assert_eq!(c.stats().evictions.lru, 2);
+    let r = reg(&c, &dev, 1, maps[1].addr, PAGE, LOCAL);
+    assert!(!r.reused);
+    c.release(&dev, &r);
+    // No entries at all: nothing is kept.
+    let c0 = Cache::new(Config { max_entries: 0, ..Config::default() });
+    let r = reg(&c0, &dev, 1, maps[0].addr + 8, 8, LOCAL);
+    c0.release(&dev, &r);
+    assert_eq!(c0.stats().entries, 0);
+}
+
+#[test]
+fn lru_bound_on_bytes() {
+    if !uffd("lru_bound_on_bytes") {
+        return;
+    }
+    let c = Cache::new(Config { max_bytes: 2 * PAGE, ..Config::default() });
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let maps: Vec<Map> = (0..3).map(|_| Map::new(1)).collect();
+    for m in &maps {
+        let r = reg(&c, &dev, 1, m.addr, PAGE, LOCAL);
+        c.release(&dev, &r);
+    }
+    let s = c.stats();
+    assert_eq!((s.entries, s.bytes, s.evictions.lru), (2, 2 * PAGE, 1));
+    // One registration larger than the bound is never kept, and evicts nothing.
+    let big = Map::new(3);
+    let r = reg(&c, &dev, 1, big.addr, 3 * PAGE, LOCAL);
+    let before = mock.counts().2;
+    c.release(&dev, &r);
+    assert_eq!(mock.counts().2, before + 1);
+    let s = c.stats();
+    assert_eq!((s.entries, s.bytes, s.evictions.lru), (2, 2 * PAGE, 1));
+    // A two-page entry pushes both one-page entries out.
+    let two = Map::new(2);
+    let r = reg(&c, &dev, 1, two.addr, 2 * PAGE, LOCAL);
+    c.release(&dev, &r);
+    let s = c.stats();
+    assert_eq!((s.entries, s.bytes, s.evictions.lru), (1, 2 * PAGE, 3));
+}
+
+#[test]
+fn collector_deregisters_unused_entries() {
+    if !uffd("collector_deregisters_unused_entries") {
+        return;
+    }
+    let c = Cache::new(Config { ttl: Some(Duration::from_millis(200)), ..Config::default() });
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(1);
+    let r = reg(&c, &dev, 1, m.addr, PAGE, LOCAL);
+    c.release(&dev, &r);
+    assert_eq!(c.stats().entries, 1);
+    let start = Instant::now();
+    while mock.counts().2 == 0 && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = c.stats();
+    assert_eq!((s.entries, s.evictions.collector), (0, 1), "{s:?}");
+    assert!(start.elapsed() >= Duration::from_millis(150));
+    assert_eq!(mock.counts(), (1, 0, 1));
+}
+
+#[test]
+fn flush_per_pd_and_per_device() {
+    if !uffd("flush_per_pd_and_per_device") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let (a, b) = (Mock::new(true), Mock::new(true));
+    let (da, db) = (dev_of(&a), dev_of(&b));
+    let m = Map::new(2);
+    for (dev, pd) in [(&da, 1), (&da, 1), (&da, 2), (&db, 1)] {
+        let off = c.stats().entries * 8;
+        let r = reg(&c, dev, pd, m.addr + off, 8, LOCAL);
+        c.release(dev, &r);
+    }
+    assert_eq!(c.stats().entries, 4);
+    assert_eq!(c.flush(&da, Some(Pd(1))), 2);
+    assert_eq!(a.counts().2, 2);
+    assert_eq!(c.flush(&da, Some(Pd(1))), 0);
+    assert_eq!(c.flush(&da, None), 1);
+    assert_eq!(b.counts().2, 0, "another device's entries stay");
+    assert_eq!(c.stats().entries, 1);
+    assert_eq!(c.flush(&db, Some(Pd(1))), 1);
+    let s = c.stats();
+    assert_eq!((s.entries, s.evictions.flush), (0, 4));
+}
+
+#[test]
+fn out_of_resources_gives_back_kept_registrations() {
+    if !uffd("out_of_resources_gives_back_kept_registrations") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::with_limit(true, 1);
+    let dev = dev_of(&mock);
+    let (m1, m2) = (Map::new(1), Map::new(1));
+    let r = reg(&c, &dev, 1, m1.addr, PAGE, LOCAL);
+    c.release(&dev, &r);
+    let r = reg(&c, &dev, 1, m2.addr, PAGE, LOCAL);
+    assert_eq!(mock.counts(), (2, 0, 1));
+    assert_eq!(c.stats().evictions.lru, 1);
+    // With the one live registration the device really is full.
+    assert_eq!(c.register_range(&dev, Pd(1), m1.addr, PAGE, LOCAL, false).unwrap_err(), RegError::Device(DevError::NoResources));
+    c.release(&dev, &r);
+}
+
+// ---- the monitor on real memory --------------------------------------------------------------
+
+/// An anonymous mapping of `pages` exactly at `addr`, if nothing else took that address.
+fn map_again_at(addr: u64, pages: u64) -> Option<Map> {
+    let len = pages * PAGE;
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; the result is checked.
+    let p = unsafe { libc::mmap(addr as *mut _, len as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE, -1, 0) };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    let m = Map { addr: p as u64, len };
+    (m.addr == addr).then_some(m)
+}
+
+#[test]
+fn munmap_evicts_and_a_new_mapping_registers_afresh() {
+    if !uffd("munmap_evicts_and_a_new_mapping_registers_afresh") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    // Other tests map memory concurrently and may take the freed address: try again then.
+    for attempt in 0.. {
+        assert!(attempt < 50, "the freed address was always taken by another mapping");
+        let s0 = c.stats();
+        let (regs0, _, deregs0) = mock.counts();
+        let mut m = Map::new(4);
+        let addr = m.addr;
+        let r = reg(&c, &dev, 1, addr + 10, 3 * PAGE, LOCAL);
+        c.release(&dev, &r);
+        assert_eq!(c.stats().entries, 1);
+        m.unmap();
+        let s = c.stats();
+        assert_eq!((s.entries, s.evictions.unmap), (0, s0.evictions.unmap + 1), "{s:?}");
+        assert_eq!(mock.counts(), (regs0 + 1, 0, deregs0 + 1));
+        // The same address mapped again is other memory: a miss.
+        let Some(m2) = map_again_at(addr, 4) else { continue };
+        let r = reg(&c, &dev, 1, addr + 10, 3 * PAGE, LOCAL);
+        assert!(!r.reused);
+        assert_eq!(c.stats().misses, s0.misses + 2);
+        c.release(&dev, &r);
+        // Unmapping part of the range is enough.
+        // SAFETY: unmaps the last page of the test's own mapping m2.
+        unsafe { libc::munmap((addr + 3 * PAGE) as *mut _, PAGE as usize) };
+        let s = c.stats();
+        assert_eq!((s.entries, s.evictions.unmap), (0, s0.evictions.unmap + 2));
+        drop(m2);
+        break;
+    }
+}
+
+#[test]
+fn mmap_fixed_over_a_kept_range_evicts() {
+    if !uffd("mmap_fixed_over_a_kept_range_evicts") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(2);
+    let r = reg(&c, &dev, 1, m.addr, 2 * PAGE, LOCAL);
+    c.release(&dev, &r);
+    // Replacing the mapping in place (no gap another thread could take) is an unmap too.
+    let again = Map::at(m.addr, 1, libc::MAP_FIXED);
+    assert_eq!(again.addr, m.addr);
+    core::mem::forget(again);
+    let s = c.stats();
+    assert_eq!((s.entries, s.evictions.unmap), (0, 1), "{s:?}");
+    let r = reg(&c, &dev, 1, m.addr, 2 * PAGE, LOCAL);
+    assert!(!r.reused);
+    c.release(&dev, &r);
+}
+
+#[test]
+fn madvise_dontneed_evicts_and_faults_do_not_hang() {
+    if !uffd("madvise_dontneed_evicts_and_faults_do_not_hang") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(4);
+    // Populate first, as a pinning device would have.
+    for p in 0..4 {
+        // SAFETY: inside the test's own read/write mapping.
+        unsafe { core::ptr::write_volatile((m.addr + p * PAGE) as *mut u8, 7) };
+    }
+    let r = reg(&c, &dev, 1, m.addr, 4 * PAGE, LOCAL);
+    c.release(&dev, &r);
+    assert_eq!(c.stats().entries, 1);
+    // SAFETY: discards two pages of the test's own mapping.
+    let rc = unsafe { libc::madvise((m.addr + PAGE) as *mut _, 2 * PAGE as usize, libc::MADV_DONTNEED) };
+    assert_eq!(rc, 0);
+    // Touch a discarded page at once, before the cache looked at the event: it must not hang.
+    assert!(touch_within_5s(m.addr + PAGE + 5), "a fault after MADV_DONTNEED hung");
+    let s = c.stats();
+    assert_eq!((s.entries, s.evictions.unmap), (0, 1), "{s:?}");
+    assert_eq!(mock.counts(), (1, 0, 1));
+    // SAFETY: reads inside the test's own mapping.
+    assert_eq!(unsafe { core::ptr::read_volatile((m.addr + 2 * PAGE) as *const u8) }, 0, "discarded pages read as zero");
+    // SAFETY: as above.
+    assert_eq!(unsafe { core::ptr::read_volatile(m.addr as *const u8) }, 7);
+}
+
+#[test]
+fn mremap_evicts() {
+    if !uffd("mremap_evicts") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(2);
+    let r = reg(&c, &dev, 1, m.addr, 2 * PAGE, LOCAL);
+    c.release(&dev, &r);
+    // Move the pages elsewhere (growing them too); the old range is gone.
+    let dest = Map::new(4);
+    // SAFETY: moves the test's own mapping onto the test's own destination mapping.
+    let moved = unsafe { libc::mremap(m.addr as *mut _, 2 * PAGE as usize, 4 * PAGE as usize, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, dest.addr as *mut libc::c_void) };
+    assert_eq!(moved as u64, dest.addr, "mremap: {}", std::io::Error::last_os_error());
+    core::mem::forget(m);
+    let s = c.stats();
+    assert_eq!((s.entries, s.evictions.unmap), (0, 1), "{s:?}");
+    assert_eq!(mock.counts(), (1, 0, 1));
+    // The moved pages and the grown tail fault normally at their new address.
+    for p in 0..4 {
+        assert!(touch_within_5s(dest.addr + p * PAGE), "a fault on moved page {p} hung");
+    }
+}
+
+#[test]
+fn a_live_registration_over_changed_memory_is_not_shared() {
+    if !uffd("a_live_registration_over_changed_memory_is_not_shared") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(2);
+    let addr = m.addr;
+    let old = reg(&c, &dev, 1, addr, 2 * PAGE, LOCAL);
+    // New memory at the same address while the LMR lives (MAP_FIXED replaces it in place).
+    let m2 = Map::at(addr, 2, libc::MAP_FIXED);
+    assert_eq!(m2.addr, addr);
+    core::mem::forget(m);
+    let new = reg(&c, &dev, 1, addr, 2 * PAGE, LOCAL);
+    assert!(!new.reused, "an LMR over remapped memory must not reuse the old registration");
+    assert_eq!(mock.counts(), (2, 0, 0));
+    assert_eq!(c.stats().evictions.unmap, 1);
+    // The stale one goes with its last LMR; the new one is kept.
+    c.release(&dev, &old);
+    assert_eq!(mock.counts(), (2, 0, 1));
+    c.release(&dev, &new);
+    assert_eq!(c.stats().entries, 1);
+    let again = reg(&c, &dev, 1, addr, 2 * PAGE, LOCAL);
+    assert!(again.reused);
+    assert_eq!(again.mr, new.mr);
+    c.release(&dev, &again);
+}
+
+#[test]
+fn a_fault_on_a_watched_page_does_not_hang_and_evicts() {
+    if !uffd("a_fault_on_a_watched_page_does_not_hang_and_evicts") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(3);
+    // The mock pins nothing, so these pages are still missing when first touched.
+    let r = reg(&c, &dev, 1, m.addr, 3 * PAGE, LOCAL);
+    c.release(&dev, &r);
+    assert!(touch_within_5s(m.addr + PAGE), "a fault on a watched page hung");
+    let s = c.stats();
+    assert_eq!((s.entries, s.evictions.unmap), (0, 1), "{s:?}");
+    for p in [0, 2] {
+        assert!(touch_within_5s(m.addr + p * PAGE));
+    }
+}
+
+#[test]
+fn file_and_shared_mappings_are_not_kept() {
+    if !uffd("file_and_shared_mappings_are_not_kept") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let len = 2 * PAGE as usize;
+    // SAFETY: new shared anonymous mapping, unmapped below.
+    let shared = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0) };
+    assert_ne!(shared, libc::MAP_FAILED);
+    let file = std::fs::File::open("/proc/self/exe").unwrap();
+    // SAFETY: a private read-only mapping of our own executable, unmapped below.
+    let mapped = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0) };
+    assert_ne!(mapped, libc::MAP_FAILED);
+    let r = reg(&c, &dev, 1, mapped as u64, PAGE, Access(Access::LOCAL_READ));
+    c.release(&dev, &r);
+    assert_eq!(c.stats().entries, 0, "a file mapping cannot be watched, so it is not kept");
+    let r = reg(&c, &dev, 1, shared as u64, PAGE, LOCAL);
+    c.release(&dev, &r);
+    let kept = c.stats().entries;
+    // Shared memory is recognised where the kernel offers MINOR registration of shmem (5.14+).
+    if unmap::monitor().map(|m| m.tells_shared_memory()).unwrap_or(false) {
+        assert_eq!(kept, 0, "shared memory is not kept");
+    } else {
+        eprintln!("note: this kernel cannot tell shared from private memory through userfaultfd");
+    }
+    c.flush(&dev, None);
+    // SAFETY: unmaps the two mappings made above.
+    unsafe {
+        libc::munmap(shared, len);
+        libc::munmap(mapped, len);
+    }
+    assert!(mock.live.lock().unwrap().is_empty());
+}
