@@ -100,12 +100,6 @@ pub trait Device: Send + Sync {
     /// The IA's own address (what peers connect to).
     fn address(&self) -> libc::sockaddr_storage;
 
-    /// Whether registrations of this device are worth keeping for reuse after their last LMR
-    /// is freed (the registration cache, src/mr): true where registering is expensive.
-    fn cache_registrations(&self) -> bool {
-        false
-    }
-
     fn alloc_pd(&self) -> Result<Pd, DevError>;
     fn dealloc_pd(&self, pd: Pd);
 

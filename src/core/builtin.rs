@@ -84,6 +84,24 @@ impl Builtin {
         if self.kind == Kind::Verbs {
             v.push(("DAT_IB_DEVICE_NAME".into(), dev.name().to_string()));
         }
+        if dev.cache_registrations() {
+            let c = crate::mr::cache_stats();
+            let state = match (&c.why_off, c.enabled) {
+                (_, true) => "on".to_string(),
+                (Some(why), false) => format!("off: {why}"),
+                (None, false) => "off".to_string(),
+            };
+            let e = c.evictions;
+            v.extend([
+                ("DAT2_MR_CACHE", state),
+                ("DAT2_MR_CACHE_HITS", c.hits.to_string()),
+                ("DAT2_MR_CACHE_MISSES", c.misses.to_string()),
+                ("DAT2_MR_CACHE_EVICTIONS", format!("unmap={} lru={} collector={} flush={}", e.unmap, e.lru, e.collector, e.flush)),
+                ("DAT2_MR_CACHE_ENTRIES", format!("{}/{}", c.entries, c.max_entries)),
+                ("DAT2_MR_CACHE_BYTES", format!("{}/{}", c.bytes, c.max_bytes)),
+                ("DAT2_MR_CACHE_TTL_MS", c.ttl_ms.to_string()),
+            ].map(|(n, v)| (n.to_string(), v)));
+        }
         v
     }
 }

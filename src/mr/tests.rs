@@ -47,6 +47,7 @@ impl Mock {
                 max_srq_wr: 16,
                 mtu: 4096,
                 page_size: 4096,
+                max_private_data: 256,
             },
             next: AtomicU64::new(1),
             regs: AtomicU64::new(0),
