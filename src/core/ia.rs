@@ -73,6 +73,11 @@ pub fn open(name: *const c_char, thread_safe: bool, qlen: DAT_COUNT, async_evd: 
     // SAFETY: checked non-NULL; the INOUT async EVD argument.
     let given = unsafe { async_evd.read() };
     let dev = b.device()?;
+    if dev.cache_registrations() {
+        // Start the registration cache's unmap monitor now, before the consumer maps and
+        // unmaps memory, so that its thread's stack never lands on memory later registered.
+        let _ = crate::mr::cache_stats();
+    }
     let given_evd = if given.is_null() {
         if qlen <= 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
