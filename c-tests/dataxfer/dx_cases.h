@@ -67,4 +67,7 @@ void case_srq_free_in_use(void);
 void case_threads_four_eps(void);
 void case_ipv6_soft6(void);
 
+/* DAT semantics: solicited wait, EP watermarks, connect timeout 0, passive path (dx_sem.c) */
+void case_sem_connect_timeout_zero(void);
+
 #endif

@@ -76,6 +76,16 @@ fn timeout_arg(timeout: DAT_TIMEOUT) -> Option<Duration> {
     (timeout != DAT_TIMEOUT_INFINITE).then(|| Duration::from_micros(u64::from(timeout)))
 }
 
+/// A connect timeout must be positive (DAT_TIMEOUT_INFINITE: no limit). No connection is
+/// made in no time, so 0 is refused at once, as `DAT_INVALID_PARAMETER` naming the argument
+/// (`arg`), and the EP stays unconnected; Debian's dapl does the same.
+fn check_timeout(timeout: DAT_TIMEOUT, arg: DAT_RETURN) -> Result<(), DAT_RETURN> {
+    if timeout == 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg));
+    }
+    Ok(())
+}
+
 /// Starts an active connection from an EP that is ready for one.
 fn start_connect(ep: &Ep, addr: libc::sockaddr_storage, conn_qual: DAT_CONN_QUAL, timeout: DAT_TIMEOUT, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
     if port_of(conn_qual) == 0 {
@@ -116,6 +126,7 @@ pub fn connect(
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
     let addr = address_arg(addr)?;
+    check_timeout(timeout, DAT_INVALID_ARG4)?;
     let pdata = cr::private_data(size, data, DAT_INVALID_ARG5, cr::max_private_data(&ep.ia))?;
     if qos & !(DAT_QOS_BEST_EFFORT | DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM) != 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7));
@@ -132,6 +143,7 @@ pub fn connect(
 pub fn dup_connect(handle: DAT_EP_HANDLE, dup: DAT_EP_HANDLE, timeout: DAT_TIMEOUT, size: DAT_COUNT, data: *const c_void, qos: DAT_QOS) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
     let other = ep::ep(dup)?;
+    check_timeout(timeout, DAT_INVALID_ARG3)?;
     let pdata = cr::private_data(size, data, DAT_INVALID_ARG4, cr::max_private_data(&ep.ia))?;
     let _ = qos;
     let (addr, conn_qual) = {

@@ -1,0 +1,60 @@
+/*
+ * Semantics DAT defines beyond moving data: solicited wait on a receive EVD, an EP's soft and
+ * hard high watermarks, a connect timeout of 0, and the data path the passive side reports
+ * once its connection is established.
+ */
+#include "dx.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "dx_cases.h"
+
+#define RC_ARG3_ 0x80060027u
+#define RC_STATE_EVD_CONFIG_SOLICITED 0x8007004cu /* 76 */
+
+/* ---- connect timeout 0 -------------------------------------------------------------- */
+
+void case_sem_connect_timeout_zero(void)
+{
+    struct node s, c;
+    DAT_EP_HANDLE se, ce, ce2;
+    DAT_EP_STATE state;
+    DAT_EVENT ev;
+    memset(&s, 0, sizeof s);
+    memset(&c, 0, sizeof c);
+    if (!node_open(&s, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16) || !ep_make(&s, NULL, &se) ||
+        !ep_make(&c, NULL, &ce) || !ep_make(&c, NULL, &ce2) || !node_listen(&s, dx_port(0)))
+        goto out;
+    /* no connection in no time: refused at once, the timeout being the 4th argument */
+    EXPECT_RC(dat_ep_connect(ce, dx_loopback(0), s.port, 0, 0, NULL, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              RC_ARG4);
+    if (EXPECT_RC(dat_ep_get_status(ce, &state, NULL, NULL), DAT_SUCCESS))
+        EXPECT(state == DAT_EP_STATE_UNCONNECTED, "EP state %d after the refused connect, expected 0", (int)state);
+    dx_sleep_ms(100);
+    EXPECT_EMPTY(c.conn, "client connection EVD after the refused connect");
+    EXPECT_EMPTY(s.cr, "server CR EVD after the refused connect");
+    /* the EP is still usable */
+    if (!connect_eps(&s, se, &c, ce, 0))
+        goto out;
+    /* dat_ep_dup_connect: the timeout is the 3rd argument */
+    EXPECT_RC(dat_ep_dup_connect(ce2, ce, 0, 0, NULL, DAT_QOS_BEST_EFFORT), RC_ARG3_);
+    if (EXPECT_RC(dat_ep_get_status(ce2, &state, NULL, NULL), DAT_SUCCESS))
+        EXPECT(state == DAT_EP_STATE_UNCONNECTED, "EP state %d after the refused dup_connect, expected 0", (int)state);
+    dx_sleep_ms(100);
+    EXPECT_RC(dat_evd_dequeue(s.cr, &ev), RC_QUEUE_EMPTY);
+    /* the smallest timeout there is, 1 us, is accepted (and the outcome is an event) */
+    if (EXPECT_RC(dat_ep_dup_connect(ce2, ce, 1, 0, NULL, DAT_QOS_BEST_EFFORT), DAT_SUCCESS)) {
+        /* answer a request if one arrives, so the client's EP ends either way */
+        if (wait_ev(s.cr, 1000, &ev) == DAT_SUCCESS && ev.event_number == DAT_CONNECTION_REQUEST_EVENT)
+            dat_cr_reject(ev.event_data.cr_arrival_event_data.cr_handle, 0, NULL);
+        DAT_EVENT_NUMBER num = wait_conn_at(__LINE__, c.conn, WAIT_MS, &ev);
+        EXPECT(num == DAT_CONNECTION_EVENT_TIMED_OUT || num == DAT_CONNECTION_EVENT_PEER_REJECTED ||
+                   num == DAT_CONNECTION_EVENT_NON_PEER_REJECTED,
+               "event 0x%x after a 1 us connect", (unsigned)num);
+    }
+out:
+    node_close(&c);
+    node_close(&s);
+}
+
