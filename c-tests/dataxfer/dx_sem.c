@@ -58,3 +58,61 @@ out:
     node_close(&s);
 }
 
+/* ---- the passive side's data path ---------------------------------------------------- */
+
+static const char *path_of(DAT_EP_HANDLE ep)
+{
+    DAT_EP_PARAM param;
+    memset(&param, 0, sizeof param);
+    if (!EXPECT_RC(dat_ep_query(ep, DAT_EP_FIELD_EP_ATTR_ALL, &param), DAT_SUCCESS))
+        return "?";
+    for (DAT_COUNT i = 0; i < param.ep_attr.ep_provider_specific_count; i++)
+        if (strcmp(param.ep_attr.ep_provider_specific[i].name, "DAT2_SOFT_PATH") == 0)
+            return param.ep_attr.ep_provider_specific[i].value;
+    return "(missing)";
+}
+
+void case_sem_passive_path(void)
+{
+    /* both nodes are in this process, which reaches its own memory: cross-memory attach,
+     * unless DAT2_SOFT_CMA=0 turns it off (the _tcp run) */
+    const char *cma_env = getenv("DAT2_SOFT_CMA");
+    const char *want = cma_env && strcmp(cma_env, "0") == 0 ? "tcp" : "cma";
+    struct node s, c;
+    memset(&s, 0, sizeof s);
+    memset(&c, 0, sizeof c);
+    if (!node_open(&s, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16) || !node_listen(&s, dx_port(0)))
+        goto out;
+    for (int k = 0; k < 5; k++) {
+        DAT_EP_HANDLE se, ce;
+        DAT_EVENT ev;
+        if (!ep_make(&s, NULL, &se) || !ep_make(&c, NULL, &ce))
+            break;
+        if (!EXPECT_RC(dat_ep_connect(ce, dx_loopback(0), s.port, 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                                      DAT_CONNECT_DEFAULT_FLAG),
+                       DAT_SUCCESS) ||
+            !EXPECT_RC(wait_ev(s.cr, WAIT_MS, &ev), DAT_SUCCESS) ||
+            !EXPECT_RC(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, se, 0, NULL), DAT_SUCCESS))
+            break;
+        /* the moment the passive side reports ESTABLISHED, its path is final */
+        if (wait_conn_at(__LINE__, s.conn, WAIT_MS, &ev) != DAT_CONNECTION_EVENT_ESTABLISHED)
+            break;
+        const char *passive = path_of(se);
+        if (wait_conn_at(__LINE__, c.conn, WAIT_MS, &ev) != DAT_CONNECTION_EVENT_ESTABLISHED)
+            break;
+        const char *active = path_of(ce);
+        EXPECT(strcmp(passive, want) == 0, "connection %d: the passive side reports DAT2_SOFT_PATH=%s at ESTABLISHED, "
+               "expected %s", k, passive, want);
+        EXPECT(strcmp(active, want) == 0, "connection %d: the active side reports DAT2_SOFT_PATH=%s, expected %s", k,
+               active, want);
+        EXPECT(strcmp(path_of(se), passive) == 0, "connection %d: the passive side's path changed after ESTABLISHED", k);
+        dat_ep_disconnect(ce, DAT_CLOSE_ABRUPT_FLAG);
+        EXPECT_CONN_END(c.conn, 2000, "client");
+        EXPECT_CONN_END(s.conn, 2000, "server");
+        EXPECT(strcmp(path_of(se), "none") == 0, "connection %d: DAT2_SOFT_PATH=%s after the end, expected none", k,
+               path_of(se));
+    }
+out:
+    node_close(&c);
+    node_close(&s);
+}

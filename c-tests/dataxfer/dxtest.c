@@ -93,6 +93,8 @@ static const struct test_case cases[] = {
     CASE_TCP(threads_four_eps),
     CASE(ipv6_soft6),
     CASE(sem_connect_timeout_zero),
+    CASE(sem_passive_path),
+    CASE_TCP(sem_passive_path),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
