@@ -68,6 +68,7 @@ void case_threads_four_eps(void);
 void case_ipv6_soft6(void);
 
 /* DAT semantics: solicited wait, EP watermarks, connect timeout 0, passive path (dx_sem.c) */
+void case_sem_solicited_wait(void);
 void case_sem_connect_timeout_zero(void);
 void case_sem_passive_path(void);
 

@@ -13,6 +13,160 @@
 #define RC_ARG3_ 0x80060027u
 #define RC_STATE_EVD_CONFIG_SOLICITED 0x8007004cu /* 76 */
 
+/* ---- a waiter in a thread of its own ---------------------------------------------- */
+
+struct waiter {
+    DAT_EVD_HANDLE evd;
+    int ms;
+    pthread_t thread;
+    volatile int done;
+    DAT_RETURN rc;
+    DAT_EVENT ev;
+    DAT_COUNT nmore;
+    double took; /* seconds */
+};
+
+static void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    double t0 = dx_now();
+    w->nmore = -1;
+    w->rc = dat_evd_wait(w->evd, (DAT_TIMEOUT)w->ms * 1000u, 1, &w->ev, &w->nmore);
+    w->took = dx_now() - t0;
+    __atomic_store_n(&w->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* Starts a thread blocked in dat_evd_wait(evd, ms, threshold 1) and gives it time to block. */
+static int waiter_start(struct waiter *w, DAT_EVD_HANDLE evd, int ms)
+{
+    memset(w, 0, sizeof *w);
+    w->evd = evd;
+    w->ms = ms;
+    if (!EXPECT(pthread_create(&w->thread, NULL, waiter_main, w) == 0, "pthread_create failed"))
+        return 0;
+    dx_sleep_ms(100);
+    return 1;
+}
+
+static int waiter_done(struct waiter *w)
+{
+    return __atomic_load_n(&w->done, __ATOMIC_SEQ_CST);
+}
+
+static void waiter_join(struct waiter *w)
+{
+    pthread_join(w->thread, NULL);
+}
+
+static uint64_t recv_cookie(const DAT_EVENT *ev)
+{
+    return ev->event_data.dto_completion_event_data.user_cookie.as_64;
+}
+
+/* The client sends `len` bytes with `flags` and waits for its own completion (by then the
+ * server's receive has completed too: the response follows the receive). */
+static int send_and_wait(struct pair *p, const struct mr *m, DAT_SEG_LENGTH len, uint64_t cookie,
+                         DAT_COMPLETION_FLAGS flags)
+{
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    DAT_LMR_TRIPLET t = lt(m, 0, len);
+    return EXPECT_RC(dat_ep_post_send(p->ce, 1, &t, ck(cookie), flags), DAT_SUCCESS) && WAIT_DTO(p->c.req, &d);
+}
+
+/* ---- solicited wait ------------------------------------------------------------------- */
+
+void case_sem_solicited_wait(void)
+{
+    struct pair p;
+    struct mr sm = {0}, cm = {0};
+    struct waiter w;
+    DAT_EVENT ev;
+    DAT_COUNT nmore;
+    DAT_EP_ATTR sattr;
+    attr_init(&sattr);
+    /* the server's receive stream: waiters wake for solicited receives only */
+    sattr.recv_completion_flags = DAT_COMPLETION_SOLICITED_WAIT_FLAG;
+    if (!pair_up(&p, dx_port(0), &sattr, NULL, 16) || !mr_make(&p.s, p.s.pz, 8192, PRIV_ALL, &sm) ||
+        !mr_make(&p.c, p.c.pz, 8192, PRIV_ALL, &cm))
+        goto out;
+    for (int i = 0; i < 6; i++)
+        post_recv1(p.se, &sm, (size_t)i * 512, 512, 1 + (uint64_t)i);
+
+    /* a solicited-wait stream feeds the EVD: only threshold 1 is allowed */
+    EXPECT_RC(dat_evd_wait(p.s.rcv, 1000, 2, &ev, &nmore), RC_STATE_EVD_CONFIG_SOLICITED);
+
+    /* 1: an unsolicited receive does not wake a blocked waiter; a solicited one does, and the
+     * waiter then gets the oldest event (the unsolicited receive), with the other still queued */
+    if (waiter_start(&w, p.s.rcv, 5000)) {
+        send_and_wait(&p, &cm, 100, 11, DAT_COMPLETION_DEFAULT_FLAG);
+        dx_sleep_ms(300);
+        EXPECT(!waiter_done(&w), "an unsolicited receive woke the waiter (dat_evd_wait returned 0x%08x)",
+               (unsigned)w.rc);
+        double t0 = dx_now();
+        send_and_wait(&p, &cm, 100, 12, DAT_COMPLETION_SOLICITED_WAIT_FLAG);
+        waiter_join(&w);
+        if (EXPECT_RC(w.rc, DAT_SUCCESS)) {
+            EXPECT(w.ev.event_number == DAT_DTO_COMPLETION_EVENT, "event 0x%x", (unsigned)w.ev.event_number);
+            EXPECT(recv_cookie(&w.ev) == 1, "the waiter got receive %llu, expected 1 (the oldest)",
+                   (unsigned long long)recv_cookie(&w.ev));
+            EXPECT(w.nmore == 1, "nmore %d, expected 1 (the solicited receive)", (int)w.nmore);
+            EXPECT(w.took > 0.3, "the waiter returned after %.3f s, before the solicited send", w.took);
+            EXPECT(dx_now() - t0 < 2.0, "the solicited receive took %.3f s to wake the waiter", dx_now() - t0);
+        }
+        if (EXPECT_RC(dat_evd_dequeue(p.s.rcv, &ev), DAT_SUCCESS))
+            EXPECT(recv_cookie(&ev) == 2, "dequeued receive %llu, expected 2", (unsigned long long)recv_cookie(&ev));
+    }
+
+    /* 2: a blocked waiter that only sees unsolicited receives times out, and the receive stays
+     * queued (nmore counts it) */
+    if (waiter_start(&w, p.s.rcv, 700)) {
+        send_and_wait(&p, &cm, 100, 13, DAT_COMPLETION_DEFAULT_FLAG);
+        waiter_join(&w);
+        EXPECT_RC(w.rc, RC_TIMEOUT);
+        EXPECT(w.nmore == 1, "nmore %d after the timeout, expected 1", (int)w.nmore);
+        if (EXPECT_RC(dat_evd_dequeue(p.s.rcv, &ev), DAT_SUCCESS))
+            EXPECT(recv_cookie(&ev) == 3, "dequeued receive %llu, expected 3", (unsigned long long)recv_cookie(&ev));
+    }
+
+    /* 3: an event already queued when the wait starts is returned at once */
+    send_and_wait(&p, &cm, 100, 14, DAT_COMPLETION_DEFAULT_FLAG);
+    dx_sleep_ms(50);
+    if (EXPECT_RC(dat_evd_wait(p.s.rcv, 0, 1, &ev, &nmore), DAT_SUCCESS))
+        EXPECT(recv_cookie(&ev) == 4, "waited receive %llu, expected 4", (unsigned long long)recv_cookie(&ev));
+
+    /* 4: the client's receive stream has the default configuration: unsolicited receives wake */
+    post_recv1(p.ce, &cm, 4096, 512, 21);
+    if (waiter_start(&w, p.c.rcv, 5000)) {
+        DAT_DTO_COMPLETION_EVENT_DATA d;
+        DAT_LMR_TRIPLET t = lt(&sm, 4096, 64);
+        EXPECT_RC(dat_ep_post_send(p.se, 1, &t, ck(31), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+        WAIT_DTO(p.s.req, &d);
+        waiter_join(&w);
+        if (EXPECT_RC(w.rc, DAT_SUCCESS))
+            EXPECT(recv_cookie(&w.ev) == 21 && w.took < 2.0, "client receive %llu after %.3f s",
+                   (unsigned long long)recv_cookie(&w.ev), w.took);
+    }
+
+    /* 5: a failed receive notifies too: 600 bytes into a 512-byte receive end with
+     * DAT_DTO_ERR_LOCAL_LENGTH, which wakes the waiter (and breaks the connection) */
+    if (waiter_start(&w, p.s.rcv, 5000)) {
+        DAT_LMR_TRIPLET t = lt(&cm, 0, 600);
+        EXPECT_RC(dat_ep_post_send(p.ce, 1, &t, ck(15), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+        waiter_join(&w);
+        if (EXPECT_RC(w.rc, DAT_SUCCESS)) {
+            EXPECT(recv_cookie(&w.ev) == 5, "the waiter got receive %llu, expected 5", (unsigned long long)recv_cookie(&w.ev));
+            EXPECT(w.ev.event_data.dto_completion_event_data.status == DAT_DTO_ERR_LOCAL_LENGTH,
+                   "status %u, expected DAT_DTO_ERR_LOCAL_LENGTH", (unsigned)w.ev.event_data.dto_completion_event_data.status);
+            EXPECT(w.took < 2.0, "the failed receive took %.3f s to wake the waiter", w.took);
+        }
+    }
+out:
+    pair_down(&p);
+    mr_drop(&sm);
+    mr_drop(&cm);
+}
+
 /* ---- connect timeout 0 -------------------------------------------------------------- */
 
 void case_sem_connect_timeout_zero(void)

@@ -92,6 +92,8 @@ static const struct test_case cases[] = {
     CASE(threads_four_eps),
     CASE_TCP(threads_four_eps),
     CASE(ipv6_soft6),
+    CASE(sem_solicited_wait),
+    CASE_TCP(sem_solicited_wait),
     CASE(sem_connect_timeout_zero),
     CASE(sem_passive_path),
     CASE_TCP(sem_passive_path),

@@ -173,6 +173,27 @@ fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, 
     Ok(copy)
 }
 
+/// Whether the EP's receive stream is configured for solicited wait: a receive completion
+/// then notifies (wakes a waiter on the receive EVD, triggers its CNO) only when the sender
+/// posted the message with `DAT_COMPLETION_SOLICITED_WAIT_FLAG`, or when it failed. DAT makes
+/// solicited wait and threshold waiting exclusive modes of `recv_completion_flags`; a value
+/// that names both (such as 0x1f, "every flag") keeps the default, threshold waiting.
+pub fn solicited_wait(attr: &DAT_EP_ATTR) -> bool {
+    attr.recv_completion_flags & (DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG) == DAT_COMPLETION_SOLICITED_WAIT_FLAG
+}
+
+/// Counts the EP's receive stream on its receive EVD (`add`) or stops counting it, when it is
+/// a solicited-wait stream (see `Evd::solicited_streams`).
+fn count_solicited_stream(i: &EpInner, add: bool) {
+    if let (true, Some(e)) = (solicited_wait(&i.attr), &i.recv_evd) {
+        if add {
+            e.solicited_streams.fetch_add(1, Ordering::SeqCst);
+        } else {
+            e.solicited_streams.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
 pub fn configured(inner: &EpInner) -> bool {
     inner.pz.is_some() && inner.recv_evd.is_some() && inner.request_evd.is_some() && inner.connect_evd.is_some()
 }
@@ -293,6 +314,7 @@ pub fn create_object(
     if !configured(&inner) {
         inner.state = DAT_EP_STATE_UNCONFIGURED_UNCONNECTED;
     }
+    count_solicited_stream(&inner, true);
     let handle = table::reserve(ia.provider());
     let ep = Arc::new_cyclic(|this| Ep { handle, this: this.clone(), ia: ia.clone(), inner: Mutex::new(inner), context: Mutex::new(0) });
     table::insert(handle, Obj::Ep(ep.clone()));
@@ -414,6 +436,7 @@ pub fn modify(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_
             old.release();
         }
     }
+    count_solicited_stream(&i, false);
     if let Some(e) = recv {
         swap_evd(&mut i.recv_evd, e);
     }
@@ -426,6 +449,7 @@ pub fn modify(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_
     if let Some(a) = attr {
         i.attr = a;
     }
+    count_solicited_stream(&i, true);
     i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
     Ok(DAT_SUCCESS)
 }
@@ -653,6 +677,7 @@ pub fn destroy(ep: &Ep) {
     if let Some(s) = i.srq.take() {
         s.users.fetch_sub(1, Ordering::SeqCst);
     }
+    count_solicited_stream(&i, false);
     let i = &mut *i;
     for slot in [&mut i.recv_evd, &mut i.request_evd, &mut i.connect_evd] {
         swap_evd(slot, None);
