@@ -167,6 +167,99 @@ out:
     mr_drop(&cm);
 }
 
+/* ---- EP high watermarks ------------------------------------------------------------- */
+
+/* The next async event is the soft high watermark event of `ep`. */
+static void expect_soft_hw_at(int line, DAT_EVD_HANDLE async, DAT_EP_HANDLE ep, const char *when)
+{
+    DAT_EVENT ev;
+    DAT_RETURN rc = wait_ev(async, 2000, &ev);
+    if (rc != DAT_SUCCESS) {
+        dx_fail(line, "%s: no async event (dat_evd_wait 0x%08x)", when, (unsigned)rc);
+        return;
+    }
+    /* DAT gives the watermark events no number of their own: the general asynchronous one,
+     * with the EP and the reason DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT (2) */
+    if (ev.event_number != DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR ||
+        ev.event_data.asynch_error_event_data.dat_handle != (DAT_HANDLE)ep ||
+        ev.event_data.asynch_error_event_data.reason != DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT)
+        dx_fail(line, "%s: event 0x%x handle %p reason %d, expected 0x8005 for EP %p with reason 2", when,
+                (unsigned)ev.event_number, ev.event_data.asynch_error_event_data.dat_handle,
+                (int)ev.event_data.asynch_error_event_data.reason, (void *)ep);
+}
+#define EXPECT_SOFT_HW(async, ep, when) expect_soft_hw_at(__LINE__, async, ep, when)
+
+void case_sem_ep_watermark(void)
+{
+    struct pair p;
+    struct mr sm = {0};
+    DAT_EVENT ev;
+    DAT_EP_STATE state;
+    if (!pair_up(&p, dx_port(0), NULL, NULL, 16) || !mr_make(&p.s, p.s.pz, 8192, PRIV_ALL, &sm))
+        goto out;
+    /* below DAT_WATERMARK_INFINITE (-1) is invalid: soft is the 2nd argument, hard the 3rd */
+    EXPECT_RC(dat_ep_set_watermark(p.se, -2, 4), RC_ARG2);
+    EXPECT_RC(dat_ep_set_watermark(p.se, 2, -2), RC_ARG3_);
+
+    EXPECT_RC(dat_ep_set_watermark(p.se, 2, 4), DAT_SUCCESS);
+    post_recv1(p.se, &sm, 0, 256, 1);
+    post_recv1(p.se, &sm, 256, 256, 2);
+    dx_sleep_ms(50);
+    EXPECT_EMPTY(p.s.async, "async EVD with 2 receives held (soft watermark 2)");
+    /* the third receive is above the soft watermark: one event */
+    post_recv1(p.se, &sm, 512, 256, 3);
+    EXPECT_SOFT_HW(p.s.async, p.se, "3 receives held, soft watermark 2");
+    /* once per setting */
+    post_recv1(p.se, &sm, 768, 256, 4);
+    dx_sleep_ms(50);
+    EXPECT_EMPTY(p.s.async, "async EVD after a second receive above the soft watermark");
+    /* setting it again re-arms it, and the call itself reports a count already above it */
+    EXPECT_RC(dat_ep_set_watermark(p.se, 1, 4), DAT_SUCCESS);
+    EXPECT_SOFT_HW(p.s.async, p.se, "dat_ep_set_watermark(1) with 4 receives held");
+    /* the connection is still up: 4 receives are not above the hard watermark 4 */
+    if (EXPECT_RC(dat_ep_get_status(p.se, &state, NULL, NULL), DAT_SUCCESS))
+        EXPECT(state == DAT_EP_STATE_CONNECTED, "EP state %d with 4 receives held (hard watermark 4)", (int)state);
+    EXPECT_EMPTY(p.s.conn, "connection EVD with 4 receives held (hard watermark 4)");
+    /* the fifth is above the hard watermark: the connection breaks and the receives flush */
+    post_recv1(p.se, &sm, 1024, 256, 5);
+    DAT_EVENT_NUMBER num = wait_conn_at(__LINE__, p.s.conn, WAIT_MS, &ev);
+    EXPECT(num == DAT_CONNECTION_EVENT_BROKEN, "connection event 0x%x above the hard watermark, expected BROKEN 0x4006",
+           (unsigned)num);
+    if (EXPECT_RC(dat_ep_get_status(p.se, &state, NULL, NULL), DAT_SUCCESS))
+        EXPECT(state == DAT_EP_STATE_DISCONNECTED, "EP state %d after the hard watermark, expected 11", (int)state);
+    for (int i = 0; i < 5; i++) {
+        DAT_DTO_COMPLETION_EVENT_DATA d;
+        if (WAIT_DTO(p.s.rcv, &d))
+            EXPECT(d.status == DAT_DTO_ERR_FLUSHED && d.user_cookie.as_64 == 1 + (uint64_t)i,
+                   "receive %d: status %u cookie %llu, expected flushed %d", i, (unsigned)d.status,
+                   (unsigned long long)d.user_cookie.as_64, 1 + i);
+    }
+    EXPECT_CONN_END(p.c.conn, 2000, "client");
+    dx_sleep_ms(50);
+    EXPECT_EMPTY(p.s.async, "async EVD after the hard watermark");
+    EXPECT_EMPTY(p.s.conn, "connection EVD after BROKEN");
+
+    /* the hard watermark also applies when a connection is established with too many
+     * receives posted beforehand: ESTABLISHED, then BROKEN */
+    {
+        DAT_EP_HANDLE se2, ce2;
+        if (ep_make(&p.s, NULL, &se2) && ep_make(&p.c, NULL, &ce2) &&
+            EXPECT_RC(dat_ep_set_watermark(se2, DAT_WATERMARK_INFINITE, 1), DAT_SUCCESS)) {
+            post_recv1(se2, &sm, 2048, 256, 7);
+            post_recv1(se2, &sm, 2304, 256, 8);
+            if (connect_eps(&p.s, se2, &p.c, ce2, 0)) {
+                num = wait_conn_at(__LINE__, p.s.conn, WAIT_MS, &ev);
+                EXPECT(num == DAT_CONNECTION_EVENT_BROKEN, "connection event 0x%x after ESTABLISHED with 2 receives "
+                       "above hard watermark 1, expected BROKEN", (unsigned)num);
+            }
+            EXPECT_EMPTY(p.s.async, "async EVD with the soft watermark infinite");
+        }
+    }
+out:
+    pair_down(&p);
+    mr_drop(&sm);
+}
+
 /* ---- connect timeout 0 -------------------------------------------------------------- */
 
 void case_sem_connect_timeout_zero(void)
