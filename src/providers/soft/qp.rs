@@ -456,7 +456,11 @@ impl SoftQp {
     // -----------------------------------------------------------------------------------------
     // Connection setup.
 
-    fn start(self: &Arc<Self>, stream: TcpStream, hello: &Hello, reaches_peer: bool) {
+    /// Takes the connected stream and starts the reader and writer threads. `established`
+    /// (the active side's ESTABLISHED, with the peer's private data) is reported before the
+    /// reader starts, so that nothing the peer does on the connection, a disconnect included,
+    /// can be reported before it.
+    fn start(self: &Arc<Self>, stream: TcpStream, hello: &Hello, reaches_peer: bool, established: Option<Vec<u8>>) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(None);
         let reader = stream.try_clone();
@@ -476,6 +480,9 @@ impl SoftQp {
             }
             i.stream = Some(stream);
             i.state = State::Connected;
+        }
+        if let Some(private_data) = established {
+            self.deliver(vec![Event::Cm(CmEvent::Established { private_data })]);
         }
         match (reader, writer) {
             (Ok(r), Ok(w)) => {
@@ -544,8 +551,7 @@ impl SoftQp {
                     return;
                 }
                 let pdata = answer.private_data.clone();
-                self.start(stream, &answer, we_reach);
-                self.deliver(vec![Event::Cm(CmEvent::Established { private_data: pdata })]);
+                self.start(stream, &answer, we_reach, Some(pdata));
             }
             Err(ev) => {
                 let mut i = self.lock();
@@ -1314,7 +1320,7 @@ impl PendingConnection for Pending {
         // peer's READY (whether it can reach our memory) as the peer's first frame and reports
         // ESTABLISHED then, once the path is decided; until then the EP is COMPLETION_PENDING.
         let hello = Hello { reaches_peer: false, ..self.hello.clone() };
-        soft.start(stream, &hello, we_reach);
+        soft.start(stream, &hello, we_reach, None);
         let body = answer.encode();
         soft.send_frame(Frame { hdr: Hdr::message(op::ACCEPT, body.len()), data: FrameData::Bytes(body), last: false });
         Ok(())
