@@ -1,6 +1,7 @@
 /*
  * The data path of the built-in dat2-soft provider: EVDs, CNOs, connections, sends,
- * receives, RDMA, protection errors, RMRs, the IB extensions, SRQs, threads and IPv6.
+ * receives, RDMA, protection errors, RMRs, the IB extensions, SRQs, threads, IPv6, and the
+ * semantics of solicited wait, EP watermarks, connect timeouts and the passive side's path.
  *
  *   dxtest list     print the case names, one a line
  *   dxtest NAME     run one case: prints "PASS dataxfer:NAME", "FAIL dataxfer:NAME why"
@@ -91,6 +92,13 @@ static const struct test_case cases[] = {
     CASE(threads_four_eps),
     CASE_TCP(threads_four_eps),
     CASE(ipv6_soft6),
+    CASE(srq_ep_high_watermark),
+    CASE(sem_solicited_wait),
+    CASE_TCP(sem_solicited_wait),
+    CASE(sem_ep_watermark),
+    CASE(sem_connect_timeout_zero),
+    CASE(sem_passive_path),
+    CASE_TCP(sem_passive_path),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -300,6 +300,13 @@ pub fn close(handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_RETURN
     Ok(DAT_SUCCESS)
 }
 
+/// The event number of the watermark events (an SRQ below its low watermark, an EP above its
+/// soft high watermark). DAT defines no event number of its own for them, only their reasons
+/// (`DAT_SRQ_LOW_WATERMARK_EVENT`, `DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT`, both 2) in the
+/// asynchronous error data, whose `dat_handle` names the SRQ or the EP; the event carries them
+/// under the general asynchronous number, which is not an error of the provider.
+pub const WATERMARK_EVENT: DAT_EVENT_NUMBER = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
+
 /// Posts an asynchronous event about `handle` on the IA's async EVD, if it has one.
 pub fn post_async(ia: &Ia, number: DAT_EVENT_NUMBER, handle: usize, reason: DAT_COUNT) {
     let async_handle = ia.async_evd.load(Ordering::SeqCst);

@@ -8,6 +8,17 @@
 //!
 //! Work requests carry ids of our own: completions in error do not say which operation they
 //! were, so each id remembers the consumer's id and the kind of operation.
+//!
+//! Solicited events: the sender's solicited flag goes out as `IBV_SEND_SOLICITED`, but a
+//! receive completion cannot say whether its message carried it. rdma-core has no such flag
+//! in `ibv_wc.wc_flags` (GRH, WITH_IMM, IP_CSUM_OK, WITH_INV and the tag-matching bits) nor
+//! among the extended CQ's fields; the only solicited-aware mechanism is arming a CQ with
+//! `ibv_req_notify_cq(cq, 1)`, which says that some solicited (or failed) completion arrived
+//! since arming, not which one, and wakes nobody for the others, so the progress thread would
+//! leave unsolicited receives in the CQ, where `dat_evd_dequeue` never sees them. Every
+//! receive completion is therefore reported as solicited: on an EP configured for solicited
+//! wait, each receive wakes the waiter, as without solicited wait (a wake-up too many, never
+//! one too few).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -325,7 +336,8 @@ impl VerbsQp {
             byte_len: wc.byte_len,
             imm: with_imm.then_some(imm),
             invalidated: (with_inv && status == DAT_DTO_SUCCESS).then_some(inv),
-            solicited: false,
+            // Not known on verbs (see the top of this file): receives always notify.
+            solicited: matches!(op, WcOp::Recv | WcOp::RecvImm),
         };
         if let Some(k) = c.invalidated {
             self.dev.mw_invalidated(k);
