@@ -252,6 +252,28 @@ impl VerbsDevice {
         }
     }
 
+    /// Retires a bound window for a rebind: its rkey stops working at once, and the RMR goes
+    /// on with a fresh window of the same PD. (rxe does not bind a type-2 window again after a
+    /// local invalidation, so a rebind cannot reuse it.)
+    pub(super) fn replace_mw(&self, mw: &Mw) -> Result<MwState, DevError> {
+        let old = self.mw_state(mw).ok_or(DevError::Fault)?;
+        // SAFETY: a live window; its PD outlives it.
+        let pd = unsafe { (*old.mw.0).pd };
+        // SAFETY: a live PD of this device.
+        let fresh = unsafe { api::alloc_mw(pd, sys::IBV_MW_TYPE_2) };
+        if fresh.is_null() {
+            return Err(last_error());
+        }
+        // SAFETY: the old window, replaced in the table below so it is released once.
+        unsafe { api::dealloc_mw(old.mw.0) };
+        // SAFETY: a window just allocated.
+        let st = MwState { mw: Ptr(fresh), rkey: unsafe { (*fresh).rkey }, bound: false };
+        if let Some(e) = self.lock().mws.get_mut(&mw.id) {
+            *e = st;
+        }
+        Ok(st)
+    }
+
     /// The peer invalidated the window whose rkey is `rkey` (a received send-with-invalidate).
     pub(super) fn mw_invalidated(&self, rkey: u32) {
         if let Some(e) = self.lock().mws.values_mut().find(|e| e.bound && e.rkey == rkey) {
@@ -259,11 +281,12 @@ impl VerbsDevice {
         }
     }
 
-    /// rxe reports a received send-with-invalidate with the kernel's flag bit (1 << 5) instead
-    /// of IBV_WC_WITH_INV (1 << 3); that bit means nothing else on an RC QP without tag matching.
+    /// rxe reports a received send-with-invalidate with the kernel's flag bit (1 << 2) instead
+    /// of IBV_WC_WITH_INV (1 << 3); in user space that bit is IBV_WC_IP_CSUM_OK, which an RC
+    /// receive never carries.
     pub(super) fn inv_flags(&self) -> u32 {
         if self.name.starts_with("rxe") {
-            sys::IBV_WC_WITH_INV | (1 << 5)
+            sys::IBV_WC_WITH_INV | sys::IBV_WC_IP_CSUM_OK
         } else {
             sys::IBV_WC_WITH_INV
         }

@@ -494,16 +494,8 @@ impl Qp for VerbsQp {
     fn bind_mw(&self, wr_id: u64, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
         let mrp = self.dev.mr_ptr(mr).ok_or(DevError::Fault)?;
         let st = self.dev.mw_state(mw).ok_or(DevError::Fault)?;
+        let st = if st.bound { self.dev.replace_mw(mw)? } else { st };
         let mwp = st.mw;
-        if st.bound {
-            // A type-2 window is bound only from the free state: invalidate the old binding
-            // first (in order, so the bind below follows it).
-            self.post(0, None, &[], 0, |w| {
-                w.opcode = sys::IBV_WR_LOCAL_INV;
-                w.__bindgen_anon_1.invalidate_rkey = st.rkey;
-            })?;
-            self.dev.set_mw(mw, st.rkey, false);
-        }
         let rkey = api::inc_rkey(st.rkey);
         self.post(wr_id, Some(WcOp::Bind), &[], 0, |w| {
             w.opcode = sys::IBV_WR_BIND_MW;
