@@ -3,7 +3,7 @@
 # in it, then prints one closing line "vm: N passed, N failed, N skipped" counted from the
 # "PASS|FAIL|SKIP <case>" lines, with the elapsed time, boot included. A VM that does not
 # report back (timeout, crash) counts as one more failure. Exit status: 0 when nothing
-# failed.
+# failed. The logs stay in build/vm-logs/.
 #
 # Environment: what tests/vm/run.sh and tests/vm/programs.sh take; DAT2_VM_TIMEOUT defaults
 # to 1500 s here (the whole suite takes about 6 minutes on 2 cores).
@@ -24,8 +24,14 @@ else
   cat "$tools/ia-listed.build.log" >&2
 fi
 
-log=$(mktemp "${TMPDIR:-/tmp}/dat2-check-vm.XXXXXX")
-trap 'rm -f "$log"' EXIT
+# The programs' logs come back to the host (the VM's own writes vanish with it).
+logs=$root/build/vm-logs
+rm -rf "$logs"
+mkdir -p "$logs"
+export DAT2_VM_OUT=$logs
+export DAT2_VM_RW="$logs ${DAT2_VM_RW:-}"
+
+log=$logs/check-vm.log
 "$here/run.sh" "$here/suite.sh" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 

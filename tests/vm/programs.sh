@@ -306,10 +306,10 @@ pair_case() { # column lib ia name kind args...
 # dapltest: one -T S server per column for the T and P clients (started on first use,
 # restarted if it dies, stopped with -T Q at the end of the column), then -T F and -T L.
 
-dsrv_pid="" dslog="" dsrv_n=0 dsrv_lib="" dsrv_ia=""
+dsrv_pid="" dslog="" dsrv_n=0 dsrv_lib="" dsrv_ia="" dsrv_clients=0
 dserver_start() { # column lib ia
   dsrv_n=$((dsrv_n + 1))
-  dsrv_lib=$2 dsrv_ia=$3
+  dsrv_lib=$2 dsrv_ia=$3 dsrv_clients=0
   dslog=$out/$1.dapltest-server-$dsrv_n.log
   launch "$2" 600 "$dslog" dapltest -T S -D "$3" &
   dsrv_pid=$!
@@ -351,6 +351,11 @@ dapltest_client() { # column lib ia name kind args...
   else
     done_re='Finished performance test\.  Exiting\.'
   fi
+  # The server says "Service Point Ready" again each time it is back to listening after a
+  # client; under TCG that takes a while, and a client that comes earlier can meet a server
+  # that is not ready for it.
+  for i in $(seq 100); do [ "$(dcount 'Service Point Ready')" -gt "$dsrv_clients" ] && break; sleep 0.1; done
+  dsrv_clients=$((dsrv_clients + 1))
   before=$(dcount "$done_re")
   launch "$lib" 120 "$log" dapltest -T "$kind" -s "$addr" -D "$ia" "$@"
   st=$?
@@ -438,6 +443,17 @@ dapltest_limit() { # column lib ia name
 # ---------------------------------------------------------------------------------------
 # The table
 
+# One cell: the row's case in the column (variables of the loop below). Sets why.
+run_cell() {
+  case $kind in
+    dtest | dtestx | dtestcm | dtestsrq) pair_case "$col" "$lib" "$ia" "$name" "$kind" "${argv[@]}" ;;
+    T | P) dapltest_client "$col" "$lib" "$ia" "$name" "$kind" "${argv[@]}" ;;
+    F) dapltest_fft "$col" "$lib" "$ia" "$name" "${argv[@]}" ;;
+    L) dapltest_limit "$col" "$lib" "$ia" "$name" ;;
+    *) why=" unknown kind $kind;" ;;
+  esac
+}
+
 declare -A cell=()
 results=()
 rows=()
@@ -470,13 +486,16 @@ for col in $columns; do
     case $kind in T | P) ;; *) dserver_stop ;; esac
     read -r -a argv <<< "$args"
     start=$(date +%s.%N)
-    case $kind in
-      dtest | dtestx | dtestcm | dtestsrq) pair_case "$col" "$lib" "$ia" "$name" "$kind" "${argv[@]}" ;;
-      T | P) dapltest_client "$col" "$lib" "$ia" "$name" "$kind" "${argv[@]}" ;;
-      F) dapltest_fft "$col" "$lib" "$ia" "$name" "${argv[@]}" ;;
-      L) dapltest_limit "$col" "$lib" "$ia" "$name" ;;
-      *) why=" unknown kind $kind;" ;;
-    esac
+    run_cell
+    # Debian's provider (its data path is Debian's code in either column) now and then fails
+    # a case under TCG's timing; such a cell gets one more try, and the first failure is
+    # shown. Our own device (any IA of our library that is not a dat.conf provider) gets none.
+    if [ -n "$why" ] && [ "$ia" != "$verbs_ia" ] && [ "$ia" != dat2-soft ]; then
+      echo "    $col:$name: failed once, trying again:$why"
+      for f in "$out/$col.$name".*; do [ -e "$f" ] && mv "$f" "$f.first"; done
+      case $kind in T | P) dserver_stop ;; esac
+      run_cell
+    fi
     secs=$(echo "$start $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
     if [ -z "$why" ]; then
       cell[$col,$name]=PASS
