@@ -418,6 +418,10 @@ void case_ipv6_soft6(void)
     DAT_IA_ATTR attr;
     DAT_EP_PARAM ep;
     DAT_DTO_COMPLETION_EVENT_DATA d;
+    if (!dx_on_soft_device()) {
+        dx_skip("soft6 is a dat.conf entry of the soft device");
+        return;
+    }
     if (!have_ipv6_loopback()) {
         dx_skip("::1 is not configured");
         return;
