@@ -409,18 +409,16 @@ impl Cache {
             return;
         }
         let me = self.me.clone();
-        let mut noted = false;
-        let spawned = std::thread::Builder::new().name("dat2-mr-cache".into()).spawn(move || loop {
-            if !noted {
-                unmap::note_own_stack();
-                noted = true;
+        let spawned = std::thread::Builder::new().name("dat2-mr-cache".into()).spawn(move || {
+            let _stack = unmap::note_own_stack();
+            loop {
+                let generation = unmap::event_generation();
+                let wait = match me.upgrade() {
+                    Some(cache) => cache.background_pass(),
+                    None => return,
+                };
+                unmap::wait_for_events(generation, wait.min(IDLE_WAIT));
             }
-            let generation = unmap::event_generation();
-            let wait = match me.upgrade() {
-                Some(cache) => cache.background_pass(),
-                None => return,
-            };
-            unmap::wait_for_events(generation, wait.min(IDLE_WAIT));
         });
         if let Err(e) = spawned {
             // Evictions then happen on the next call into the cache instead.
