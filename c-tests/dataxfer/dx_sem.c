@@ -84,6 +84,12 @@ void case_sem_solicited_wait(void)
     DAT_EVENT ev;
     DAT_COUNT nmore;
     DAT_EP_ATTR sattr;
+    if (!dx_on_soft_device()) {
+        /* verbs reports no per-completion "solicited" mark: there every receive wakes a waiter
+         * (one wake too many, never one too few; see dat2(7)) */
+        dx_skip("solicited-only waking is the soft device's (verbs completions carry no solicited mark)");
+        return;
+    }
     attr_init(&sattr);
     /* the server's receive stream: waiters wake for solicited receives only */
     sattr.recv_completion_flags = DAT_COMPLETION_SOLICITED_WAIT_FLAG;
@@ -328,6 +334,10 @@ void case_sem_passive_path(void)
     struct node s, c;
     memset(&s, 0, sizeof s);
     memset(&c, 0, sizeof c);
+    if (!dx_on_soft_device()) {
+        dx_skip("DAT2_SOFT_PATH concerns the soft device only");
+        return;
+    }
     if (!node_open(&s, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16) || !node_listen(&s, dx_port(0)))
         goto out;
     for (int k = 0; k < 5; k++) {

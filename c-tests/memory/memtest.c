@@ -1067,7 +1067,8 @@ static void case_lmr_va_type_zb(void)
     }
     if (!on_soft_device()) {
         DAT_RETURN r = lmr_va(ia, pz, buf + 8, 64, 0x33, DAT_VA_TYPE_ZB, &z);
-        EXPECT(r == DAT_SUCCESS || r == DAT_MODEL_NOT_SUPPORTED, "unaligned zero-based LMR: 0x%08x", (unsigned)r);
+        EXPECT(r == DAT_SUCCESS || DAT_GET_TYPE(r) == DAT_MODEL_NOT_SUPPORTED, "unaligned zero-based LMR: 0x%08x",
+               (unsigned)r);
         if (r == DAT_SUCCESS)
             EXPECT_RC(dat_lmr_free(z.lmr), DAT_SUCCESS);
     }
