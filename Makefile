@@ -37,7 +37,7 @@ INFO   := $(BUILD)/dat2-info
 DEB_BUILD :=
 DEB_CHECK := pkg-config groff-base libdapl2 libdapl-dev dapl2-utils iproute2 strace g++
 
-.PHONY: all lib tools run check check-vm check-symbols lint-man install uninstall clean deps-build deps-check
+.PHONY: all lib tools run check check-host check-vm check-symbols lint-man install uninstall clean deps-build deps-check
 
 all: lib tools
 
@@ -73,7 +73,12 @@ run: deps-build lib
 bench: lib
 	bench/run.sh
 
-check: deps-check lib tools check-symbols lint-man
+# The whole test suite: the host's tests, then the VM's; ends with the sum of both.
+check:
+	tools/check-all
+
+# The tests that run on this host (no VM): cargo test and the C suite.
+check-host: deps-check lib tools check-symbols lint-man
 	$(CARGO) test --release --locked --quiet
 	c-tests/run-all.sh
 
