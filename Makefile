@@ -4,6 +4,7 @@
 #                   build/dat2-info
 #   make run        the main job (see README)
 #   make check      the whole test suite
+#   make bench-vm   benchmarks on Soft-RoCE in the test VM (see bench/vm/run.sh)
 #   make install    PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
 #   make uninstall
 PREFIX     ?= /usr/local
@@ -71,6 +72,23 @@ run: deps-build lib
 .PHONY: bench
 bench: lib
 	bench/run.sh
+
+# Benchmarks on real verbs inside the Soft-RoCE VM (tests/vm): registration cost against raw
+# verbs and Debian's dapl, dapltest -T P against Debian's dapl and perftest as the limit;
+# ratios from one VM run, interleaved rounds, medians (informational: a target missed is
+# reported, not failed). About 6 minutes under TCG. See bench/vm/run.sh.
+DEB_BENCH_VM := libibverbs-dev perftest dapl2-utils libdapl2
+BENCH_VM_REG := $(BUILD)/bench-vm/reg
+
+.PHONY: bench-vm
+bench-vm: lib $(BENCH_VM_REG)
+	tests/vm/prepare.sh
+	DAT2_VM_TIMEOUT=$${DAT2_VM_TIMEOUT:-1800} tests/vm/run.sh bench/vm/run.sh
+
+$(BENCH_VM_REG): bench/vm/reg.c $(HEADERS) | $(BUILD)/$(REAL)
+	@tools/ensure-debs $(DEB_BENCH_VM)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Wextra -Iinclude -o $@ bench/vm/reg.c -L$(BUILD) -ldat2 -libverbs
 
 check: deps-check lib tools check-symbols lint-man
 	$(CARGO) test --release --locked --quiet
