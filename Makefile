@@ -4,6 +4,7 @@
 #                   build/dat2-info
 #   make run        the main job (see README)
 #   make check      the whole test suite
+#   make check-vm   the tests on real verbs in a qemu VM with Soft-RoCE (tests/vm)
 #   make bench-vm   benchmarks on Soft-RoCE in the test VM (see bench/vm/run.sh)
 #   make install    PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
 #   make uninstall
@@ -94,11 +95,12 @@ check: deps-check lib tools check-symbols lint-man
 	$(CARGO) test --release --locked --quiet
 	c-tests/run-all.sh
 
-# Inside a qemu VM with Soft-RoCE (tests/vm): Debian's programs on real verbs with Debian's
-# providers, through Debian's libdat2 and through ours, side by side.
-check-vm: lib
-	tests/vm/prepare.sh
-	tests/vm/run.sh tests/vm/programs.sh
+# Inside a qemu VM with Soft-RoCE (tests/vm): Debian's programs on real verbs through
+# Debian's libdat2 and through ours with Debian's provider, and through our own verbs IA,
+# side by side; then the C suite on our verbs IA. Ends with "vm: N passed, N failed, N
+# skipped". tests/vm/prepare.sh (run by run.sh) installs qemu and fetches the kernel.
+check-vm: deps-check lib
+	tests/vm/check.sh
 
 # The exported symbol set: exactly the names in dat2.map, each @@DAT_2.0, and the soname.
 check-symbols: lib

@@ -196,6 +196,9 @@ pub struct Completion {
     pub imm: Option<u32>,
     /// The rkey a received send-with-invalidate invalidated.
     pub invalidated: Option<u32>,
+    /// Receives: the sender posted the message with the solicited flag (`SendWr::solicited`),
+    /// so it wakes a solicited-wait waiter. A device that cannot tell reports true, so that a
+    /// waiter is woken too often rather than never.
     pub solicited: bool,
 }
 

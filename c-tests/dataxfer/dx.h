@@ -1,7 +1,7 @@
 /*
  * Shared declarations of the data path tests (dxtest): result bookkeeping, the exact
  * codes the rules name, and helpers that build IAs, EPs, connections and registrations
- * on the built-in dat2-soft provider.
+ * on the built-in dat2-soft provider (or the IA named by DAT2_TEST_IA).
  */
 #ifndef DX_H
 #define DX_H
@@ -83,7 +83,12 @@ struct mr {
     size_t alloc; /* bytes allocated (len rounded up, plus a page) */
 };
 
-#define PROVIDER "dat2-soft"
+/* The IA under test: DAT2_TEST_IA when set, else dat2-soft. Cases about the soft device's own
+ * facts (its DAT2_SOFT_CMA switch, its IPv6 dat.conf entry) are skipped on any other IA. */
+#define SOFT_IA "dat2-soft"
+#define PROVIDER dx_ia_name()
+const char *dx_ia_name(void);
+int dx_on_soft_device(void);
 #define PRIV_ALL 0x33u       /* local read/write, remote read/write */
 #define PRIV_ALL_ATOMIC 0x73u /* ... and remote atomic */
 #define WAIT_MS 5000
@@ -106,7 +111,8 @@ int node_listen(struct node *n, DAT_CONN_QUAL port);
 void attr_init(DAT_EP_ATTR *a);
 int ep_make(struct node *n, const DAT_EP_ATTR *attr, DAT_EP_HANDLE *ep);
 
-/* 127.0.0.1 (or ::1 with ipv6) as a connect address. */
+/* The address a client connects to: 127.0.0.1 (or ::1 with ipv6) on the soft device, the
+ * IA's own address (dat_ia_query) on any other IA, whose device may not serve loopback. */
 DAT_IA_ADDRESS_PTR dx_loopback(int ipv6);
 
 /* Starts a connect from `ce` to the server's PSP, answers the request on `se` and waits

@@ -64,7 +64,14 @@ void case_srq_create_post_query(void);
 void case_srq_ep_receive(void);
 void case_srq_low_watermark(void);
 void case_srq_free_in_use(void);
+void case_srq_ep_high_watermark(void);
 void case_threads_four_eps(void);
 void case_ipv6_soft6(void);
+
+/* DAT semantics: solicited wait, EP watermarks, connect timeout 0, passive path (dx_sem.c) */
+void case_sem_solicited_wait(void);
+void case_sem_ep_watermark(void);
+void case_sem_connect_timeout_zero(void);
+void case_sem_passive_path(void);
 
 #endif

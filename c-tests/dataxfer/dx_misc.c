@@ -174,8 +174,8 @@ void case_srq_low_watermark(void)
     if (srq_send(&r, 0, "below!", &d))
         EXPECT(d.status == DAT_DTO_SUCCESS, "third receive status %u", (unsigned)d.status);
     if (EXPECT_RC(wait_ev(r.s.async, 2000, &ev), DAT_SUCCESS)) {
-        /* what the library uses: DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR naming the SRQ, with the
-         * SRQ reason DAT_SRQ_LOW_WATERMARK_EVENT */
+        /* DAT defines no event number for the low watermark, only the SRQ reason
+         * DAT_SRQ_LOW_WATERMARK_EVENT: the general asynchronous number carries it, naming the SRQ */
         EXPECT(ev.event_number == DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR,
                "watermark event number 0x%x, expected DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR 0x8005",
                (unsigned)ev.event_number);
@@ -189,6 +189,58 @@ void case_srq_low_watermark(void)
         EXPECT(d.status == DAT_DTO_SUCCESS, "fourth receive status %u", (unsigned)d.status);
     dx_sleep_ms(50);
     EXPECT_EMPTY(r.s.async, "async EVD after a second receive below the watermark");
+out:
+    srq_rig_down(&r);
+}
+
+/* The high watermarks of an EP on an SRQ count the buffer it takes from the SRQ for each
+ * message: a soft watermark of 0 reports the first message (once), a hard one of 0 breaks
+ * the connection at the next. */
+void case_srq_ep_high_watermark(void)
+{
+    struct srq_rig r;
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    DAT_EVENT ev;
+    if (!srq_rig_up(&r, 1, 0))
+        goto out;
+    for (int i = 0; i < 6; i++)
+        srq_post(r.srq, &r.sm, (size_t)i * 256, 256, 1 + (uint64_t)i);
+    /* nothing is held before a message arrives */
+    if (!EXPECT_RC(dat_ep_set_watermark(r.se[0], 0, DAT_WATERMARK_INFINITE), DAT_SUCCESS))
+        goto out;
+    dx_sleep_ms(50);
+    EXPECT_EMPTY(r.s.async, "async EVD after setting soft watermark 0 with nothing held");
+    if (srq_send(&r, 0, "one", &d))
+        EXPECT(d.status == DAT_DTO_SUCCESS, "first receive status %u", (unsigned)d.status);
+    if (EXPECT_RC(wait_ev(r.s.async, 2000, &ev), DAT_SUCCESS)) {
+        EXPECT(ev.event_number == DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, "soft watermark event number 0x%x",
+               (unsigned)ev.event_number);
+        EXPECT(ev.event_data.asynch_error_event_data.dat_handle == (DAT_HANDLE)r.se[0], "event names %p, expected EP %p",
+               ev.event_data.asynch_error_event_data.dat_handle, (void *)r.se[0]);
+        EXPECT(ev.event_data.asynch_error_event_data.reason == DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT,
+               "reason %d, expected DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT (2)", (int)ev.event_data.asynch_error_event_data.reason);
+    }
+    if (srq_send(&r, 0, "two", &d))
+        EXPECT(d.status == DAT_DTO_SUCCESS, "second receive status %u", (unsigned)d.status);
+    dx_sleep_ms(50);
+    EXPECT_EMPTY(r.s.async, "async EVD after a second message (the soft watermark fires once)");
+    /* hard watermark 0: the next message is received, then the connection breaks */
+    if (!EXPECT_RC(dat_ep_set_watermark(r.se[0], DAT_WATERMARK_INFINITE, 0), DAT_SUCCESS))
+        goto out;
+    if (srq_send(&r, 0, "three", &d))
+        EXPECT(d.status == DAT_DTO_SUCCESS && d.user_cookie.as_64 == 3, "third receive: status %u cookie %llu",
+               (unsigned)d.status, (unsigned long long)d.user_cookie.as_64);
+    DAT_EVENT_NUMBER num = wait_conn_at(__LINE__, r.s.conn, WAIT_MS, &ev);
+    EXPECT(num == DAT_CONNECTION_EVENT_BROKEN, "connection event 0x%x above the hard watermark, expected BROKEN 0x4006",
+           (unsigned)num);
+    /* an EP on an SRQ also reports the end of its connection on the async EVD */
+    if (EXPECT_RC(wait_ev(r.s.async, 2000, &ev), DAT_SUCCESS))
+        EXPECT(ev.event_number == DAT_ASYNC_ERROR_EP_BROKEN && ev.event_data.asynch_error_event_data.dat_handle == (DAT_HANDLE)r.se[0],
+               "async event 0x%x for %p, expected EP_BROKEN 0x8003 for the EP", (unsigned)ev.event_number,
+               ev.event_data.asynch_error_event_data.dat_handle);
+    EXPECT_CONN_END(r.c.conn, 2000, "client");
+    /* the SRQ keeps its other receives */
+    SRQ_COUNTS(r.srq, 3, 3);
 out:
     srq_rig_down(&r);
 }
@@ -366,6 +418,10 @@ void case_ipv6_soft6(void)
     DAT_IA_ATTR attr;
     DAT_EP_PARAM ep;
     DAT_DTO_COMPLETION_EVENT_DATA d;
+    if (!dx_on_soft_device()) {
+        dx_skip("soft6 is a dat.conf entry of the soft device");
+        return;
+    }
     if (!have_ipv6_loopback()) {
         dx_skip("::1 is not configured");
         return;

@@ -1,6 +1,7 @@
 /*
  * The data path of the built-in dat2-soft provider: EVDs, CNOs, connections, sends,
- * receives, RDMA, protection errors, RMRs, the IB extensions, SRQs, threads and IPv6.
+ * receives, RDMA, protection errors, RMRs, the IB extensions, SRQs, threads, IPv6, and the
+ * semantics of solicited wait, EP watermarks, connect timeouts and the passive side's path.
  *
  *   dxtest list     print the case names, one a line
  *   dxtest NAME     run one case: prints "PASS dataxfer:NAME", "FAIL dataxfer:NAME why"
@@ -12,6 +13,9 @@
  * data case with DAT2_SOFT_CMA=0, so that payloads travel over the socket instead of by
  * cross-memory attach. Each case uses the TCP ports DX_PORT_BASE + 8 * (its index) + 0..7
  * (DX_PORT_BASE defaults to 33000).
+ *
+ * DAT2_TEST_IA names another IA to run the cases on (tests/vm/ctests.sh sets it in the VM);
+ * the _tcp reruns and the IPv6 case, which are about the soft device, are skipped there.
  */
 #include "dx.h"
 
@@ -91,6 +95,13 @@ static const struct test_case cases[] = {
     CASE(threads_four_eps),
     CASE_TCP(threads_four_eps),
     CASE(ipv6_soft6),
+    CASE(srq_ep_high_watermark),
+    CASE(sem_solicited_wait),
+    CASE_TCP(sem_solicited_wait),
+    CASE(sem_ep_watermark),
+    CASE(sem_connect_timeout_zero),
+    CASE(sem_passive_path),
+    CASE_TCP(sem_passive_path),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -101,6 +112,12 @@ static int run_case(size_t index)
     dx_slot = (int)index;
     dx_failures = 0;
     dx_skip_reason[0] = 0;
+    if (c->tcp && !dx_on_soft_device()) {
+        printf("SKIP dataxfer:%s DAT2_SOFT_CMA=0 reruns concern the soft device only (IA %s)\n", c->name,
+               dx_ia_name());
+        fflush(stdout);
+        return 0;
+    }
     if (c->tcp)
         setenv("DAT2_SOFT_CMA", "0", 1);
     else

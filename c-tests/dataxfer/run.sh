@@ -6,7 +6,9 @@
 # Each case runs in a process of its own (and forks its own peers where it needs them), so
 # a crash or a hang is charged to the case that caused it.
 # Environment: DAT2_ROOT, DAT2_BUILD, DAT2_OUT, CC, CFLAGS (see c-tests/run-all.sh).
-# DX_PORT_BASE moves the TCP ports the cases use (default 33000, up to about 33500).
+# DX_PORT_BASE moves the TCP ports the cases use (default 33000, up to about 33550).
+# DAT2_TEST_IA runs the cases on another IA than dat2-soft (tests/vm/ctests.sh sets it in the
+# VM); the cases about the soft device alone are skipped there.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${DAT2_OUT:?}

@@ -76,6 +76,16 @@ fn timeout_arg(timeout: DAT_TIMEOUT) -> Option<Duration> {
     (timeout != DAT_TIMEOUT_INFINITE).then(|| Duration::from_micros(u64::from(timeout)))
 }
 
+/// A connect timeout must be positive (DAT_TIMEOUT_INFINITE: no limit). No connection is
+/// made in no time, so 0 is refused at once, as `DAT_INVALID_PARAMETER` naming the argument
+/// (`arg`), and the EP stays unconnected; Debian's dapl does the same.
+fn check_timeout(timeout: DAT_TIMEOUT, arg: DAT_RETURN) -> Result<(), DAT_RETURN> {
+    if timeout == 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg));
+    }
+    Ok(())
+}
+
 /// Starts an active connection from an EP that is ready for one.
 fn start_connect(ep: &Ep, addr: libc::sockaddr_storage, conn_qual: DAT_CONN_QUAL, timeout: DAT_TIMEOUT, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
     if port_of(conn_qual) == 0 {
@@ -88,6 +98,7 @@ fn start_connect(ep: &Ep, addr: libc::sockaddr_storage, conn_qual: DAT_CONN_QUAL
         }
         let qp = attach_qp(ep, &mut i)?;
         i.state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
+        i.breaking = false;
         *i.remote_address = addr;
         i.remote_port = conn_qual;
         i.active = true;
@@ -116,6 +127,7 @@ pub fn connect(
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
     let addr = address_arg(addr)?;
+    check_timeout(timeout, DAT_INVALID_ARG4)?;
     let pdata = cr::private_data(size, data, DAT_INVALID_ARG5, cr::max_private_data(&ep.ia))?;
     if qos & !(DAT_QOS_BEST_EFFORT | DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM) != 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7));
@@ -132,6 +144,7 @@ pub fn connect(
 pub fn dup_connect(handle: DAT_EP_HANDLE, dup: DAT_EP_HANDLE, timeout: DAT_TIMEOUT, size: DAT_COUNT, data: *const c_void, qos: DAT_QOS) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
     let other = ep::ep(dup)?;
+    check_timeout(timeout, DAT_INVALID_ARG3)?;
     let pdata = cr::private_data(size, data, DAT_INVALID_ARG4, cr::max_private_data(&ep.ia))?;
     let _ = qos;
     let (addr, conn_qual) = {
@@ -158,6 +171,7 @@ pub fn accept(ep: &Arc<Ep>, pending: &Arc<dyn PendingConnection>, pdata: &[u8]) 
         i.remote_port = DAT_CONN_QUAL::from(port);
         i.active = false;
         i.state = DAT_EP_STATE_COMPLETION_PENDING;
+        i.breaking = false;
         qp
     };
     pending.accept(&qp, pdata).map_err(|_| {
@@ -194,7 +208,7 @@ pub fn disconnect(handle: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_R
 
 /// A connection event of the EP's QP: move the EP's state and tell the consumer.
 pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
-    let (number, pdata) = match &ev {
+    let (mut number, pdata) = match &ev {
         CmEvent::Established { private_data } => (DAT_CONNECTION_EVENT_ESTABLISHED, private_data.clone()),
         CmEvent::PeerRejected { private_data } => (DAT_CONNECTION_EVENT_PEER_REJECTED, private_data.clone()),
         CmEvent::NonPeerRejected => (DAT_CONNECTION_EVENT_NON_PEER_REJECTED, Vec::new()),
@@ -203,6 +217,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
         CmEvent::Disconnected => (DAT_CONNECTION_EVENT_DISCONNECTED, Vec::new()),
         CmEvent::Broken => (DAT_CONNECTION_EVENT_BROKEN, Vec::new()),
     };
+    let mut crossing = None;
     let (evd, ptr, len) = {
         let mut i = ep.lock();
         crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "EP {:#x} in state {}: connection event {number:#x}", ep.handle, i.state);
@@ -218,7 +233,14 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
                 }
             }
             i.local_port = i.qp.as_ref().map_or(0, |q| DAT_CONN_QUAL::from(q.local_port()));
+            // The hard high watermark applies from the moment the connection exists.
+            let held = i.recvs.len();
+            crossing = Some(ep::check_watermarks(&mut i, held));
         } else {
+            // The end of a connection that the hard watermark broke.
+            if std::mem::take(&mut i.breaking) && number == DAT_CONNECTION_EVENT_DISCONNECTED {
+                number = DAT_CONNECTION_EVENT_BROKEN;
+            }
             // One connection ends once: whatever reports its end later is not news.
             if i.state == DAT_EP_STATE_DISCONNECTED {
                 return;
@@ -246,5 +268,8 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
         e.event_number = number;
         e.event_data.connect_event_data = DAT_CONNECTION_EVENT_DATA { ep_handle: ep.handle as DAT_EP_HANDLE, private_data_size: len as DAT_COUNT, private_data: ptr };
         evd.post(e);
+    }
+    if let Some(c) = crossing {
+        c.report(ep);
     }
 }

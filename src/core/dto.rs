@@ -102,12 +102,20 @@ pub fn remote_arg(remote: *const DAT_RMR_TRIPLET, arg: DAT_RETURN) -> Result<(u6
 /// A completion of the EP's QP: report it on the right EVD, unless it was suppressed.
 pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
     let success = c.status == DAT_DTO_SUCCESS;
-    let (evd, event) = {
+    let mut crossing = None;
+    let (evd, event, notify) = {
         let mut i = ep.lock();
         if matches!(c.op, WcOp::Recv | WcOp::RecvImm) {
             let own = i.recvs.remove(&c.wr_id);
+            let from_srq = own.is_none();
             let r = own.or_else(|| i.srq.as_ref().and_then(|s| s.recvs.lock().unwrap_or_else(|e| e.into_inner()).remove(&c.wr_id)));
             let Some(r) = r else { return };
+            if from_srq && c.status != DAT_DTO_ERR_FLUSHED {
+                // The EP took a buffer from the SRQ for this message: with its own, that is
+                // what it holds as the message lands (the watermarks' count).
+                let held = i.recvs.len() + 1;
+                crossing = Some(ep::check_watermarks(&mut i, held));
+            }
             let event = if c.op == WcOp::RecvImm {
                 super::ext::immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
             } else if let Some(imm) = c.imm {
@@ -122,7 +130,9 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
                 }
                 dto_event(ep.handle, r.cookie, c.status, c.byte_len, op, ctx)
             };
-            (i.recv_evd.clone(), event)
+            // On a solicited-wait stream only what the sender solicited, or a failure, notifies.
+            let notify = !ep::solicited_wait(&i.attr) || c.solicited || !success;
+            (i.recv_evd.clone(), event, notify)
         } else {
             // An error ends the connection; the connection event that follows moves the state.
             let Some(s) = i.sends.remove(&c.wr_id) else { return };
@@ -130,11 +140,14 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
                 return;
             }
             let event = request_event(ep.handle, &s, c.status, c.byte_len);
-            (i.request_evd.clone(), event)
+            (i.request_evd.clone(), event, true)
         }
     };
     if let Some(evd) = evd {
-        evd.post(event);
+        evd.post_as(event, notify);
+    }
+    if let Some(c) = crossing {
+        c.report(ep);
     }
 }
 

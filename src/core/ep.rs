@@ -81,7 +81,63 @@ pub struct EpInner {
     pub active: bool,
     /// Private data of recent connection events, kept alive for the consumer to read.
     pub private_data: VecDeque<Box<[u8]>>,
-    pub watermarks: (DAT_COUNT, DAT_COUNT),
+    pub watermarks: Watermarks,
+    /// The connection is being ended because the hard high watermark was exceeded: its end
+    /// is reported as BROKEN.
+    pub breaking: bool,
+}
+
+/// The high watermarks of `dat_ep_set_watermark` on the receive buffers the EP holds (those
+/// allocated to it and not yet completed, as `dat_ep_recv_query` counts them: every receive
+/// posted to the EP, or, for an EP on an SRQ, the buffer it takes from the SRQ for a message).
+#[derive(Clone, Copy)]
+pub struct Watermarks {
+    /// Above it, once per setting: an asynchronous event on the IA's async EVD.
+    pub soft: DAT_COUNT,
+    pub soft_armed: bool,
+    /// Above it, while connected: the connection breaks (DAT_CONNECTION_EVENT_BROKEN).
+    pub hard: DAT_COUNT,
+}
+
+/// What crossing a watermark asks for, done once the EP's lock is released.
+#[derive(Default)]
+#[must_use]
+pub struct Crossing {
+    soft: bool,
+    hard: Option<Arc<dyn Qp>>,
+}
+
+/// Checks the watermarks against `held` receive buffers at the EP.
+pub fn check_watermarks(i: &mut EpInner, held: usize) -> Crossing {
+    let above = |mark: DAT_COUNT| mark != DAT_WATERMARK_INFINITE && held > mark as usize;
+    let mut c = Crossing::default();
+    if i.watermarks.soft_armed && above(i.watermarks.soft) {
+        i.watermarks.soft_armed = false;
+        c.soft = true;
+    }
+    if i.state == DAT_EP_STATE_CONNECTED && above(i.watermarks.hard) {
+        if let Some(qp) = i.qp.clone() {
+            i.state = DAT_EP_STATE_DISCONNECT_PENDING;
+            i.breaking = true;
+            c.hard = Some(qp);
+        }
+    }
+    c
+}
+
+impl Crossing {
+    /// Reports a crossing: the soft one as `DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT` naming the EP on
+    /// the async EVD; the hard one by ending the connection, which then reports BROKEN (and
+    /// flushes what is posted).
+    pub fn report(self, ep: &Ep) {
+        if self.soft {
+            super::ia::post_async(&ep.ia, super::ia::WATERMARK_EVENT, ep.handle, DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT as DAT_COUNT);
+        }
+        if let Some(qp) = self.hard {
+            crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "EP {:#x}: above its hard high watermark; the connection breaks", ep.handle);
+            qp.disconnect(false);
+        }
+    }
 }
 // SAFETY: the raw pointers in `attr` are cleared; everything is plain data behind the mutex.
 unsafe impl Send for EpInner {}
@@ -171,6 +227,27 @@ fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, 
     copy.ep_provider_specific_count = 0;
     copy.ep_provider_specific = core::ptr::null_mut();
     Ok(copy)
+}
+
+/// Whether the EP's receive stream is configured for solicited wait: a receive completion
+/// then notifies (wakes a waiter on the receive EVD, triggers its CNO) only when the sender
+/// posted the message with `DAT_COMPLETION_SOLICITED_WAIT_FLAG`, or when it failed. DAT makes
+/// solicited wait and threshold waiting exclusive modes of `recv_completion_flags`; a value
+/// that names both (such as 0x1f, "every flag") keeps the default, threshold waiting.
+pub fn solicited_wait(attr: &DAT_EP_ATTR) -> bool {
+    attr.recv_completion_flags & (DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG) == DAT_COMPLETION_SOLICITED_WAIT_FLAG
+}
+
+/// Counts the EP's receive stream on its receive EVD (`add`) or stops counting it, when it is
+/// a solicited-wait stream (see `Evd::solicited_streams`).
+fn count_solicited_stream(i: &EpInner, add: bool) {
+    if let (true, Some(e)) = (solicited_wait(&i.attr), &i.recv_evd) {
+        if add {
+            e.solicited_streams.fetch_add(1, Ordering::SeqCst);
+        } else {
+            e.solicited_streams.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 pub fn configured(inner: &EpInner) -> bool {
@@ -288,11 +365,15 @@ pub fn create_object(
         local_port: 0,
         active: false,
         private_data: VecDeque::new(),
-        watermarks: (DAT_WATERMARK_INFINITE, DAT_WATERMARK_INFINITE),
+        // Zeroed attributes hold srq_soft_hw 0, and programs pass them without meaning a
+        // watermark of 0 (Debian's dtestsrq among them): only dat_ep_set_watermark arms one.
+        watermarks: Watermarks { soft: DAT_WATERMARK_INFINITE, soft_armed: false, hard: DAT_WATERMARK_INFINITE },
+        breaking: false,
     };
     if !configured(&inner) {
         inner.state = DAT_EP_STATE_UNCONFIGURED_UNCONNECTED;
     }
+    count_solicited_stream(&inner, true);
     let handle = table::reserve(ia.provider());
     let ep = Arc::new_cyclic(|this| Ep { handle, this: this.clone(), ia: ia.clone(), inner: Mutex::new(inner), context: Mutex::new(0) });
     table::insert(handle, Obj::Ep(ep.clone()));
@@ -414,6 +495,7 @@ pub fn modify(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_
             old.release();
         }
     }
+    count_solicited_stream(&i, false);
     if let Some(e) = recv {
         swap_evd(&mut i.recv_evd, e);
     }
@@ -426,6 +508,7 @@ pub fn modify(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_
     if let Some(a) = attr {
         i.attr = a;
     }
+    count_solicited_stream(&i, true);
     i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
     Ok(DAT_SUCCESS)
 }
@@ -487,7 +570,7 @@ pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Vec<Sge> {
 
 pub fn post_recv(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep(handle)?;
-    let (wr_id, segs, qp) = {
+    let (wr_id, segs, qp, crossing) = {
         let mut i = ep.lock();
         let segs = iov_arg(count, iov, i.attr.max_recv_iov, DAT_INVALID_ARG2)?;
         if flags & !COMPLETION_FLAGS != 0 {
@@ -510,22 +593,24 @@ pub fn post_recv(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIP
         if qp.is_none() {
             i.unposted.push_back(wr_id);
         }
-        (wr_id, segs, qp)
+        let held = i.recvs.len();
+        (wr_id, segs, qp, check_watermarks(&mut i, held))
     };
-    if let Some(qp) = qp {
-        if let Err(e) = qp.post_recv(wr_id, sges(&segs)) {
-            let mut i = ep.lock();
-            i.recvs.remove(&wr_id);
-            return Err(match e {
-                DevError::State => {
-                    // The connection is gone: the receive completes as flushed.
-                    drop(i);
-                    flush_one_recv(&ep, cookie);
-                    return Ok(DAT_SUCCESS);
-                }
-                _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
-            });
-        }
+    let posted = qp.map_or(Ok(()), |qp| qp.post_recv(wr_id, sges(&segs)));
+    // After the receive is with the QP: a connection broken by the hard watermark flushes it.
+    crossing.report(&ep);
+    if let Err(e) = posted {
+        let mut i = ep.lock();
+        i.recvs.remove(&wr_id);
+        return Err(match e {
+            DevError::State => {
+                // The connection is gone: the receive completes as flushed.
+                drop(i);
+                flush_one_recv(&ep, cookie);
+                return Ok(DAT_SUCCESS);
+            }
+            _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
+        });
     }
     Ok(DAT_SUCCESS)
 }
@@ -569,7 +654,13 @@ pub fn set_watermark(handle: DAT_EP_HANDLE, soft: DAT_COUNT, hard: DAT_COUNT) ->
     if hard < DAT_WATERMARK_INFINITE {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     }
-    ep.lock().watermarks = (soft, hard);
+    let crossing = {
+        let mut i = ep.lock();
+        i.watermarks = Watermarks { soft, soft_armed: soft != DAT_WATERMARK_INFINITE, hard };
+        let held = i.recvs.len();
+        check_watermarks(&mut i, held)
+    };
+    crossing.report(&ep);
     Ok(DAT_SUCCESS)
 }
 
@@ -653,6 +744,7 @@ pub fn destroy(ep: &Ep) {
     if let Some(s) = i.srq.take() {
         s.users.fetch_sub(1, Ordering::SeqCst);
     }
+    count_solicited_stream(&i, false);
     let i = &mut *i;
     for slot in [&mut i.recv_evd, &mut i.request_evd, &mut i.connect_evd] {
         swap_evd(slot, None);

@@ -32,6 +32,10 @@ pub struct EvdState {
     pub waitable: bool,
     pub waiter: bool,
     pub cno: Option<Arc<Cno>>,
+    /// How many notification events have been queued (wrapping). An event that is queued
+    /// without notification (an unsolicited receive on a solicited-wait stream) leaves it as
+    /// it is, so a blocked waiter can tell the two apart.
+    pub notices: u64,
 }
 
 pub struct Evd {
@@ -42,6 +46,9 @@ pub struct Evd {
     pub cond: Condvar,
     /// EPs, service points and IAs (as async EVD) that deliver to this EVD.
     pub users: AtomicU32,
+    /// EP receive streams feeding this EVD that are configured for solicited wait (see
+    /// `ep::solicited_wait`): while there are any, waits must use a threshold of 1.
+    pub solicited_streams: AtomicU32,
     pub context: Mutex<u64>,
 }
 
@@ -50,11 +57,17 @@ impl Evd {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Delivers an event. Returns false when the queue was full (the event is dropped and the
-    /// overflow is reported on the IA's async EVD).
-    pub fn post(&self, mut event: DAT_EVENT) -> bool {
+    /// Delivers an event as a notification event. Returns false when the queue was full (the
+    /// event is dropped and the overflow is reported on the IA's async EVD).
+    pub fn post(&self, event: DAT_EVENT) -> bool {
+        self.post_as(event, true)
+    }
+
+    /// Delivers an event; `notify` false queues it without notification: it wakes no waiter
+    /// and triggers no CNO (a later notification event, or a new wait, finds it queued).
+    pub fn post_as(&self, mut event: DAT_EVENT, notify: bool) -> bool {
         event.evd_handle = self.handle as DAT_EVD_HANDLE;
-        let notify = {
+        let cno = {
             let mut s = self.lock();
             if s.queue.len() >= s.qlen as usize {
                 drop(s);
@@ -62,13 +75,17 @@ impl Evd {
                 return false;
             }
             s.queue.push_back(Event(event));
+            if !notify {
+                return true;
+            }
+            s.notices = s.notices.wrapping_add(1);
             // Only a waiter needs waking (a futex call per event otherwise).
             if s.waiter {
                 self.cond.notify_all();
             }
             if s.enabled { s.cno.clone() } else { None }
         };
-        if let Some(c) = notify {
+        if let Some(c) = cno {
             cno::trigger(&c, self.handle);
         }
         true
@@ -108,9 +125,10 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         handle,
         ia: ia.clone(),
         flags,
-        state: Mutex::new(EvdState { queue: VecDeque::new(), qlen, enabled: true, waitable: true, waiter: false, cno }),
+        state: Mutex::new(EvdState { queue: VecDeque::new(), qlen, enabled: true, waitable: true, waiter: false, cno, notices: 0 }),
         cond: Condvar::new(),
         users: AtomicU32::new(0),
+        solicited_streams: AtomicU32::new(0),
         context: Mutex::new(0),
     });
     table::insert(handle, Obj::Evd(e.clone()));
@@ -210,12 +228,20 @@ pub fn wait(handle: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: DAT_COUNT, 
     if s.waiter {
         return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER));
     }
+    // A solicited-wait stream controls the waking itself: a threshold cannot apply too.
+    if threshold > 1 && e.solicited_streams.load(Ordering::SeqCst) > 0 {
+        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_CONFIG_SOLICITED));
+    }
     s.waiter = true;
+    // Events already queued count at once; while blocked, only a notification event wakes
+    // the waiter (then it takes the oldest event, notification or not).
+    let ready_at_entry = s.queue.len() >= threshold as usize;
+    let notices = s.notices;
     let result = loop {
         if !s.waitable {
             break Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
         }
-        if s.queue.len() >= threshold as usize {
+        if s.queue.len() >= threshold as usize && (ready_at_entry || s.notices != notices) {
             let ev = s.queue.pop_front().expect("queue holds at least one event");
             // SAFETY: checked non-NULL; the consumer's event buffer.
             unsafe { put(event, ev.0) };

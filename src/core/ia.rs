@@ -73,6 +73,11 @@ pub fn open(name: *const c_char, thread_safe: bool, qlen: DAT_COUNT, async_evd: 
     // SAFETY: checked non-NULL; the INOUT async EVD argument.
     let given = unsafe { async_evd.read() };
     let dev = b.device()?;
+    if dev.cache_registrations() {
+        // Start the registration cache's unmap monitor now, before the consumer maps and
+        // unmaps memory, so that its thread's stack never lands on memory later registered.
+        let _ = crate::mr::cache_stats();
+    }
     let given_evd = if given.is_null() {
         if qlen <= 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
@@ -294,6 +299,13 @@ pub fn close(handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_RETURN
     table::remove(ia.handle);
     Ok(DAT_SUCCESS)
 }
+
+/// The event number of the watermark events (an SRQ below its low watermark, an EP above its
+/// soft high watermark). DAT defines no event number of its own for them, only their reasons
+/// (`DAT_SRQ_LOW_WATERMARK_EVENT`, `DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT`, both 2) in the
+/// asynchronous error data, whose `dat_handle` names the SRQ or the EP; the event carries them
+/// under the general asynchronous number, which is not an error of the provider.
+pub const WATERMARK_EVENT: DAT_EVENT_NUMBER = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
 
 /// Posts an asynchronous event about `handle` on the IA's async EVD, if it has one.
 pub fn post_async(ia: &Ia, number: DAT_EVENT_NUMBER, handle: usize, reason: DAT_COUNT) {

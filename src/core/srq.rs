@@ -46,7 +46,7 @@ impl SrqEvents for Watermark {
     fn limit_reached(&self) {
         let srq = self.srq.lock().unwrap_or_else(|e| e.into_inner()).upgrade();
         if let Some(s) = srq {
-            ia::post_async(&s.ia, DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, s.handle, DAT_SRQ_LOW_WATERMARK_EVENT as DAT_COUNT);
+            ia::post_async(&s.ia, ia::WATERMARK_EVENT, s.handle, DAT_SRQ_LOW_WATERMARK_EVENT as DAT_COUNT);
         }
     }
 }

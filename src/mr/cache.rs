@@ -401,7 +401,12 @@ impl Cache {
             return;
         }
         let me = self.me.clone();
+        let mut noted = false;
         let spawned = std::thread::Builder::new().name("dat2-mr-cache".into()).spawn(move || loop {
+            if !noted {
+                unmap::note_own_stack();
+                noted = true;
+            }
             let generation = unmap::event_generation();
             let wait = match me.upgrade() {
                 Some(cache) => cache.background_pass(),

@@ -502,6 +502,7 @@ impl std::fmt::Display for NotWatched {
             NotWatched::Kind => f.write_str("shared memory or hugetlbfs"),
             NotWatched::Kernel(e) => write!(f, "UFFDIO_REGISTER: {}", std::io::Error::from_raw_os_error(*e)),
             NotWatched::Range => f.write_str("empty or out-of-range"),
+            NotWatched::OwnStack => f.write_str("the stack of one of the library's own threads"),
         }
     }
 }
@@ -516,6 +517,35 @@ pub(crate) enum NotWatched {
     Kernel(i32),
     /// Zero length or past the end of the address space.
     Range,
+    /// The stack of the reader or collector thread: a fault there could never be served.
+    OwnStack,
+}
+
+/// The stacks of this module's reader thread and the cache's collector thread. A watched page
+/// on one of them would deadlock: the thread that serves faults would wait for itself.
+static OWN_STACKS: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+
+/// Records the calling thread's stack as one never to watch.
+pub(crate) fn note_own_stack() {
+    // SAFETY: plain data, filled by pthread_getattr_np and released with pthread_attr_destroy.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return;
+        }
+        let mut base: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        if libc::pthread_attr_getstack(&attr, &mut base, &mut size) == 0 {
+            // The guard page below the stack too.
+            let lo = (base as u64).saturating_sub(64 * 1024);
+            OWN_STACKS.lock().unwrap_or_else(|p| p.into_inner()).push((lo, base as u64 + size as u64));
+        }
+        libc::pthread_attr_destroy(&mut attr);
+    }
+}
+
+fn on_own_stack(s: u64, e: u64) -> bool {
+    OWN_STACKS.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|&(lo, hi)| s < hi && lo < e)
 }
 
 pub(crate) struct Monitor {
@@ -544,6 +574,9 @@ impl Monitor {
     /// [`Monitor::unwatch`].
     pub(crate) fn watch(&self, addr: u64, len: u64) -> Result<(u64, u64), NotWatched> {
         let (s, e) = self.pages(addr, len).ok_or(NotWatched::Range)?;
+        if on_own_stack(s, e) {
+            return Err(NotWatched::OwnStack);
+        }
         let mut set = self.watches.lock().unwrap_or_else(|p| p.into_inner());
         if self.probe_minor {
             match register(self.fd, s, e - s, MODE_MISSING | MODE_MINOR) {
@@ -656,11 +689,18 @@ fn open() -> Result<Monitor, String> {
         close(fd);
         return Err(format!("userfaultfd UFFDIO_API features {want:#x}: {}", std::io::Error::from_raw_os_error(e)));
     }
-    let spawned = std::thread::Builder::new().name("dat2-uffd".into()).stack_size(64 * 1024).spawn(move || reader(fd, page));
+    let (noted, wait) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new().name("dat2-uffd".into()).stack_size(64 * 1024).spawn(move || {
+        note_own_stack();
+        let _ = noted.send(());
+        reader(fd, page)
+    });
     if let Err(e) = spawned {
         close(fd);
         return Err(format!("cannot start the userfaultfd reader thread: {e}"));
     }
+    // No range is watched before the reader's stack is known.
+    let _ = wait.recv();
     // SAFETY: registers a handler that only stores to a static atomic (async-signal-safe).
     unsafe { libc::pthread_atfork(None, None, Some(note_fork)) };
     Ok(Monitor { fd, page, probe_minor: want & FEATURE_MINOR_SHMEM != 0, watches: Mutex::new(WatchSet::default()) })

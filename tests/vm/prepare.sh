@@ -2,6 +2,7 @@
 # Prepare the Soft-RoCE test VM: host tools, a Debian kernel, its modules and
 # a small busybox initramfs.  Everything lands in a cache directory (default
 # build/vm/ under the repository) so that a second run only checks the stamps.
+# Prints the paths of the kernel and the initramfs to boot on stdout.
 #
 # Environment:
 #   DAT2_VM_CACHE       cache directory (default: <repo>/build/vm)
@@ -92,7 +93,7 @@ if [ ! -f "$kroot/.stamp" ] || [ "$(cat "$kroot/.stamp")" != "$kpkg" ]; then
         [ -n "$deb" ] || die "apt-get download $kpkg produced no .deb"
     fi
     say "unpacking $(basename "$deb")"
-    rm -rf "$kroot" "$cache/vmlinux" "$cache/initrd.img"
+    rm -rf "$kroot" "$cache/vmlinux" "$cache"/initrd*.img
     mkdir -p "$kroot"
     dpkg -x "$deb" "$kroot"
     printf '%s\n' "$kpkg" > "$kroot/.stamp"
@@ -198,14 +199,17 @@ if [ ! -s "$kroot/lib/modules/$kver/modules.dep" ] ||
 fi
 
 # ----------------------------------------------------------------- initramfs
-initrd="$cache/initrd.img"
+# The initramfs is named after a hash of what goes into it (this script, the
+# guest's /init, busybox, the kernel version), not judged by file times: a
+# fresh clone has newer files than any cache, and several work trees may share
+# one cache (DAT2_VM_CACHE) without rebuilding or replacing each other's image.
+key=$(cat "$0" "$here/guest-init.sh" /bin/busybox | sha256sum | cut -c1-16)
+key=$(printf '%s %s\n' "$key" "$kver" | sha256sum | cut -c1-16)
+initrd="$cache/initrd-$key.img"
 init_src="$here/guest-init.sh"
-if [ ! -s "$initrd" ] || [ "$init_src" -nt "$initrd" ] ||
-   [ "$kroot/lib/modules/$kver/modules.dep" -nt "$initrd" ] ||
-   [ "$0" -nt "$initrd" ]; then
-    say "building initramfs"
-    stage="$cache/initramfs.d"
-    rm -rf "$stage"
+if [ ! -s "$initrd" ]; then
+    say "building initramfs $(basename "$initrd")"
+    stage=$(mktemp -d "$cache/initramfs.XXXXXX")
     mkdir -p "$stage"/{bin,dev,proc,sys,mnt,modules}
     cp /bin/busybox "$stage/bin/busybox"
     cp "$init_src" "$stage/init"
@@ -227,12 +231,14 @@ if [ ! -s "$initrd" ] || [ "$init_src" -nt "$initrd" ] ||
         esac
         printf '%s\n' "$name" >> "$order"
     done
-    [ -s "$order" ] || die "modprobe found none of: $guest_modules"
+    [ -s "$order" ] || { rm -rf "$stage"; die "modprobe found none of: $guest_modules"; }
 
     (cd "$stage" && find . -print0 | LC_ALL=C sort -z |
-        cpio --null -o -H newc --quiet) | gzip -1 > "$initrd.tmp"
-    mv "$initrd.tmp" "$initrd"
+        cpio --null -o -H newc --quiet) | gzip -1 > "$initrd.$$.tmp"
+    mv "$initrd.$$.tmp" "$initrd"
     rm -rf "$stage"
 fi
 
 say "ready: kernel $kver, $(wc -c < "$initrd") byte initramfs in $cache"
+# For tests/vm/run.sh: the two files to boot.
+printf '%s\n%s\n' "$cache/vmlinux" "$initrd"

@@ -35,9 +35,11 @@ ncpu=$(nproc)
 [ "$ncpu" -le 4 ] || ncpu=4
 smp=${DAT2_VM_SMP:-$ncpu}
 
-if [ ! -s "$cache/vmlinux" ] || [ ! -s "$cache/initrd.img" ] ||
-   [ "$here/guest-init.sh" -nt "$cache/initrd.img" ]; then
-    "$here/prepare.sh" >&2
+# Cheap when the cache is complete: it checks the packages and the stamps.
+mapfile -t boot < <(DAT2_VM_CACHE=$cache "$here/prepare.sh")
+if [ ${#boot[@]} -ne 2 ] || [ ! -s "${boot[0]}" ] || [ ! -s "${boot[1]}" ]; then
+    echo "vm: tests/vm/prepare.sh did not name a kernel and an initramfs" >&2
+    exit 125
 fi
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/dat2-vm.XXXXXX")
@@ -90,7 +92,7 @@ start=$(date +%s.%N)
 timeout -k 10 "$timeout_s" qemu-system-x86_64 \
     -nodefaults -display none -monitor none \
     -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" -no-reboot \
-    -kernel "$cache/vmlinux" -initrd "$cache/initrd.img" \
+    -kernel "${boot[0]}" -initrd "${boot[1]}" \
     -append "console=ttyS0 quiet panic=-1 rdinit=/init" \
     -serial "file:$out/console.log" \
     -nic user,model=virtio-net-pci \

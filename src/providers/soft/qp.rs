@@ -125,6 +125,8 @@ struct Inner {
     peer_qp: u64,
     /// A graceful disconnect waits for the outstanding requests: no new ones are taken.
     closing: bool,
+    /// Passive side: the peer's READY, which completes the handshake, has not come yet.
+    awaiting_ready: bool,
 }
 
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
@@ -199,6 +201,7 @@ impl SoftQp {
                 peer_pd: 0,
                 peer_qp: 0,
                 closing: false,
+                awaiting_ready: false,
             }),
             exec: Mutex::new(()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
@@ -453,7 +456,11 @@ impl SoftQp {
     // -----------------------------------------------------------------------------------------
     // Connection setup.
 
-    fn start(self: &Arc<Self>, stream: TcpStream, hello: &Hello, reaches_peer: bool) {
+    /// Takes the connected stream and starts the reader and writer threads. `established`
+    /// (the active side's ESTABLISHED, with the peer's private data) is reported before the
+    /// reader starts, so that nothing the peer does on the connection, a disconnect included,
+    /// can be reported before it.
+    fn start(self: &Arc<Self>, stream: TcpStream, hello: &Hello, reaches_peer: bool, established: Option<Vec<u8>>) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(None);
         let reader = stream.try_clone();
@@ -473,6 +480,9 @@ impl SoftQp {
             }
             i.stream = Some(stream);
             i.state = State::Connected;
+        }
+        if let Some(private_data) = established {
+            self.deliver(vec![Event::Cm(CmEvent::Established { private_data })]);
         }
         match (reader, writer) {
             (Ok(r), Ok(w)) => {
@@ -541,8 +551,7 @@ impl SoftQp {
                     return;
                 }
                 let pdata = answer.private_data.clone();
-                self.start(stream, &answer, we_reach);
-                self.deliver(vec![Event::Cm(CmEvent::Established { private_data: pdata })]);
+                self.start(stream, &answer, we_reach, Some(pdata));
             }
             Err(ev) => {
                 let mut i = self.lock();
@@ -660,15 +669,26 @@ impl SoftQp {
             let ok = match hdr.op {
                 op::RESPONSE => self.on_response(fd, &hdr),
                 op::READY => {
-                    // The active side's last handshake message: can it reach our memory?
+                    // The active side's last handshake message: can it reach our memory? With
+                    // it the connection's path is known, and the passive side reports
+                    // ESTABLISHED (so that dat_ep_query then names the final path). It is the
+                    // first frame the peer sends, so the event still precedes everything the
+                    // peer does on the connection.
                     let mut body = vec![0u8; hdr.payload.min(1 << 16) as usize];
-                    if io::recv_into(fd, body.as_mut_ptr() as u64, body.len()).is_err() {
-                        false
-                    } else {
-                        if let Some(ready) = Hello::decode(&body) {
-                            self.lock().cma_out = ready.reaches_peer;
+                    match io::recv_into(fd, body.as_mut_ptr() as u64, body.len()).ok().and_then(|_| Hello::decode(&body)) {
+                        Some(ready) => {
+                            let expected = {
+                                let mut i = self.lock();
+                                i.cma_out = ready.reaches_peer;
+                                std::mem::take(&mut i.awaiting_ready)
+                            };
+                            if expected {
+                                self.deliver(vec![Event::Cm(CmEvent::Established { private_data: Vec::new() })]);
+                            }
+                            // A READY the handshake did not ask for is not valid.
+                            expected
                         }
-                        true
+                        None => false,
                     }
                 }
                 op::DISCONNECT => {
@@ -1282,6 +1302,7 @@ impl PendingConnection for Pending {
                 return Err(DevError::State);
             }
             i.state = State::Connecting;
+            i.awaiting_ready = true;
         }
         let we_reach = reaches(self.hello.pid, self.hello.canary_addr, self.hello.canary);
         let (caddr, cval) = canary();
@@ -1295,15 +1316,13 @@ impl PendingConnection for Pending {
             qp: soft.id,
             private_data: private_data.to_vec(),
         };
-        // Start the connection, queue ACCEPT as its first frame, and report ESTABLISHED before
-        // that frame can reach the peer: the peer cannot act on the connection (or disconnect
-        // others) before this side's event exists. The reader takes the peer's READY (whether
-        // it can reach our memory) as its first frame.
+        // Start the connection and queue ACCEPT as its first frame. The reader takes the
+        // peer's READY (whether it can reach our memory) as the peer's first frame and reports
+        // ESTABLISHED then, once the path is decided; until then the EP is COMPLETION_PENDING.
         let hello = Hello { reaches_peer: false, ..self.hello.clone() };
-        soft.start(stream, &hello, we_reach);
+        soft.start(stream, &hello, we_reach, None);
         let body = answer.encode();
         soft.send_frame(Frame { hdr: Hdr::message(op::ACCEPT, body.len()), data: FrameData::Bytes(body), last: false });
-        soft.deliver(vec![Event::Cm(CmEvent::Established { private_data: Vec::new() })]);
         Ok(())
     }
 

@@ -22,6 +22,47 @@ const RESOLVE_MS: i32 = 2000;
 /// IB CM rejection reason for a reject by the consumer (IBTA 12.6.7.2).
 const REJ_CONSUMER_DEFINED: i32 = 28;
 
+/// The private data rdma_cm delivers on IB and RoCE, padded with zeros to these sizes: a
+/// connect request (the CM REQ's 92 bytes less rdma_cm's header), an accept and a reject.
+pub(super) const PDATA_REQ: usize = 56;
+const PDATA_REP: usize = 196;
+const PDATA_REJ: usize = 148;
+/// What a trailer takes from the private data a consumer may send.
+pub(super) const TRAILER: usize = 4;
+
+/// Pads `payload` to the transport's fixed `size` and ends it with a trailer giving its
+/// length, so that a dat2 peer hands its consumer exactly what was sent. A peer on Debian's
+/// dapl reads the payload where it expects it (at the start) and ignores the rest, as it
+/// ignores the padding.
+fn frame(payload: &[u8], size: usize) -> Vec<u8> {
+    let mut v = payload.to_vec();
+    if payload.len() + TRAILER > size {
+        return v;
+    }
+    v.resize(size, 0);
+    let check = payload.iter().fold(0x5a ^ payload.len() as u8, |c, b| c ^ b);
+    v[size - TRAILER..].copy_from_slice(&[payload.len() as u8, check, b'D', b'2']);
+    v
+}
+
+/// The consumer's private data from what arrived: the framed length from a dat2 peer, the
+/// transport's padded data from any other.
+fn unframe(mut data: Vec<u8>, size: usize) -> Vec<u8> {
+    if data.len() != size || size < TRAILER || data[size - 2..] != [b'D', b'2'] {
+        return data;
+    }
+    let len = usize::from(data[size - TRAILER]);
+    if len > size - TRAILER || data[len..size - TRAILER].iter().any(|&b| b != 0) {
+        return data;
+    }
+    let check = data[..len].iter().fold(0x5a ^ len as u8, |c, b| c ^ b);
+    if check != data[size - TRAILER + 1] {
+        return data;
+    }
+    data.truncate(len);
+    data
+}
+
 pub(super) enum CmTarget {
     Listener(Arc<dyn ListenEvents>),
     Pending(Weak<VerbsPending>),
@@ -167,6 +208,7 @@ impl PendingConnection for VerbsPending {
             unsafe { (api.cm.reject)(self.id.0, std::ptr::null(), 0) };
             return Err(dev_error(e));
         }
+        let private_data = frame(private_data, PDATA_REP);
         // SAFETY: plain data.
         let mut p: sys::rdma_conn_param = unsafe { std::mem::zeroed() };
         p.private_data = if private_data.is_empty() { std::ptr::null() } else { private_data.as_ptr() as *const _ };
@@ -190,6 +232,7 @@ impl PendingConnection for VerbsPending {
             return;
         }
         self.dev.lock().ids.remove(&(self.id.0 as usize));
+        let private_data = frame(private_data, PDATA_REJ);
         let (p, n) = if private_data.is_empty() { (std::ptr::null(), 0) } else { (private_data.as_ptr(), private_data.len() as u8) };
         // SAFETY: the request's id, answered and released here.
         unsafe {
@@ -221,7 +264,7 @@ pub(super) fn connect(qp: &VerbsQp, addr: libc::sockaddr_storage, port: u16, pri
         }
         i.id = Some(id);
         i.conn = Conn::Connecting;
-        i.pdata = private_data.to_vec();
+        i.pdata = frame(private_data, PDATA_REQ);
     }
     dev.lock().ids.insert(id.0 as usize, CmTarget::Qp(weak.clone()));
     let mut src = with_port(dev.address, 0);
@@ -266,7 +309,7 @@ pub(super) fn on_event(dev: &Arc<VerbsDevice>, ev: CmEv) {
             let p = Arc::new(VerbsPending {
                 dev: dev.clone(),
                 id: ev.id,
-                private_data: ev.private_data,
+                private_data: unframe(ev.private_data, PDATA_REQ),
                 remote,
                 initiator_depth: ev.initiator_depth,
                 responder_resources: ev.responder_resources,
@@ -336,7 +379,7 @@ fn on_qp_event(qp: &Arc<VerbsQp>, kind: u32, status: i32, id: Ptr<sys::rdma_cm_i
                 qp.end(CmEvent::Unreachable);
                 return;
             }
-            established(qp, id, private_data);
+            established(qp, id, unframe(private_data, PDATA_REP));
         }
         sys::RDMA_CM_EVENT_ESTABLISHED => {
             let state = qp.lock().conn;
@@ -345,7 +388,7 @@ fn on_qp_event(qp: &Arc<VerbsQp>, kind: u32, status: i32, id: Ptr<sys::rdma_cm_i
             }
         }
         sys::RDMA_CM_EVENT_REJECTED => {
-            let ev = if status == REJ_CONSUMER_DEFINED { CmEvent::PeerRejected { private_data } } else { CmEvent::NonPeerRejected };
+            let ev = if status == REJ_CONSUMER_DEFINED { CmEvent::PeerRejected { private_data: unframe(private_data, PDATA_REJ) } } else { CmEvent::NonPeerRejected };
             qp.end(ev);
         }
         sys::RDMA_CM_EVENT_ADDR_ERROR | sys::RDMA_CM_EVENT_ROUTE_ERROR | sys::RDMA_CM_EVENT_UNREACHABLE | sys::RDMA_CM_EVENT_CONNECT_ERROR => {
@@ -367,4 +410,30 @@ fn established(qp: &Arc<VerbsQp>, id: Ptr<sys::rdma_cm_id>, private_data: Vec<u8
         i.local_port = local;
     }
     qp.events.cm(CmEvent::Established { private_data });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_data_keeps_its_length() {
+        for n in [0usize, 1, 15, 48, 52] {
+            let p: Vec<u8> = (0..n as u8).map(|b| b.wrapping_mul(7) | 1).collect();
+            let f = frame(&p, PDATA_REQ);
+            assert_eq!(f.len(), PDATA_REQ);
+            assert_eq!(&f[..n], &p[..]);
+            assert_eq!(unframe(f, PDATA_REQ), p);
+        }
+        // Too long for a trailer: sent as is.
+        assert_eq!(frame(&[1; 54], PDATA_REQ).len(), 54);
+        // A peer without the trailer (Debian's dapl): the padded data as it arrived.
+        let mut raw = vec![9u8; 48];
+        raw.resize(PDATA_REQ, 0);
+        assert_eq!(unframe(raw.clone(), PDATA_REQ), raw);
+        // A damaged trailer is not trusted.
+        let mut f = frame(&[1, 2, 3], PDATA_REQ);
+        f[1] ^= 0xff;
+        assert_eq!(unframe(f.clone(), PDATA_REQ), f);
+    }
 }

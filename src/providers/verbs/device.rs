@@ -16,13 +16,21 @@ use crate::dbg_log;
 use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
 use crate::log::DbgType;
 
+#[derive(Clone, Copy)]
+pub(super) struct MwState {
+    pub mw: Ptr<sys::ibv_mw>,
+    pub rkey: u32,
+    pub bound: bool,
+}
+
 #[derive(Default)]
 pub(super) struct State {
     next_id: u64,
     pds: HashMap<u32, Ptr<sys::ibv_pd>>,
     mrs: HashMap<u64, Ptr<sys::ibv_mr>>,
-    /// Memory windows and the rkey of their current binding.
-    mws: HashMap<u64, (Ptr<sys::ibv_mw>, u32)>,
+    /// Memory windows: the rkey of their latest binding, and whether it is bound now (a
+    /// type-2 window must be invalidated before it is bound again).
+    mws: HashMap<u64, MwState>,
     /// Completion queues by address, and the QP each serves.
     pub cqs: HashMap<usize, Weak<VerbsQp>>,
     /// QPs by QP number (async events).
@@ -108,10 +116,6 @@ pub(super) fn mw_access(a: Access, zero_based: bool) -> u32 {
     f
 }
 
-/// Private data of an rdma_cm connect request on IB/RoCE (the CM REQ's 92 bytes less rdma_cm's
-/// 36-byte header).
-const PRIVATE_DATA_IB: u32 = 56;
-
 fn mtu_bytes(mtu: u32) -> u32 {
     // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
     if (1..=5).contains(&mtu) {
@@ -194,8 +198,8 @@ impl VerbsDevice {
             mtu: mtu_bytes(pattr.active_mtu),
             page_size: page,
             // An rdma_cm connect request over IB or RoCE carries 56 bytes (accept 196, reject
-            // 148): DAT has one limit for all three.
-            max_private_data: PRIVATE_DATA_IB,
+            // 148), less the trailer that keeps its length (cm.rs): DAT has one limit for all.
+            max_private_data: (super::cm::PDATA_REQ - super::cm::TRAILER) as u32,
         };
         let dev = Arc::new_cyclic(|this| VerbsDevice {
             this: this.clone(),
@@ -236,20 +240,77 @@ impl VerbsDevice {
         self.lock().mrs.get(&mr.id).copied()
     }
 
-    /// A window's pointer and the rkey it has now.
-    pub(super) fn mw_state(&self, mw: &Mw) -> Option<(Ptr<sys::ibv_mw>, u32)> {
+    /// A window's pointer, the rkey it has now and whether it is bound.
+    pub(super) fn mw_state(&self, mw: &Mw) -> Option<MwState> {
         self.lock().mws.get(&mw.id).copied()
     }
 
-    pub(super) fn set_mw_rkey(&self, mw: &Mw, rkey: u32) {
+    pub(super) fn set_mw(&self, mw: &Mw, rkey: u32, bound: bool) {
         if let Some(e) = self.lock().mws.get_mut(&mw.id) {
-            e.1 = rkey;
+            e.rkey = rkey;
+            e.bound = bound;
+        }
+    }
+
+    /// Retires a bound window for a rebind: its rkey stops working at once, and the RMR goes
+    /// on with a fresh window of the same PD. (rxe does not bind a type-2 window again after a
+    /// local invalidation, so a rebind cannot reuse it.)
+    pub(super) fn replace_mw(&self, mw: &Mw) -> Result<MwState, DevError> {
+        let old = self.mw_state(mw).ok_or(DevError::Fault)?;
+        // SAFETY: a live window; its PD outlives it.
+        let pd = unsafe { (*old.mw.0).pd };
+        // SAFETY: a live PD of this device.
+        let fresh = unsafe { api::alloc_mw(pd, sys::IBV_MW_TYPE_2) };
+        if fresh.is_null() {
+            return Err(last_error());
+        }
+        // SAFETY: the old window, replaced in the table below so it is released once.
+        unsafe { api::dealloc_mw(old.mw.0) };
+        // SAFETY: a window just allocated.
+        let st = MwState { mw: Ptr(fresh), rkey: unsafe { (*fresh).rkey }, bound: false };
+        if let Some(e) = self.lock().mws.get_mut(&mw.id) {
+            *e = st;
+        }
+        Ok(st)
+    }
+
+    /// The peer invalidated the window whose rkey is `rkey` (a received send-with-invalidate).
+    pub(super) fn mw_invalidated(&self, rkey: u32) {
+        if let Some(e) = self.lock().mws.values_mut().find(|e| e.bound && e.rkey == rkey) {
+            e.bound = false;
+        }
+    }
+
+    /// rxe reports a received send-with-invalidate with the kernel's flag bit (1 << 2) instead
+    /// of IBV_WC_WITH_INV (1 << 3); in user space that bit is IBV_WC_IP_CSUM_OK, which an RC
+    /// receive never carries.
+    pub(super) fn inv_flags(&self) -> u32 {
+        if self.name.starts_with("rxe") {
+            sys::IBV_WC_WITH_INV | sys::IBV_WC_IP_CSUM_OK
+        } else {
+            sys::IBV_WC_WITH_INV
         }
     }
 
     fn register(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError> {
+        if zero_based && addr % self.limits.page_size != 0 {
+            // Verbs keeps the page offset between address and iova: an unaligned region cannot
+            // start at remote address 0.
+            dbg_log!(DbgType::ERROR, "verbs {}: a zero-based LMR must start on a page boundary ({addr:#x} does not)", self.name);
+            return Err(DevError::NotSupported);
+        }
+        let flags = mr_access(access);
+        match self.register_with(pd, addr, len, access, zero_based, flags) {
+            // Windows need MW_BIND, which the kernel pins as writable: read-only memory is
+            // registered without it (no window can then be bound over it).
+            Err(DevError::Fault) if !access.needs_write() => self.register_with(pd, addr, len, access, zero_based, flags & !sys::IBV_ACCESS_MW_BIND),
+            r => r,
+        }
+    }
+
+    fn register_with(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool, flags: u32) -> Result<Mr, DevError> {
         let pdp = self.pd_ptr(pd)?;
-        let flags = mr_access(access) as i32;
+        let flags = flags as i32;
         let mr = if zero_based {
             let f = self.api.ibv.reg_mr_iova2.ok_or(DevError::NotSupported)?;
             // SAFETY: a live PD; the range is the consumer's (the kernel checks it is mapped).
@@ -386,14 +447,14 @@ impl Device for VerbsDevice {
         let mut s = self.lock();
         s.next_id += 1;
         let id = s.next_id;
-        s.mws.insert(id, (Ptr(mw), rkey));
+        s.mws.insert(id, MwState { mw: Ptr(mw), rkey, bound: false });
         Ok(Mw { id, rkey })
     }
 
     fn dealloc_mw(&self, mw: &Mw) {
-        let Some((p, _)) = self.lock().mws.remove(&mw.id) else { return };
+        let Some(e) = self.lock().mws.remove(&mw.id) else { return };
         // SAFETY: a window we allocated, removed from the table so it is released once.
-        unsafe { api::dealloc_mw(p.0) };
+        unsafe { api::dealloc_mw(e.mw.0) };
     }
 
     fn create_qp(&self, pd: Pd, caps: QpCaps, srq: Option<Arc<dyn Srq>>, events: Arc<dyn QpEvents>) -> Result<Arc<dyn Qp>, DevError> {

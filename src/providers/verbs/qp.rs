@@ -8,6 +8,17 @@
 //!
 //! Work requests carry ids of our own: completions in error do not say which operation they
 //! were, so each id remembers the consumer's id and the kind of operation.
+//!
+//! Solicited events: the sender's solicited flag goes out as `IBV_SEND_SOLICITED`, but a
+//! receive completion cannot say whether its message carried it. rdma-core has no such flag
+//! in `ibv_wc.wc_flags` (GRH, WITH_IMM, IP_CSUM_OK, WITH_INV and the tag-matching bits) nor
+//! among the extended CQ's fields; the only solicited-aware mechanism is arming a CQ with
+//! `ibv_req_notify_cq(cq, 1)`, which says that some solicited (or failed) completion arrived
+//! since arming, not which one, and wakes nobody for the others, so the progress thread would
+//! leave unsolicited receives in the CQ, where `dat_evd_dequeue` never sees them. Every
+//! receive completion is therefore reported as solicited: on an EP configured for solicited
+//! wait, each receive wakes the waiter, as without solicited wait (a wake-up too many, never
+//! one too few).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,8 +51,9 @@ pub(super) struct Inner {
     /// Private data for the connect request.
     pub pdata: Vec<u8>,
     next_wr: u64,
-    /// Our work request ids: (the consumer's id, what the request does, whether it is a send).
-    wrs: HashMap<u64, (u64, WcOp)>,
+    /// Our work request ids: the consumer's id and what the request does (None: a request of
+    /// our own, such as the invalidation before a rebind, whose success is not reported).
+    wrs: HashMap<u64, (u64, Option<WcOp>)>,
     sends_out: u32,
     /// A graceful disconnect waits for the posted sends.
     disconnect_when_drained: bool,
@@ -235,11 +247,11 @@ impl VerbsQp {
         self.events.cm(ev);
     }
 
-    fn new_wr(&self, i: &mut Inner, wr_id: u64, op: WcOp) -> u64 {
+    fn new_wr(&self, i: &mut Inner, wr_id: u64, op: Option<WcOp>) -> u64 {
         let id = i.next_wr;
         i.next_wr += 1;
         i.wrs.insert(id, (wr_id, op));
-        if !matches!(op, WcOp::Recv | WcOp::RecvImm) {
+        if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
             i.sends_out += 1;
         }
         id
@@ -247,14 +259,14 @@ impl VerbsQp {
 
     fn forget_wr(&self, i: &mut Inner, id: u64) {
         if let Some((_, op)) = i.wrs.remove(&id) {
-            if !matches!(op, WcOp::Recv | WcOp::RecvImm) {
+            if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
                 i.sends_out = i.sends_out.saturating_sub(1);
             }
         }
     }
 
     /// Posts one send-queue request; `fill` sets its opcode and operation fields.
-    fn post(&self, wr_id: u64, op: WcOp, sges: &[Sge], flags: u32, fill: impl FnOnce(&mut sys::ibv_send_wr)) -> Result<(), DevError> {
+    fn post(&self, wr_id: u64, op: Option<WcOp>, sges: &[Sge], flags: u32, fill: impl FnOnce(&mut sys::ibv_send_wr)) -> Result<(), DevError> {
         let mut list: Vec<sys::ibv_sge> = sges.iter().map(|s| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
         // SAFETY: plain data.
         let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
@@ -280,6 +292,9 @@ impl VerbsQp {
     /// A completion of this QP's CQ.
     pub(super) fn on_wc(&self, wc: &sys::ibv_wc) {
         let status = dto_status(wc.status);
+        if wc.status != sys::IBV_WC_SUCCESS {
+            dbg_log!(DbgType::PROVIDER_API, "verbs QP {}: completion {:#x}: verbs status {} (vendor {:#x}), opcode {} -> DAT status {status}", self.qp_num, wc.wr_id, wc.status, wc.vendor_err, wc.opcode);
+        }
         let (found, drained) = {
             let mut i = self.lock();
             let found = i.wrs.get(&wc.wr_id).copied();
@@ -289,15 +304,26 @@ impl VerbsQp {
             let drained = i.disconnect_when_drained && i.sends_out == 0;
             (found, drained)
         };
-        let (wr_id, mut op) = match found {
+        let (wr_id, op) = match found {
             Some(f) => f,
             None => match self.srq.as_ref().and_then(|s| s.take(wc.wr_id)) {
-                Some(core_id) => (core_id, WcOp::Recv),
+                Some(core_id) => (core_id, Some(WcOp::Recv)),
                 None => return,
             },
         };
+        let ended = self.lock().conn == Conn::Ended;
+        // An error ends the connection, as it does on hardware; so does a flush the connection
+        // did not ask for (rxe reports some local errors as flushes).
+        let breaks = status != DAT_DTO_SUCCESS && (status != DAT_DTO_ERR_FLUSHED || !ended);
+        let Some(mut op) = op else {
+            // Our own request: only its failure matters.
+            if breaks {
+                self.end(CmEvent::Broken);
+            }
+            return;
+        };
         let with_imm = wc.wc_flags & sys::IBV_WC_WITH_IMM != 0;
-        let with_inv = wc.wc_flags & sys::IBV_WC_WITH_INV != 0;
+        let with_inv = wc.wc_flags & self.dev.inv_flags() != 0 && op == WcOp::Recv;
         if status == DAT_DTO_SUCCESS && op == WcOp::Recv && wc.opcode == sys::IBV_WC_RECV_RDMA_WITH_IMM {
             op = WcOp::RecvImm;
         }
@@ -310,11 +336,14 @@ impl VerbsQp {
             byte_len: wc.byte_len,
             imm: with_imm.then_some(imm),
             invalidated: (with_inv && status == DAT_DTO_SUCCESS).then_some(inv),
-            solicited: false,
+            // Not known on verbs (see the top of this file): receives always notify.
+            solicited: matches!(op, WcOp::Recv | WcOp::RecvImm),
         };
+        if let Some(k) = c.invalidated {
+            self.dev.mw_invalidated(k);
+        }
         self.events.completion(c);
-        if status != DAT_DTO_SUCCESS && status != DAT_DTO_ERR_FLUSHED {
-            // An error ends the connection, as it does on hardware.
+        if breaks {
             self.end(CmEvent::Broken);
         } else if drained {
             self.end(CmEvent::Disconnected);
@@ -401,7 +430,7 @@ impl Qp for VerbsQp {
             WrOp::CmpSwap { .. } => (WcOp::CmpSwap, sys::IBV_WR_ATOMIC_CMP_AND_SWP),
             WrOp::FetchAdd { .. } => (WcOp::FetchAdd, sys::IBV_WR_ATOMIC_FETCH_AND_ADD),
         };
-        self.post(wr.wr_id, op, &wr.sges, flags, |w| {
+        self.post(wr.wr_id, Some(op), &wr.sges, flags, |w| {
             w.opcode = opcode;
             match wr.op {
                 WrOp::SendInv(rkey) => w.__bindgen_anon_1.invalidate_rkey = rkey,
@@ -436,7 +465,7 @@ impl Qp for VerbsQp {
         wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
         wr.num_sge = list.len() as i32;
         let mut i = self.lock();
-        let id = self.new_wr(&mut i, wr_id, WcOp::Recv);
+        let id = self.new_wr(&mut i, wr_id, Some(WcOp::Recv));
         wr.wr_id = id;
         let mut bad = std::ptr::null_mut();
         // SAFETY: our QP; the request and its list live across the call.
@@ -464,9 +493,11 @@ impl Qp for VerbsQp {
 
     fn bind_mw(&self, wr_id: u64, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
         let mrp = self.dev.mr_ptr(mr).ok_or(DevError::Fault)?;
-        let (mwp, old) = self.dev.mw_state(mw).ok_or(DevError::Fault)?;
-        let rkey = api::inc_rkey(old);
-        self.post(wr_id, WcOp::Bind, &[], 0, |w| {
+        let st = self.dev.mw_state(mw).ok_or(DevError::Fault)?;
+        let st = if st.bound { self.dev.replace_mw(mw)? } else { st };
+        let mwp = st.mw;
+        let rkey = api::inc_rkey(st.rkey);
+        self.post(wr_id, Some(WcOp::Bind), &[], 0, |w| {
             w.opcode = sys::IBV_WR_BIND_MW;
             // (the bind member of the union this opcode uses)
             w.__bindgen_anon_2.bind_mw.mw = mwp.0;
@@ -476,16 +507,24 @@ impl Qp for VerbsQp {
             w.__bindgen_anon_2.bind_mw.bind_info.length = len;
             w.__bindgen_anon_2.bind_mw.bind_info.mw_access_flags = mw_access(access, zero_based);
         })?;
-        self.dev.set_mw_rkey(mw, rkey);
+        self.dev.set_mw(mw, rkey, true);
         Ok(rkey)
     }
 
     fn unbind_mw(&self, wr_id: u64, mw: &Mw) {
-        let Some((_, rkey)) = self.dev.mw_state(mw) else { return };
-        let posted = self.post(wr_id, WcOp::Bind, &[], 0, |w| {
+        let Some(st) = self.dev.mw_state(mw) else { return };
+        if !st.bound {
+            // Nothing to invalidate (never bound, unbound, or invalidated by the peer).
+            self.events.completion(Completion { wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Bind, byte_len: 0, imm: None, invalidated: None, solicited: false });
+            return;
+        }
+        let posted = self.post(wr_id, Some(WcOp::Bind), &[], 0, |w| {
             w.opcode = sys::IBV_WR_LOCAL_INV;
-            w.__bindgen_anon_1.invalidate_rkey = rkey;
+            w.__bindgen_anon_1.invalidate_rkey = st.rkey;
         });
+        if posted.is_ok() {
+            self.dev.set_mw(mw, st.rkey, false);
+        }
         if posted.is_err() {
             self.events.completion(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op: WcOp::Bind, byte_len: 0, imm: None, invalidated: None, solicited: false });
         }
