@@ -77,17 +77,18 @@ bench: lib
 # Benchmarks on real verbs inside the Soft-RoCE VM (tests/vm): registration cost against raw
 # verbs and Debian's dapl, dapltest -T P against Debian's dapl and perftest as the limit;
 # ratios from one VM run, interleaved rounds, medians (informational: a target missed is
-# reported, not failed). About 6 minutes under TCG. See bench/vm/run.sh.
+# reported, not failed). 6 to 8 minutes under TCG. tests/vm/run.sh prepares the VM (qemu,
+# kernel, perftest). See bench/vm/run.sh.
 DEB_BENCH_VM := libibverbs-dev perftest dapl2-utils libdapl2
 BENCH_VM_REG := $(BUILD)/bench-vm/reg
 
 .PHONY: bench-vm
 bench-vm: lib $(BENCH_VM_REG)
-	tests/vm/prepare.sh
+	@tools/ensure-debs $(DEB_BENCH_VM)
 	DAT2_VM_TIMEOUT=$${DAT2_VM_TIMEOUT:-1800} tests/vm/run.sh bench/vm/run.sh
 
 $(BENCH_VM_REG): bench/vm/reg.c $(HEADERS) | $(BUILD)/$(REAL)
-	@tools/ensure-debs $(DEB_BENCH_VM)
+	@tools/ensure-debs libibverbs-dev
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -Wall -Wextra -Iinclude -o $@ bench/vm/reg.c -L$(BUILD) -ldat2 -libverbs
 

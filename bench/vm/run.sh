@@ -149,10 +149,10 @@ function median(v, n,    i, j, t) {
 function ratio(a, b, d) { return (a == "" || b == "" || b + 0 == 0) ? "n/a" : sprintf("%.*f", d, a / b) }
 function num(x) { return (x == "") ? "n/a" : sprintf(x >= 100 ? "%.0f" : "%.1f", x) }
 function verdict(r, op, t) {
-  if (r == "n/a") return "n/a"
+  if (r == "n/a") return ""
   return ((op == "<=") ? (r + 0 <= t) : (r + 0 >= t)) ? "met" : "missed"
 }
-function tally(v, k) { if (v != "n/a") { total[k]++; if (v == "met") good[k]++ } }
+function tally(v, k) { if (v != "") { total[k]++; if (v == "met") good[k]++ } }
 function target(k, text, why) {
   if (why != "") printf "target %s: n/a (%s)\n", text, why
   else if (total[k] == 0) printf "target %s: n/a (no figures)\n", text
