@@ -89,6 +89,14 @@ struct mr {
 #define PROVIDER dx_ia_name()
 const char *dx_ia_name(void);
 int dx_on_soft_device(void);
+/* The most private data the IA takes (its provider attribute max_private_data_size). */
+DAT_COUNT dx_max_pdata(DAT_IA_HANDLE ia);
+/* Whether the IA is a verbs device on Soft-RoCE (rxe): some of rxe's reports differ from
+ * what an HCA reports, said at each use. */
+int dx_on_rxe(DAT_IA_HANDLE ia);
+/* Whether `status` is what a local protection error completes with: LOCAL_PROTECTION, or on
+ * rxe a flush (rxe completes the failing request itself as flushed; the connection still ends). */
+int dx_local_protection(DAT_IA_HANDLE ia, unsigned status);
 #define PRIV_ALL 0x33u       /* local read/write, remote read/write */
 #define PRIV_ALL_ATOMIC 0x73u /* ... and remote atomic */
 #define WAIT_MS 5000

@@ -77,6 +77,35 @@ int dx_on_soft_device(void)
     return strcmp(dx_ia_name(), SOFT_IA) == 0;
 }
 
+DAT_COUNT dx_max_pdata(DAT_IA_HANDLE ia)
+{
+    DAT_PROVIDER_ATTR pa;
+    memset(&pa, 0, sizeof pa);
+    if (dat_ia_query(ia, NULL, 0, NULL, DAT_PROVIDER_FIELD_MAX_PRIVATE_DATA_SIZE, &pa) != DAT_SUCCESS)
+        return 0;
+    return pa.max_private_data_size;
+}
+
+int dx_on_rxe(DAT_IA_HANDLE ia)
+{
+    DAT_IA_ATTR a;
+    memset(&a, 0, sizeof a);
+    if (dx_on_soft_device() || dat_ia_query(ia, NULL, DAT_IA_FIELD_IA_ADAPTER_NAME, &a, 0, NULL) != DAT_SUCCESS)
+        return 0;
+    return strncmp(a.adapter_name, "rxe", 3) == 0;
+}
+
+int dx_local_protection(DAT_IA_HANDLE ia, unsigned status)
+{
+    if (status == DAT_DTO_ERR_LOCAL_PROTECTION)
+        return 1;
+    if (status == DAT_DTO_ERR_FLUSHED && dx_on_rxe(ia)) {
+        dx_note("rxe reported the local protection error as a flush");
+        return 1;
+    }
+    return 0;
+}
+
 DAT_CONN_QUAL dx_port(int k)
 {
     return (DAT_CONN_QUAL)(dx_port_base + dx_slot * 8 + k);

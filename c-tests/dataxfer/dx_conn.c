@@ -116,21 +116,29 @@ void case_conn_accept_pdata_256(void)
     struct pair p;
     DAT_CR_HANDLE cr;
     DAT_EVENT ev;
+    /* The IA's whole max_private_data_size (256 on the soft device). */
     unsigned char data[256];
+    DAT_COUNT max = 0;
     fill(data, sizeof data, 256);
     memset(&p, 0, sizeof p);
     if (!node_open(&p.s, PROVIDER, 16, 16) || !node_open(&p.c, PROVIDER, 16, 16) || !ep_make(&p.s, NULL, &p.se) ||
-        !ep_make(&p.c, NULL, &p.ce) || !node_listen(&p.s, dx_port(0)) ||
-        !request(&p.s, &p.c, p.ce, NULL, 0, &cr))
+        !ep_make(&p.c, NULL, &p.ce) || !node_listen(&p.s, dx_port(0)))
         goto out;
-    if (!EXPECT_RC(dat_cr_accept(cr, p.se, 256, data), DAT_SUCCESS))
+    max = dx_max_pdata(p.s.ia);
+    if (!EXPECT(max >= 1 && max <= 256, "max_private_data_size %d", (int)max))
+        goto out;
+    if (dx_on_soft_device() && !EXPECT(max == 256, "max_private_data_size %d on the soft device", (int)max))
+        goto out;
+    if (!request(&p.s, &p.c, p.ce, NULL, 0, &cr))
+        goto out;
+    if (!EXPECT_RC(dat_cr_accept(cr, p.se, max, data), DAT_SUCCESS))
         goto out;
     DAT_EVENT_NUMBER num = wait_conn_at(__LINE__, p.c.conn, WAIT_MS, &ev);
     if (EXPECT(num == DAT_CONNECTION_EVENT_ESTABLISHED, "client event 0x%x, expected ESTABLISHED", (unsigned)num)) {
         DAT_CONNECTION_EVENT_DATA *cd = &ev.event_data.connect_event_data;
-        EXPECT(cd->private_data_size == 256, "ESTABLISHED carries %d bytes of private data, expected 256",
-               (int)cd->private_data_size);
-        EXPECT(cd->private_data && cd->private_data_size == 256 && memcmp(cd->private_data, data, 256) == 0,
+        EXPECT(cd->private_data_size == max, "ESTABLISHED carries %d bytes of private data, expected %d",
+               (int)cd->private_data_size, (int)max);
+        EXPECT(cd->private_data && cd->private_data_size == max && memcmp(cd->private_data, data, (size_t)max) == 0,
                "ESTABLISHED private data differs from the accept's");
     }
     num = wait_conn_at(__LINE__, p.s.conn, WAIT_MS, &ev);
@@ -144,22 +152,27 @@ void case_conn_pdata_257(void)
     struct pair p;
     DAT_CR_HANDLE cr;
     DAT_EVENT ev;
+    /* One byte more than the IA's max_private_data_size (257 on the soft device). */
     unsigned char data[257];
+    DAT_COUNT max = 0;
     fill(data, sizeof data, 257);
     memset(&p, 0, sizeof p);
     if (!node_open(&p.s, PROVIDER, 16, 16) || !node_open(&p.c, PROVIDER, 16, 16) || !ep_make(&p.s, NULL, &p.se) ||
         !ep_make(&p.c, NULL, &p.ce) || !node_listen(&p.s, dx_port(0)))
         goto out;
+    max = dx_max_pdata(p.s.ia);
+    if (!EXPECT(max >= 1 && max <= 256, "max_private_data_size %d", (int)max))
+        goto out;
     /* private_data_size is the 5th argument of dat_ep_connect */
-    EXPECT_RC(dat_ep_connect(p.ce, dx_loopback(0), p.s.port, 5000000, 257, data, DAT_QOS_BEST_EFFORT,
+    EXPECT_RC(dat_ep_connect(p.ce, dx_loopback(0), p.s.port, 5000000, max + 1, data, DAT_QOS_BEST_EFFORT,
                              DAT_CONNECT_DEFAULT_FLAG),
               RC_ARG5);
     EXPECT_RC(wait_ev(p.s.cr, 200, &ev), RC_TIMEOUT);
-    if (!request(&p.s, &p.c, p.ce, data, 256, &cr))
+    if (!request(&p.s, &p.c, p.ce, data, max, &cr))
         goto out;
     /* ... the 3rd of dat_cr_accept, the 2nd of dat_cr_reject */
-    EXPECT_RC(dat_cr_accept(cr, p.se, 257, data), RC_ARG3);
-    EXPECT_RC(dat_cr_reject(cr, 257, data), RC_ARG2);
+    EXPECT_RC(dat_cr_accept(cr, p.se, max + 1, data), RC_ARG3);
+    EXPECT_RC(dat_cr_reject(cr, max + 1, data), RC_ARG2);
     /* the request is still there and can be accepted */
     if (EXPECT_RC(dat_cr_accept(cr, p.se, 0, NULL), DAT_SUCCESS)) {
         DAT_EVENT_NUMBER num = wait_conn_at(__LINE__, p.c.conn, WAIT_MS, &ev);

@@ -11,7 +11,8 @@
 #   hidelibs:soft-rdma           examples/rdma.c: two processes RDMA-write and -read over
 #                                dat2-soft and verify the data
 #   hidelibs:verbs-conf-entry    a dat.conf entry with lib_path builtin:verbs fails to open
-#   hidelibs:verbs-builtin-name  dat_ia_open("dat2-verbs-nodev-1") fails
+#   hidelibs:verbs-builtin-name  dat_ia_open("dat2-verbs-nodev-1") fails (not registered: no such
+#                                device in sysfs; or, were there one, naming libibverbs.so.1)
 #     (both: with a DAT error, no crash, and with DAT_DBG_TYPE=0xffff a debug message that
 #     names libibverbs.so.1; SKIP "no builtin:verbs yet" while the library's debug log says
 #     it has no built-in provider called builtin:verbs)
@@ -166,6 +167,12 @@ verbs_attempt "$out/verbs-name.log" dat2-verbs-nodev-1
 # Whether the library knows builtin:verbs shows in the dat.conf case's log; a built-in
 # name that nothing answers to says nothing of the kind.
 [ -n "$conf_skip" ] && skip=$conf_skip
+# Built-in verbs names come from the ports sysfs shows (not from the libraries): for a device
+# that is not there, the name is simply not registered.
+if [ -z "$skip" ] && [ ! -e /sys/class/infiniband/nodev ] &&
+  grep -q '^dat_ia_open dat2-verbs-nodev-1: 0x800a0064 ' "$out/verbs-name.log"; then
+  why=""
+fi
 if [ -n "$skip" ]; then echo "SKIP hidelibs:verbs-builtin-name $skip"
 elif [ -z "$why" ]; then pass verbs-builtin-name
 else fail verbs-builtin-name "$why"; fi

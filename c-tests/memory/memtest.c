@@ -788,8 +788,10 @@ static void case_lmr_keys_unpredictable(void)
     EXPECT(d == 0, "%zu duplicate lmr_contexts among %zu live LMRs", d, made);
     d = duplicates(rk, made);
     EXPECT(d == 0, "%zu duplicate rmr_contexts among %zu live LMRs", d, made);
+    /* The soft device draws lkeys and rkeys apart; a verbs MR has one key for both on some
+     * devices (rxe), which is no weaker: the rkey is what a peer must not guess. */
     d = duplicates(both, 2 * made);
-    EXPECT(d == 0, "%zu values used both as an lmr_context and an rmr_context", d);
+    EXPECT(d == 0 || !on_soft_device(), "%zu values used both as an lmr_context and an rmr_context", d);
     for (size_t i = 0; i < made; i++)
         EXPECT_RC(dat_lmr_free(o[i].lmr), DAT_SUCCESS);
     EXPECT_RC(dat_pz_free(pz), DAT_SUCCESS);
@@ -1042,7 +1044,9 @@ static void case_shared_null_cookie(void)
 
 static void case_lmr_va_type_zb(void)
 {
-    static char buf[4096];
+    /* page aligned: verbs keeps a region's page offset in its remote addresses, so only an
+     * aligned region can start at remote address 0 (an unaligned one is refused, below) */
+    static char buf[4096] __attribute__((aligned(4096)));
     DAT_IA_HANDLE ia;
     DAT_PZ_HANDLE pz;
     struct lmr_out z, v;
@@ -1060,6 +1064,12 @@ static void case_lmr_va_type_zb(void)
         if (EXPECT_RC(dat_lmr_query(v.lmr, DAT_LMR_FIELD_VA_TYPE, &p), DAT_SUCCESS))
             EXPECT(p.va_type == DAT_VA_TYPE_VA, "query va_type %d, expected DAT_VA_TYPE_VA", (int)p.va_type);
         EXPECT_RC(dat_lmr_free(v.lmr), DAT_SUCCESS);
+    }
+    if (!on_soft_device()) {
+        DAT_RETURN r = lmr_va(ia, pz, buf + 8, 64, 0x33, DAT_VA_TYPE_ZB, &z);
+        EXPECT(r == DAT_SUCCESS || r == DAT_MODEL_NOT_SUPPORTED, "unaligned zero-based LMR: 0x%08x", (unsigned)r);
+        if (r == DAT_SUCCESS)
+            EXPECT_RC(dat_lmr_free(z.lmr), DAT_SUCCESS);
     }
     EXPECT_RC(dat_pz_free(pz), DAT_SUCCESS);
     teardown(ia);

@@ -190,6 +190,14 @@ struct Entry {
     released: Instant,
 }
 
+impl Entry {
+    /// A registration of `[addr, addr+len)` just made for its first LMR.
+    #[allow(clippy::too_many_arguments)]
+    fn new(key: Key, dev: &Arc<dyn Device>, pd: Pd, mr: Mr, addr: u64, len: u64, watch: Option<(u64, u64)>, cacheable: bool) -> Entry {
+        Entry { key, dev: dev.clone(), pd, members: vec![mr], cached: None, addr, len, watch, indexed: true, cacheable, seq: 0, released: Instant::now() }
+    }
+}
+
 #[derive(Default)]
 struct State {
     entries: HashMap<u64, Entry>,
@@ -401,18 +409,16 @@ impl Cache {
             return;
         }
         let me = self.me.clone();
-        let mut noted = false;
-        let spawned = std::thread::Builder::new().name("dat2-mr-cache".into()).spawn(move || loop {
-            if !noted {
-                unmap::note_own_stack();
-                noted = true;
+        let spawned = std::thread::Builder::new().name("dat2-mr-cache".into()).spawn(move || {
+            let _stack = unmap::note_own_stack();
+            loop {
+                let generation = unmap::event_generation();
+                let wait = match me.upgrade() {
+                    Some(cache) => cache.background_pass(),
+                    None => return,
+                };
+                unmap::wait_for_events(generation, wait.min(IDLE_WAIT));
             }
-            let generation = unmap::event_generation();
-            let wait = match me.upgrade() {
-                Some(cache) => cache.background_pass(),
-                None => return,
-            };
-            unmap::wait_for_events(generation, wait.min(IDLE_WAIT));
         });
         if let Err(e) = spawned {
             // Evictions then happen on the next call into the cache instead.
@@ -463,20 +469,7 @@ impl Cache {
         }
         let mr = dev.reg_mr(pd, addr, len, access, zero_based).map_err(RegError::Device)?;
         self.registrations.fetch_add(1, Relaxed);
-        let id = st.insert(Entry {
-            key,
-            dev: dev.clone(),
-            pd,
-            members: vec![mr],
-            cached: None,
-            addr,
-            len,
-            watch: None,
-            indexed: true,
-            cacheable: false,
-            seq: 0,
-            released: Instant::now(),
-        });
+        let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, None, false));
         Ok(Registration { mr, entry: id, reused: false })
     }
 
@@ -536,20 +529,7 @@ impl Cache {
                 return Ok(Registration { mr, entry: 0, reused: false });
             }
         };
-        let id = st.insert(Entry {
-            key,
-            dev: dev.clone(),
-            pd,
-            members: vec![mr],
-            cached: None,
-            addr,
-            len,
-            watch: Some(w),
-            indexed: true,
-            cacheable: !access.is_remote(),
-            seq: 0,
-            released: Instant::now(),
-        });
+        let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, Some(w), !access.is_remote()));
         drop(st);
         self.start_worker();
         Ok(Registration { mr, entry: id, reused: false })

@@ -525,22 +525,39 @@ pub(crate) enum NotWatched {
 /// on one of them would deadlock: the thread that serves faults would wait for itself.
 static OWN_STACKS: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 
-/// Records the calling thread's stack as one never to watch.
-pub(crate) fn note_own_stack() {
+/// A thread's stack recorded by [`note_own_stack`], forgotten when the thread drops it.
+pub(crate) struct OwnStack((u64, u64));
+
+impl Drop for OwnStack {
+    fn drop(&mut self) {
+        let mut v = OWN_STACKS.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = v.iter().position(|r| *r == self.0) {
+            v.swap_remove(i);
+        }
+    }
+}
+
+/// Records the calling thread's stack as one never to watch, while the guard lives.
+pub(crate) fn note_own_stack() -> Option<OwnStack> {
     // SAFETY: plain data, filled by pthread_getattr_np and released with pthread_attr_destroy.
     unsafe {
         let mut attr: libc::pthread_attr_t = std::mem::zeroed();
         if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return;
+            return None;
         }
         let mut base: *mut libc::c_void = std::ptr::null_mut();
         let mut size: libc::size_t = 0;
+        let mut guard: libc::size_t = 0;
+        let mut noted = None;
         if libc::pthread_attr_getstack(&attr, &mut base, &mut size) == 0 {
-            // The guard page below the stack too.
-            let lo = (base as u64).saturating_sub(64 * 1024);
-            OWN_STACKS.lock().unwrap_or_else(|p| p.into_inner()).push((lo, base as u64 + size as u64));
+            // The guard pages below the stack too (part of the same mapping).
+            let _ = libc::pthread_attr_getguardsize(&attr, &mut guard);
+            let range = ((base as u64).saturating_sub(guard as u64), base as u64 + size as u64);
+            OWN_STACKS.lock().unwrap_or_else(|p| p.into_inner()).push(range);
+            noted = Some(OwnStack(range));
         }
         libc::pthread_attr_destroy(&mut attr);
+        noted
     }
 }
 
@@ -691,7 +708,7 @@ fn open() -> Result<Monitor, String> {
     }
     let (noted, wait) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new().name("dat2-uffd".into()).stack_size(64 * 1024).spawn(move || {
-        note_own_stack();
+        let _stack = note_own_stack();
         let _ = noted.send(());
         reader(fd, page)
     });

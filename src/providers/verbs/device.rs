@@ -79,41 +79,24 @@ pub(super) fn last_error() -> DevError {
     dev_error(errno())
 }
 
+/// The remote rights of DAT privileges as verbs access flags.
+fn remote_access(a: Access) -> u32 {
+    [(Access::REMOTE_READ, sys::IBV_ACCESS_REMOTE_READ), (Access::REMOTE_WRITE, sys::IBV_ACCESS_REMOTE_WRITE), (Access::REMOTE_ATOMIC, sys::IBV_ACCESS_REMOTE_ATOMIC)]
+        .iter()
+        .filter(|(bit, _)| a.has(*bit))
+        .fold(0, |f, (_, flag)| f | flag)
+}
+
 /// DAT privileges as verbs access flags. Local read is implicit; remote write and atomics need
 /// local write; every MR may carry memory windows.
 fn mr_access(a: Access) -> u32 {
-    let mut f = sys::IBV_ACCESS_MW_BIND;
-    if a.needs_write() {
-        f |= sys::IBV_ACCESS_LOCAL_WRITE;
-    }
-    if a.has(Access::REMOTE_READ) {
-        f |= sys::IBV_ACCESS_REMOTE_READ;
-    }
-    if a.has(Access::REMOTE_WRITE) {
-        f |= sys::IBV_ACCESS_REMOTE_WRITE;
-    }
-    if a.has(Access::REMOTE_ATOMIC) {
-        f |= sys::IBV_ACCESS_REMOTE_ATOMIC;
-    }
-    f
+    let local = if a.needs_write() { sys::IBV_ACCESS_LOCAL_WRITE } else { 0 };
+    sys::IBV_ACCESS_MW_BIND | local | remote_access(a)
 }
 
 /// The access flags of a window binding (remote rights only).
 pub(super) fn mw_access(a: Access, zero_based: bool) -> u32 {
-    let mut f = 0;
-    if a.has(Access::REMOTE_READ) {
-        f |= sys::IBV_ACCESS_REMOTE_READ;
-    }
-    if a.has(Access::REMOTE_WRITE) {
-        f |= sys::IBV_ACCESS_REMOTE_WRITE;
-    }
-    if a.has(Access::REMOTE_ATOMIC) {
-        f |= sys::IBV_ACCESS_REMOTE_ATOMIC;
-    }
-    if zero_based {
-        f |= sys::IBV_ACCESS_ZERO_BASED;
-    }
-    f
+    remote_access(a) | if zero_based { sys::IBV_ACCESS_ZERO_BASED } else { 0 }
 }
 
 fn mtu_bytes(mtu: u32) -> u32 {
