@@ -15,7 +15,8 @@
  * protection domain), which are not what "cold" means here.
  *
  * One process measures one variant; bench/vm/run.sh interleaves processes of the variants
- * in rounds and takes the medians. Output, one line per timed iteration:
+ * in rounds and takes the medians. Output, at the end (nothing is written while measuring),
+ * one line per timed iteration:
  *   sample MODE SIZE REG_US UNMAP_US       (UNMAP_US is 0 for rereg)
  * and, for a DAT IA that reports them, the registration cache's state and counters:
  *   cache NAME VALUE
@@ -45,6 +46,22 @@ struct spec {
     size_t size;
     unsigned iters;
 };
+
+/* The timings, kept in memory and printed at the end: writing while measuring disturbs the
+ * next iteration (much so when stdout is a file on the VM's 9p share). */
+struct sample {
+    enum mode mode;
+    size_t size;
+    double reg_us, unmap_us;
+};
+static struct sample *samples;
+static size_t nsamples, max_samples;
+
+static void record(enum mode mode, size_t size, double reg_us, double unmap_us)
+{
+    if (nsamples < max_samples)
+        samples[nsamples++] = (struct sample){mode, size, reg_us, unmap_us};
+}
 
 /* One way of registering memory: open once, then reg/unreg pairs. */
 struct backend {
@@ -270,10 +287,9 @@ static void dat_close(struct dat *d)
 
 /* ------------------------------------------------------------------ the loops */
 
-/* Runs one SPEC; prints its samples when show is set. */
+/* Runs one SPEC; records its samples when show is set. */
 static int run_spec(const struct backend *b, const struct spec *sp, int show)
 {
-    const char *mode = sp->mode == COLD ? "cold" : "rereg";
     if (sp->mode == REREG) {
         void *buf = fresh_buffer(sp->size);
         if (!buf)
@@ -287,7 +303,7 @@ static int run_spec(const struct backend *b, const struct spec *sp, int show)
             }
             double t1 = now_us();
             if (show)
-                printf("sample %s %zu %.2f 0\n", mode, sp->size, t1 - t0);
+                record(REREG, sp->size, t1 - t0, 0);
         }
         munmap(buf, sp->size);
         return rc;
@@ -305,7 +321,7 @@ static int run_spec(const struct backend *b, const struct spec *sp, int show)
         munmap(buf, sp->size);
         double t2 = now_us();
         if (show)
-            printf("sample %s %zu %.2f %.2f\n", mode, sp->size, t1 - t0, t2 - t1);
+            record(COLD, sp->size, t1 - t0, t2 - t1);
     }
     return 0;
 }
@@ -330,7 +346,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "reg: bad spec %s\n", argv[i + 3]);
             usage();
         }
-    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 0; i < nspecs; i++)
+        max_samples += specs[i].iters;
+    samples = calloc(max_samples, sizeof *samples);
+    if (!samples)
+        return 1;
 
     struct raw raw = {0};
     struct dat dat = {0};
@@ -357,12 +377,16 @@ int main(int argc, char **argv)
     for (int i = 0; i < nspecs && rc == 0; i++)
         rc = run_spec(&b, &specs[i], 1);
 
+    for (size_t i = 0; i < nsamples; i++)
+        printf("sample %s %zu %.2f %.2f\n", samples[i].mode == COLD ? "cold" : "rereg", samples[i].size,
+               samples[i].reg_us, samples[i].unmap_us);
     if (b.self == &dat) {
         dat_report_cache(&dat);
         dat_close(&dat);
     } else {
         raw_close(&raw);
     }
+    free(samples);
     free(specs);
     return rc ? 1 : 0;
 }

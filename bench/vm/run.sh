@@ -27,8 +27,11 @@
 #   BENCH_VM_SIZE       message size of the data path runs (4096)
 #   BENCH_VM_QUICK=1    one round of each with few iterations (a smoke run)
 #   BENCH_VM_SKIP       "reg" or "dp": leave that part out
-#   BENCH_VM_OUT        scratch directory (default: a new one under /tmp; to keep it, share
-#                       it with the host: DAT2_VM_RW=DIR BENCH_VM_OUT=DIR make bench-vm)
+#   BENCH_VM_OUT=DIR    copy the logs there at the end; to keep them after the VM, share DIR
+#                       with the host: DAT2_VM_RW=DIR BENCH_VM_OUT=DIR make bench-vm. The
+#                       runs themselves write to a scratch directory in the VM's own /tmp:
+#                       a file on the 9p share, written between two timed iterations, slows
+#                       the next one by ~100 us.
 #   BENCH_VM_REPORT=DIR only print the tables again from the logs a run left in DIR (works
 #                       outside the VM too)
 #   DAT2_VM_ADDR        the VM's address on the device's netdev (10.0.2.15)
@@ -55,12 +58,13 @@ if [ "$QUICK" = 1 ]; then
   ROUNDS=1 DP_ROUNDS=1 ITERS=100
 fi
 REPORT=${BENCH_VM_REPORT:-}
+KEEP=""
 if [ -n "$REPORT" ]; then
   OUT=$REPORT
   [ -d "$OUT" ] || { echo "bench/vm/run.sh: no directory $OUT" >&2; exit 2; }
 else
-  OUT=${BENCH_VM_OUT:-$(mktemp -d /tmp/bench-vm.XXXXXX)}
-  mkdir -p "$OUT" || exit 1
+  OUT=$(mktemp -d /tmp/bench-vm.XXXXXX) || exit 1
+  KEEP=${BENCH_VM_OUT:-}
 fi
 
 say() { printf '%s\n' "$*"; }
@@ -89,6 +93,9 @@ cleanup() {
   for p in $PIDS; do kill "$p" 2>/dev/null; done
   for p in $PIDS; do wait "$p" 2>/dev/null; done
   PIDS=""
+  if [ -z "$REPORT" ] && [ -n "$KEEP" ]; then
+    mkdir -p "$KEEP" && cp -p "$OUT"/* "$KEEP"/ && say "bench-vm: logs copied to $KEEP"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -125,7 +132,7 @@ run_as() {
 
 # Whether our library opens the verbs IA (it cannot before the verbs device lands): all of
 # ours shows as n/a otherwise, and the rest still runs.
-[ -n "$REPORT" ] || say "bench-vm: $(uname -r), $(nproc) CPUs, device $DEV, our library $BUILD, logs in $OUT"
+[ -n "$REPORT" ] || say "bench-vm: $(uname -r), $(nproc) CPUs, device $DEV, our library $BUILD"
 OURS=1
 if [ -n "$REPORT" ]; then
   compgen -G "$OUT/reg-dat2-*.log" >/dev/null || compgen -G "$OUT/dp-dat2-*.log" >/dev/null || OURS=0
