@@ -5,6 +5,7 @@
 #   make run        the main job (see README)
 #   make check      the whole test suite
 #   make check-vm   the tests on real verbs in a qemu VM with Soft-RoCE (tests/vm)
+#   make bench-vm   benchmarks on Soft-RoCE in the test VM (see bench/vm/run.sh)
 #   make install    PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
 #   make uninstall
 PREFIX     ?= /usr/local
@@ -72,6 +73,27 @@ run: deps-build lib
 .PHONY: bench
 bench: lib
 	bench/run.sh
+
+# Benchmarks on real verbs inside the Soft-RoCE VM (tests/vm): registration cost against raw
+# verbs and Debian's dapl, dapltest -T P against Debian's dapl and perftest as the limit;
+# ratios from one VM run, interleaved rounds, medians (informational: a target missed is
+# reported, not failed). About 2 minutes under TCG on an idle host, 7-8 when the host is
+# busy (its load average is printed first). tests/vm/run.sh prepares the VM (qemu, kernel,
+# perftest). See bench/vm/run.sh.
+DEB_BENCH_VM := libibverbs-dev perftest dapl2-utils libdapl2
+BENCH_VM_REG := $(BUILD)/bench-vm/reg
+
+.PHONY: bench-vm
+bench-vm: lib $(BENCH_VM_REG)
+	@tools/ensure-debs $(DEB_BENCH_VM)
+	@echo "bench-vm: host load average $$(cut -d' ' -f1-3 /proc/loadavg) (the VM shares the host's CPUs:" \
+	  "compare runs made at a similar load)"
+	DAT2_VM_TIMEOUT=$${DAT2_VM_TIMEOUT:-1800} tests/vm/run.sh bench/vm/run.sh
+
+$(BENCH_VM_REG): bench/vm/reg.c $(HEADERS) | $(BUILD)/$(REAL)
+	@tools/ensure-debs libibverbs-dev
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Wextra -Iinclude -o $@ bench/vm/reg.c -L$(BUILD) -ldat2 -libverbs
 
 # The whole test suite: the host's tests, then the VM's; ends with the sum of both.
 check:
