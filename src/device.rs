@@ -100,6 +100,11 @@ pub trait Device: Send + Sync {
     /// The IA's own address (what peers connect to).
     fn address(&self) -> libc::sockaddr_storage;
 
+    /// Delivers the completions that are ready now, on the calling thread: an EVD dequeue that
+    /// finds its queue empty calls it, so that polling consumers do not wait for a device's
+    /// progress thread to wake up.
+    fn progress(&self) {}
+
     fn alloc_pd(&self) -> Result<Pd, DevError>;
     fn dealloc_pd(&self, pd: Pd);
 

@@ -271,7 +271,11 @@ pub fn dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> Result<DAT_RETU
     if event.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
     }
-    let next = e.lock().queue.pop_front();
+    let mut next = e.lock().queue.pop_front();
+    if next.is_none() {
+        e.ia.dev.progress();
+        next = e.lock().queue.pop_front();
+    }
     match next {
         Some(ev) => {
             // SAFETY: checked non-NULL.

@@ -372,6 +372,10 @@ impl Device for VerbsDevice {
         true
     }
 
+    fn progress(&self) {
+        super::progress::poll_now(self);
+    }
+
     fn alloc_pd(&self) -> Result<Pd, DevError> {
         // SAFETY: an open context.
         let pd = unsafe { (self.api.ibv.alloc_pd)(self.ctx.0) };

@@ -73,8 +73,23 @@ fn completions(dev: &Arc<VerbsDevice>) {
     }
 }
 
-/// Polls a CQ empty, dispatching each completion to its QP.
+/// What a polling consumer finds ready now, on its own thread: every CQ not being polled by
+/// another thread at this moment is polled empty.
+pub(super) fn poll_now(dev: &VerbsDevice) {
+    let qps: Vec<_> = dev.lock().cqs.values().filter_map(|w| w.upgrade()).collect();
+    for qp in qps {
+        let Ok(_turn) = qp.polling.try_lock() else { continue };
+        poll_cq(&qp, qp.cq());
+    }
+}
+
+/// Polls a CQ empty, dispatching each completion to its QP, in turn with other pollers.
 fn drain(qp: &Arc<super::qp::VerbsQp>, cq: Ptr<sys::ibv_cq>) {
+    let _turn = qp.polling.lock().unwrap_or_else(|e| e.into_inner());
+    poll_cq(qp, cq);
+}
+
+fn poll_cq(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>) {
     // SAFETY: plain data.
     let mut wcs: [sys::ibv_wc; 16] = unsafe { std::mem::zeroed() };
     loop {

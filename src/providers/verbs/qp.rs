@@ -62,6 +62,9 @@ pub(super) struct Inner {
 }
 
 pub struct VerbsQp {
+    /// Held while the CQ is polled and its completions handed on, so that the progress thread
+    /// and a polling consumer never deliver out of order.
+    pub(super) polling: Mutex<()>,
     pub(super) dev: Arc<VerbsDevice>,
     pub(super) qp: Ptr<sys::ibv_qp>,
     cq: Ptr<sys::ibv_cq>,
@@ -130,6 +133,7 @@ impl VerbsQp {
         // SAFETY: a QP just created.
         let qp_num = unsafe { (*qp).qp_num };
         let this = Arc::new(VerbsQp {
+            polling: Mutex::new(()),
             dev: dev.clone(),
             qp: Ptr(qp),
             cq: Ptr(cq),
@@ -161,6 +165,11 @@ impl VerbsQp {
             return Err(last_error());
         }
         Ok(this)
+    }
+
+    /// The QP's CQ.
+    pub(super) fn cq(&self) -> Ptr<sys::ibv_cq> {
+        self.cq
     }
 
     pub(super) fn on_srq(&self) -> bool {
