@@ -310,13 +310,13 @@ done
 name=dtest-tcp-path
 strace_ok=0
 if command -v strace >/dev/null &&
-  strace -f -qq --seccomp-bpf -e trace=process_vm_readv,process_vm_writev -o /dev/null true 2>/dev/null; then
+  strace -f -qq --seccomp-bpf -e trace=process_vm_readv,process_vm_writev,getpid -o /dev/null true 2>/dev/null; then
   strace_ok=1
 fi
 trace_wrap() { # trace file -> words for make_cmd
   [ $strace_ok = 1 ] || return 0
   printf '%s\n' wrap=strace wrap=-f wrap=-qq wrap=--seccomp-bpf \
-    wrap=-e wrap=trace=process_vm_readv,process_vm_writev wrap=-o "wrap=$1"
+    wrap=-e wrap=trace=process_vm_readv,process_vm_writev,getpid wrap=-o "wrap=$1"
 }
 mapfile -t swrap < <(trace_wrap "$out/$name.server.trace")
 mapfile -t cwrap < <(trace_wrap "$out/$name.client.trace")
@@ -326,10 +326,12 @@ run_pair "$name" 15828 env=DAT2_SOFT_CMA=0 "${swrap[@]}" -- 25 dtest -s -P "$pro
 why=$(dtest_check)
 if [ $strace_ok = 1 ]; then
   for side in server client; do
-    # A line reads "<pid> process_vm_readv(<target pid>, ...": reading one's own memory is
-    # fine (the library probes its own pages), another process's is not.
-    peer=$(awk '$2 ~ /^process_vm_(readv|writev)\(/ {
-        split($2, a, "("); t = a[2]; sub(/,.*/, "", t); if (t != $1) n++ } END { print n + 0 }' \
+    # A line reads "<tid> process_vm_readv(<target pid>, ...": reading one's own memory is
+    # fine (the library probes its own pages and copies into them from any of its threads,
+    # having asked getpid() first, which the trace also shows), another process's is not.
+    peer=$(awk '$2 ~ /^getpid\(/ { own[$NF] = 1 }
+        $2 ~ /^process_vm_(readv|writev)\(/ { split($2, a, "("); t = a[2]; sub(/,.*/, "", t); tgt[++m] = t }
+        END { for (i = 1; i <= m; i++) if (!(tgt[i] in own)) n++; print n + 0 }' \
       "$out/$name.$side.trace" 2>/dev/null)
     [ "${peer:-0}" -gt 0 ] && why+=" $side made $peer cross-memory calls into the peer with DAT2_SOFT_CMA=0;"
   done

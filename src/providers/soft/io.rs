@@ -166,6 +166,112 @@ pub fn try_write(fd: RawFd, parts: &[(u64, usize)]) -> io::Result<usize> {
     }
 }
 
+/// The receiving side of a connection: frames are read through a small buffer, so that one
+/// `recv` usually brings a header together with a small payload (and often the next frames).
+/// Buffered payload bytes reach registered memory through `scatter` (never faulting); what
+/// the buffer does not hold is received straight into place.
+pub struct Rx {
+    fd: RawFd,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+/// The receive buffer's size: a few small frames, not bulk data.
+const RX_BUF: usize = 4096;
+
+impl Rx {
+    pub fn new(fd: RawFd) -> Rx {
+        Rx { fd, buf: vec![0u8; RX_BUF].into_boxed_slice(), start: 0, end: 0 }
+    }
+
+    /// Bytes buffered and not consumed yet.
+    pub fn buffered(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Receives what the socket holds into the buffer (waiting for at least one byte when
+    /// `block`); Ok(false): nothing came without waiting.
+    pub fn fill(&mut self, block: bool) -> io::Result<bool> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let room = self.buf.len() - self.end;
+        let flags = if block { 0 } else { libc::MSG_DONTWAIT };
+        loop {
+            // SAFETY: the kernel writes at most `room` bytes into our own buffer's free part.
+            let n = unsafe { libc::recv(self.fd, self.buf[self.end..].as_mut_ptr() as *mut libc::c_void, room, flags) };
+            if n > 0 {
+                self.end += n as usize;
+                return Ok(true);
+            }
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock if !block => return Ok(false),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    /// The next `N` bytes (a header), waiting for them.
+    pub fn take_array<const N: usize>(&mut self) -> io::Result<[u8; N]> {
+        while self.buffered() < N {
+            self.fill(true)?;
+        }
+        let mut a = [0u8; N];
+        a.copy_from_slice(&self.buf[self.start..self.start + N]);
+        self.start += N;
+        Ok(a)
+    }
+
+    /// The next `len` bytes, as a vector.
+    pub fn take_vec(&mut self, len: usize) -> io::Result<Vec<u8>> {
+        let mut v = vec![0u8; len];
+        let n = self.buffered().min(len);
+        v[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
+        self.start += n;
+        if n < len {
+            recv_into(self.fd, v[n..].as_mut_ptr() as u64, len - n)?;
+        }
+        Ok(v)
+    }
+
+    /// Moves the next bytes of the stream into memory at `segs`, in order: what is buffered
+    /// in one copy, the rest straight from the socket.
+    pub fn land(&mut self, segs: &[(u64, usize)]) -> io::Result<()> {
+        let want = total(segs);
+        let n = self.buffered().min(want);
+        let (inbuf, rest) = split_at(segs, n);
+        if n > 0 {
+            scatter(&self.buf[self.start..self.start + n], &inbuf)?;
+            self.start += n;
+        }
+        for (a, l) in rest {
+            recv_into(self.fd, a, l)?;
+        }
+        Ok(())
+    }
+
+    /// Consumes `len` bytes without using them.
+    pub fn discard(&mut self, len: usize) -> io::Result<()> {
+        let n = self.buffered().min(len);
+        self.start += n;
+        if n < len {
+            discard(self.fd, len - n)?;
+        }
+        Ok(())
+    }
+}
+
 /// How many bytes at the end of a transfer land in a copy of their own.
 pub const TAIL: usize = 64;
 

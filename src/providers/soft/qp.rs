@@ -143,6 +143,9 @@ struct OutState {
     /// Someone (the writer thread or a posting thread) is writing to the socket.
     busy: bool,
     fd: i32,
+    /// Plain success responses not sent yet: they ride on the next frame that enters the
+    /// stream (its `acks`), or go as an ACK frame of their own (see `flush_acks`).
+    acks: u32,
 }
 
 struct Outbound {
@@ -153,6 +156,13 @@ struct Outbound {
 /// Payloads up to this size travel inline even when cross-memory attach is possible: one
 /// socket write is cheaper than a second system call at the target.
 const INLINE_MAX: u64 = 256;
+
+/// Requests that move at most this many bytes are acknowledged lazily (see `defer_ack`);
+/// larger ones at once, so that a window of bulk writes keeps flowing.
+const ACK_LAZY_MAX: u32 = 16 << 10;
+
+/// The most acknowledgements held back at a time.
+const ACK_BATCH: u32 = 16;
 
 pub struct SoftQp {
     this: std::sync::Weak<SoftQp>,
@@ -205,7 +215,7 @@ impl SoftQp {
             }),
             exec: Mutex::new(()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
-            out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, fd: -1 }), cv: Condvar::new() },
+            out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, fd: -1, acks: 0 }), cv: Condvar::new() },
         });
         if let Some(srq) = srq {
             srq.attach(Arc::downgrade(&qp));
@@ -273,7 +283,9 @@ impl SoftQp {
             let mut i = self.lock();
             let s = i.state;
             i.state = State::Closed;
-            if let Some(st) = &i.stream {
+            // Closed already: the connection is ending (a DISCONNECT frame may still be on its
+            // way out, carrying acknowledgements); leave it to the writer.
+            if let (Some(st), false) = (&i.stream, s == State::Closed) {
                 let _ = st.shutdown(if s == State::Connected { Shutdown::Read } else { Shutdown::Both });
             }
             s
@@ -281,7 +293,10 @@ impl SoftQp {
         match state {
             State::Closed => {}
             State::Connected => {
-                self.send_frame(Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true });
+                // Written from this thread when the socket is idle, so that the frame (and the
+                // acknowledgements it carries) is with the kernel before the consumer can free
+                // the EP or exit.
+                self.send_frame_direct(Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true });
                 self.flush(CmEvent::Disconnected);
             }
             _ => {
@@ -352,9 +367,9 @@ impl SoftQp {
     }
 
     /// Queues a frame for the writer thread (the reader thread's way: it must never block).
-    fn send_frame(&self, frame: Frame) {
+    fn send_frame(&self, mut frame: Frame) {
         let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if q.closed {
+        if q.closed || !stamp(&mut q, &mut frame) {
             return;
         }
         q.frames.push_back(frame);
@@ -363,12 +378,12 @@ impl SoftQp {
 
     /// Sends a small frame (no memory payload) from the reader thread without blocking: what the
     /// socket does not take at once is queued, in order, for the writer thread.
-    fn send_frame_now(&self, frame: Frame) {
+    fn send_frame_now(&self, mut frame: Frame) {
         if matches!(frame.data, FrameData::Memory(_)) || frame.last {
             return self.send_frame(frame);
         }
         let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if q.closed {
+        if q.closed || !stamp(&mut q, &mut frame) {
             return;
         }
         if q.busy || !q.frames.is_empty() || q.fd < 0 {
@@ -399,10 +414,10 @@ impl SoftQp {
 
     /// Sends a frame from the posting thread itself when nothing else is being written (no
     /// hand-off to the writer thread on the latency path); otherwise queues it.
-    fn send_frame_direct(&self, frame: Frame) {
+    fn send_frame_direct(&self, mut frame: Frame) {
         let fd = {
             let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
-            if q.closed {
+            if q.closed || !stamp(&mut q, &mut frame) {
                 return;
             }
             if q.busy || !q.frames.is_empty() || q.fd < 0 {
@@ -651,11 +666,10 @@ impl SoftQp {
     // -----------------------------------------------------------------------------------------
     // The reader: the progress engine.
 
-    fn reader(self: Arc<Self>, mut stream: TcpStream) {
-        let fd = stream.as_raw_fd();
+    fn reader(self: Arc<Self>, stream: TcpStream) {
+        let mut rx = io::Rx::new(stream.as_raw_fd());
         loop {
-            let mut h = [0u8; HDR_LEN];
-            if let Err(e) = stream.read_exact(&mut h) {
+            if let Err(e) = self.await_frame(&mut rx) {
                 let graceful = self.lock().state == State::Closed;
                 if !graceful {
                     // An orderly close by the peer (an abrupt disconnect or free) reads as a
@@ -665,17 +679,29 @@ impl SoftQp {
                 }
                 return;
             }
-            let hdr = Hdr::decode(&h);
+            let hdr = match rx.take_array::<HDR_LEN>() {
+                Ok(h) => Hdr::decode(&h),
+                Err(_) => {
+                    if self.lock().state != State::Closed {
+                        self.fail(CmEvent::Broken);
+                    }
+                    return;
+                }
+            };
+            if hdr.acks > 0 && !self.on_acks(hdr.acks) {
+                self.fail(CmEvent::Broken);
+                return;
+            }
             let ok = match hdr.op {
-                op::RESPONSE => self.on_response(fd, &hdr),
+                op::ACK => true,
+                op::RESPONSE => self.on_response(&mut rx, &hdr),
                 op::READY => {
                     // The active side's last handshake message: can it reach our memory? With
                     // it the connection's path is known, and the passive side reports
                     // ESTABLISHED (so that dat_ep_query then names the final path). It is the
                     // first frame the peer sends, so the event still precedes everything the
                     // peer does on the connection.
-                    let mut body = vec![0u8; hdr.payload.min(1 << 16) as usize];
-                    match io::recv_into(fd, body.as_mut_ptr() as u64, body.len()).ok().and_then(|_| Hello::decode(&body)) {
+                    match rx.take_vec(hdr.payload.min(1 << 16) as usize).ok().and_then(|body| Hello::decode(&body)) {
                         Some(ready) => {
                             let expected = {
                                 let mut i = self.lock();
@@ -703,7 +729,7 @@ impl SoftQp {
                     self.flush(CmEvent::Disconnected);
                     return;
                 }
-                op::SEND | op::WRITE | op::READ | op::CMP_SWAP | op::FETCH_ADD => self.on_request(fd, hdr),
+                op::SEND | op::WRITE | op::READ | op::CMP_SWAP | op::FETCH_ADD => self.on_request(&mut rx, hdr),
                 _ => false,
             };
             if !ok {
@@ -713,31 +739,98 @@ impl SoftQp {
         }
     }
 
+    /// Waits until a whole header is buffered. Before waiting on an empty socket it sends the
+    /// acknowledgements still pending, after giving the other threads of this process one
+    /// chance to run: a consumer that answers what just arrived (a ping-pong) then carries
+    /// them in its own request, which saves the peer a wake-up and us a frame.
+    fn await_frame(&self, rx: &mut io::Rx) -> std::io::Result<()> {
+        while rx.buffered() < HDR_LEN {
+            if !self.acks_pending() {
+                rx.fill(true)?;
+            } else if !rx.fill(false)? {
+                // SAFETY: sched_yield has no preconditions.
+                unsafe { libc::sched_yield() };
+                self.flush_acks();
+            }
+        }
+        Ok(())
+    }
+
+    /// `n` plain successes for our oldest requests still waiting for a response.
+    fn on_acks(&self, n: u32) -> bool {
+        {
+            let mut i = self.lock();
+            let mut left = n;
+            for o in i.outstanding.iter_mut().filter(|o| o.done.is_none()) {
+                if left == 0 {
+                    break;
+                }
+                if matches!(o.op, WcOp::Read | WcOp::CmpSwap | WcOp::FetchAdd) {
+                    // Reads and atomics are always answered by a response with their data.
+                    return false;
+                }
+                o.done = Some(DAT_DTO_SUCCESS);
+                left -= 1;
+            }
+            if left > 0 {
+                return false;
+            }
+        }
+        self.complete_ready();
+        true
+    }
+
+    /// Reports, in order, the requests at the head of the send queue that have their answer;
+    /// then ends a graceful disconnect that waited for them.
+    fn complete_ready(&self) {
+        let mut events = Vec::new();
+        {
+            let mut i = self.lock();
+            while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
+                let o = i.outstanding.pop_front().expect("front exists");
+                let st = o.done.unwrap_or(DAT_DTO_SUCCESS);
+                let byte_len = if st == DAT_DTO_SUCCESS { o.len } else { 0 };
+                events.push(Event::Completion(Completion { wr_id: o.wr_id, status: st, op: o.op, byte_len, imm: None, invalidated: None, solicited: false }));
+            }
+        }
+        self.deliver(events);
+        let drained = {
+            let i = self.lock();
+            i.closing && i.outstanding.is_empty() && i.state == State::Connected
+        };
+        if drained {
+            self.disconnect_now();
+        }
+    }
+
     /// A response to our oldest outstanding request.
-    fn on_response(&self, fd: i32, hdr: &Hdr) -> bool {
+    fn on_response(&self, rx: &mut io::Rx, hdr: &Hdr) -> bool {
         let head = {
             let i = self.lock();
-            i.outstanding.iter().find(|o| o.done.is_none()).map(|o| (o.wr_id, o.op, o.sges.clone(), o.len))
+            i.outstanding.iter().find(|o| o.done.is_none()).map(|o| (o.wr_id, o.op, o.sges.clone()))
         };
-        let Some((wr_id, op_kind, sges, len)) = head else { return false };
+        let Some((wr_id, op_kind, sges)) = head else { return false };
         let status = u32::from(hdr.status);
         if status == DAT_DTO_SUCCESS && hdr.payload > 0 {
             // Read data or an atomic's original value, into the checked local buffers.
             let mut left = hdr.payload as usize;
+            let mut segs = Vec::new();
             for s in &sges {
                 let n = (s.len as usize).min(left);
-                if n > 0 && io::recv_into(fd, s.addr, n).is_err() {
-                    return false;
+                if n > 0 {
+                    segs.push((s.addr, n));
                 }
                 left -= n;
             }
-            if left > 0 && io::discard(fd, left).is_err() {
+            if rx.land(&segs).is_err() {
                 return false;
             }
-        } else if hdr.payload > 0 && io::discard(fd, hdr.payload as usize).is_err() {
+            if left > 0 && rx.discard(left).is_err() {
+                return false;
+            }
+        } else if hdr.payload > 0 && rx.discard(hdr.payload as usize).is_err() {
             return false;
         }
-        let mut events = Vec::new();
         {
             let mut i = self.lock();
             let Some(pos) = i.outstanding.iter().position(|o| o.wr_id == wr_id && o.done.is_none()) else { return true };
@@ -755,22 +848,8 @@ impl SoftQp {
                     self.send_frame(frame);
                 }
             }
-            while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
-                let o = i.outstanding.pop_front().expect("front exists");
-                let st = o.done.unwrap_or(DAT_DTO_SUCCESS);
-                let byte_len = if st == DAT_DTO_SUCCESS { o.len } else { 0 };
-                events.push(Event::Completion(Completion { wr_id: o.wr_id, status: st, op: o.op, byte_len, imm: None, invalidated: None, solicited: false }));
-            }
         }
-        let _ = len;
-        self.deliver(events);
-        let drained = {
-            let i = self.lock();
-            i.closing && i.outstanding.is_empty() && i.state == State::Connected
-        };
-        if drained {
-            self.disconnect_now();
-        }
+        self.complete_ready();
         if status != DAT_DTO_SUCCESS {
             // A remote error breaks the connection, as on an HCA.
             self.fail(CmEvent::Broken);
@@ -780,18 +859,15 @@ impl SoftQp {
     }
 
     /// A request from the peer, executed now or queued until a receive is posted.
-    fn on_request(&self, fd: i32, hdr: Hdr) -> bool {
+    fn on_request(&self, rx: &mut io::Rx, hdr: Hdr) -> bool {
         if self.lock().state == State::Closed {
             // We answered an earlier request with an error (or are disconnecting): requests
             // still on the wire are not executed, as on an HCA whose QP went to error.
-            return io::discard(fd, hdr.payload as usize).is_ok();
+            return rx.discard(hdr.payload as usize).is_ok();
         }
         let cma = hdr.flags & flag::CMA != 0;
         let data = if cma {
-            let mut list = vec![0u8; hdr.payload as usize];
-            if io::recv_into(fd, list.as_mut_ptr() as u64, list.len()).is_err() {
-                return false;
-            }
+            let Ok(list) = rx.take_vec(hdr.payload as usize) else { return false };
             Data::Remote(wire::decode_segments(&list))
         } else {
             Data::Socket
@@ -805,10 +881,7 @@ impl SoftQp {
         if stall {
             let data = match data {
                 Data::Socket => {
-                    let mut buf = vec![0u8; hdr.payload as usize];
-                    if io::recv_into(fd, buf.as_mut_ptr() as u64, buf.len()).is_err() {
-                        return false;
-                    }
+                    let Ok(buf) = rx.take_vec(hdr.payload as usize) else { return false };
                     Data::Buffer(buf)
                 }
                 d => d,
@@ -816,7 +889,7 @@ impl SoftQp {
             self.lock().stalled.push_back(Stalled { hdr, data });
             return true;
         }
-        let (ok, events) = self.execute(fd, hdr, data);
+        let (ok, events) = self.execute(Some(rx), hdr, data);
         drop(_exec);
         self.deliver(events);
         ok
@@ -837,7 +910,7 @@ impl SoftQp {
                 }
                 i.stalled.pop_front().expect("front exists")
             };
-            let (ok, evs) = self.execute(-1, next.hdr, next.data);
+            let (ok, evs) = self.execute(None, next.hdr, next.data);
             events.extend(evs);
             if !ok {
                 broken = true;
@@ -852,7 +925,11 @@ impl SoftQp {
     }
 
     /// Answers the peer; a failure status also ends the connection after the answer is out.
-    fn respond(&self, status: u32, data: FrameData, payload: u32) {
+    /// With `defer`, a plain success only becomes pending (see `defer_ack`).
+    fn respond(&self, status: u32, data: FrameData, payload: u32, defer: bool) {
+        if defer && status == DAT_DTO_SUCCESS && payload == 0 && matches!(data, FrameData::None) {
+            return self.defer_ack();
+        }
         let last = status != DAT_DTO_SUCCESS;
         self.send_frame_now(Frame { hdr: Hdr { op: op::RESPONSE, status: status_u8(status), payload, ..Hdr::default() }, data, last });
         if last {
@@ -860,17 +937,46 @@ impl SoftQp {
         }
     }
 
+    /// Records a plain success response without sending it: the reader thread sends pending
+    /// ones before it waits for the socket (`flush_acks`), and any frame that goes out first
+    /// carries them. Ping-pong traffic thus acknowledges a write with the next request going
+    /// back, and a stream of small requests with one ACK per batch. A batch never grows past
+    /// ACK_BATCH.
+    fn defer_ack(&self) {
+        let full = {
+            let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+            if q.closed {
+                return;
+            }
+            q.acks += 1;
+            q.acks >= ACK_BATCH
+        };
+        if full {
+            self.flush_acks();
+        }
+    }
+
+    fn acks_pending(&self) -> bool {
+        self.out.queue.lock().unwrap_or_else(|e| e.into_inner()).acks > 0
+    }
+
+    /// Sends the pending acknowledgements, unless another frame already took them.
+    fn flush_acks(&self) {
+        self.send_frame_now(Frame { hdr: Hdr { op: op::ACK, ..Hdr::default() }, data: FrameData::None, last: false });
+    }
+
     /// Moves a request's data into our memory at `segs`; the last bytes land last (see
     /// `io::split_tail`).
-    fn land(&self, fd: i32, data: &Data, segs: &[(u64, usize)]) -> Result<(), ()> {
+    fn land(&self, rx: Option<&mut io::Rx>, data: &Data, segs: &[(u64, usize)]) -> Result<(), ()> {
         let total: usize = segs.iter().map(|s| s.1).sum();
         let (head, tail) = io::split_tail(segs);
         match data {
             Data::Socket => {
-                for &(a, l) in head.iter().chain(tail.iter()) {
-                    io::recv_into(fd, a, l).map_err(|_| ())?;
+                let rx = rx.ok_or(())?;
+                if !head.is_empty() {
+                    rx.land(&head).map_err(|_| ())?;
                 }
-                Ok(())
+                rx.land(&tail).map_err(|_| ())
             }
             Data::Buffer(b) => {
                 let cut = total - tail.iter().map(|t| t.1).sum::<usize>();
@@ -891,24 +997,27 @@ impl SoftQp {
     }
 
     /// Consumes a request's data without using it.
-    fn skip(&self, fd: i32, hdr: &Hdr, data: &Data) -> bool {
+    fn skip(&self, rx: Option<&mut io::Rx>, hdr: &Hdr, data: &Data) -> bool {
         match data {
-            Data::Socket => io::discard(fd, hdr.payload as usize).is_ok(),
+            Data::Socket => rx.is_some_and(|rx| rx.discard(hdr.payload as usize).is_ok()),
             _ => true,
         }
     }
 
     /// Executes one peer request; returns whether the connection survives, and the events.
-    fn execute(&self, fd: i32, hdr: Hdr, data: Data) -> (bool, Vec<Event>) {
+    /// `rx`: the connection, when the request's data may still be on it (the reader thread);
+    /// only then are acknowledgements deferred.
+    fn execute(&self, rx: Option<&mut io::Rx>, hdr: Hdr, data: Data) -> (bool, Vec<Event>) {
         let len = u64::from(hdr.length);
+        let lazy = rx.is_some() && hdr.length <= ACK_LAZY_MAX;
         match hdr.op {
             op::WRITE => {
                 let Some(addr) = self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_WRITE) else {
-                    let ok = self.skip(fd, &hdr, &data);
-                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0);
+                    let ok = self.skip(rx, &hdr, &data);
+                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
                     return (ok, vec![Event::Cm(CmEvent::Broken)]);
                 };
-                if self.land(fd, &data, &[(addr, len as usize)]).is_err() {
+                if self.land(rx, &data, &[(addr, len as usize)]).is_err() {
                     return (false, Vec::new());
                 }
                 let mut events = Vec::new();
@@ -926,7 +1035,7 @@ impl SoftQp {
                         }));
                     }
                 }
-                self.respond(DAT_DTO_SUCCESS, FrameData::None, 0);
+                self.respond(DAT_DTO_SUCCESS, FrameData::None, 0, lazy);
                 (true, events)
             }
             op::SEND => {
@@ -951,13 +1060,13 @@ impl SoftQp {
                         }
                         left -= n;
                     }
-                    if self.land(fd, &data, &segs).is_err() {
+                    if self.land(rx, &data, &segs).is_err() {
                         return (false, Vec::new());
                     }
                     if hdr.flags & flag::INVALIDATE != 0 && self.dev.invalidate(hdr.rkey, self.pd, self.id) {
                         invalidated = Some(hdr.rkey);
                     }
-                } else if !self.skip(fd, &hdr, &data) {
+                } else if !self.skip(rx, &hdr, &data) {
                     return (false, Vec::new());
                 }
                 let c = Completion {
@@ -971,7 +1080,7 @@ impl SoftQp {
                 };
                 // The sender learns of a receive-side failure as a remote error.
                 let answer = if status == DAT_DTO_SUCCESS { DAT_DTO_SUCCESS } else { DAT_DTO_ERR_REMOTE_RESPONDER };
-                self.respond(answer, FrameData::None, 0);
+                self.respond(answer, FrameData::None, 0, lazy);
                 let mut events = vec![Event::Completion(c)];
                 if status != DAT_DTO_SUCCESS {
                     events.push(Event::Cm(CmEvent::Broken));
@@ -980,7 +1089,7 @@ impl SoftQp {
             }
             op::READ => {
                 let Some(addr) = self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_READ) else {
-                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0);
+                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
                     return (true, vec![Event::Cm(CmEvent::Broken)]);
                 };
                 match &data {
@@ -990,15 +1099,15 @@ impl SoftQp {
                         if io::push(pid, &[(addr, len as usize)], &remote).is_err() {
                             return (false, Vec::new());
                         }
-                        self.respond(DAT_DTO_SUCCESS, FrameData::None, 0);
+                        self.respond(DAT_DTO_SUCCESS, FrameData::None, 0, false);
                     }
-                    _ => self.respond(DAT_DTO_SUCCESS, FrameData::Memory(vec![(addr, len as usize)]), hdr.length),
+                    _ => self.respond(DAT_DTO_SUCCESS, FrameData::Memory(vec![(addr, len as usize)]), hdr.length, false),
                 }
                 (true, Vec::new())
             }
             op::CMP_SWAP | op::FETCH_ADD => {
                 let Some(addr) = self.check_remote(hdr.rkey, hdr.raddr, 8, Access::REMOTE_ATOMIC).filter(|a| a % 8 == 0) else {
-                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0);
+                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
                     return (true, vec![Event::Cm(CmEvent::Broken)]);
                 };
                 let original = {
@@ -1010,12 +1119,23 @@ impl SoftQp {
                     }
                     old
                 };
-                self.respond(DAT_DTO_SUCCESS, FrameData::Bytes(original.to_le_bytes().to_vec()), 8);
+                self.respond(DAT_DTO_SUCCESS, FrameData::Bytes(original.to_le_bytes().to_vec()), 8, false);
                 (true, Vec::new())
             }
             _ => (false, Vec::new()),
         }
     }
+}
+
+/// Gives a frame entering the stream the acknowledgements pending before it; false when the
+/// frame is an ACK left with nothing to carry (another frame took them).
+fn stamp(q: &mut OutState, frame: &mut Frame) -> bool {
+    if matches!(frame.data, FrameData::Raw(_)) {
+        return true;
+    }
+    frame.hdr.acks = frame.hdr.acks.saturating_add(q.acks);
+    q.acks = 0;
+    frame.hdr.op != op::ACK || frame.hdr.acks > 0
 }
 
 /// Writes one frame (header and data); false when the connection failed.

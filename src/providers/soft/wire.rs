@@ -1,13 +1,16 @@
 //! The soft device's wire format: a fixed 48-byte header, then the payload it announces.
 //!
 //! Every request (send, write, read, atomic) is answered by exactly one response, in order,
-//! so the initiator completes its work requests in the order it posted them. With
+//! so the initiator completes its work requests in the order it posted them. A plain success
+//! (no data, no error) may travel as a count instead of a frame of its own: any frame's `acks`
+//! field stands for that many such responses sent just before the frame, and an ACK frame
+//! carries nothing else. With
 //! cross-memory attach, a request carries the initiator's scatter list instead of its data
 //! and the target moves the bytes itself.
 
 pub const HDR_LEN: usize = 48;
 pub const MAGIC: u32 = 0x6461_7432; // "dat2"
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 pub mod op {
     pub const HELLO: u8 = 1;
@@ -20,6 +23,8 @@ pub mod op {
     pub const CMP_SWAP: u8 = 13;
     pub const FETCH_ADD: u8 = 14;
     pub const RESPONSE: u8 = 20;
+    /// Only acknowledgements (the header's `acks`).
+    pub const ACK: u8 = 21;
     pub const DISCONNECT: u8 = 30;
 }
 
@@ -43,6 +48,8 @@ pub struct Hdr {
     pub raddr: u64,
     pub rkey: u32,
     pub imm: u32,
+    /// Plain success responses that precede this frame (see the module text).
+    pub acks: u32,
     pub a: u64,
     pub b: u64,
 }
@@ -63,6 +70,7 @@ impl Hdr {
         b[12..20].copy_from_slice(&self.raddr.to_le_bytes());
         b[20..24].copy_from_slice(&self.rkey.to_le_bytes());
         b[24..28].copy_from_slice(&self.imm.to_le_bytes());
+        b[28..32].copy_from_slice(&self.acks.to_le_bytes());
         b[32..40].copy_from_slice(&self.a.to_le_bytes());
         b[40..48].copy_from_slice(&self.b.to_le_bytes());
         b
@@ -80,6 +88,7 @@ impl Hdr {
             raddr: u64_at(12),
             rkey: u32_at(20),
             imm: u32_at(24),
+            acks: u32_at(28),
             a: u64_at(32),
             b: u64_at(40),
         }
@@ -164,7 +173,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let h = Hdr { op: op::WRITE, flags: flag::CMA, status: 6, payload: 24, length: 4096, raddr: 1 << 40, rkey: 0xdead_beef, imm: 7, a: 1, b: u64::MAX };
+        let h = Hdr { op: op::WRITE, flags: flag::CMA, status: 6, payload: 24, length: 4096, raddr: 1 << 40, rkey: 0xdead_beef, imm: 7, acks: 3, a: 1, b: u64::MAX };
         assert_eq!(Hdr::decode(&h.encode()), h);
         let hello = Hello { pid: 42, canary_addr: 0x1000, canary: 99, reaches_peer: true, keytab_fd: 5, pd: 2, qp: 9, private_data: vec![1, 2, 3] };
         assert_eq!(Hello::decode(&hello.encode()), Some(hello));
