@@ -105,6 +105,14 @@ pub trait Device: Send + Sync {
     /// progress thread to wake up.
     fn progress(&self) {}
 
+    /// A consumer begins (`true`) or ends (`false`) a blocking wait: `dat_evd_wait`,
+    /// `dat_cno_wait`, or a CNO with a proxy agent (which waits for as long as it has one).
+    /// A device whose completions cost a wake-up of their own (verbs: an armed CQ, an event on
+    /// the completion channel, the progress thread) asks for those only while someone waits;
+    /// consumers that poll get their completions through `progress`. On `true` the device
+    /// also delivers what is ready now.
+    fn consumer_waits(&self, _begins: bool) {}
+
     fn alloc_pd(&self) -> Result<Pd, DevError>;
     fn dealloc_pd(&self, pd: Pd);
 

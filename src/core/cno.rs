@@ -87,6 +87,11 @@ pub fn create(ia_handle: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mu
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     }
     let handle = table::reserve(ia.provider());
+    if agent.proxy_agent_func.is_some() {
+        // A proxy agent is called as events arrive: a waiter for the CNO's life (or until
+        // the agent is removed).
+        ia.dev.consumer_waits(true);
+    }
     table::insert(
         handle,
         Obj::Cno(Arc::new(Cno {
@@ -104,7 +109,12 @@ pub fn create(ia_handle: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mu
 }
 
 pub fn modify_agent(handle: DAT_CNO_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT) -> Result<DAT_RETURN, DAT_RETURN> {
-    cno(handle)?.state.lock().unwrap_or_else(|e| e.into_inner()).agent = agent;
+    let c = cno(handle)?;
+    let had = std::mem::replace(&mut c.state.lock().unwrap_or_else(|e| e.into_inner()).agent, agent).proxy_agent_func.is_some();
+    let has = agent.proxy_agent_func.is_some();
+    if had != has {
+        c.ia.dev.consumer_waits(has);
+    }
     Ok(DAT_SUCCESS)
 }
 
@@ -124,6 +134,8 @@ pub fn wait(handle: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     }
     let deadline = deadline(timeout);
+    // The device delivers what is ready and keeps completion wake-ups on while we wait.
+    c.ia.dev.consumer_waits(true);
     let mut s = c.state.lock().unwrap_or_else(|e| e.into_inner());
     // Level-triggered: any attached EVD with events satisfies the wait, so a notification is
     // never lost because a waiter was after another EVD.
@@ -146,6 +158,8 @@ pub fn wait(handle: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_
         }
     };
     s.waiters -= 1;
+    drop(s);
+    c.ia.dev.consumer_waits(false);
     result
 }
 
@@ -155,5 +169,8 @@ pub fn free(handle: DAT_CNO_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
         return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE));
     }
     table::remove(c.handle);
+    if c.state.lock().unwrap_or_else(|e| e.into_inner()).agent.proxy_agent_func.is_some() {
+        c.ia.dev.consumer_waits(false);
+    }
     Ok(DAT_SUCCESS)
 }

@@ -27,6 +27,15 @@ impl Post {
 /// Posts a send-queue request; `count`/`iov` are the consumer's local vector.
 pub fn post(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS, p: Post) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
+    // Completions nobody has collected yet (a consumer that suppresses them never dequeues)
+    // may still hold send-queue slots: the device delivers what is ready first.
+    let full = {
+        let i = ep.lock();
+        i.sends.len() >= i.attr.max_request_dtos.max(0) as usize
+    };
+    if full {
+        ep.ia.dev.progress();
+    }
     let (wr_id, segs, qp) = {
         let mut i = ep.lock();
         let segs = ep::iov_arg(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;

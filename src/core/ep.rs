@@ -3,7 +3,7 @@
 //! flushed on the EP's EVDs).
 
 use core::ptr::addr_of_mut;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -14,6 +14,7 @@ use super::srq::{self, Srq};
 use super::table::{self, Obj};
 use super::put;
 use crate::abi::*;
+use crate::core::idmap::IdMap;
 use crate::device::{DevError, Qp, Sge};
 use crate::lookup;
 
@@ -65,9 +66,9 @@ pub struct EpInner {
     pub attr: DAT_EP_ATTR,
     /// Posted receives by work request id; `unposted` holds those posted before a QP existed,
     /// in order.
-    pub recvs: HashMap<u64, PostedRecv>,
+    pub recvs: IdMap<u64, PostedRecv>,
     pub unposted: VecDeque<u64>,
-    pub sends: HashMap<u64, PendingSend>,
+    pub sends: IdMap<u64, PendingSend>,
     pub next_wr: u64,
     pub qp: Option<Arc<dyn Qp>>,
     /// The SRQ the EP receives from, if it was created with one.
@@ -353,9 +354,9 @@ pub fn create_object(
         request_evd,
         connect_evd,
         attr,
-        recvs: HashMap::new(),
+        recvs: IdMap::default(),
         unposted: VecDeque::new(),
-        sends: HashMap::new(),
+        sends: IdMap::default(),
         next_wr: 1,
         qp: None,
         srq: None,
@@ -570,6 +571,14 @@ pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Vec<Sge> {
 
 pub fn post_recv(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep(handle)?;
+    // As for sends (dto::post): receive completions not collected yet hold their slots.
+    let full = {
+        let i = ep.lock();
+        i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize
+    };
+    if full {
+        ep.ia.dev.progress();
+    }
     let (wr_id, segs, qp, crossing) = {
         let mut i = ep.lock();
         let segs = iov_arg(count, iov, i.attr.max_recv_iov, DAT_INVALID_ARG2)?;

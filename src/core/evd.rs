@@ -233,8 +233,20 @@ pub fn wait(handle: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: DAT_COUNT, 
         return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_CONFIG_SOLICITED));
     }
     s.waiter = true;
-    // Events already queued count at once; while blocked, only a notification event wakes
-    // the waiter (then it takes the oldest event, notification or not).
+    // Events already queued count at once, and so do completions the device holds ready
+    // (`progress`); while blocked, only a notification event wakes the waiter (then it takes
+    // the oldest event, notification or not). The device hears of a blocking wait only when
+    // one may happen, so that it can keep completion wake-ups for waiting consumers.
+    drop(s);
+    e.ia.dev.progress();
+    let mut s = e.lock();
+    let mut blocks = false;
+    if s.queue.len() < threshold as usize && timeout != 0 {
+        blocks = true;
+        drop(s);
+        e.ia.dev.consumer_waits(true);
+        s = e.lock();
+    }
     let ready_at_entry = s.queue.len() >= threshold as usize;
     let notices = s.notices;
     let result = loop {
@@ -262,6 +274,10 @@ pub fn wait(handle: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: DAT_COUNT, 
     if !nmore.is_null() {
         // SAFETY: non-NULL consumer out-pointer.
         unsafe { put(nmore, s.queue.len() as DAT_COUNT) };
+    }
+    drop(s);
+    if blocks {
+        e.ia.dev.consumer_waits(false);
     }
     result
 }

@@ -26,7 +26,7 @@ pub struct Ia {
     pub address: Box<libc::sockaddr_storage>,
     pub context: Mutex<u64>,
     /// lmr_context -> LMR handle, for the segment checks of the sync calls.
-    pub lkeys: Mutex<std::collections::HashMap<u32, usize>>,
+    pub lkeys: Mutex<super::idmap::IdMap<u32, usize>>,
     /// The provider-specific attributes of the latest `dat_ia_query` (the consumer's copy of
     /// DAT_PROVIDER_ATTR points into them until the next query or the IA's close).
     pub named: Mutex<NamedAttrs>,
@@ -106,7 +106,7 @@ pub fn open(name: *const c_char, thread_safe: bool, qlen: DAT_COUNT, async_evd: 
         async_evd: AtomicUsize::new(given_evd.as_ref().and_then(|e| e.as_ref()).map_or(0, |e| e.handle)),
         owns_async_evd: given_evd.is_none(),
         context: Mutex::new(0),
-        lkeys: Mutex::new(std::collections::HashMap::new()),
+        lkeys: Mutex::new(super::idmap::IdMap::default()),
         named: Mutex::new(NamedAttrs::default()),
     });
     table::insert(handle, Obj::Ia(ia.clone()));

@@ -20,6 +20,7 @@ pub mod entry;
 pub mod ep;
 pub mod evd;
 pub mod ia;
+pub mod idmap;
 pub mod lmr;
 pub mod objects;
 pub mod pz;

@@ -2,7 +2,6 @@
 //! raises an asynchronous event when the posted receives fall below it.
 
 use core::ptr::addr_of_mut;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -12,6 +11,7 @@ use super::pz::{self, Pz};
 use super::table::{self, Obj};
 use super::put;
 use crate::abi::*;
+use crate::core::idmap::IdMap;
 use crate::device::{Srq as DevSrq, SrqEvents};
 use crate::lookup;
 
@@ -21,7 +21,7 @@ pub struct Srq {
     pub pz: Arc<Pz>,
     pub dev: Arc<dyn DevSrq>,
     /// Posted receives by work request id (ids are unique across all SRQs).
-    pub recvs: Mutex<HashMap<u64, PostedRecv>>,
+    pub recvs: Mutex<IdMap<u64, PostedRecv>>,
     pub max_recv_dtos: AtomicU32,
     pub max_recv_iov: DAT_COUNT,
     pub low_watermark: AtomicU32,
@@ -80,7 +80,7 @@ pub fn create(ia_handle: DAT_IA_HANDLE, pz_handle: DAT_PZ_HANDLE, attr: *mut DAT
         ia: ia.clone(),
         pz,
         dev,
-        recvs: Mutex::new(HashMap::new()),
+        recvs: Mutex::new(IdMap::default()),
         max_recv_dtos: AtomicU32::new(a.max_recv_dtos as u32),
         max_recv_iov: a.max_recv_iov,
         low_watermark: AtomicU32::new(a.low_watermark as u32),

@@ -7,12 +7,13 @@
 //! a new object. Objects live in one map from handle to `Arc`; a lookup clones the `Arc`, so
 //! an object freed by another thread meanwhile stays valid for the call that holds it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::objects::*;
 use crate::abi::*;
+use crate::core::idmap::IdMap;
 
 #[repr(C)]
 struct Cell {
@@ -128,9 +129,9 @@ impl Obj {
     }
 }
 
-fn objects() -> &'static RwLock<HashMap<usize, Obj>> {
-    static OBJECTS: OnceLock<RwLock<HashMap<usize, Obj>>> = OnceLock::new();
-    OBJECTS.get_or_init(|| RwLock::new(HashMap::new()))
+fn objects() -> &'static RwLock<IdMap<usize, Obj>> {
+    static OBJECTS: OnceLock<RwLock<IdMap<usize, Obj>>> = OnceLock::new();
+    OBJECTS.get_or_init(|| RwLock::new(IdMap::default()))
 }
 
 /// Reserves a handle for an object about to be built (objects know their own handle).

@@ -6,10 +6,10 @@
 //! ever passed on, and only to the provider of the IA that owns it. We never dereference a
 //! handle ourselves.
 
-use std::collections::HashMap;
 use std::sync::{OnceLock, RwLock};
 
 use crate::abi::*;
+use crate::core::idmap::IdMap;
 
 /// The type of a tracked handle, numbered as `DAT_HANDLE_TYPE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,16 +45,16 @@ unsafe impl Send for Tracked {}
 // SAFETY: as above; `Tracked` is plain data.
 unsafe impl Sync for Tracked {}
 
-fn table() -> &'static RwLock<HashMap<usize, Tracked>> {
-    static TABLE: OnceLock<RwLock<HashMap<usize, Tracked>>> = OnceLock::new();
-    TABLE.get_or_init(|| RwLock::new(HashMap::new()))
+fn table() -> &'static RwLock<IdMap<usize, Tracked>> {
+    static TABLE: OnceLock<RwLock<IdMap<usize, Tracked>>> = OnceLock::new();
+    TABLE.get_or_init(|| RwLock::new(IdMap::default()))
 }
 
-fn read() -> std::sync::RwLockReadGuard<'static, HashMap<usize, Tracked>> {
+fn read() -> std::sync::RwLockReadGuard<'static, IdMap<usize, Tracked>> {
     table().read().unwrap_or_else(|e| e.into_inner())
 }
 
-fn write() -> std::sync::RwLockWriteGuard<'static, HashMap<usize, Tracked>> {
+fn write() -> std::sync::RwLockWriteGuard<'static, IdMap<usize, Tracked>> {
     table().write().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -12,9 +12,10 @@ pub mod qp;
 pub mod srq;
 pub mod wire;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
+use crate::core::idmap::IdMap;
 use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
 use crate::mr::keys::KeyGen;
 
@@ -43,12 +44,12 @@ struct State {
     next_pd: u32,
     pds: HashSet<u32>,
     next_id: u64,
-    regions: HashMap<u64, Region>,
-    sets: HashMap<u64, KeySet>,
-    lkeys: HashMap<u32, u64>,
-    rkeys: HashMap<u32, u64>,
+    regions: IdMap<u64, Region>,
+    sets: IdMap<u64, KeySet>,
+    lkeys: IdMap<u32, u64>,
+    rkeys: IdMap<u32, u64>,
     /// Memory windows: their PD and current binding (a key set).
-    mws: HashMap<u64, (u32, Option<u64>)>,
+    mws: IdMap<u64, (u32, Option<u64>)>,
     next_qp: u64,
 }
 

@@ -3,7 +3,7 @@
 //! One progress thread per device waits on the completion channel, the rdma_cm event channel
 //! and the device's async event fd, and hands what arrives to the QPs and SRQs it belongs to.
 
-use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::api::{self, Api};
@@ -12,6 +12,7 @@ use super::qp::VerbsQp;
 use super::srq::VerbsSrq;
 use super::sys;
 use super::{probe, Ptr};
+use crate::core::idmap::IdMap;
 use crate::dbg_log;
 use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
 use crate::log::DbgType;
@@ -26,18 +27,21 @@ pub(super) struct MwState {
 #[derive(Default)]
 pub(super) struct State {
     next_id: u64,
-    pds: HashMap<u32, Ptr<sys::ibv_pd>>,
-    mrs: HashMap<u64, Ptr<sys::ibv_mr>>,
+    pds: IdMap<u32, Ptr<sys::ibv_pd>>,
+    mrs: IdMap<u64, Ptr<sys::ibv_mr>>,
     /// Memory windows: the rkey of their latest binding, and whether it is bound now (a
     /// type-2 window must be invalidated before it is bound again).
-    mws: HashMap<u64, MwState>,
+    mws: IdMap<u64, MwState>,
     /// Completion queues by address, and the QP each serves.
-    pub cqs: HashMap<usize, Weak<VerbsQp>>,
+    pub cqs: IdMap<usize, Weak<VerbsQp>>,
+    /// The same QPs as a list shared with pollers, replaced when a QP comes or goes: a
+    /// polling consumer's empty dequeue takes it without allocating.
+    pub polled: Arc<Vec<Weak<VerbsQp>>>,
     /// QPs by QP number (async events).
-    pub qps: HashMap<u32, Weak<VerbsQp>>,
-    pub srqs: HashMap<usize, Weak<VerbsSrq>>,
+    pub qps: IdMap<u32, Weak<VerbsQp>>,
+    pub srqs: IdMap<usize, Weak<VerbsSrq>>,
     /// rdma_cm ids by address: what their events are for.
-    pub ids: HashMap<usize, CmTarget>,
+    pub ids: IdMap<usize, CmTarget>,
 }
 
 pub struct VerbsDevice {
@@ -53,6 +57,10 @@ pub struct VerbsDevice {
     pub(super) comp_channel: Ptr<sys::ibv_comp_channel>,
     /// Whether the device binds type-2 memory windows.
     pub(super) mw_type2: bool,
+    /// Consumers in a blocking wait (`Device::consumer_waits`): a CQ is armed again after its
+    /// event only while there are any, so that completions a consumer polls for do not also
+    /// wake the progress thread.
+    pub(super) waiters: AtomicUsize,
     pub(super) state: Mutex<State>,
 }
 
@@ -196,6 +204,7 @@ impl VerbsDevice {
             cm_channel: Ptr(cm_channel),
             comp_channel: Ptr(comp_channel),
             mw_type2,
+            waiters: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
         });
         super::progress::start(&dev).map_err(|e| format!("{dev_name}: cannot start the progress thread: {e}"))?;
@@ -374,6 +383,18 @@ impl Device for VerbsDevice {
 
     fn progress(&self) {
         super::progress::poll_now(self);
+    }
+
+    fn consumer_waits(&self, begins: bool) {
+        if begins {
+            // Counted before arming (see VerbsQp::arm), then armed before polling: whatever
+            // completes after the poll raises an event.
+            self.waiters.fetch_add(1, Ordering::SeqCst);
+            super::progress::arm_all(self);
+            super::progress::poll_now(self);
+        } else {
+            self.waiters.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     fn alloc_pd(&self) -> Result<Pd, DevError> {

@@ -67,8 +67,8 @@ fn completions(dev: &Arc<VerbsDevice>) {
         unsafe { (api.ibv.ack_cq_events)(cq, 1) };
         let qp = dev.lock().cqs.get(&(cq as usize)).and_then(|w| w.upgrade());
         let Some(qp) = qp else { continue };
-        // SAFETY: a live CQ (its QP holds it); re-arm before draining so nothing is missed.
-        unsafe { api::req_notify_cq(cq, false) };
+        // Re-armed (when someone still waits) before draining, so nothing is missed.
+        qp.event_taken();
         drain(&qp, Ptr(cq));
     }
 }
@@ -76,10 +76,25 @@ fn completions(dev: &Arc<VerbsDevice>) {
 /// What a polling consumer finds ready now, on its own thread: every CQ not being polled by
 /// another thread at this moment is polled empty.
 pub(super) fn poll_now(dev: &VerbsDevice) {
-    let qps: Vec<_> = dev.lock().cqs.values().filter_map(|w| w.upgrade()).collect();
-    for qp in qps {
+    let polled = dev.lock().polled.clone();
+    for qp in polled.iter().filter_map(|w| w.upgrade()) {
         let Ok(_turn) = qp.polling.try_lock() else { continue };
         poll_cq(&qp, qp.cq());
+    }
+}
+
+/// Arms every CQ of the device (a consumer starts waiting).
+pub(super) fn arm_all(dev: &VerbsDevice) {
+    let qps: Vec<_> = dev.lock().cqs.values().filter_map(|w| w.upgrade()).collect();
+    for qp in qps {
+        qp.arm();
+    }
+}
+
+/// What one QP's CQ holds now, unless another thread is polling it.
+pub(super) fn poll_qp(qp: &super::qp::VerbsQp) {
+    if let Ok(_turn) = qp.polling.try_lock() {
+        poll_cq(qp, qp.cq());
     }
 }
 

@@ -20,7 +20,7 @@
 //! wait, each receive wakes the waiter, as without solicited wait (a wake-up too many, never
 //! one too few).
 
-use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ use super::device::{dev_error, last_error, mw_access, VerbsDevice};
 use super::srq::VerbsSrq;
 use super::{api, sys, Ptr};
 use crate::abi::*;
+use crate::core::idmap::IdMap;
 use crate::dbg_log;
 use crate::device::{Access, CmEvent, Completion, DevError, Mr, Mw, Pd, Qp, QpCaps, QpEvents, SendWr, Sge, WcOp, WrOp};
 use crate::log::DbgType;
@@ -53,7 +54,7 @@ pub(super) struct Inner {
     next_wr: u64,
     /// Our work request ids: the consumer's id and what the request does (None: a request of
     /// our own, such as the invalidation before a rebind, whose success is not reported).
-    wrs: HashMap<u64, (u64, Option<WcOp>)>,
+    wrs: IdMap<u64, (u64, Option<WcOp>)>,
     sends_out: u32,
     /// A graceful disconnect waits for the posted sends.
     disconnect_when_drained: bool,
@@ -65,6 +66,8 @@ pub struct VerbsQp {
     /// Held while the CQ is polled and its completions handed on, so that the progress thread
     /// and a polling consumer never deliver out of order.
     pub(super) polling: Mutex<()>,
+    /// The CQ is armed: its next completion raises an event on the completion channel.
+    armed: AtomicBool,
     pub(super) dev: Arc<VerbsDevice>,
     pub(super) qp: Ptr<sys::ibv_qp>,
     cq: Ptr<sys::ibv_cq>,
@@ -134,6 +137,7 @@ impl VerbsQp {
         let qp_num = unsafe { (*qp).qp_num };
         let this = Arc::new(VerbsQp {
             polling: Mutex::new(()),
+            armed: AtomicBool::new(false),
             dev: dev.clone(),
             qp: Ptr(qp),
             cq: Ptr(cq),
@@ -146,7 +150,7 @@ impl VerbsQp {
                 conn: Conn::Idle,
                 pdata: Vec::new(),
                 next_wr: 1,
-                wrs: HashMap::new(),
+                wrs: IdMap::default(),
                 sends_out: 0,
                 disconnect_when_drained: false,
                 remote: None,
@@ -157,14 +161,37 @@ impl VerbsQp {
         {
             let mut s = dev.lock();
             s.cqs.insert(cq as usize, Arc::downgrade(&this));
+            s.polled = Arc::new(s.cqs.values().cloned().collect());
             s.qps.insert(qp_num, Arc::downgrade(&this));
         }
         this.modify_init()?;
-        // SAFETY: our CQ; arm it for the first completion.
-        if unsafe { api::req_notify_cq(cq, false) } != 0 {
-            return Err(last_error());
+        if dev.waiters.load(Ordering::SeqCst) > 0 {
+            this.arm();
         }
         Ok(this)
+    }
+
+    /// Arms the CQ unless it is armed. Callers count themselves as waiters (or set
+    /// `disconnect_when_drained`) before arming, and the progress thread clears `armed` before
+    /// it looks at those: so either it arms again, or this call sees the flag clear and arms.
+    pub(super) fn arm(&self) {
+        if self.armed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // SAFETY: our live CQ.
+        if unsafe { api::req_notify_cq(self.cq.0, false) } != 0 {
+            self.armed.store(false, Ordering::SeqCst);
+            dbg_log!(DbgType::ERROR, "verbs QP {}: ibv_req_notify_cq: {}", self.qp_num, std::io::Error::last_os_error());
+        }
+    }
+
+    /// The progress thread took the CQ's event: the CQ is no longer armed. Arms it again if a
+    /// consumer waits or the QP waits for its own completions (a graceful disconnect).
+    pub(super) fn event_taken(&self) {
+        self.armed.store(false, Ordering::SeqCst);
+        if self.dev.waiters.load(Ordering::SeqCst) > 0 || self.lock().disconnect_when_drained {
+            self.arm();
+        }
     }
 
     /// The QP's CQ.
@@ -365,6 +392,7 @@ impl Drop for VerbsQp {
         let id = {
             let mut s = self.dev.lock();
             s.cqs.remove(&(self.cq.0 as usize));
+            s.polled = Arc::new(s.cqs.values().cloned().collect());
             s.qps.remove(&self.qp_num);
             let id = self.inner.get_mut().map(|i| i.id).unwrap_or(None);
             if let Some(id) = id {
@@ -494,6 +522,11 @@ impl Qp for VerbsQp {
             }
             if graceful && i.sends_out > 0 && i.conn == Conn::Established {
                 i.disconnect_when_drained = true;
+                drop(i);
+                // The rest comes from the CQ, which nobody may be polling: armed, and what
+                // is there already taken now.
+                self.arm();
+                super::progress::poll_qp(self);
                 return;
             }
         }

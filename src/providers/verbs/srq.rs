@@ -1,11 +1,11 @@
 //! Shared receive queues of the verbs device (`ibv_srq`), with the limit event armed through
 //! `ibv_modify_srq` and reported by the progress thread.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::device::{dev_error, last_error, VerbsDevice};
 use super::{api, sys, Ptr};
+use crate::core::idmap::IdMap;
 use crate::device::{DevError, Pd, Sge, Srq, SrqEvents};
 
 pub struct VerbsSrq {
@@ -13,7 +13,7 @@ pub struct VerbsSrq {
     pub(super) srq: Ptr<sys::ibv_srq>,
     max_wr: Mutex<u32>,
     /// Our receive ids -> the consumer's.
-    posted: Mutex<(u64, HashMap<u64, u64>)>,
+    posted: Mutex<(u64, IdMap<u64, u64>)>,
     pub(super) events: Arc<dyn SrqEvents>,
 }
 
@@ -34,7 +34,7 @@ impl VerbsSrq {
         if srq.is_null() {
             return Err(last_error());
         }
-        let s = Arc::new(VerbsSrq { dev: dev.clone(), srq: Ptr(srq), max_wr: Mutex::new(max_wr), posted: Mutex::new((1, HashMap::new())), events });
+        let s = Arc::new(VerbsSrq { dev: dev.clone(), srq: Ptr(srq), max_wr: Mutex::new(max_wr), posted: Mutex::new((1, IdMap::default())), events });
         dev.lock().srqs.insert(srq as usize, Arc::downgrade(&s));
         Ok(s)
     }
