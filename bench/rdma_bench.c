@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,6 +74,7 @@ static struct {
     double lat_max_time;
     int yield; /* sched_yield() while spinning (else pause) */
     int do_bw, do_lat;
+    int shared; /* buffers in a sealed memfd (-M) */
     unsigned alarm_secs;
 } opt = {
     .ia_name = default_ia,
@@ -265,7 +268,19 @@ static void setup(void)
             data_len = opt.sizes[i];
     if (data_len < 4096)
         data_len = 4096;
-    if (posix_memalign((void **)&data_buf, 4096, data_len) || posix_memalign((void **)&ctl_buf, 4096, CTL_LEN))
+    if (opt.shared) {
+        /* Shared memory, as UCX's posix transport allocates it: a memfd that cannot shrink,
+         * mapped shared (dat2-soft then copies between the two processes' files, shm.rs). */
+        int fd = memfd_create("rdma_bench", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0 || ftruncate(fd, (off_t)data_len) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0)
+            die("memfd for the data buffer: %s", strerror(errno));
+        data_buf = mmap(NULL, data_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (data_buf == MAP_FAILED)
+            die("mmap of the data buffer: %s", strerror(errno));
+        /* fd stays open: the library finds the file through it */
+        if (posix_memalign((void **)&ctl_buf, 4096, CTL_LEN))
+            die("out of memory");
+    } else if (posix_memalign((void **)&data_buf, 4096, data_len) || posix_memalign((void **)&ctl_buf, 4096, CTL_LEN))
         die("out of memory");
     memset(data_buf, opt.server ? 0 : 0x5a, data_len); /* fault the pages in */
     memset(ctl_buf, 0, CTL_LEN);
@@ -313,7 +328,10 @@ static void teardown(void)
         check(dat_evd_free(cr_evd), "dat_evd_free");
     check(dat_pz_free(pz), "dat_pz_free");
     check(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), "dat_ia_close");
-    free(data_buf);
+    if (opt.shared)
+        munmap(data_buf, data_len);
+    else
+        free(data_buf);
     free(ctl_buf);
 }
 
@@ -547,6 +565,7 @@ static void usage(void)
             "  -P        spin with the pause instruction only (default: sched_yield() in spin loops,\n"
             "            which leaves the CPU to the provider's progress threads on small machines)\n"
             "  -B        bandwidth only;  -l  latency only\n"
+            "  -M        data buffer in shared memory (a sealed memfd) instead of the heap\n"
             "  -A SECS   abort the whole run after SECS (170)\n"
             "The server takes the same -S list (it sizes its buffer from it).\n");
     exit(2);
@@ -566,7 +585,7 @@ int main(int argc, char **argv)
 {
     int c;
     char *list = NULL;
-    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlA:h")) != -1) {
+    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlMA:h")) != -1) {
         switch (c) {
         case 's': opt.server = 1; break;
         case 'c': opt.host = optarg; break;
@@ -583,6 +602,7 @@ int main(int argc, char **argv)
         case 'P': opt.yield = 0; break;
         case 'B': opt.do_lat = 0; break;
         case 'l': opt.do_bw = 0; break;
+        case 'M': opt.shared = 1; break;
         case 'A': opt.alarm_secs = (unsigned)strtoul(optarg, NULL, 0); break;
         default: usage();
         }

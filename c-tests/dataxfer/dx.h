@@ -81,6 +81,7 @@ struct mr {
     unsigned char *buf;
     DAT_VLEN len;
     size_t alloc; /* bytes allocated (len rounded up, plus a page) */
+    int shared;   /* the buffer is a shared mapping of a sealed memfd (mr_make_shared) */
 };
 
 /* The IA under test: DAT2_TEST_IA when set, else dat2-soft. Cases about the soft device's own
@@ -146,6 +147,12 @@ int expect_empty_at(int line, DAT_EVD_HANDLE evd, const char *what);
 
 /* Registers `len` bytes of a fresh zeroed buffer (page aligned) in `pz`. */
 int mr_make(struct node *n, DAT_PZ_HANDLE pz, DAT_VLEN len, DAT_MEM_PRIV_FLAGS priv, struct mr *m);
+/* The same in a shared mapping of a memfd sealed against shrinking, as programs that keep their
+ * buffers in shared memory have them (the soft device then copies between files, shm.rs); the
+ * memfd's name is "dx-shm". */
+int mr_make_shared(struct node *n, DAT_PZ_HANDLE pz, DAT_VLEN len, DAT_MEM_PRIV_FLAGS priv, struct mr *m);
+/* How many mappings of "dx-shm" files this process has (/proc/self/maps). */
+int dx_shm_mappings(void);
 void mr_drop(struct mr *m);
 DAT_LMR_TRIPLET lt(const struct mr *m, size_t off, DAT_SEG_LENGTH len);
 DAT_RMR_TRIPLET rt(const struct mr *m, size_t off, DAT_SEG_LENGTH len);

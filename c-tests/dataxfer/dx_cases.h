@@ -31,6 +31,12 @@ void case_conn_peer_killed(void);
 void case_conn_ep_free_flushes(void);
 void case_conn_connect_connected(void);
 
+/* shared-memory registrations (dx_shm.c) */
+void case_shm_write_read(void);
+void case_shm_rkey_bounds(void);
+void case_shm_rkey_freed(void);
+void case_shm_rkey_no_write(void);
+
 /* data and RMR (dx_data.c) */
 void case_data_send_recv_3seg(void);
 void case_data_suppress_unsignalled(void);

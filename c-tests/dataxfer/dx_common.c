@@ -2,10 +2,14 @@
 #include "dx.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *dx_case;
 int dx_failures;
@@ -380,9 +384,52 @@ int mr_make(struct node *n, DAT_PZ_HANDLE pz, DAT_VLEN len, DAT_MEM_PRIV_FLAGS p
                      DAT_SUCCESS);
 }
 
+int mr_make_shared(struct node *n, DAT_PZ_HANDLE pz, DAT_VLEN len, DAT_MEM_PRIV_FLAGS priv, struct mr *m)
+{
+    DAT_REGION_DESCRIPTION r;
+    DAT_VLEN rlen = 0;
+    DAT_VADDR raddr = 0;
+    size_t alloc = (((size_t)len + 4095) & ~(size_t)4095) + 4096;
+    memset(m, 0, sizeof *m);
+    int fd = memfd_create("dx-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (!EXPECT(fd >= 0 && ftruncate(fd, (off_t)alloc) == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0,
+                "sealed memfd: %s", strerror(errno)))
+        return 0;
+    void *p = mmap(NULL, alloc, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* the descriptor stays open (the library finds the file through it); exit closes it */
+    if (!EXPECT(p != MAP_FAILED, "mmap of the memfd: %s", strerror(errno)))
+        return 0;
+    m->buf = p;
+    m->shared = 1;
+    m->alloc = alloc;
+    m->len = len;
+    memset(&r, 0, sizeof r);
+    r.for_va = m->buf;
+    return EXPECT_RC(dat_lmr_create(n->ia, DAT_MEM_TYPE_VIRTUAL, r, len, pz, priv, DAT_VA_TYPE_VA, &m->h, &m->lkey,
+                                    &m->rkey, &rlen, &raddr),
+                     DAT_SUCCESS);
+}
+
+int dx_shm_mappings(void)
+{
+    char line[512];
+    int n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "/memfd:dx-shm"))
+            n++;
+    fclose(f);
+    return n;
+}
+
 void mr_drop(struct mr *m)
 {
-    free(m->buf);
+    if (m->shared)
+        munmap(m->buf, m->alloc);
+    else
+        free(m->buf);
     m->buf = NULL;
 }
 

@@ -30,11 +30,15 @@ struct Slot {
     addr: AtomicU64,
     len: AtomicU64,
     zero_based: AtomicU32,
-    _pad: AtomicU32,
+    /// The key's memory in a shared file (shm.rs): our descriptor (0: none), its inode, and
+    /// the file offset of `addr`.
+    file_fd: AtomicU32,
+    file_ino: AtomicU64,
+    file_off: AtomicU64,
 }
 
 const SLOT_SIZE: usize = core::mem::size_of::<Slot>();
-const _: () = assert!(SLOT_SIZE == 48);
+const _: () = assert!(SLOT_SIZE == 64);
 const BYTES: usize = SLOTS * SLOT_SIZE;
 
 /// What a published key grants.
@@ -47,6 +51,8 @@ pub struct Grant {
     pub addr: u64,
     pub len: u64,
     pub zero_based: bool,
+    /// Where `addr` is in a shared file, when the memory is in one (shm.rs).
+    pub file: Option<super::shm::Source>,
 }
 
 /// A mapping of a key table (ours, writable; or a peer's, read-only).
@@ -69,13 +75,19 @@ impl KeyTable {
     /// Our own table, in a new memfd.
     pub fn create() -> Option<KeyTable> {
         // SAFETY: memfd_create with a static name and no flags beyond close-on-exec.
-        let fd = unsafe { libc::memfd_create(c"dat2-soft-keys".as_ptr(), libc::MFD_CLOEXEC) };
+        let fd = unsafe { libc::memfd_create(c"dat2-soft-keys".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
         if fd < 0 {
             return None;
         }
         // SAFETY: `fd` is a new descriptor we own.
         let file = unsafe { File::from_raw_fd(fd) };
         file.set_len(BYTES as u64).ok()?;
+        // Its size is fixed for good, so a peer's mapping can never extend past the file (a
+        // fault there would kill the peer).
+        // SAFETY: fcntl on our own descriptor.
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL) } != 0 {
+            return None;
+        }
         Self::map(file, true)
     }
 
@@ -85,7 +97,11 @@ impl KeyTable {
             return None;
         }
         let file = File::open(format!("/proc/{pid}/fd/{fd}")).ok()?;
-        if file.metadata().ok()?.len() != BYTES as u64 {
+        // Only a table that cannot shrink is mapped: a peer cutting its file short under our
+        // mapping would make our reads fault.
+        // SAFETY: fcntl on our own descriptor.
+        let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+        if file.metadata().ok()?.len() != BYTES as u64 || seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
             return None;
         }
         Self::map(file, false)
@@ -130,6 +146,10 @@ impl KeyTable {
             s.addr.store(g.addr, Ordering::Relaxed);
             s.len.store(g.len, Ordering::Relaxed);
             s.zero_based.store(g.zero_based as u32, Ordering::Relaxed);
+            let f = g.file.unwrap_or(super::shm::Source { fd: 0, ino: 0, offset: 0 });
+            s.file_fd.store(f.fd, Ordering::Relaxed);
+            s.file_ino.store(f.ino, Ordering::Relaxed);
+            s.file_off.store(f.offset, Ordering::Relaxed);
             s.rkey.store(rkey, Ordering::Relaxed);
             s.seq.store(seq.wrapping_add(2), Ordering::Release);
             return;
@@ -174,6 +194,10 @@ impl KeyTable {
                 addr: s.addr.load(Ordering::Relaxed),
                 len: s.len.load(Ordering::Relaxed),
                 zero_based: s.zero_based.load(Ordering::Relaxed) != 0,
+                file: match s.file_fd.load(Ordering::Relaxed) {
+                    0 => None,
+                    fd => Some(super::shm::Source { fd, ino: s.file_ino.load(Ordering::Relaxed), offset: s.file_off.load(Ordering::Relaxed) }),
+                },
             };
             fence(Ordering::Acquire);
             let still = s.rkey.load(Ordering::Relaxed) == rkey;
@@ -202,7 +226,7 @@ mod tests {
     #[test]
     fn publish_lookup_withdraw_and_peer_view() {
         let t = KeyTable::create().expect("memfd");
-        let g = Grant { pd: 3, access: Access(Access::REMOTE_WRITE), bound_qp: 0, addr: 0x1000, len: 64, zero_based: false };
+        let g = Grant { pd: 3, access: Access(Access::REMOTE_WRITE), bound_qp: 0, addr: 0x1000, len: 64, zero_based: false, file: None };
         t.publish(0xdead_beef, g);
         assert_eq!(t.lookup(0xdead_beef), Some(g));
         let peer = KeyTable::open_peer(std::process::id(), t.fd()).expect("peer view");

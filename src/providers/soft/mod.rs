@@ -9,6 +9,7 @@ pub mod keytab;
 pub mod listener;
 pub mod memory;
 pub mod qp;
+pub mod shm;
 pub mod srq;
 pub mod wire;
 
@@ -37,6 +38,8 @@ pub struct KeySet {
 struct Region {
     writable: bool,
     sets: u32,
+    /// The registered range's shared file and our alias of it, when it has one (shm.rs).
+    shm: Option<Arc<shm::Backing>>,
 }
 
 #[derive(Default)]
@@ -126,7 +129,7 @@ impl SoftDevice {
         let id = s.next_id;
         let rkey = self.keys.next();
         let set = KeySet { region, pd, addr, len, access, zero_based, lkey: 0, rkey, bound_qp: Some(qp) };
-        self.publish(&set);
+        self.publish(&set, s.regions.get(&region).and_then(|r| r.shm.as_deref()));
         s.sets.insert(id, set);
         s.rkeys.insert(rkey, id);
         if let Some(r) = s.regions.get_mut(&region) {
@@ -161,11 +164,12 @@ impl SoftDevice {
     }
 
     /// Publishes a remote key set to peers on this host.
-    fn publish(&self, set: &KeySet) {
+    fn publish(&self, set: &KeySet, shared: Option<&shm::Backing>) {
         if let (Some(t), true) = (&self.keytab, set.rkey != 0) {
+            let file = shared.and_then(|b| b.source(set.addr, set.len));
             t.publish(
                 set.rkey,
-                keytab::Grant { pd: set.pd, access: set.access, bound_qp: set.bound_qp.unwrap_or(0), addr: set.addr, len: set.len, zero_based: set.zero_based },
+                keytab::Grant { pd: set.pd, access: set.access, bound_qp: set.bound_qp.unwrap_or(0), addr: set.addr, len: set.len, zero_based: set.zero_based, file },
             );
         }
     }
@@ -207,6 +211,11 @@ impl SoftDevice {
         s.lkeys.get(&lkey).and_then(|id| s.sets.get(id)).copied()
     }
 
+    /// The shared file behind a registration, if it has one (shm.rs).
+    pub fn shared(&self, region: u64) -> Option<Arc<shm::Backing>> {
+        self.read().regions.get(&region).and_then(|r| r.shm.clone())
+    }
+
     /// What a remote key grants, if it is live.
     pub fn rkey(&self, rkey: u32) -> Option<KeySet> {
         let s = self.read();
@@ -225,7 +234,7 @@ impl SoftDevice {
         let lkey = self.keys.next();
         let rkey = if access.is_remote() { self.keys.next() } else { 0 };
         let set = KeySet { region, pd: pd.0, addr, len, access, zero_based, lkey, rkey, bound_qp: None };
-        self.publish(&set);
+        self.publish(&set, s.regions.get(&region).and_then(|r| r.shm.as_deref()));
         s.sets.insert(id, set);
         s.lkeys.insert(lkey, id);
         if rkey != 0 {
@@ -275,10 +284,11 @@ impl Device for SoftDevice {
         if !memory::accessible(addr, len, access.needs_write(), self.limits.page_size) {
             return Err(DevError::Fault);
         }
+        let shm = shm::backing(addr, len, access.needs_write());
         let mut s = self.write();
         s.next_id += 1;
         let region = s.next_id;
-        s.regions.insert(region, Region { writable: access.needs_write(), sets: 0 });
+        s.regions.insert(region, Region { writable: access.needs_write(), sets: 0, shm });
         let mr = self.new_set(&mut s, region, pd, addr, len, access, zero_based);
         if mr.is_err() {
             s.regions.remove(&region);

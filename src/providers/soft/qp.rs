@@ -21,7 +21,7 @@ use std::time::Duration;
 use super::io;
 use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
 use super::keytab::KeyTable;
-use super::{KeySet, SoftDevice};
+use super::{shm, KeySet, SoftDevice};
 use crate::abi::*;
 use crate::device::*;
 
@@ -73,6 +73,10 @@ struct Stalled {
     data: Data,
 }
 
+/// Our aliases of a request's destination (shm.rs), and the registrations' backings, held
+/// alive while the data is copied: freeing the LMRs meanwhile cannot unmap them.
+type Aliases = (Vec<Arc<shm::Backing>>, Vec<(*mut u8, usize)>);
+
 /// Where a request's data is.
 enum Data {
     /// Still on the socket (`hdr.payload` bytes).
@@ -80,6 +84,9 @@ enum Data {
     Buffer(Vec<u8>),
     /// In the peer's memory (cross-memory attach).
     Remote(Vec<(u64, u32)>),
+    /// In the peer's memory, which is also in shared files (shm.rs): the scatter list, and
+    /// where each element is in its file.
+    Shared(Vec<(u64, u32)>, Vec<shm::Source>),
 }
 
 enum Event {
@@ -164,6 +171,10 @@ const ACK_LAZY_MAX: u32 = 16 << 10;
 /// The most acknowledgements held back at a time.
 const ACK_BATCH: u32 = 16;
 
+/// How long the reader polls an empty socket after a request it acknowledged, before it
+/// sleeps (see `await_frame`).
+const BUSY_POLL: Duration = Duration::from_micros(20);
+
 pub struct SoftQp {
     this: std::sync::Weak<SoftQp>,
     /// Where receives come from when the QP uses a shared receive queue.
@@ -176,6 +187,8 @@ pub struct SoftQp {
     inner: Mutex<Inner>,
     /// Serialises the execution of peer requests (reader thread and stalled-request drains).
     exec: Mutex<()>,
+    /// The peer's shared files this connection has mapped (shm.rs).
+    shm_peers: Mutex<shm::Peers>,
     delivery: Mutex<Delivery>,
     out: Outbound,
 }
@@ -214,6 +227,7 @@ impl SoftQp {
                 awaiting_ready: false,
             }),
             exec: Mutex::new(()),
+            shm_peers: Mutex::new(shm::Peers::default()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
             out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, fd: -1, acks: 0 }), cv: Condvar::new() },
         });
@@ -231,7 +245,7 @@ impl SoftQp {
     /// write cannot overtake an earlier request), a key the peer published as valid for this
     /// connection, and the peer's memory reachable, we write it ourselves. None: send the
     /// request the ordinary way (where the target checks everything).
-    fn write_direct(&self, i: &Inner, rkey: u32, raddr: u64, len: u64, segs: &[(u64, usize)]) -> Option<()> {
+    fn write_direct(&self, i: &Inner, rkey: u32, raddr: u64, len: u64, segs: &[(u64, usize)], local: Option<&[(Arc<shm::Backing>, u64, usize)]>) -> Option<()> {
         if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma_in {
             return None;
         }
@@ -243,6 +257,17 @@ impl SoftQp {
         let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
         if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
             return None;
+        }
+        if let (Some(local), Some(file)) = (local, g.file) {
+            // Both ends in shared files (shm.rs): one memcpy from our alias into the peer's
+            // file; `local` holds our aliases alive meanwhile.
+            let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
+            let views: Option<Vec<(*const u8, usize)>> = local.iter().map(|(b, a, n)| Some((b.view(*a, *n)?, *n))).collect();
+            if let Some(v) = views {
+                if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).put(i.peer_pid, dst, &v, io::TAIL) {
+                    return Some(());
+                }
+            }
         }
         let target = [(addr, len as usize)];
         let (head, tail) = io::split_tail(&target);
@@ -742,7 +767,10 @@ impl SoftQp {
     /// Waits until a whole header is buffered. Before waiting on an empty socket it sends the
     /// acknowledgements still pending, after giving the other threads of this process one
     /// chance to run: a consumer that answers what just arrived (a ping-pong) then carries
-    /// them in its own request, which saves the peer a wake-up and us a frame.
+    /// them in its own request, which saves the peer a wake-up and us a frame. Then it polls
+    /// the socket for up to BUSY_POLL before it sleeps in `recv`: an answer that comes within
+    /// that time costs no wake-up (a thread asleep in `recv` takes 10-20 us to run again on a
+    /// busy 2-core machine, which doubled the ping-pong latency, unpredictably).
     fn await_frame(&self, rx: &mut io::Rx) -> std::io::Result<()> {
         while rx.buffered() < HDR_LEN {
             if !self.acks_pending() {
@@ -751,6 +779,10 @@ impl SoftQp {
                 // SAFETY: sched_yield has no preconditions.
                 unsafe { libc::sched_yield() };
                 self.flush_acks();
+                let t = std::time::Instant::now();
+                while t.elapsed() < BUSY_POLL && !rx.fill(false)? {
+                    std::hint::spin_loop();
+                }
             }
         }
         Ok(())
@@ -868,7 +900,12 @@ impl SoftQp {
         let cma = hdr.flags & flag::CMA != 0;
         let data = if cma {
             let Ok(list) = rx.take_vec(hdr.payload as usize) else { return false };
-            Data::Remote(wire::decode_segments(&list))
+            if hdr.flags & flag::SHM != 0 {
+                let (segs, srcs) = wire::decode_shared(&list);
+                Data::Shared(segs, srcs)
+            } else {
+                Data::Remote(wire::decode_segments(&list))
+            }
         } else {
             Data::Socket
         };
@@ -967,9 +1004,20 @@ impl SoftQp {
 
     /// Moves a request's data into our memory at `segs`; the last bytes land last (see
     /// `io::split_tail`).
-    fn land(&self, rx: Option<&mut io::Rx>, data: &Data, segs: &[(u64, usize)]) -> Result<(), ()> {
+    /// `aliases` gives our own mappings of `segs` when they are in shared files (shm.rs).
+    fn land(&self, rx: Option<&mut io::Rx>, data: &Data, segs: &[(u64, usize)], aliases: impl FnOnce() -> Option<Aliases>) -> Result<(), ()> {
         let total: usize = segs.iter().map(|s| s.1).sum();
         let (head, tail) = io::split_tail(segs);
+        let pull = |remote: &[(u64, u32)]| {
+            let pid = self.lock().peer_pid;
+            let remote: Vec<(u64, usize)> = remote.iter().map(|&(a, l)| (a, l as usize)).collect();
+            let cut = total.saturating_sub(io::TAIL);
+            let (rhead, rtail) = io::split_at(&remote, cut);
+            if !head.is_empty() {
+                io::pull(pid, &head, &rhead).map_err(|_| ())?;
+            }
+            io::pull(pid, &tail, &rtail).map_err(|_| ())
+        };
         match data {
             Data::Socket => {
                 let rx = rx.ok_or(())?;
@@ -983,17 +1031,33 @@ impl SoftQp {
                 io::scatter(&b[..cut.min(b.len())], &head).map_err(|_| ())?;
                 io::scatter(&b[cut.min(b.len())..], &tail).map_err(|_| ())
             }
-            Data::Remote(remote) => {
-                let pid = self.lock().peer_pid;
-                let remote: Vec<(u64, usize)> = remote.iter().map(|&(a, l)| (a, l as usize)).collect();
-                let cut = total.saturating_sub(io::TAIL);
-                let (rhead, rtail) = io::split_at(&remote, cut);
-                if !head.is_empty() {
-                    io::pull(pid, &head, &rhead).map_err(|_| ())?;
+            Data::Remote(remote) => pull(remote),
+            Data::Shared(remote, srcs) => {
+                // One copy between the peer's file and ours when both are shared; otherwise
+                // (or if the peer's file cannot be mapped) cross-memory attach as usual.
+                if let Some((_held, dst)) = aliases() {
+                    let pid = self.lock().peer_pid;
+                    let from: Vec<(shm::Source, usize)> = srcs.iter().zip(remote).map(|(s, &(_, l))| (*s, l as usize)).collect();
+                    if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).copy(pid, &from, &dst, io::TAIL) {
+                        return Ok(());
+                    }
                 }
-                io::pull(pid, &tail, &rtail).map_err(|_| ())
+                pull(remote)
             }
         }
+    }
+
+    /// Our aliases of `segs`, each in the registration of the key (lkey or rkey) that
+    /// admitted it, when every one is in a shared file.
+    fn aliases(&self, segs: &[(u64, usize)], regions: &[Option<u64>]) -> Option<Aliases> {
+        let mut held = Vec::with_capacity(segs.len());
+        let mut ptrs = Vec::with_capacity(segs.len());
+        for (&(a, l), r) in segs.iter().zip(regions) {
+            let b = self.dev.shared((*r)?)?;
+            ptrs.push((b.alias(a, l)?, l));
+            held.push(b);
+        }
+        Some((held, ptrs))
     }
 
     /// Consumes a request's data without using it.
@@ -1017,7 +1081,8 @@ impl SoftQp {
                     self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
                     return (ok, vec![Event::Cm(CmEvent::Broken)]);
                 };
-                if self.land(rx, &data, &[(addr, len as usize)]).is_err() {
+                let aliases = || self.aliases(&[(addr, len as usize)], &[self.dev.rkey(hdr.rkey).map(|k| k.region)]);
+                if self.land(rx, &data, &[(addr, len as usize)], aliases).is_err() {
                     return (false, Vec::new());
                 }
                 let mut events = Vec::new();
@@ -1053,14 +1118,17 @@ impl SoftQp {
                 if status == DAT_DTO_SUCCESS {
                     let mut left = len as usize;
                     let mut segs = Vec::new();
+                    let mut keys = Vec::new();
                     for s in &sges {
                         let n = (s.len as usize).min(left);
                         if n > 0 {
                             segs.push((s.addr, n));
+                            keys.push(s.lkey);
                         }
                         left -= n;
                     }
-                    if self.land(rx, &data, &segs).is_err() {
+                    let aliases = || self.aliases(&segs, &keys.iter().map(|&k| self.dev.lkey(k).map(|s| s.region)).collect::<Vec<_>>());
+                    if self.land(rx, &data, &segs, aliases).is_err() {
                         return (false, Vec::new());
                     }
                     if hdr.flags & flag::INVALIDATE != 0 && self.dev.invalidate(hdr.rkey, self.pd, self.id) {
@@ -1244,7 +1312,14 @@ impl Qp for SoftQp {
         }
         let (raddr, rkey) = wr.remote.unwrap_or((0, 0));
         let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
-        if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs).is_some() {
+        // Data in shared files (shm.rs) goes as file references: the target copies it in one
+        // memcpy, faster than our own process_vm_writev below.
+        let carries_data = matches!(wr.op, WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) | WrOp::Write | WrOp::WriteImm(_));
+        let local: Option<Vec<(Arc<shm::Backing>, u64, usize)>> = (i.cma_out && carries_data && len >= shm::MIN_LEN)
+            .then(|| wr.sges.iter().filter(|s| s.len > 0).map(|s| Some((self.dev.shared(self.dev.lkey(s.lkey)?.region)?, s.addr, s.len as usize))).collect())
+            .flatten();
+        let shared: Option<Vec<shm::Source>> = local.as_ref().and_then(|l| l.iter().map(|(b, a, n)| b.source(*a, *n as u64)).collect());
+        if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs, local.as_deref()).is_some() {
             drop(i);
             let c = Completion { wr_id: wr.wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len as u32, imm: None, invalidated: None, solicited: false };
             self.deliver(vec![Event::Completion(c)]);
@@ -1254,33 +1329,27 @@ impl Qp for SoftQp {
         if wr.solicited {
             hdr.flags |= flag::SOLICITED;
         }
-        let mut carries_data = false;
         match wr.op {
             WrOp::Send => {
                 hdr.op = op::SEND;
-                carries_data = true;
             }
             WrOp::SendInv(key) => {
                 hdr.op = op::SEND;
                 hdr.flags |= flag::INVALIDATE;
                 hdr.rkey = key;
-                carries_data = true;
             }
             WrOp::SendImm(imm) => {
                 hdr.op = op::SEND;
                 hdr.flags |= flag::IMM;
                 hdr.imm = imm;
-                carries_data = true;
             }
             WrOp::Write => {
                 hdr.op = op::WRITE;
-                carries_data = true;
             }
             WrOp::WriteImm(imm) => {
                 hdr.op = op::WRITE;
                 hdr.flags |= flag::IMM;
                 hdr.imm = imm;
-                carries_data = true;
             }
             WrOp::Read => hdr.op = op::READ,
             WrOp::CmpSwap { compare, swap } => {
@@ -1295,7 +1364,14 @@ impl Qp for SoftQp {
         }
         let data = if i.cma_out && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
             hdr.flags |= flag::CMA;
-            let list = wire::encode_segments(&segs.iter().map(|&(a, l)| (a, l as u32)).collect::<Vec<_>>());
+            let list32: Vec<(u64, u32)> = segs.iter().map(|&(a, l)| (a, l as u32)).collect();
+            let list = match &shared {
+                Some(srcs) => {
+                    hdr.flags |= flag::SHM;
+                    wire::encode_shared(&list32, srcs)
+                }
+                None => wire::encode_segments(&list32),
+            };
             hdr.payload = list.len() as u32;
             FrameData::Bytes(list)
         } else if carries_data {

@@ -34,6 +34,8 @@ pub mod flag {
     pub const IMM: u8 = 0x2;
     pub const SOLICITED: u8 = 0x4;
     pub const INVALIDATE: u8 = 0x8;
+    /// With CMA: each scatter element also names the shared file that holds it (see shm.rs).
+    pub const SHM: u8 = 0x10;
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -167,6 +169,26 @@ pub fn decode_segments(b: &[u8]) -> Vec<(u64, u32)> {
         .collect()
 }
 
+/// A scatter list whose elements also name their shared file: address, length, descriptor,
+/// inode, file offset (32 bytes each).
+pub fn encode_shared(segs: &[(u64, u32)], srcs: &[super::shm::Source]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(segs.len() * 32);
+    for ((a, l), s) in segs.iter().zip(srcs) {
+        v.extend_from_slice(&a.to_le_bytes());
+        v.extend_from_slice(&l.to_le_bytes());
+        v.extend_from_slice(&s.fd.to_le_bytes());
+        v.extend_from_slice(&s.ino.to_le_bytes());
+        v.extend_from_slice(&s.offset.to_le_bytes());
+    }
+    v
+}
+
+pub fn decode_shared(b: &[u8]) -> (Vec<(u64, u32)>, Vec<super::shm::Source>) {
+    let u64_at = |c: &[u8], i: usize| u64::from_le_bytes(c[i..i + 8].try_into().unwrap_or_default());
+    let u32_at = |c: &[u8], i: usize| u32::from_le_bytes(c[i..i + 4].try_into().unwrap_or_default());
+    b.chunks_exact(32).map(|c| ((u64_at(c, 0), u32_at(c, 8)), super::shm::Source { fd: u32_at(c, 12), ino: u64_at(c, 16), offset: u64_at(c, 24) })).unzip()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +197,9 @@ mod tests {
     fn round_trips() {
         let h = Hdr { op: op::WRITE, flags: flag::CMA, status: 6, payload: 24, length: 4096, raddr: 1 << 40, rkey: 0xdead_beef, imm: 7, acks: 3, a: 1, b: u64::MAX };
         assert_eq!(Hdr::decode(&h.encode()), h);
+        let segs = vec![(0x1000u64, 7u32), (1 << 40, u32::MAX)];
+        let srcs = vec![super::super::shm::Source { fd: 3, ino: 99, offset: 5 }, super::super::shm::Source { fd: 1 << 20, ino: u64::MAX, offset: 1 << 33 }];
+        assert_eq!(decode_shared(&encode_shared(&segs, &srcs)), (segs, srcs));
         let hello = Hello { pid: 42, canary_addr: 0x1000, canary: 99, reaches_peer: true, keytab_fd: 5, pd: 2, qp: 9, private_data: vec![1, 2, 3] };
         assert_eq!(Hello::decode(&hello.encode()), Some(hello));
         assert_eq!(Hello::decode(&[0u8; 56]), None);
