@@ -209,11 +209,25 @@ fn mapped() -> &'static Mutex<Vec<Weak<PeerFile>>> {
     FILES.get_or_init(|| Mutex::new(Vec::new()))
 }
 
+/// Whether the peer's descriptor `fd` is open for writing (the flags in its /proc fdinfo): we
+/// write into a peer's file only through a descriptor the peer itself may write with, never
+/// with our own rights to a file the peer can only read.
+fn peer_may_write(pid: u32, fd: u32) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else { return false };
+    text.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        .is_some_and(|f| f & libc::O_ACCMODE as u32 == libc::O_RDWR as u32)
+}
+
 fn open_peer(pid: u32, src: Source, write: bool) -> Option<Arc<PeerFile>> {
     let mut files = mapped().lock().unwrap_or_else(|e| e.into_inner());
     files.retain(|w| w.strong_count() > 0);
     if let Some(f) = files.iter().filter_map(|w| w.upgrade()).find(|f| f.pid == pid && f.fd == src.fd && f.ino == src.ino && f.writable == write) {
         return Some(f);
+    }
+    if write && !peer_may_write(pid, src.fd) {
+        return None;
     }
     let file = std::fs::OpenOptions::new().read(true).write(write).open(format!("/proc/{pid}/fd/{}", src.fd)).ok()?;
     let meta = file.metadata().ok()?;
@@ -394,6 +408,10 @@ mod tests {
             }
         }
         assert!(!peers.put(me, Source { offset: len - 50, ..d }, &[(from, 100)], 0), "past the end of the file");
+        // A descriptor of the same file open read-only: never written through.
+        let ro = File::open(format!("/proc/self/fd/{}", d.fd)).unwrap();
+        assert!(!Peers::default().put(me, Source { fd: ro.as_raw_fd() as u32, ..d }, &[(from, 10)], 0), "a read-only descriptor");
+        assert!(Peers::default().copy(me, &[(Source { fd: ro.as_raw_fd() as u32, ..d }, 10)], &[(to, 10)], 0), "but read through");
         // Lists of different lengths, and an inode that does not match: refused.
         assert!(!peers.copy(me, &[(s, 100)], &[(to, 99)], 0));
         assert!(!Peers::default().copy(me, &[(Source { ino: s.ino + 1, ..s }, 10)], &[(to, 10)], 0));
