@@ -84,6 +84,14 @@ impl Builtin {
         if self.kind == Kind::Verbs {
             v.push(("DAT_IB_DEVICE_NAME".into(), dev.name().to_string()));
         }
+        if self.kind == Kind::Soft {
+            let shm = if crate::providers::soft::shm::enabled() {
+                format!("on: registrations of {} bytes or more in memfds sealed with F_SEAL_SHRINK", crate::providers::soft::shm::MIN_LEN)
+            } else {
+                "off: DAT2_SOFT_SHM=0".to_string()
+            };
+            v.push(("DAT2_SOFT_SHM".into(), shm));
+        }
         if dev.cache_registrations() {
             let c = crate::mr::cache_stats();
             let state = match (&c.why_off, c.enabled) {
