@@ -56,13 +56,18 @@ void case_shm_write_read(void)
     if (path_expected())
         EXPECT(dx_shm_mappings() > registered, "the write went through the files (no new mapping of the peer's file)");
 
-    /* 2. A read outstanding, then eight 128 KiB writes of 2 segments each behind it: these go
-     *    to the target, which copies them from the initiator's file, in order. */
+    /* 2. A send the target has no receive for yet, a read and eight 128 KiB writes of 2
+     *    segments each behind it: the send waits at the target until a receive is posted, so
+     *    the writes are certainly queued there, and the target copies them from the
+     *    initiator's file, in order, once it may. Nothing completes before the receive. */
     int mapped = dx_shm_mappings();
     memset(sm.buf, 0, sm.alloc);
     fill(sm.buf + BIG, 65536, 5);
+    DAT_LMR_TRIPLET sl = lt(&cm, BIG + 700000, 1000);
+    DAT_LMR_TRIPLET rv = lt(&sm, BIG + 900000, 1000);
     DAT_LMR_TRIPLET rl = lt(&cm, BIG + 500000, 65536);
     DAT_RMR_TRIPLET rr = rt(&sm, BIG, 65536);
+    EXPECT_RC(dat_ep_post_send(p.ce, 1, &sl, ck(9), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
     EXPECT_RC(dat_ep_post_rdma_read(p.ce, 1, &rl, ck(10), &rr, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
     for (int k = 0; k < 8; k++) {
         DAT_LMR_TRIPLET ls[2] = {lt(&cm, (size_t)k * 131072, 100000), lt(&cm, BIG + (size_t)k * 1000, 31072)};
@@ -70,6 +75,16 @@ void case_shm_write_read(void)
         EXPECT_RC(dat_ep_post_rdma_write(p.ce, 2, ls, ck(20 + (uint64_t)k), &w, DAT_COMPLETION_DEFAULT_FLAG),
                   DAT_SUCCESS);
     }
+    DAT_EVENT early;
+    DAT_COUNT nmore;
+    static const unsigned char zero64[64];
+    EXPECT_RC(dat_evd_wait(p.c.req, 200000, 1, &early, &nmore), RC_TIMEOUT);
+    EXPECT(memcmp(sm.buf, zero64, 64) == 0 && memcmp(sm.buf + 7 * 131072, zero64, 64) == 0,
+           "a write behind a waiting send was applied before it");
+    EXPECT_RC(dat_ep_post_recv(p.se, 1, &rv, ck(8), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+    if (wait_ok(p.s.rcv, 8, "late receive"))
+        EXPECT(memcmp(sm.buf + BIG + 900000, cm.buf + BIG + 700000, 1000) == 0, "late receive: bytes differ");
+    wait_ok(p.c.req, 9, "send ahead of the read");
     if (wait_ok(p.c.req, 10, "read ahead of the writes"))
         EXPECT(memcmp(cm.buf + BIG + 500000, sm.buf + BIG, 65536) == 0, "64 KiB read: bytes differ");
     for (int k = 0; k < 8; k++) {
