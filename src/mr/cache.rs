@@ -26,13 +26,14 @@
 //! One lock guards the table; device calls (register, alias, deregister) are made under it,
 //! so a flush that returns has left no deregistration in flight.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::unmap::{self, Monitor, RingId};
 use super::{dev_id, Cookie, Key, RegError, Registration};
+use crate::core::idmap::IdMap;
 use crate::dbg_log;
 use crate::device::{Access, DevError, Device, Mr, Pd};
 use crate::log::DbgType;
@@ -42,6 +43,11 @@ pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 pub const DEFAULT_TTL: Duration = Duration::from_secs(5);
 /// How long the collector sleeps when it has nothing to expire.
 const IDLE_WAIT: Duration = Duration::from_secs(10);
+/// How long the background thread lets changes the monitor reported wait before it applies
+/// them: an application that unmapped memory usually calls into the cache again soon (which
+/// applies them itself, first), and the thread should not take the lock from under that call.
+/// Until then the old pages stay pinned a little longer, nothing else.
+const GRACE: Duration = Duration::from_millis(2);
 
 /// The cache's settings (from the environment for the library's own cache).
 #[derive(Clone, Debug, PartialEq)]
@@ -187,21 +193,21 @@ struct Entry {
     cacheable: bool,
     /// LRU position and time of release, while kept.
     seq: u64,
-    released: Instant,
+    released: Duration,
 }
 
 impl Entry {
     /// A registration of `[addr, addr+len)` just made for its first LMR.
     #[allow(clippy::too_many_arguments)]
     fn new(key: Key, dev: &Arc<dyn Device>, pd: Pd, mr: Mr, addr: u64, len: u64, watch: Option<(u64, u64)>, cacheable: bool) -> Entry {
-        Entry { key, dev: dev.clone(), pd, members: vec![mr], cached: None, addr, len, watch, indexed: true, cacheable, seq: 0, released: Instant::now() }
+        Entry { key, dev: dev.clone(), pd, members: vec![mr], cached: None, addr, len, watch, indexed: true, cacheable, seq: 0, released: coarse_now() }
     }
 }
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<u64, Entry>,
-    index: HashMap<Key, u64>,
+    entries: IdMap<u64, Entry>,
+    index: IdMap<Key, u64>,
     /// Kept entries by `seq`, oldest first.
     lru: BTreeMap<u64, u64>,
     next_id: u64,
@@ -255,6 +261,18 @@ pub struct Cache {
     hits: AtomicU64,
     misses: AtomicU64,
     evicted: [AtomicU64; 4],
+}
+
+/// The monotonic clock at its coarse (tick) resolution, which is plenty for a TTL of seconds:
+/// the vDSO answers it from the last tick without reading a clocksource, so it never becomes a
+/// system call, where the fine clock does on hosts (and VMs) whose clocksource the vDSO cannot
+/// read. Every release stamps its entry, so this is on the re-registration path.
+fn coarse_now() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec on the stack; CLOCK_MONOTONIC_COARSE exists
+    // since Linux 2.6.32.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// The monitor, if this process may still make ioctls on it.
@@ -327,12 +345,12 @@ impl Cache {
         if ranges.is_empty() && !all {
             return;
         }
-        let overlaps = |w: (u64, u64)| all || ranges.iter().any(|&(a, b)| a < w.1 && w.0 < b);
+        let overlaps = |w: (u64, u64)| all || ranges.iter().any(|&(a, b, _)| a < w.1 && w.0 < b);
         let changed: Vec<u64> = st.entries.iter().filter(|(_, e)| e.watch.is_some_and(overlaps)).map(|(&id, _)| id).collect();
         for id in changed {
             let kept = st.entries.get(&id).is_some_and(|e| e.cached.is_some());
             if kept {
-                self.evict(st, id, Cause::Unmap);
+                self.evict_after(st, id, Cause::Unmap, &ranges);
                 continue;
             }
             let Some(e) = st.entries.get_mut(&id) else { continue };
@@ -343,7 +361,7 @@ impl Cache {
                 st.index.remove(&key);
             }
             if let (Some(w), Some(m)) = (watch, usable_monitor()) {
-                m.unwatch(w);
+                m.unwatch_after(w, &ranges);
             }
             self.evicted[Cause::Unmap as usize].fetch_add(1, Relaxed);
             dbg_log!(
@@ -356,12 +374,18 @@ impl Cache {
 
     /// Deregisters a kept entry (or drops any entry) for `cause`.
     fn evict(&self, st: &mut State, id: u64, cause: Cause) {
+        self.evict_after(st, id, cause, &[]);
+    }
+
+    /// [`Cache::evict`] after the monitor reported `changed`: the watch is not unregistered
+    /// where the kernel already dropped it.
+    fn evict_after(&self, st: &mut State, id: u64, cause: Cause, changed: &[unmap::Changed]) {
         let Some(e) = st.remove(id) else { return };
         if let Some(mr) = &e.cached {
             e.dev.dereg_mr(mr);
         }
         if let (Some(w), Some(m)) = (e.watch, usable_monitor()) {
-            m.unwatch(w);
+            m.unwatch_after(w, changed);
         }
         self.evicted[cause as usize].fetch_add(1, Relaxed);
         dbg_log!(
@@ -385,7 +409,7 @@ impl Cache {
     }
 
     /// Deregisters kept entries unused for the TTL; returns how long until the next expires.
-    fn collect(&self, st: &mut State, now: Instant) -> Option<Duration> {
+    fn collect(&self, st: &mut State, now: Duration) -> Option<Duration> {
         let ttl = self.config.ttl?;
         while let Some((_, &id)) = st.lru.first_key_value() {
             let deadline = st.entries.get(&id).map_or(now, |e| e.released + ttl);
@@ -397,11 +421,16 @@ impl Cache {
         None
     }
 
-    /// One round of the background thread: events, then the collector.
+    /// One round of the background thread: events, then the collector. With the lock taken by
+    /// another thread (which applies the events itself), it only asks to be back soon.
     fn background_pass(&self) -> Duration {
-        let mut st = self.lock();
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return GRACE,
+        };
         self.sync(&mut st);
-        self.collect(&mut st, Instant::now()).unwrap_or(IDLE_WAIT)
+        self.collect(&mut st, coarse_now()).unwrap_or(IDLE_WAIT)
     }
 
     fn start_worker(&self) {
@@ -418,6 +447,9 @@ impl Cache {
                     None => return,
                 };
                 unmap::wait_for_events(generation, wait.min(IDLE_WAIT));
+                if unmap::event_generation() != generation {
+                    std::thread::sleep(GRACE);
+                }
             }
         });
         if let Err(e) = spawned {
@@ -564,7 +596,7 @@ impl Cache {
         if keep {
             st.next_seq += 1;
             e.seq = st.next_seq;
-            e.released = Instant::now();
+            e.released = coarse_now();
             e.cached = Some(reg.mr);
             st.lru.insert(e.seq, reg.entry);
             st.kept += 1;

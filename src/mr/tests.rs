@@ -680,3 +680,18 @@ fn file_and_shared_mappings_are_not_kept() {
     }
     assert!(mock.live.lock().unwrap().is_empty());
 }
+
+#[test]
+fn unregister_skips_what_the_kernel_dropped() {
+    use super::unmap::still_registered;
+    let r = (0x10000, 0x20000);
+    assert_eq!(still_registered(r, &[]), vec![r]);
+    // Not gone (a fault resolved without unregistering): still ours to unregister.
+    assert_eq!(still_registered(r, &[(0x10000, 0x20000, false)]), vec![r]);
+    assert_eq!(still_registered(r, &[(0x0, 0x30000, true)]), vec![]);
+    assert_eq!(still_registered(r, &[(0x14000, 0x16000, true)]), vec![(0x10000, 0x14000), (0x16000, 0x20000)]);
+    assert_eq!(
+        still_registered(r, &[(0x8000, 0x12000, true), (0x1f000, 0x40000, true), (0x30000, 0x31000, true)]),
+        vec![(0x12000, 0x1f000)]
+    );
+}

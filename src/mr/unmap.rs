@@ -214,10 +214,14 @@ static EVENT_GEN: AtomicU32 = AtomicU32::new(0);
 static STOPPED: AtomicU32 = AtomicU32::new(0);
 static FORKED: AtomicBool = AtomicBool::new(false);
 
-fn publish(start: u64, end: u64) {
+/// Queues `[start, end)` (page aligned) for every cache. `gone`: the kernel holds no
+/// registration of ours there any more (the pages were unmapped, or the reader unregistered
+/// them), so a cache that drops its watches there needs no `UFFDIO_UNREGISTER` of its own.
+/// It travels in the start's low bit.
+fn publish(start: u64, end: u64, gone: bool) {
     for ring in &RING_SET {
         if ring.claimed.load(SeqCst) {
-            ring.push(start, end);
+            ring.push(start | u64::from(gone), end);
         }
     }
 }
@@ -295,43 +299,41 @@ fn reader(fd: i32, page: u64) {
 fn handle(fd: i32, page: u64, m: &[u64]) {
     let event = m[0].to_ne_bytes()[0];
     match event {
-        EVENT_UNMAP => publish(m[1], m[2]),
+        EVENT_UNMAP => publish(m[1], m[2], true),
         EVENT_REMOVE => {
             // Unregister first: a fault on the discarded pages must not wait for anyone.
-            if m[2] > m[1] {
-                let _ = unregister(fd, m[1], m[2] - m[1]);
-            }
-            publish(m[1], m[2]);
+            let gone = m[2] > m[1] && unregister(fd, m[1], m[2] - m[1]).is_ok();
+            publish(m[1], m[2], gone);
         }
         EVENT_REMAP => {
             let (from, to, len) = (m[1], m[2], m[3]);
             let len = len.wrapping_add(page - 1) & !(page - 1);
-            if len != 0 {
-                // The moved pages keep the registration at their new address: drop it there.
-                let _ = unregister(fd, to, len);
-            }
-            publish(from, from.saturating_add(len));
-            publish(to, to.saturating_add(len));
+            // The moved pages keep the registration at their new address: drop it there.
+            let gone = len != 0 && unregister(fd, to, len).is_ok();
+            publish(from, from.saturating_add(len), true);
+            publish(to, to.saturating_add(len), gone);
         }
         EVENT_PAGEFAULT => {
             let start = m[2] & !(page - 1);
-            resolve_fault(fd, start, page);
-            publish(start, start + page);
+            let gone = resolve_fault(fd, start, page);
+            publish(start, start + page, gone);
         }
         _ => {}
     }
 }
 
-/// Lets a thread blocked on a missing page of a watched range go on (see "Faults").
-fn resolve_fault(fd: i32, start: u64, page: u64) {
+/// Lets a thread blocked on a missing page of a watched range go on (see "Faults"); true if
+/// the page is no longer registered.
+fn resolve_fault(fd: i32, start: u64, page: u64) -> bool {
     if unregister(fd, start, page).is_ok() {
-        return;
+        return true;
     }
     let mut z = UffdioZeropage { range: UffdioRange { start, len: page }, mode: 0, zeropage: 0 };
     if ioctl(fd, UFFDIO_ZEROPAGE, &mut z).is_ok() {
-        return;
+        return false;
     }
     let _ = ioctl(fd, UFFDIO_WAKE, &mut UffdioRange { start, len: page });
+    false
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -370,17 +372,25 @@ pub(crate) fn settle() {
     }
 }
 
+/// A changed range: start, end, and whether the kernel already dropped our registration there
+/// (see `publish`).
+pub(crate) type Changed = (u64, u64, bool);
+
 /// Takes the changed ranges queued for `id` into `out`; true means "everything may have
 /// changed" (a range was lost, or the monitor stopped).
-pub(crate) fn drain(id: RingId, out: &mut Vec<(u64, u64)>) -> bool {
+pub(crate) fn drain(id: RingId, out: &mut Vec<Changed>) -> bool {
     let r = &RING_SET[id.0];
     let (t, h) = (r.tail.load(SeqCst), r.head.load(SeqCst));
-    for i in t..h {
-        let slot = &r.slots[(i % RING_SLOTS as u64) as usize];
-        out.push((slot[0].load(SeqCst), slot[1].load(SeqCst)));
+    if t != h {
+        for i in t..h {
+            let slot = &r.slots[(i % RING_SLOTS as u64) as usize];
+            let start = slot[0].load(SeqCst);
+            out.push((start & !1, slot[1].load(SeqCst), start & 1 != 0));
+        }
+        r.tail.store(h, SeqCst);
     }
-    r.tail.store(h, SeqCst);
-    r.overflow.swap(false, SeqCst)
+    // Most lookups find nothing queued: read before the (locked) swap.
+    r.overflow.load(SeqCst) && r.overflow.swap(false, SeqCst)
 }
 
 pub(crate) fn event_generation() -> u32 {
@@ -622,11 +632,47 @@ impl Monitor {
     /// Gives back a watch from [`Monitor::watch`]; pages no other watch covers are unregistered
     /// (errors are ignored: an unmapped range is no longer registered anyway).
     pub(crate) fn unwatch(&self, range: (u64, u64)) {
+        self.unwatch_after(range, &[]);
+    }
+
+    /// [`Monitor::unwatch`], skipping the pages of `changed` ranges the kernel already
+    /// dropped (unmapped ones: most evictions follow an `munmap`, and an unregister there would
+    /// be one more system call for nothing).
+    pub(crate) fn unwatch_after(&self, range: (u64, u64), changed: &[Changed]) {
         let mut set = self.watches.lock().unwrap_or_else(|p| p.into_inner());
         for (a, b) in set.remove(range.0, range.1) {
-            let _ = unregister(self.fd, a, b - a);
+            for (x, y) in still_registered((a, b), changed) {
+                let _ = unregister(self.fd, x, y - x);
+            }
         }
     }
+}
+
+/// The parts of `r` outside every changed range marked gone.
+pub(crate) fn still_registered(r: (u64, u64), changed: &[Changed]) -> Vec<(u64, u64)> {
+    let mut parts = vec![r];
+    for &(s, e, gone) in changed {
+        if !gone {
+            continue;
+        }
+        parts = parts
+            .into_iter()
+            .flat_map(|(a, b)| {
+                if e <= a || b <= s {
+                    return vec![(a, b)];
+                }
+                let mut v = Vec::new();
+                if a < s {
+                    v.push((a, s));
+                }
+                if e < b {
+                    v.push((e, b));
+                }
+                v
+            })
+            .collect();
+    }
+    parts
 }
 
 static MONITOR: OnceLock<Result<Monitor, String>> = OnceLock::new();
