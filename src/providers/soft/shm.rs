@@ -102,8 +102,12 @@ fn page() -> u64 {
 /// The `/proc/self/maps` line of the mapping holding `[addr, addr+len)`: shared, file-backed,
 /// and covering the whole range. Returns (file offset of `addr`, device, inode).
 fn shared_mapping(addr: u64, len: u64) -> Option<(u64, u64, u64)> {
-    let text = std::fs::read_to_string("/proc/self/maps").ok()?;
     let end = addr.checked_add(len)?;
+    if let Some(maps) = super::memory::Maps::open() {
+        let v = maps.query(addr)?;
+        return (end <= v.end && v.shared && v.inode != 0).then(|| (v.offset + (addr - v.start), v.dev, v.inode));
+    }
+    let text = std::fs::read_to_string("/proc/self/maps").ok()?;
     for line in text.lines() {
         let mut f = line.split_whitespace();
         let (s, e) = f.next()?.split_once('-')?;
