@@ -43,10 +43,8 @@ pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 pub const DEFAULT_TTL: Duration = Duration::from_secs(5);
 /// How long the collector sleeps when it has nothing to expire.
 const IDLE_WAIT: Duration = Duration::from_secs(10);
-/// How long the background thread lets changes the monitor reported wait before it applies
-/// them: an application that unmapped memory usually calls into the cache again soon (which
-/// applies them itself, first), and the thread should not take the lock from under that call.
-/// Until then the old pages stay pinned a little longer, nothing else.
+/// How soon the background thread tries again when another thread held the cache's lock (that
+/// thread applies the reported changes itself; the collector may still be due).
 const GRACE: Duration = Duration::from_millis(2);
 
 /// The cache's settings (from the environment for the library's own cache).
@@ -214,6 +212,47 @@ struct State {
     next_seq: u64,
     kept: u64,
     kept_bytes: u64,
+    /// Evicted registrations still to deregister: [`Locked`] does it once the lock is given
+    /// back, so that a deregistration (a system call that unpins every page) never holds up
+    /// another thread's lookup.
+    doomed: Vec<(Arc<dyn Device>, Mr)>,
+}
+
+impl State {
+    /// Deregisters the evicted registrations now (under the lock: a caller that needs their
+    /// resources back before it goes on).
+    fn reap(&mut self) {
+        for (dev, mr) in std::mem::take(&mut self.doomed) {
+            dev.dereg_mr(&mr);
+        }
+    }
+}
+
+/// The cache's lock, held; on release it deregisters what was evicted meanwhile.
+struct Locked<'a>(Option<MutexGuard<'a, State>>);
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        self.0.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.0.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let Some(mut st) = self.0.take() else { return };
+        let doomed = std::mem::take(&mut st.doomed);
+        drop(st);
+        for (dev, mr) in doomed {
+            dev.dereg_mr(&mr);
+        }
+    }
 }
 
 impl State {
@@ -300,8 +339,8 @@ impl Cache {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> Locked<'_> {
+        Locked(Some(self.state.lock().unwrap_or_else(|e| e.into_inner())))
     }
 
     /// The monitor when caching is possible, or why it is not.
@@ -381,8 +420,8 @@ impl Cache {
     /// where the kernel already dropped it.
     fn evict_after(&self, st: &mut State, id: u64, cause: Cause, changed: &[unmap::Changed]) {
         let Some(e) = st.remove(id) else { return };
-        if let Some(mr) = &e.cached {
-            e.dev.dereg_mr(mr);
+        if let Some(mr) = e.cached {
+            st.doomed.push((e.dev.clone(), mr));
         }
         if let (Some(w), Some(m)) = (e.watch, usable_monitor()) {
             m.unwatch_after(w, changed);
@@ -424,11 +463,11 @@ impl Cache {
     /// One round of the background thread: events, then the collector. With the lock taken by
     /// another thread (which applies the events itself), it only asks to be back soon.
     fn background_pass(&self) -> Duration {
-        let mut st = match self.state.try_lock() {
+        let mut st = Locked(Some(match self.state.try_lock() {
             Ok(st) => st,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return GRACE,
-        };
+        }));
         self.sync(&mut st);
         self.collect(&mut st, coarse_now()).unwrap_or(IDLE_WAIT)
     }
@@ -447,9 +486,6 @@ impl Cache {
                     None => return,
                 };
                 unmap::wait_for_events(generation, wait.min(IDLE_WAIT));
-                if unmap::event_generation() != generation {
-                    std::thread::sleep(GRACE);
-                }
             }
         });
         if let Err(e) = spawned {
@@ -541,6 +577,7 @@ impl Cache {
                 for id in mine {
                     self.evict(&mut st, id, Cause::Lru);
                 }
+                st.reap();
                 reg = dev.reg_mr(pd, addr, len, access, zero_based);
             }
         }
@@ -667,6 +704,7 @@ impl Drop for Cache {
         for id in kept {
             self.evict(&mut st, id, Cause::Flush);
         }
+        st.reap();
         for e in st.entries.values() {
             if let (Some(w), Some(m)) = (e.watch, usable_monitor()) {
                 m.unwatch(w);
