@@ -637,7 +637,10 @@ impl Monitor {
 
     /// [`Monitor::unwatch`], skipping the pages of `changed` ranges the kernel already
     /// dropped (unmapped ones: most evictions follow an `munmap`, and an unregister there would
-    /// be one more system call for nothing).
+    /// be one more system call for nothing). If another thread mapped and watched the same
+    /// pages again before the reader took the unmap event, they stay registered without a
+    /// watch of ours: a fault there is served as under "Faults" (the page is unregistered),
+    /// so this costs a system call later, never a wrong registration.
     pub(crate) fn unwatch_after(&self, range: (u64, u64), changed: &[Changed]) {
         let mut set = self.watches.lock().unwrap_or_else(|p| p.into_inner());
         for (a, b) in set.remove(range.0, range.1) {
