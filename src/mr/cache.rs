@@ -228,8 +228,10 @@ impl State {
     }
 }
 
-/// The cache's lock, held; on release it deregisters what was evicted meanwhile.
-struct Locked<'a>(Option<MutexGuard<'a, State>>);
+/// The cache's lock, held; on release it deregisters what was evicted meanwhile, holding the
+/// cache's `reaping` lock (taken before the state's is given back) until it is done, so that
+/// [`Cache::wait_reaped`] can wait for deregistrations in flight.
+struct Locked<'a>(Option<MutexGuard<'a, State>>, &'a Mutex<()>);
 
 impl std::ops::Deref for Locked<'_> {
     type Target = State;
@@ -247,7 +249,11 @@ impl std::ops::DerefMut for Locked<'_> {
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         let Some(mut st) = self.0.take() else { return };
+        if st.doomed.is_empty() {
+            return;
+        }
         let doomed = std::mem::take(&mut st.doomed);
+        let _reaping = self.1.lock().unwrap_or_else(|e| e.into_inner());
         drop(st);
         for (dev, mr) in doomed {
             dev.dereg_mr(&mr);
@@ -291,6 +297,8 @@ enum Mode {
 pub struct Cache {
     config: Config,
     state: Mutex<State>,
+    /// Held while evicted registrations are deregistered outside `state` (see [`Locked`]).
+    reaping: Mutex<()>,
     ring: OnceLock<Option<RingId>>,
     worker: AtomicBool,
     told_off: AtomicBool,
@@ -327,6 +335,7 @@ impl Cache {
         Arc::new_cyclic(|me| Cache {
             config,
             state: Mutex::new(State::default()),
+            reaping: Mutex::new(()),
             ring: OnceLock::new(),
             worker: AtomicBool::new(false),
             told_off: AtomicBool::new(false),
@@ -340,7 +349,13 @@ impl Cache {
     }
 
     fn lock(&self) -> Locked<'_> {
-        Locked(Some(self.state.lock().unwrap_or_else(|e| e.into_inner())))
+        Locked(Some(self.state.lock().unwrap_or_else(|e| e.into_inner())), &self.reaping)
+    }
+
+    /// Waits until registrations another thread evicted are deregistered (a PD can be freed
+    /// only after its MRs, and counters read after it are final).
+    fn wait_reaped(&self) {
+        drop(self.reaping.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
     /// The monitor when caching is possible, or why it is not.
@@ -467,7 +482,7 @@ impl Cache {
             Ok(st) => st,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return GRACE,
-        }));
+        }), &self.reaping);
         self.sync(&mut st);
         self.collect(&mut st, coarse_now()).unwrap_or(IDLE_WAIT)
     }
@@ -578,6 +593,7 @@ impl Cache {
                     self.evict(&mut st, id, Cause::Lru);
                 }
                 st.reap();
+                self.wait_reaped();
                 reg = dev.reg_mr(pd, addr, len, access, zero_based);
             }
         }
@@ -663,6 +679,8 @@ impl Cache {
         for i in &ids {
             self.evict(&mut st, *i, Cause::Flush);
         }
+        drop(st);
+        self.wait_reaped();
         ids.len()
     }
 
@@ -670,6 +688,9 @@ impl Cache {
         let available = self.availability();
         let mut st = self.lock();
         self.sync(&mut st);
+        let (kept, kept_bytes) = (st.kept, st.kept_bytes);
+        drop(st);
+        self.wait_reaped();
         let n = |c: Cause| self.evicted[c as usize].load(Relaxed);
         CacheStats {
             enabled: available.is_ok(),
@@ -677,8 +698,8 @@ impl Cache {
             hits: self.hits.load(Relaxed),
             misses: self.misses.load(Relaxed),
             evictions: Evictions { unmap: n(Cause::Unmap), lru: n(Cause::Lru), collector: n(Cause::Collector), flush: n(Cause::Flush) },
-            entries: st.kept,
-            bytes: st.kept_bytes,
+            entries: kept,
+            bytes: kept_bytes,
             max_entries: self.config.max_entries as u64,
             max_bytes: self.config.max_bytes,
             ttl_ms: self.config.ttl.map_or(0, |t| t.as_millis() as u64),
