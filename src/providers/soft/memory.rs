@@ -46,48 +46,6 @@ pub fn readable(addr: u64, len: u64, page: u64) -> Result<bool, ()> {
     Ok(true)
 }
 
-#[derive(Clone, Copy)]
-struct Mapping {
-    start: u64,
-    end: u64,
-    read: bool,
-    write: bool,
-}
-
-fn read_maps() -> Vec<Mapping> {
-    let Ok(text) = std::fs::read_to_string("/proc/self/maps") else { return Vec::new() };
-    text.lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let range = fields.next()?;
-            let perms = fields.next()?.as_bytes();
-            let (s, e) = range.split_once('-')?;
-            Some(Mapping {
-                start: u64::from_str_radix(s, 16).ok()?,
-                end: u64::from_str_radix(e, 16).ok()?,
-                read: perms.first() == Some(&b'r'),
-                write: perms.get(1) == Some(&b'w'),
-            })
-        })
-        .collect()
-}
-
-/// Whether `maps` (sorted by address) covers `[addr, end)` without gaps with the permission.
-fn covered(maps: &[Mapping], addr: u64, end: u64, want_write: bool) -> bool {
-    let mut at = addr;
-    let start = maps.partition_point(|m| m.end <= at);
-    for m in &maps[start..] {
-        if at >= end {
-            break;
-        }
-        if m.start > at || !m.read || (want_write && !m.write) {
-            return false;
-        }
-        at = m.end;
-    }
-    at >= end
-}
-
 /// Whether every byte of `[addr, addr+len)` is mapped readable, and writable if asked.
 /// Writability is asked afresh every time: a cached view could still show memory as writable
 /// after the program made it read-only.
@@ -101,13 +59,10 @@ pub fn accessible(addr: u64, len: u64, write: bool, page: u64) -> bool {
         Ok(true) if !write => return true,
         _ => {}
     }
-    match Maps::open() {
-        Some(maps) => maps.covered(addr, end, write),
-        None => covered(&read_maps(), addr, end, write),
-    }
+    Mappings::open().covered(addr, end, write)
 }
 
-/// One mapping, as `PROCMAP_QUERY` describes it.
+/// One mapping of the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Vma {
     pub start: u64,
@@ -152,58 +107,65 @@ const VMA_SHARED: u64 = 0x08;
 /// Whether this kernel answers `PROCMAP_QUERY` (0 unknown, 1 yes, 2 no).
 static QUERY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
-/// `/proc/self/maps` opened for `PROCMAP_QUERY`, closed on drop. Opened per use: a descriptor
-/// kept open would go on describing the parent's memory in a fork child.
-pub struct Maps(i32);
+/// The process's mappings, looked up by address: asked of `/proc/self/maps` with
+/// `PROCMAP_QUERY` (its descriptor is opened per use, closed on drop: one kept open would go on
+/// describing the parent's memory in a fork child), or, on kernels without it, its text read
+/// once.
+pub enum Mappings {
+    Query(i32),
+    Text(Vec<Vma>),
+}
 
-impl Maps {
-    /// None where the kernel has no `PROCMAP_QUERY` (before 6.11) or `/proc` is missing.
-    pub fn open() -> Option<Maps> {
+impl Mappings {
+    pub fn open() -> Mappings {
         use std::sync::atomic::Ordering::Relaxed;
-        if QUERY.load(Relaxed) == 2 {
-            return None;
-        }
-        // SAFETY: a constant NUL-terminated path; the descriptor is ours.
-        let fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return None;
-        }
-        let maps = Maps(fd);
-        if QUERY.load(Relaxed) == 0 {
-            // Ask about an address that is surely mapped: this function's own code.
-            let here = Maps::open as fn() -> Option<Maps> as usize as u64;
-            let works = maps.query(here).is_some();
-            QUERY.store(if works { 1 } else { 2 }, Relaxed);
-            if !works {
-                return None;
+        if QUERY.load(Relaxed) != 2 {
+            // SAFETY: a constant NUL-terminated path; the descriptor is ours.
+            let fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if fd >= 0 {
+                let maps = Mappings::Query(fd);
+                if QUERY.load(Relaxed) == 1 {
+                    return maps;
+                }
+                // Ask about an address that is surely mapped: this function's own code.
+                let works = maps.at(Mappings::open as fn() -> Mappings as usize as u64).is_some();
+                QUERY.store(if works { 1 } else { 2 }, Relaxed);
+                if works {
+                    return maps;
+                }
             }
         }
-        Some(maps)
+        Mappings::Text(read_maps())
     }
 
     /// The mapping holding `addr`, if one does.
-    pub fn query(&self, addr: u64) -> Option<Vma> {
-        let mut q = ProcmapQuery { size: core::mem::size_of::<ProcmapQuery>() as u64, query_addr: addr, ..Default::default() };
-        // SAFETY: PROCMAP_QUERY reads and writes the struct on our stack, whose size it is
-        // told; no name or build id buffers are asked for (their sizes are 0).
-        let rc = unsafe { libc::ioctl(self.0, PROCMAP_QUERY as _, &mut q as *mut ProcmapQuery) };
-        (rc == 0).then(|| Vma {
-            start: q.vma_start,
-            end: q.vma_end,
-            read: q.vma_flags & VMA_READABLE != 0,
-            write: q.vma_flags & VMA_WRITABLE != 0,
-            shared: q.vma_flags & VMA_SHARED != 0,
-            offset: q.vma_offset,
-            inode: q.inode,
-            dev: libc::makedev(q.dev_major, q.dev_minor),
-        })
+    pub fn at(&self, addr: u64) -> Option<Vma> {
+        match self {
+            Mappings::Query(fd) => {
+                let mut q = ProcmapQuery { size: core::mem::size_of::<ProcmapQuery>() as u64, query_addr: addr, ..Default::default() };
+                // SAFETY: PROCMAP_QUERY reads and writes the struct on our stack, whose size it
+                // is told; no name or build id buffers are asked for (their sizes are 0).
+                let rc = unsafe { libc::ioctl(*fd, PROCMAP_QUERY as _, &mut q as *mut ProcmapQuery) };
+                (rc == 0).then(|| Vma {
+                    start: q.vma_start,
+                    end: q.vma_end,
+                    read: q.vma_flags & VMA_READABLE != 0,
+                    write: q.vma_flags & VMA_WRITABLE != 0,
+                    shared: q.vma_flags & VMA_SHARED != 0,
+                    offset: q.vma_offset,
+                    inode: q.inode,
+                    dev: libc::makedev(q.dev_major, q.dev_minor),
+                })
+            }
+            Mappings::Text(maps) => maps.get(maps.partition_point(|m| m.end <= addr)).filter(|m| m.start <= addr).copied(),
+        }
     }
 
     /// Whether mappings cover `[addr, end)` without gaps, readable (and writable if asked).
     fn covered(&self, addr: u64, end: u64, want_write: bool) -> bool {
         let mut at = addr;
         while at < end {
-            match self.query(at) {
+            match self.at(at) {
                 Some(v) if v.read && (v.write || !want_write) && v.end > at => at = v.end,
                 _ => return false,
             }
@@ -212,11 +174,37 @@ impl Maps {
     }
 }
 
-impl Drop for Maps {
+impl Drop for Mappings {
     fn drop(&mut self) {
-        // SAFETY: our own descriptor, closed once.
-        unsafe { libc::close(self.0) };
+        if let Mappings::Query(fd) = self {
+            // SAFETY: our own descriptor, closed once.
+            unsafe { libc::close(*fd) };
+        }
     }
+}
+
+/// The text of `/proc/self/maps`, sorted by address as the kernel writes it.
+fn read_maps() -> Vec<Vma> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/maps") else { return Vec::new() };
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (s, e) = f.next()?.split_once('-')?;
+            let perms = f.next()?.as_bytes();
+            let offset = u64::from_str_radix(f.next()?, 16).ok()?;
+            let (maj, min) = f.next()?.split_once(':')?;
+            Some(Vma {
+                start: u64::from_str_radix(s, 16).ok()?,
+                end: u64::from_str_radix(e, 16).ok()?,
+                read: perms.first() == Some(&b'r'),
+                write: perms.get(1) == Some(&b'w'),
+                shared: perms.get(3) == Some(&b's'),
+                offset,
+                dev: libc::makedev(u32::from_str_radix(maj, 16).ok()?, u32::from_str_radix(min, 16).ok()?),
+                inode: f.next()?.parse().ok()?,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -228,13 +216,14 @@ mod tests {
         unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
     }
 
-    /// The ioctl and the text agree, mapping by mapping, on what they both describe.
+    /// The ioctl and the text agree, mapping by mapping.
     #[test]
     fn procmap_query_agrees_with_the_text() {
-        let Some(maps) = Maps::open() else {
+        let maps = Mappings::open();
+        if !matches!(maps, Mappings::Query(_)) {
             eprintln!("procmap_query_agrees_with_the_text: skipped, this kernel has no PROCMAP_QUERY (before 6.11)");
             return;
-        };
+        }
         let v = vec![7u8; 1 << 20];
         // SAFETY: fresh anonymous memory for the test: 3 pages, the middle one read-only.
         let p = unsafe { libc::mmap(core::ptr::null_mut(), 3 * 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
@@ -242,14 +231,21 @@ mod tests {
         let a = p as u64;
         // SAFETY: our own mapping.
         unsafe { libc::mprotect((a + 4096) as *mut _, 4096, libc::PROT_READ) };
-        let text = read_maps();
+        let text = Mappings::Text(read_maps());
         for &(addr, len) in &[(v.as_ptr() as u64, v.len() as u64), (a, 4096), (a, 3 * 4096), (a + 4096, 4096), (a + 8192, 4096)] {
             for write in [false, true] {
-                assert_eq!(maps.covered(addr, addr + len, write), covered(&text, addr, addr + len, write), "[{addr:#x}, +{len:#x}) write {write}");
+                assert_eq!(maps.covered(addr, addr + len, write), text.covered(addr, addr + len, write), "[{addr:#x}, +{len:#x}) write {write}");
             }
         }
+        // Mappings no other thread can change: our read-only page, and the library's own code
+        // (file-backed: offset, device and inode).
+        let code = Mappings::open as fn() -> Mappings as usize as u64;
+        for addr in [a + 4096, code] {
+            assert_eq!(maps.at(addr), text.at(addr), "mapping at {addr:#x}");
+        }
+        assert!(maps.at(code).is_some_and(|v| v.inode != 0 && !v.shared && !v.write));
         assert!(!maps.covered(a, a + 3 * 4096, true) && maps.covered(a, a + 3 * 4096, false));
-        let mid = maps.query(a + 4096).expect("mapped");
+        let mid = maps.at(a + 4096).expect("mapped");
         assert_eq!((mid.start, mid.end, mid.read, mid.write, mid.shared), (a + 4096, a + 8192, true, false, false));
         // SAFETY: our own mapping.
         unsafe { libc::munmap(p, 3 * 4096) };

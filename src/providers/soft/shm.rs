@@ -99,33 +99,12 @@ fn page() -> u64 {
     (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as u64
 }
 
-/// The `/proc/self/maps` line of the mapping holding `[addr, addr+len)`: shared, file-backed,
-/// and covering the whole range. Returns (file offset of `addr`, device, inode).
+/// The mapping holding `[addr, addr+len)`, if it is shared, file-backed, and covers the whole
+/// range. Returns (file offset of `addr`, device, inode).
 fn shared_mapping(addr: u64, len: u64) -> Option<(u64, u64, u64)> {
     let end = addr.checked_add(len)?;
-    if let Some(maps) = super::memory::Maps::open() {
-        let v = maps.query(addr)?;
-        return (end <= v.end && v.shared && v.inode != 0).then(|| (v.offset + (addr - v.start), v.dev, v.inode));
-    }
-    let text = std::fs::read_to_string("/proc/self/maps").ok()?;
-    for line in text.lines() {
-        let mut f = line.split_whitespace();
-        let (s, e) = f.next()?.split_once('-')?;
-        let (start, stop) = (u64::from_str_radix(s, 16).ok()?, u64::from_str_radix(e, 16).ok()?);
-        if addr < start || addr >= stop {
-            continue;
-        }
-        let perms = f.next()?.as_bytes();
-        let off = u64::from_str_radix(f.next()?, 16).ok()?;
-        let (maj, min) = f.next()?.split_once(':')?;
-        let ino: u64 = f.next()?.parse().ok()?;
-        if end > stop || perms.get(3) != Some(&b's') || ino == 0 {
-            return None;
-        }
-        let dev = libc::makedev(u32::from_str_radix(maj, 16).ok()?, u32::from_str_radix(min, 16).ok()?);
-        return Some((off + (addr - start), dev, ino));
-    }
-    None
+    let v = super::memory::Mappings::open().at(addr)?;
+    (end <= v.end && v.shared && v.inode != 0).then(|| (v.offset + (addr - v.start), v.dev, v.inode))
 }
 
 /// A descriptor of ours for the file (`dev`, `ino`), sealed against shrinking: a duplicate of
