@@ -23,8 +23,10 @@
 //! ([`Cache::flush`], before `dealloc_pd` and at IA close), and when the device runs out of
 //! resources for a new registration.
 //!
-//! One lock guards the table; device calls (register, alias, deregister) are made under it,
-//! so a flush that returns has left no deregistration in flight.
+//! One lock guards the table. Registrations are made under it; evicted ones are deregistered
+//! just after it is given back (a deregistration unpins every page, and the collector thread
+//! should not hold up a lookup meanwhile), under a second lock that [`Cache::flush`] and
+//! [`Cache::stats`] wait for, so a flush that returns has left no deregistration in flight.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -218,13 +220,18 @@ struct State {
     doomed: Vec<(Arc<dyn Device>, Mr)>,
 }
 
+/// Deregisters evicted registrations.
+fn dereg_all(doomed: Vec<(Arc<dyn Device>, Mr)>) {
+    for (dev, mr) in doomed {
+        dev.dereg_mr(&mr);
+    }
+}
+
 impl State {
     /// Deregisters the evicted registrations now (under the lock: a caller that needs their
     /// resources back before it goes on).
     fn reap(&mut self) {
-        for (dev, mr) in std::mem::take(&mut self.doomed) {
-            dev.dereg_mr(&mr);
-        }
+        dereg_all(std::mem::take(&mut self.doomed));
     }
 }
 
@@ -255,9 +262,7 @@ impl Drop for Locked<'_> {
         let doomed = std::mem::take(&mut st.doomed);
         let _reaping = self.1.lock().unwrap_or_else(|e| e.into_inner());
         drop(st);
-        for (dev, mr) in doomed {
-            dev.dereg_mr(&mr);
-        }
+        dereg_all(doomed);
     }
 }
 
@@ -350,6 +355,16 @@ impl Cache {
 
     fn lock(&self) -> Locked<'_> {
         Locked(Some(self.state.lock().unwrap_or_else(|e| e.into_inner())), &self.reaping)
+    }
+
+    /// The lock, unless another thread holds it.
+    fn try_lock(&self) -> Option<Locked<'_>> {
+        let st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(Locked(Some(st), &self.reaping))
     }
 
     /// Waits until registrations another thread evicted are deregistered (a PD can be freed
@@ -478,11 +493,7 @@ impl Cache {
     /// One round of the background thread: events, then the collector. With the lock taken by
     /// another thread (which applies the events itself), it only asks to be back soon.
     fn background_pass(&self) -> Duration {
-        let mut st = Locked(Some(match self.state.try_lock() {
-            Ok(st) => st,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return GRACE,
-        }), &self.reaping);
+        let Some(mut st) = self.try_lock() else { return GRACE };
         self.sync(&mut st);
         self.collect(&mut st, coarse_now()).unwrap_or(IDLE_WAIT)
     }
