@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -239,6 +240,87 @@ void case_conn_disconnect_graceful(void)
         EXPECT_EMPTY(p.s.conn, "passive connection EVD");
     }
     pair_down(&p);
+}
+
+/* The passive side's ESTABLISHED of a connection is queued before anything the active side
+ * does after its own ESTABLISHED, on any connection: Debian's dtestcm counts the server's
+ * first N connection events as the N ESTABLISHED and then frees each EP on its
+ * DISCONNECTED, so a DISCONNECTED of an early connection overtaking the ESTABLISHED of a
+ * late one makes it free an EP whose DISCONNECTED is still to come. Several rounds of K
+ * connections on one PSP and one connection EVD; the client disconnects all of them as soon
+ * as its last ESTABLISHED arrives. */
+static volatile int spin_stop;
+
+static void *spinner(void *arg)
+{
+    (void)arg;
+    while (!spin_stop)
+        ;
+    return NULL;
+}
+
+void case_conn_established_order(void)
+{
+    enum { K = 24, ROUNDS = 6, SPINNERS = 3 };
+    struct node s, c;
+    /* Threads that keep every core busy: the progress threads then run late and in any
+     * order, which is when an ordering mistake shows (without them it rarely does). */
+    pthread_t spin[SPINNERS];
+    int spinning = 0;
+    spin_stop = 0;
+    for (; spinning < SPINNERS; spinning++)
+        if (pthread_create(&spin[spinning], NULL, spinner, NULL) != 0)
+            break;
+    memset(&s, 0, sizeof s);
+    memset(&c, 0, sizeof c);
+    if (node_open(&s, PROVIDER, 16, 16) && node_open(&c, PROVIDER, 16, 16) && node_listen(&s, dx_port(0))) {
+        for (int round = 0; round < ROUNDS && dx_failures == 0; round++) {
+            DAT_EP_HANDLE se[K], ce[K];
+            int made = 0;
+            DAT_EVENT ev;
+            for (; made < K; made++)
+                if (!ep_make(&s, NULL, &se[made]) || !ep_make(&c, NULL, &ce[made]))
+                    break;
+            for (int i = 0; i < made && dx_failures == 0; i++) {
+                DAT_CR_HANDLE cr;
+                if (request(&s, &c, ce[i], NULL, 0, &cr))
+                    EXPECT_RC(dat_cr_accept(cr, se[i], 0, NULL), DAT_SUCCESS);
+            }
+            for (int i = 0; i < made && dx_failures == 0; i++) {
+                DAT_EVENT_NUMBER num = wait_conn_at(__LINE__, c.conn, WAIT_MS, &ev);
+                EXPECT(num == DAT_CONNECTION_EVENT_ESTABLISHED, "client: event 0x%x, expected ESTABLISHED", (unsigned)num);
+            }
+            for (int i = 0; i < made && dx_failures == 0; i++)
+                EXPECT_RC(dat_ep_disconnect(ce[i], DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+            /* The server's queue: every ESTABLISHED, then every end. */
+            int established = 0, ended = 0;
+            for (int n = 0; n < 2 * made && dx_failures == 0; n++) {
+                DAT_EVENT_NUMBER num = wait_conn_at(__LINE__, s.conn, WAIT_MS, &ev);
+                if (num == DAT_CONNECTION_EVENT_ESTABLISHED) {
+                    EXPECT(ended == 0, "round %d: server ESTABLISHED number %d came after %d connection ends", round,
+                           established + 1, ended);
+                    established++;
+                } else {
+                    EXPECT(num == DAT_CONNECTION_EVENT_DISCONNECTED || num == DAT_CONNECTION_EVENT_BROKEN,
+                           "round %d: server event 0x%x", round, (unsigned)num);
+                    ended++;
+                }
+            }
+            for (int i = 0; i < made && dx_failures == 0; i++)
+                EXPECT_CONN_END(c.conn, WAIT_MS, "client");
+            EXPECT_EMPTY(s.conn, "server connection EVD");
+            EXPECT_EMPTY(c.conn, "client connection EVD");
+            for (int i = 0; i < made; i++) {
+                EXPECT_RC(dat_ep_free(se[i]), DAT_SUCCESS);
+                EXPECT_RC(dat_ep_free(ce[i]), DAT_SUCCESS);
+            }
+        }
+    }
+    spin_stop = 1;
+    for (int i = 0; i < spinning; i++)
+        pthread_join(spin[i], NULL);
+    node_close(&c);
+    node_close(&s);
 }
 
 void case_conn_connect_connected(void)

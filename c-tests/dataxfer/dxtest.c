@@ -60,6 +60,7 @@ static const struct test_case cases[] = {
     CASE(conn_peer_killed),
     CASE(conn_ep_free_flushes),
     CASE(conn_connect_connected),
+    CASE(conn_established_order),
     CASE(data_send_recv_3seg),
     CASE_TCP(data_send_recv_3seg),
     CASE(data_suppress_unsignalled),

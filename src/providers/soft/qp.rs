@@ -149,6 +149,8 @@ struct OutState {
     closed: bool,
     /// Someone (the writer thread or a posting thread) is writing to the socket.
     busy: bool,
+    /// The queued frames wait (see `hold_frame`): nothing is written until it is released.
+    held: bool,
     fd: i32,
     /// Plain success responses not sent yet: they ride on the next frame that enters the
     /// stream (its `acks`), or go as an ACK frame of their own (see `flush_acks`).
@@ -229,7 +231,7 @@ impl SoftQp {
             exec: Mutex::new(()),
             shm_peers: Mutex::new(shm::Peers::default()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
-            out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, fd: -1, acks: 0 }), cv: Condvar::new() },
+            out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, held: false, fd: -1, acks: 0 }), cv: Condvar::new() },
         });
         if let Some(srq) = srq {
             srq.attach(Arc::downgrade(&qp));
@@ -398,6 +400,23 @@ impl SoftQp {
             return;
         }
         q.frames.push_back(frame);
+        self.out.cv.notify_one();
+    }
+
+    /// Queues `frame` and holds it, and everything queued after it, until `release_frames`:
+    /// frames that other threads send meanwhile queue behind it (the queue is not empty).
+    fn hold_frame(&self, mut frame: Frame) {
+        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if q.closed || !stamp(&mut q, &mut frame) {
+            return;
+        }
+        q.frames.push_back(frame);
+        q.held = true;
+    }
+
+    fn release_frames(&self) {
+        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.held = false;
         self.out.cv.notify_one();
     }
 
@@ -578,6 +597,22 @@ impl SoftQp {
                     let we_reach = reaches(answer.pid, answer.canary_addr, answer.canary);
                     let ready = Hello { reaches_peer: we_reach, private_data: Vec::new(), ..hello };
                     write_message(&stream, op::READY, &ready.encode()).map_err(|_| CmEvent::Broken)?;
+                    // Wait until the passive side has reported ESTABLISHED (see op::ESTABLISHED).
+                    // If the connection ends first (the passive side broke it at once), it was
+                    // accepted all the same: we report ESTABLISHED and the reader then finds
+                    // the end.
+                    match read_message(&stream, 0) {
+                        Ok((done, _)) if done.op == op::ESTABLISHED && done.acks == 0 => {}
+                        Ok(_) => return Err(CmEvent::Broken),
+                        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                            return Err(CmEvent::TimedOut)
+                        }
+                        Err(e) if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
+                        ) => {}
+                        Err(_) => return Err(CmEvent::Broken),
+                    }
                     Ok((stream, answer, we_reach))
                 }
                 op::REJECT => Err(CmEvent::PeerRejected { private_data: answer.private_data }),
@@ -661,7 +696,7 @@ impl SoftQp {
             let frame = {
                 let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
                 loop {
-                    if !q.busy {
+                    if !q.busy && !q.held {
                         if let Some(f) = q.frames.pop_front() {
                             q.busy = true;
                             break Some(f);
@@ -734,7 +769,12 @@ impl SoftQp {
                                 std::mem::take(&mut i.awaiting_ready)
                             };
                             if expected {
+                                // The answer goes first in the stream, ahead of anything the
+                                // consumer sends once it has the event, but leaves only after
+                                // the event is queued (see op::ESTABLISHED).
+                                self.hold_frame(Frame { hdr: Hdr::message(op::ESTABLISHED, 0), data: FrameData::None, last: false });
                                 self.deliver(vec![Event::Cm(CmEvent::Established { private_data: Vec::new() })]);
+                                self.release_frames();
                             }
                             // A READY the handshake did not ask for is not valid.
                             expected

@@ -10,13 +10,18 @@
 
 pub const HDR_LEN: usize = 48;
 pub const MAGIC: u32 = 0x6461_7432; // "dat2"
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 pub mod op {
     pub const HELLO: u8 = 1;
     pub const ACCEPT: u8 = 2;
     pub const REJECT: u8 = 3;
     pub const READY: u8 = 4;
+    /// The passive side's answer to READY: it has reported ESTABLISHED. The active side
+    /// reports its own ESTABLISHED only after this, so that everything it does once connected
+    /// (a disconnect of another connection included) reaches the passive side's consumer after
+    /// that side's ESTABLISHED, as with the RTU of an IB connection.
+    pub const ESTABLISHED: u8 = 5;
     pub const SEND: u8 = 10;
     pub const WRITE: u8 = 11;
     pub const READ: u8 = 12;
