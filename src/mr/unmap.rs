@@ -653,29 +653,11 @@ impl Monitor {
 
 /// The parts of `r` outside every changed range marked gone.
 pub(crate) fn still_registered(r: (u64, u64), changed: &[Changed]) -> Vec<(u64, u64)> {
-    let mut parts = vec![r];
-    for &(s, e, gone) in changed {
-        if !gone {
-            continue;
-        }
-        parts = parts
-            .into_iter()
-            .flat_map(|(a, b)| {
-                if e <= a || b <= s {
-                    return vec![(a, b)];
-                }
-                let mut v = Vec::new();
-                if a < s {
-                    v.push((a, s));
-                }
-                if e < b {
-                    v.push((e, b));
-                }
-                v
-            })
-            .collect();
+    let mut gone = WatchSet::default();
+    for &(s, e, _) in changed.iter().filter(|c| c.2) {
+        gone.add(s, e);
     }
-    parts
+    gone.uncovered(r.0, r.1)
 }
 
 static MONITOR: OnceLock<Result<Monitor, String>> = OnceLock::new();
