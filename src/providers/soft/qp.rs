@@ -394,24 +394,24 @@ impl SoftQp {
     }
 
     /// Queues a frame for the writer thread (the reader thread's way: it must never block).
-    fn send_frame(&self, mut frame: Frame) {
+    fn send_frame(&self, frame: Frame) {
+        self.queue_frame(frame, false);
+    }
+
+    fn queue_frame(&self, mut frame: Frame, hold: bool) {
         let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
         if q.closed || !stamp(&mut q, &mut frame) {
             return;
         }
         q.frames.push_back(frame);
+        q.held |= hold;
         self.out.cv.notify_one();
     }
 
     /// Queues `frame` and holds it, and everything queued after it, until `release_frames`:
     /// frames that other threads send meanwhile queue behind it (the queue is not empty).
-    fn hold_frame(&self, mut frame: Frame) {
-        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if q.closed || !stamp(&mut q, &mut frame) {
-            return;
-        }
-        q.frames.push_back(frame);
-        q.held = true;
+    fn hold_frame(&self, frame: Frame) {
+        self.queue_frame(frame, true);
     }
 
     fn release_frames(&self) {
@@ -579,7 +579,7 @@ impl SoftQp {
             }
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::ConnectionRefused => CmEvent::NonPeerRejected,
-                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => CmEvent::TimedOut,
+                _ if timed_out(&e) => CmEvent::TimedOut,
                 _ => CmEvent::Unreachable,
             })?;
             let _ = stream.set_nodelay(true);
@@ -587,10 +587,8 @@ impl SoftQp {
             let (caddr, cval) = canary();
             let hello = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: false, keytab_fd: self.keytab_fd(), pd: self.pd, qp: self.id, private_data };
             write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
-            let (hdr, body) = read_message(&stream, 1 << 20).map_err(|e| match e.kind() {
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => CmEvent::TimedOut,
-                _ => CmEvent::NonPeerRejected,
-            })?;
+            let (hdr, body) =
+                read_message(&stream, 1 << 20).map_err(|e| if timed_out(&e) { CmEvent::TimedOut } else { CmEvent::NonPeerRejected })?;
             let answer = Hello::decode(&body).ok_or(CmEvent::NonPeerRejected)?;
             match hdr.op {
                 op::ACCEPT => {
@@ -603,15 +601,12 @@ impl SoftQp {
                     // the end.
                     match read_message(&stream, 0) {
                         Ok((done, _)) if done.op == op::ESTABLISHED && done.acks == 0 => {}
-                        Ok(_) => return Err(CmEvent::Broken),
-                        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                            return Err(CmEvent::TimedOut)
-                        }
+                        Err(e) if timed_out(&e) => return Err(CmEvent::TimedOut),
                         Err(e) if matches!(
                             e.kind(),
                             std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
                         ) => {}
-                        Err(_) => return Err(CmEvent::Broken),
+                        _ => return Err(CmEvent::Broken),
                     }
                     Ok((stream, answer, we_reach))
                 }
@@ -1279,6 +1274,11 @@ fn write_message(stream: &TcpStream, kind: u8, body: &[u8]) -> std::io::Result<(
     let mut s = stream;
     s.write_all(&hdr.encode())?;
     s.write_all(body)
+}
+
+/// Whether a handshake step failed for want of time (a connect or a read past its timeout).
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
 }
 
 /// Reads one handshake message whose body is at most `max` bytes.
