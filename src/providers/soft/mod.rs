@@ -8,6 +8,7 @@ pub mod io;
 pub mod keytab;
 pub mod listener;
 pub mod memory;
+pub mod peer;
 pub mod qp;
 pub mod shm;
 pub mod srq;

@@ -14,39 +14,19 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::io;
 use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
 use super::keytab::KeyTable;
+use super::peer::{self, PeerProcess};
 use super::{shm, KeySet, SoftDevice};
 use crate::abi::*;
 use crate::device::*;
 
 /// How long a refused connection attempt is retried.
 const REFUSED_RETRY: Duration = Duration::from_millis(200);
-
-/// A word whose address and value a peer reads to find out whether it can reach our memory.
-static CANARY: AtomicU64 = AtomicU64::new(0);
-
-pub fn canary() -> (u64, u64) {
-    if CANARY.load(Ordering::Relaxed) == 0 {
-        let v = u64::from(std::process::id()) << 32 | 0x6461_7432;
-        CANARY.store(v, Ordering::Relaxed);
-    }
-    (&CANARY as *const AtomicU64 as u64, CANARY.load(Ordering::Relaxed))
-}
-
-/// Whether process `pid` lets us read its memory (cross-memory attach).
-pub fn reaches(pid: u32, addr: u64, value: u64) -> bool {
-    if std::env::var("DAT2_SOFT_CMA").is_ok_and(|v| v == "0") {
-        return false;
-    }
-    let mut v = 0u64;
-    io::pull(pid, &[(&mut v as *mut u64 as u64, 8)], &[(addr, 8)]).is_ok() && v == value
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -117,10 +97,14 @@ struct Inner {
     stalled: VecDeque<Stalled>,
     remote: Option<(libc::sockaddr_storage, u16)>,
     local_port: u16,
-    peer_pid: u32,
-    /// We may send cross-memory requests: the peer reaches our memory.
+    /// The peer process, when the kernel confirmed who it is (peer.rs); the cross-memory and
+    /// shared-memory paths exist only then.
+    peer: Option<Arc<PeerProcess>>,
+    /// We may send cross-memory requests: the verified peer reaches our memory, and may see
+    /// our addresses.
     cma_out: bool,
-    /// The peer sends us cross-memory requests: we reach its memory.
+    /// The peer may send us cross-memory requests: we reach the verified peer's memory. A
+    /// request flagged CMA or SHM without it breaks the connection.
     cma_in: bool,
     outstanding_reads: u32,
     /// Requests held back, in order, while `max_rd_atomic` reads or atomics are in flight (as
@@ -195,6 +179,12 @@ pub struct SoftQp {
     out: Outbound,
 }
 
+/// The verified peer's pid for one copy; None when there is no verified peer or it has exited
+/// (peer.rs).
+fn live_pid(i: &Inner) -> Option<u32> {
+    i.peer.as_ref()?.pid()
+}
+
 fn status_u8(s: u32) -> u8 {
     s as u8
 }
@@ -217,7 +207,7 @@ impl SoftQp {
                 stalled: VecDeque::new(),
                 remote: None,
                 local_port: 0,
-                peer_pid: 0,
+                peer: None,
                 cma_out: false,
                 cma_in: false,
                 outstanding_reads: 0,
@@ -243,6 +233,27 @@ impl SoftQp {
         self.dev.keytab.as_ref().map_or(0, |t| t.fd())
     }
 
+    /// Our handshake message on `stream`. Who we are (pid, descriptor, canary, key table, PD,
+    /// QP) goes only to a peer whose end of the connection is on this host (`local`, found by
+    /// peer::other_end); anyone else learns nothing about our process.
+    fn hello(&self, stream: &TcpStream, local: bool, reaches_peer: bool, private_data: Vec<u8>) -> Hello {
+        if !local {
+            return Hello { private_data, ..Hello::default() };
+        }
+        let (canary_addr, canary) = peer::canary();
+        Hello {
+            pid: std::process::id(),
+            sock_fd: stream.as_raw_fd() as u32,
+            canary_addr,
+            canary,
+            reaches_peer,
+            keytab_fd: self.keytab_fd(),
+            pd: self.pd,
+            qp: self.id,
+            private_data,
+        }
+    }
+
     /// The direct path of an RDMA write on one host: with nothing else outstanding (so the
     /// write cannot overtake an earlier request), a key the peer published as valid for this
     /// connection, and the peer's memory reachable, we write it ourselves. None: send the
@@ -266,7 +277,7 @@ impl SoftQp {
             let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
             let views: Option<Vec<(*const u8, usize)>> = local.iter().map(|(b, a, n)| Some((b.view(*a, *n)?, *n))).collect();
             if let Some(v) = views {
-                if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).put(i.peer_pid, dst, &v, io::TAIL) {
+                if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).put(live_pid(i)?, dst, &v, io::TAIL) {
                     return Some(());
                 }
             }
@@ -274,10 +285,11 @@ impl SoftQp {
         let target = [(addr, len as usize)];
         let (head, tail) = io::split_tail(&target);
         let (lhead, ltail) = io::split_at(segs, len as usize - tail.iter().map(|t| t.1).sum::<usize>());
+        let pid = live_pid(i)?;
         if !head.is_empty() {
-            io::push(i.peer_pid, &lhead, &head).ok()?;
+            io::push(pid, &lhead, &head).ok()?;
         }
-        io::push(i.peer_pid, &ltail, &tail).ok()?;
+        io::push(pid, &ltail, &tail).ok()?;
         Some(())
     }
 
@@ -519,16 +531,22 @@ impl SoftQp {
     /// (the active side's ESTABLISHED, with the peer's private data) is reported before the
     /// reader starts, so that nothing the peer does on the connection, a disconnect included,
     /// can be reported before it.
-    fn start(self: &Arc<Self>, stream: TcpStream, hello: &Hello, reaches_peer: bool, established: Option<Vec<u8>>) {
+    /// `peer`: the peer process, if the kernel confirmed it; `reaches_peer`: we can read its
+    /// memory (only with `peer`).
+    fn start(self: &Arc<Self>, stream: TcpStream, hello: &Hello, peer: Option<PeerProcess>, reaches_peer: bool, established: Option<Vec<u8>>) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(None);
         let reader = stream.try_clone();
         let writer = stream.try_clone();
-        let peer_keys = if reaches_peer && hello.keytab_fd != 0 { peer_table(hello.pid, hello.keytab_fd) } else { None };
+        let reaches_peer = reaches_peer && peer.is_some();
+        let peer_keys = match (&peer, reaches_peer && hello.keytab_fd != 0) {
+            (Some(p), true) => p.pid().and_then(|pid| peer_table(pid, hello.keytab_fd)),
+            _ => None,
+        };
         {
             let mut i = self.lock();
-            i.peer_pid = hello.pid;
-            i.cma_out = hello.reaches_peer;
+            i.cma_out = hello.reaches_peer && peer.as_ref().is_some_and(|p| p.trusted());
+            i.peer = peer.map(Arc::new);
             i.cma_in = reaches_peer;
             i.peer_keys = peer_keys;
             i.peer_pd = hello.pd;
@@ -558,7 +576,7 @@ impl SoftQp {
     }
 
     fn active(self: Arc<Self>, addr: SocketAddr, private_data: Vec<u8>, timeout: Option<Duration>) {
-        let outcome = (|| -> Result<(TcpStream, Hello, bool), CmEvent> {
+        let outcome = (|| -> Result<(TcpStream, Hello, Option<PeerProcess>, bool), CmEvent> {
             // A refused connection is retried briefly: rdma_cm spends about as long resolving
             // the address and route, and programs such as dtest create their listener only
             // just before the peer connects.
@@ -584,15 +602,19 @@ impl SoftQp {
             })?;
             let _ = stream.set_nodelay(true);
             let _ = stream.set_read_timeout(Some(timeout.unwrap_or(Duration::from_secs(3600)).max(Duration::from_millis(1))));
-            let (caddr, cval) = canary();
-            let hello = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: false, keytab_fd: self.keytab_fd(), pd: self.pd, qp: self.id, private_data };
+            let end = peer::other_end(stream.as_raw_fd());
+            let hello = self.hello(&stream, end.is_some(), false, private_data);
             write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
             let (hdr, body) =
                 read_message(&stream, 1 << 20).map_err(|e| if timed_out(&e) { CmEvent::TimedOut } else { CmEvent::NonPeerRejected })?;
             let answer = Hello::decode(&body).ok_or(CmEvent::NonPeerRejected)?;
             match hdr.op {
                 op::ACCEPT => {
-                    let we_reach = reaches(answer.pid, answer.canary_addr, answer.canary);
+                    // Looked up again: when we sent HELLO, the peer may not have accepted the
+                    // connection yet (its socket had no inode).
+                    let end = end.and_then(|_| peer::other_end(stream.as_raw_fd()));
+                    let verified = end.and_then(|e| peer::verify(e, answer.pid, answer.sock_fd));
+                    let we_reach = verified.as_ref().is_some_and(|p| p.reaches(answer.canary_addr, answer.canary));
                     let ready = Hello { reaches_peer: we_reach, private_data: Vec::new(), ..hello };
                     write_message(&stream, op::READY, &ready.encode()).map_err(|_| CmEvent::Broken)?;
                     // Wait until the passive side has reported ESTABLISHED (see op::ESTABLISHED).
@@ -608,20 +630,20 @@ impl SoftQp {
                         ) => {}
                         _ => return Err(CmEvent::Broken),
                     }
-                    Ok((stream, answer, we_reach))
+                    Ok((stream, answer, verified, we_reach))
                 }
                 op::REJECT => Err(CmEvent::PeerRejected { private_data: answer.private_data }),
                 _ => Err(CmEvent::NonPeerRejected),
             }
         })();
         match outcome {
-            Ok((stream, answer, we_reach)) => {
+            Ok((stream, answer, verified, we_reach)) => {
                 if self.lock().state != State::Connecting {
                     let _ = stream.shutdown(Shutdown::Both);
                     return;
                 }
                 let pdata = answer.private_data.clone();
-                self.start(stream, &answer, we_reach, Some(pdata));
+                self.start(stream, &answer, verified, we_reach, Some(pdata));
             }
             Err(ev) => {
                 let mut i = self.lock();
@@ -760,7 +782,7 @@ impl SoftQp {
                         Some(ready) => {
                             let expected = {
                                 let mut i = self.lock();
-                                i.cma_out = ready.reaches_peer;
+                                i.cma_out = ready.reaches_peer && i.peer.as_ref().is_some_and(|p| p.trusted());
                                 std::mem::take(&mut i.awaiting_ready)
                             };
                             if expected {
@@ -933,6 +955,11 @@ impl SoftQp {
             return rx.discard(hdr.payload as usize).is_ok();
         }
         let cma = hdr.flags & flag::CMA != 0;
+        if (cma || hdr.flags & flag::SHM != 0) && !(cma && self.lock().cma_in && matches!(hdr.op, op::SEND | op::WRITE | op::READ)) {
+            // A path the handshake did not agree (see peer.rs): a protocol violation.
+            crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: a request flagged CMA/SHM on a connection without that path", self.id);
+            return false;
+        }
         let data = if cma {
             let Ok(list) = rx.take_vec(hdr.payload as usize) else { return false };
             if hdr.flags & flag::SHM != 0 {
@@ -1044,7 +1071,7 @@ impl SoftQp {
         let total: usize = segs.iter().map(|s| s.1).sum();
         let (head, tail) = io::split_tail(segs);
         let pull = |remote: &[(u64, u32)]| {
-            let pid = self.lock().peer_pid;
+            let pid = live_pid(&self.lock()).ok_or(())?;
             let remote: Vec<(u64, usize)> = remote.iter().map(|&(a, l)| (a, l as usize)).collect();
             let cut = total.saturating_sub(io::TAIL);
             let (rhead, rtail) = io::split_at(&remote, cut);
@@ -1071,7 +1098,7 @@ impl SoftQp {
                 // One copy between the peer's file and ours when both are shared; otherwise
                 // (or if the peer's file cannot be mapped) cross-memory attach as usual.
                 if let Some((_held, dst)) = aliases() {
-                    let pid = self.lock().peer_pid;
+                    let pid = live_pid(&self.lock()).ok_or(())?;
                     let from: Vec<(shm::Source, usize)> = srcs.iter().zip(remote).map(|(s, &(_, l))| (*s, l as usize)).collect();
                     if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).copy(pid, &from, &dst, io::TAIL) {
                         return Ok(());
@@ -1197,7 +1224,7 @@ impl SoftQp {
                 };
                 match &data {
                     Data::Remote(remote) => {
-                        let pid = self.lock().peer_pid;
+                        let Some(pid) = live_pid(&self.lock()) else { return (false, Vec::new()) };
                         let remote: Vec<(u64, usize)> = remote.iter().map(|&(a, l)| (a, l as usize)).collect();
                         if io::push(pid, &[(addr, len as usize)], &remote).is_err() {
                             return (false, Vec::new());
@@ -1540,23 +1567,15 @@ impl PendingConnection for Pending {
             i.state = State::Connecting;
             i.awaiting_ready = true;
         }
-        let we_reach = reaches(self.hello.pid, self.hello.canary_addr, self.hello.canary);
-        let (caddr, cval) = canary();
-        let answer = Hello {
-            pid: std::process::id(),
-            canary_addr: caddr,
-            canary: cval,
-            reaches_peer: we_reach,
-            keytab_fd: soft.keytab_fd(),
-            pd: soft.pd,
-            qp: soft.id,
-            private_data: private_data.to_vec(),
-        };
+        let end = peer::other_end(stream.as_raw_fd());
+        let verified = end.and_then(|e| peer::verify(e, self.hello.pid, self.hello.sock_fd));
+        let we_reach = verified.as_ref().is_some_and(|p| p.reaches(self.hello.canary_addr, self.hello.canary));
+        let answer = soft.hello(&stream, end.is_some(), we_reach, private_data.to_vec());
         // Start the connection and queue ACCEPT as its first frame. The reader takes the
         // peer's READY (whether it can reach our memory) as the peer's first frame and reports
         // ESTABLISHED then, once the path is decided; until then the EP is COMPLETION_PENDING.
         let hello = Hello { reaches_peer: false, ..self.hello.clone() };
-        soft.start(stream, &hello, we_reach, None);
+        soft.start(stream, &hello, verified, we_reach, None);
         let body = answer.encode();
         soft.send_frame(Frame { hdr: Hdr::message(op::ACCEPT, body.len()), data: FrameData::Bytes(body), last: false });
         Ok(())
@@ -1564,8 +1583,8 @@ impl PendingConnection for Pending {
 
     fn reject(&self, private_data: &[u8]) {
         if let Some(stream) = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let (caddr, cval) = canary();
-            let answer = Hello { pid: std::process::id(), canary_addr: caddr, canary: cval, reaches_peer: false, keytab_fd: 0, pd: 0, qp: 0, private_data: private_data.to_vec() };
+            // Only the private data: nothing about us goes to a peer we turn away.
+            let answer = Hello { private_data: private_data.to_vec(), ..Hello::default() };
             let _ = write_message(&stream, op::REJECT, &answer.encode());
             let _ = stream.shutdown(Shutdown::Both);
         }

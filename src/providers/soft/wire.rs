@@ -10,7 +10,7 @@
 
 pub const HDR_LEN: usize = 48;
 pub const MAGIC: u32 = 0x6461_7432; // "dat2"
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 pub mod op {
     pub const HELLO: u8 = 1;
@@ -102,12 +102,17 @@ impl Hdr {
     }
 }
 
-/// The connection handshake's payload: who we are and how the peer may reach our memory.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The connection handshake's payload: who we say we are and how the peer may reach our
+/// memory. The process fields (`pid`, `sock_fd`, the canary, `keytab_fd`, `pd`, `qp`) are zero
+/// unless the other end of the connection is a socket on the sender's host, and a receiver
+/// believes none of them before the kernel has confirmed `pid` and `sock_fd` (peer.rs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Hello {
     pub pid: u32,
-    /// Address and value of a word in the sender's memory: a peer that can read it there can
-    /// use cross-memory attach.
+    /// The sender's descriptor of this connection's socket, in process `pid`.
+    pub sock_fd: u32,
+    /// Address and value of a word in the sender's memory: a verified peer that can read it
+    /// there can use cross-memory attach.
     pub canary_addr: u64,
     pub canary: u64,
     /// Whether the sender can reach the receiver's memory (answered in ACCEPT and READY).
@@ -120,9 +125,12 @@ pub struct Hello {
     pub private_data: Vec<u8>,
 }
 
+/// A HELLO's fixed part; private data follows it.
+pub const HELLO_LEN: usize = 56;
+
 impl Hello {
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(32 + self.private_data.len());
+        let mut v = Vec::with_capacity(HELLO_LEN + self.private_data.len());
         v.extend_from_slice(&MAGIC.to_le_bytes());
         v.extend_from_slice(&VERSION.to_le_bytes());
         v.extend_from_slice(&self.pid.to_le_bytes());
@@ -132,12 +140,14 @@ impl Hello {
         v.extend_from_slice(&self.keytab_fd.to_le_bytes());
         v.extend_from_slice(&self.pd.to_le_bytes());
         v.extend_from_slice(&self.qp.to_le_bytes());
+        v.extend_from_slice(&self.sock_fd.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
         v.extend_from_slice(&self.private_data);
         v
     }
 
     pub fn decode(b: &[u8]) -> Option<Hello> {
-        if b.len() < 48 {
+        if b.len() < HELLO_LEN {
             return None;
         }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -153,7 +163,8 @@ impl Hello {
             keytab_fd: u32_at(32),
             pd: u32_at(36),
             qp: u64_at(40),
-            private_data: b[48..].to_vec(),
+            sock_fd: u32_at(48),
+            private_data: b[HELLO_LEN..].to_vec(),
         })
     }
 }
@@ -205,9 +216,12 @@ mod tests {
         let segs = vec![(0x1000u64, 7u32), (1 << 40, u32::MAX)];
         let srcs = vec![super::super::shm::Source { fd: 3, ino: 99, offset: 5 }, super::super::shm::Source { fd: 1 << 20, ino: u64::MAX, offset: 1 << 33 }];
         assert_eq!(decode_shared(&encode_shared(&segs, &srcs)), (segs, srcs));
-        let hello = Hello { pid: 42, canary_addr: 0x1000, canary: 99, reaches_peer: true, keytab_fd: 5, pd: 2, qp: 9, private_data: vec![1, 2, 3] };
+        let hello = Hello { pid: 42, sock_fd: 7, canary_addr: 0x1000, canary: 99, reaches_peer: true, keytab_fd: 5, pd: 2, qp: 9, private_data: vec![1, 2, 3] };
         assert_eq!(Hello::decode(&hello.encode()), Some(hello));
-        assert_eq!(Hello::decode(&[0u8; 56]), None);
+        assert_eq!(Hello::decode(&[0u8; 64]), None);
+        let mut old = Hello::default().encode();
+        old[4] = 4;
+        assert_eq!(Hello::decode(&old), None);
         let segs = vec![(0x1000u64, 10u32), (0x2000, 20)];
         assert_eq!(decode_segments(&encode_segments(&segs)), segs);
     }
