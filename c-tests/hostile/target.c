@@ -1,0 +1,211 @@
+/* The dat2 process that hostile.py attacks: an ordinary consumer of dat2-soft.
+ *
+ *   target server PORT   accepts every connection request on PORT (a fresh EP each, with
+ *                        receives posted), frees each EP when its connection ends; a
+ *                        request whose private data starts with "reject" is rejected
+ *   target client PORT [ADDR]  connects one EP to ADDR (127.0.0.1):PORT and reports its events
+ *   target victim        no DAT at all: a third process whose memory must stay untouched
+ *
+ * It prints "ready pid=P secret=ADDR win=ADDR rkey=K" once set up: `secret` is 4 KiB of
+ * unregistered memory filled with 'S', `win` 64 KiB registered with every privilege (rkey K).
+ * Then it answers lines on standard input:
+ *   check    "check secret=ok|CHANGED win=<hex of its first 16 bytes> eps=N threads=T rss_kb=R"
+ *   fill C   sets every byte of win to the character C
+ *   quit     exits with status 0
+ * and prints "event NAME" for each connection event (client mode, and the server's ends).
+ * TARGET_IA names the IA to open (default dat2-soft). */
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <dat2/udat.h>
+
+#define WIN (64 << 10)
+#define MAX_EPS 256
+
+static char secret[4096] __attribute__((aligned(4096)));
+static char *win;
+static DAT_IA_HANDLE ia;
+static DAT_PZ_HANDLE pz;
+static DAT_EVD_HANDLE dto, conn, cr;
+static DAT_LMR_HANDLE lmr;
+static DAT_LMR_CONTEXT lkey;
+static DAT_RMR_CONTEXT rkey;
+static DAT_EP_HANDLE eps[MAX_EPS];
+static int neps;
+
+static void die(const char *what, DAT_RETURN rc)
+{
+    const char *major = "", *minor = "";
+    dat_strerror(rc, &major, &minor);
+    printf("error %s: %s %s\n", what, major, minor);
+    fflush(stdout);
+    exit(2);
+}
+
+#define CHECK(call)                                                                            \
+    do {                                                                                       \
+        DAT_RETURN rc_ = (call);                                                               \
+        if (rc_ != DAT_SUCCESS)                                                                \
+            die(#call, rc_);                                                                   \
+    } while (0)
+
+static long status_field(const char *name)
+{
+    char line[256];
+    long v = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, name, strlen(name)) == 0)
+            v = strtol(line + strlen(name), NULL, 10);
+    fclose(f);
+    return v;
+}
+
+static void command(const char *line)
+{
+    if (strncmp(line, "check", 5) == 0) {
+        int ok = 1;
+        for (size_t i = 0; i < sizeof secret; i++)
+            ok &= secret[i] == 'S';
+        printf("check secret=%s win=", ok ? "ok" : "CHANGED");
+        for (int i = 0; win && i < 16; i++)
+            printf("%02x", (unsigned char)win[i]);
+        printf(" eps=%d threads=%ld rss_kb=%ld\n", neps, status_field("Threads:"), status_field("VmRSS:"));
+    } else if (strncmp(line, "fill ", 5) == 0 && win) {
+        memset(win, line[5], WIN);
+        printf("filled\n");
+    } else if (strncmp(line, "quit", 4) == 0) {
+        fflush(stdout);
+        _exit(0);
+    }
+    fflush(stdout);
+}
+
+static const char *conn_name(DAT_EVENT_NUMBER n)
+{
+    switch (n) {
+    case DAT_CONNECTION_EVENT_ESTABLISHED: return "ESTABLISHED";
+    case DAT_CONNECTION_EVENT_DISCONNECTED: return "DISCONNECTED";
+    case DAT_CONNECTION_EVENT_BROKEN: return "BROKEN";
+    case DAT_CONNECTION_EVENT_PEER_REJECTED: return "PEER_REJECTED";
+    case DAT_CONNECTION_EVENT_NON_PEER_REJECTED: return "NON_PEER_REJECTED";
+    case DAT_CONNECTION_EVENT_UNREACHABLE: return "UNREACHABLE";
+    case DAT_CONNECTION_EVENT_TIMED_OUT: return "TIMED_OUT";
+    default: return "OTHER";
+    }
+}
+
+static DAT_EP_HANDLE new_ep(void)
+{
+    DAT_EP_HANDLE ep;
+    CHECK(dat_ep_create(ia, pz, dto, dto, conn, NULL, &ep));
+    for (int i = 0; i < 4; i++) {
+        DAT_LMR_TRIPLET t = { (DAT_VADDR)(uintptr_t)(win + 4096 * (i + 1)), 4096, lkey };
+        DAT_DTO_COOKIE ck;
+        ck.as_64 = (DAT_UINT64)i;
+        CHECK(dat_ep_post_recv(ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    if (neps < MAX_EPS)
+        eps[neps++] = ep;
+    return ep;
+}
+
+static void forget_ep(DAT_EP_HANDLE ep)
+{
+    for (int i = 0; i < neps; i++)
+        if (eps[i] == ep) {
+            eps[i] = eps[--neps];
+            dat_ep_free(ep);
+            return;
+        }
+}
+
+/* One round of the event loop: connection requests, connection and DTO events, stdin. */
+static void pump(int server)
+{
+    DAT_EVENT ev;
+    char line[256];
+    struct pollfd p = { 0, POLLIN, 0 };
+    while (server && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS) {
+        DAT_CR_HANDLE h = ev.event_data.cr_arrival_event_data.cr_handle;
+        DAT_CR_PARAM param;
+        memset(&param, 0, sizeof param);
+        if (ev.event_number != DAT_CONNECTION_REQUEST_EVENT)
+            continue;
+        /* private data starting with "reject" asks to be turned away */
+        if (dat_cr_query(h, DAT_CR_FIELD_ALL, &param) == DAT_SUCCESS && param.private_data &&
+            param.private_data_size >= 6 && memcmp(param.private_data, "reject", 6) == 0)
+            dat_cr_reject(h, 0, NULL);
+        else
+            dat_cr_accept(h, new_ep(), 0, NULL);
+    }
+    while (ia && dat_evd_dequeue(conn, &ev) == DAT_SUCCESS) {
+        printf("event %s\n", conn_name(ev.event_number));
+        fflush(stdout);
+        if (server && ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
+            forget_ep(ev.event_data.connect_event_data.ep_handle);
+    }
+    while (ia && dat_evd_dequeue(dto, &ev) == DAT_SUCCESS)
+        ;
+    if (poll(&p, 1, 5) > 0) {
+        if (!fgets(line, sizeof line, stdin))
+            _exit(0);
+        command(line);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    int port = argc > 2 ? atoi(argv[2]) : 0;
+    DAT_REGION_DESCRIPTION r;
+    DAT_VLEN reg_len;
+    DAT_VADDR reg_addr;
+    memset(secret, 'S', sizeof secret);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (strcmp(mode, "victim") == 0) {
+        printf("ready pid=%d secret=%#lx win=0 rkey=0\n", (int)getpid(), (unsigned long)(uintptr_t)secret);
+        for (;;)
+            pump(0);
+    }
+    if (strcmp(mode, "server") != 0 && strcmp(mode, "client") != 0) {
+        fprintf(stderr, "usage: target server|client PORT | target victim\n");
+        return 2;
+    }
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    CHECK(dat_ia_open(getenv("TARGET_IA") ? getenv("TARGET_IA") : "dat2-soft", 8, &async, &ia));
+    CHECK(dat_pz_create(ia, &pz));
+    CHECK(dat_evd_create(ia, 1024, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto));
+    CHECK(dat_evd_create(ia, 1024, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn));
+    CHECK(dat_evd_create(ia, 1024, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr));
+    win = aligned_alloc(4096, WIN);
+    if (!win)
+        return 2;
+    memset(win, 0, WIN);
+    r.for_va = win;
+    CHECK(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, r, WIN, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &lkey,
+                         &rkey, &reg_len, &reg_addr));
+    if (strcmp(mode, "server") == 0) {
+        DAT_PSP_HANDLE psp;
+        CHECK(dat_psp_create(ia, (DAT_CONN_QUAL)port, cr, DAT_PSP_CONSUMER_FLAG, &psp));
+    } else {
+        struct sockaddr_in sin;
+        memset(&sin, 0, sizeof sin);
+        sin.sin_family = AF_INET;
+        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (argc > 3 && inet_pton(AF_INET, argv[3], &sin.sin_addr) != 1)
+            die("inet_pton", DAT_INVALID_PARAMETER);
+        CHECK(dat_ep_connect(new_ep(), (DAT_IA_ADDRESS_PTR)&sin, (DAT_CONN_QUAL)port, 10 * 1000 * 1000, 0, NULL,
+                             DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
+    }
+    printf("ready pid=%d secret=%#lx win=%#lx rkey=%u\n", (int)getpid(), (unsigned long)(uintptr_t)secret,
+           (unsigned long)(uintptr_t)win, (unsigned)rkey);
+    for (;;)
+        pump(strcmp(mode, "server") == 0);
+}
