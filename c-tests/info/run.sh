@@ -77,14 +77,22 @@ if block soft dat2-soft | grep -qx '    provider_attr: *DAT2_DEVICE=soft'; then
 else
   fail "soft-provider-attributes $(block soft dat2-soft | grep provider_attr | tr '\n' '|')"
 fi
-# the shared-memory path's state, and DAT2_SOFT_SHM=0 turning it off
-DAT_OVERRIDE=$out/empty.conf DAT2_SOFT_SHM=0 run softshm0 -p dat2-soft
-if block soft dat2-soft | grep -q '^    provider_attr: *DAT2_SOFT_SHM=on: ' &&
-   block softshm0 dat2-soft | grep -qx '    provider_attr: *DAT2_SOFT_SHM=off: DAT2_SOFT_SHM=0'; then
-  pass soft-shm-attribute
-else
-  fail "soft-shm-attribute $(block soft dat2-soft | grep SHM) / $(block softshm0 dat2-soft | grep SHM)"
-fi
+# a soft path's state (VAR=on: ...), and VAR=0 turning it off: case VAR on-text
+path_attribute() {
+  local name=$1 var=$2 on=$3 tag
+  tag=soft$(echo "$var" | tr 'A-Z' 'a-z')0
+  export "$var=0"
+  DAT_OVERRIDE=$out/empty.conf run "$tag" -p dat2-soft
+  unset "$var"
+  if block soft dat2-soft | grep -q "^    provider_attr: *$var=on: $on" &&
+     block "$tag" dat2-soft | grep -qx "    provider_attr: *$var=off: $var=0"; then
+    pass "$name"
+  else
+    fail "$name $(block soft dat2-soft | grep "$var") / $(block "$tag" dat2-soft | grep "$var")"
+  fi
+}
+path_attribute soft-shm-attribute DAT2_SOFT_SHM ''
+path_attribute soft-cma-attribute DAT2_SOFT_CMA 'with peers on this host that the kernel confirms'
 # dat2-soft is registered thread safe and not: one block, two keys
 if [ "$(grep -c '^ia_name: dat2-soft$' "$out/soft.out")" = 1 ] &&
    [ "$(block soft dat2-soft | grep -c '^    registry_key:')" = 2 ]; then

@@ -91,6 +91,11 @@ impl Builtin {
                 "off: DAT2_SOFT_SHM=0".to_string()
             };
             v.push(("DAT2_SOFT_SHM".into(), shm));
+            let cma = match crate::providers::soft::peer::cma_state() {
+                Ok(()) => "on: with peers on this host that the kernel confirms (NETLINK_SOCK_DIAG, /proc/<pid>/fd)".to_string(),
+                Err(why) => format!("off: {why}"),
+            };
+            v.push(("DAT2_SOFT_CMA".into(), cma));
         }
         if dev.cache_registrations() {
             let c = crate::mr::cache_stats();
