@@ -1,7 +1,8 @@
 //! A soft device's remote keys, published read-only to peers on the same host.
 //!
-//! The table lives in a memfd the device writes and peers map (through `/proc/<pid>/fd/<n>`,
-//! which needs the same permission as cross-memory attach). An initiator that finds a key
+//! The table lives in a memfd the device writes and verified peers map (they take our
+//! descriptor with `pidfd_getfd`, which needs the same permission as cross-memory attach;
+//! see peer.rs). An initiator that finds a key
 //! here, valid for the connection's PD and QP, with the right privilege and bounds, may move
 //! the data itself with `process_vm_writev` instead of asking the target: one system call
 //! instead of a round trip through two threads. Anything not found, or changing while read,
@@ -91,12 +92,12 @@ impl KeyTable {
         Self::map(file, true)
     }
 
-    /// A peer's table: its descriptor `fd` in process `pid`, mapped read-only.
-    pub fn open_peer(pid: u32, fd: u32) -> Option<KeyTable> {
+    /// A peer's table: the peer's own descriptor of it (taken with `pidfd_getfd` from the
+    /// verified peer process, see peer.rs), mapped read-only.
+    pub fn open_peer(file: File) -> Option<KeyTable> {
         if std::env::var("DAT2_SOFT_DIRECT").is_ok_and(|v| v == "0") {
             return None;
         }
-        let file = File::open(format!("/proc/{pid}/fd/{fd}")).ok()?;
         // Only a table that cannot shrink is mapped: a peer cutting its file short under our
         // mapping would make our reads fault.
         // SAFETY: fcntl on our own descriptor.
@@ -229,7 +230,7 @@ mod tests {
         let g = Grant { pd: 3, access: Access(Access::REMOTE_WRITE), bound_qp: 0, addr: 0x1000, len: 64, zero_based: false, file: None };
         t.publish(0xdead_beef, g);
         assert_eq!(t.lookup(0xdead_beef), Some(g));
-        let peer = KeyTable::open_peer(std::process::id(), t.fd()).expect("peer view");
+        let peer = KeyTable::open_peer(File::open(format!("/proc/self/fd/{}", t.fd())).unwrap()).expect("peer view");
         assert_eq!(peer.lookup(0xdead_beef), Some(g));
         assert!(peer.lookup(0x1234_5678).is_none());
         t.withdraw(0xdead_beef);

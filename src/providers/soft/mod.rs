@@ -10,6 +10,7 @@ pub mod listener;
 pub mod memory;
 pub mod peer;
 pub mod qp;
+pub mod rendezvous;
 pub mod shm;
 pub mod srq;
 pub mod wire;

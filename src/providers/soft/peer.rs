@@ -2,51 +2,63 @@
 //! claims it.
 //!
 //! Cross-memory attach (`process_vm_readv`/`writev` on the peer's pid), the peer's shared
-//! files and its published key table (both opened through `/proc/<pid>/fd/<n>`) name the peer
-//! process by its pid. A pid in a handshake is only a claim: a peer that names our own pid,
-//! or a third process's, would otherwise make us copy between registered memory and memory
-//! it chose in a process it does not own. So the claim is checked against the kernel before
-//! any of these paths is used:
+//! files and its published key table name the peer process. Whatever a frame says about that
+//! process is only a claim: a peer that names our own pid, or a third process's, would
+//! otherwise make us copy between registered memory and memory it chose in a process it does
+//! not own. So the peer process is established with the kernel before any of these paths is
+//! used, in three steps:
 //!
-//! 1. The socket at the other end of *this* TCP connection is looked up in the kernel with
+//! 1. **A Unix-socket rendezvous** (rendezvous.rs). On a connection whose other end is on this
+//!    host, the active side listens on a fresh abstract Unix socket with a random name and
+//!    sends the name in its HELLO; the passive side connects to it before it sends ACCEPT.
+//!    Each side takes the other's process from the kernel (`SO_PEERCRED`: the pid and uid of
+//!    the process that connected, or listened), and goes on only with a process of its own
+//!    effective uid. A connection relayed by another process (a port forwarder, `ssh -L`,
+//!    socat) cannot pass: the relay neither connects to nor listens on our rendezvous, and a
+//!    peer elsewhere has no way to.
+//! 2. **The other end of this TCP connection.** The socket at the other end is looked up with
 //!    `NETLINK_SOCK_DIAG` (an exact `inet_diag` lookup of the reversed address and port pair,
-//!    `SOCK_DIAG_BY_FAMILY` without `NLM_F_DUMP`). The kernel finds it only when that socket
-//!    is on this host, in our network namespace, and answers with its inode. A peer elsewhere
-//!    is not found, and we send it no pid, descriptor or address of ours at all.
-//! 2. The peer claims a pid and the descriptor number of its end of the connection. A pidfd of
-//!    that pid is opened, then `/proc/<pid>/fd/<n>` must read `socket:[<inode>]` (reading the
-//!    link needs the same ptrace access to that process as cross-memory attach), and the
-//!    pidfd must still name a live process afterwards, so that the pid was not reused between
-//!    the two steps. A process that holds the other end of our connection is the peer (or one
-//!    the peer handed its socket to, which it controls).
-//! 3. The pidfd is kept and watched: one thread per process waits on all of them (epoll) and
+//!    `SOCK_DIAG_BY_FAMILY` without `NLM_F_DUMP`), which finds it only on this host, in our
+//!    network namespace, and gives its inode. The process from step 1 names its descriptor of
+//!    the connection; a pidfd of that process is opened, `/proc/<pid>/fd/<n>` must read
+//!    `socket:[<inode>]`, and the pidfd must still name a live process afterwards, so that the
+//!    pid was not reused in between. So the process that came to the rendezvous holds this
+//!    connection.
+//! 3. **Watching.** The pidfd is kept: one thread per process waits on all of them (epoll) and
 //!    marks a peer gone the moment its process exits, and every use of the pid for a copy
-//!    first reads that mark. A pid is recycled only after its process has exited *and* its
-//!    parent has reaped it, and the mark is set at the exit. What is left is a race: a peer
-//!    that exits while one of our copies is already past that read, or before the watching
-//!    thread has run, and whose pid its parent reaps and the kernel hands to a new process of
-//!    a user we may access, all within that time. Asking the kernel before every copy
+//!    first reads that mark (an atomic load). A pid is recycled only after its process has
+//!    exited *and* its parent has reaped it, and the mark is set at the exit. What is left is
+//!    a race: a peer that exits while one of our copies is already past that read, or before
+//!    the watching thread has run, and whose pid its parent reaps and the kernel hands to a
+//!    new process of our user, all within that time. Asking the kernel before every copy
 //!    (`pidfd_send_signal` with signal 0) would narrow the window to the instructions between
-//!    the check and the copy, but it costs a system call per copy (486 ns here, 0.6 us on
-//!    the 2.1 us zero-copy round trip, 30 % of the 64 KiB shared-memory bandwidth); it is
-//!    what happens when the watching thread cannot be had.
+//!    the check and the copy, but it costs a system call per copy (486 ns here: 0.6 us on the
+//!    2.1 us zero-copy round trip, 30 % of the 64 KiB shared-memory bandwidth); it is what
+//!    happens when the watching thread cannot be had. A peer's files and key table are taken
+//!    with `pidfd_getfd`, which hands us the peer's own descriptor with the peer's own access
+//!    mode, never a reopening of the file with our rights.
 //!
-//! Alternatives considered: `SO_PEERCRED` exists for Unix sockets only. Scanning
-//! `/proc/net/tcp` for the inode costs a line per socket on the host for every connection,
-//! and scanning every `/proc/<pid>/fd` for it costs every descriptor of every process; both
-//! found nothing that the exact lookup does not. A Unix-socket side channel (`SO_PEERCRED`,
-//! with a nonce sent over the TCP connection) proves the same as step 2 with a second socket
-//! and a rendezvous name to manage. The word a peer could read in our memory (the canary)
-//! proves only that *a* process with that pid holds that value; it is kept for what it does
-//! prove, that we may read the verified process's memory, and its value is random.
+//! Only a process of our own effective uid passes, so a peer can never make us do what it
+//! could not do itself with `ptrace`: a process of another user, or one that gained
+//! privileges by executing a set-user-ID program after it connected (we could then not reach
+//! it), gets TCP.
+//!
+//! Alternatives considered: the descriptor check alone proves that a process holds the
+//! socket, not that it speaks on it, so a relay of our user would be taken for the peer;
+//! proving it with a word read at an address the peer names (the earlier canary) either
+//! trusts a value the peer chose or, answered, tells an unverified peer what lies at an
+//! address of its choice in a process it names. `SO_PEERCRED` exists for Unix sockets only,
+//! hence the rendezvous. Scanning `/proc/net/tcp` for the inode costs a line per socket on the
+//! host for every connection, and scanning every `/proc/<pid>/fd` for it costs every
+//! descriptor of every process; neither finds more than the exact lookup. IPv6 link-local
+//! connections are not looked up (the lookup names no interface) and use TCP.
 //!
 //! When anything fails (no sock_diag in the kernel, another network namespace, a peer of
-//! another user whose `/proc` entries we may not read, a claim that does not hold) the
-//! connection is not an error: its data travels over TCP.
+//! another user, a claim that does not hold) the connection is not an error: its data travels
+//! over TCP.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::MetadataExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -80,8 +92,6 @@ pub struct OtherEnd {
 pub struct PeerProcess {
     pid: u32,
     pidfd: OwnedFd,
-    /// The effective uid the process runs as (the owner of `/proc/<pid>`).
-    uid: u32,
     /// Set by the watching thread when the process exits; None: not watched (then every use
     /// asks the kernel).
     gone: Option<(u64, Arc<AtomicBool>)>,
@@ -105,47 +115,55 @@ impl PeerProcess {
         r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
     }
 
-    /// Whether we may send this process our own addresses (scatter lists naming our memory):
-    /// only a process of our user, or root, which can read them in /proc anyway.
-    pub fn trusted(&self) -> bool {
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        self.uid == me || self.uid == 0
-    }
-
-    /// Whether we can read this process's memory: the word at `addr` has the value it told us.
-    pub fn reaches(&self, addr: u64, value: u64) -> bool {
-        if value == 0 {
-            return false;
-        }
+    /// Whether the kernel lets us copy from this process's memory (cross-memory attach needs
+    /// ptrace access): one word read at `addr`, an address the verified process gave for that.
+    pub fn reaches(&self, addr: u64) -> bool {
         let Some(pid) = self.pid() else { return false };
         let mut v = 0u64;
-        io::pull(pid, &[(&mut v as *mut u64 as u64, 8)], &[(addr, 8)]).is_ok() && v == value
+        addr != 0 && io::pull(pid, &[(&mut v as *mut u64 as u64, 8)], &[(addr, 8)]).is_ok()
+    }
+
+    /// A duplicate of the process's descriptor `fd` (`pidfd_getfd`): the same open file, with
+    /// the access mode the process opened it with, whatever our own rights to the file are.
+    pub fn get_fd(&self, fd: u32) -> Option<OwnedFd> {
+        self.pid()?;
+        // SAFETY: pidfd_getfd on a pidfd we own; it returns a new descriptor or -1.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_getfd, self.pidfd.as_raw_fd(), fd as libc::c_int, 0) };
+        // SAFETY: a descriptor the kernel just gave us (with O_CLOEXEC set).
+        (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw as RawFd) })
     }
 }
 
-/// A word whose address and value a verified peer reads to find out whether it can reach our
-/// memory; its value is random, so that only a process that reads it knows it.
-pub fn canary() -> (u64, u64) {
-    static CANARY: OnceLock<u64> = OnceLock::new();
-    let v = CANARY.get_or_init(|| {
-        let mut v = 0u64;
-        while v == 0 {
-            // SAFETY: getrandom writes at most 8 bytes into `v`.
-            let n = unsafe { libc::getrandom(&mut v as *mut u64 as *mut libc::c_void, 8, 0) };
-            if n != 8 {
-                v = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1;
-            }
-        }
-        v
-    });
-    (v as *const u64 as u64, *v)
+#[cfg(test)]
+impl PeerProcess {
+    /// This process, as a peer of itself (for tests of what uses a peer).
+    pub fn own() -> PeerProcess {
+        // SAFETY: pidfd_open of our own pid.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, std::process::id() as libc::pid_t, 0) };
+        assert!(raw >= 0);
+        // SAFETY: a descriptor the kernel just gave us.
+        PeerProcess { pid: std::process::id(), pidfd: unsafe { OwnedFd::from_raw_fd(raw as RawFd) }, gone: None }
+    }
+}
+
+/// The address of a word in our memory, for a verified peer to find out whether it can read
+/// our memory.
+pub fn canary() -> u64 {
+    static CANARY: u64 = 0x6461_7432;
+    &CANARY as *const u64 as u64
+}
+
+/// Whether `DAT2_SOFT_CMA=0` turned the paths off: then no peer is verified, so none uses
+/// cross-memory attach, shared files or key tables with us, either way.
+pub fn off() -> bool {
+    static OFF: OnceLock<bool> = OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("DAT2_SOFT_CMA").is_ok_and(|v| v == "0"))
 }
 
 /// Whether cross-memory attach can be used at all, and why not: `DAT2_SOFT_CMA=0`, or no
 /// `NETLINK_SOCK_DIAG` to confirm peers with (reported by `dat_ia_query` as `DAT2_SOFT_CMA`).
 pub fn cma_state() -> Result<(), String> {
-    if std::env::var("DAT2_SOFT_CMA").is_ok_and(|v| v == "0") {
+    if off() {
         return Err("DAT2_SOFT_CMA=0".into());
     }
     // SAFETY: a new socket, closed at once.
@@ -219,8 +237,9 @@ pub fn other_end(fd: RawFd) -> Option<OtherEnd> {
         return None;
     }
     let m = &buf[NLMSG_HDR..];
-    // The answer must be about the socket we asked for.
-    if m[0] != family as u8 || m[4..8] != id_ports(&theirs, &ours) {
+    // The answer must be about the socket we asked for (a dual-stack socket answers an IPv4
+    // lookup as AF_INET6).
+    if !matches!(i32::from(m[0]), libc::AF_INET | libc::AF_INET6) || m[4..8] != id_ports(&theirs, &ours) {
         return None;
     }
     let inode = u32::from_ne_bytes(m[MSG_INODE..MSG_INODE + 4].try_into().ok()?);
@@ -251,12 +270,10 @@ fn sockaddr(fd: RawFd, get: NameFn) -> Option<std::net::SocketAddr> {
     super::address::from_storage(&ss)
 }
 
-/// Checks a peer's claim that it is process `pid` and holds the other end of the connection
-/// as its descriptor `peer_fd` (see the module text). With `DAT2_SOFT_CMA=0` no peer is
-/// verified, so none uses cross-memory attach, shared files or key tables with us, either way.
+/// Checks that process `pid` (as the kernel named it to us: rendezvous.rs) holds the other
+/// end of the connection as its descriptor `peer_fd` (see the module text).
 pub fn verify(end: OtherEnd, pid: u32, peer_fd: u32) -> Option<PeerProcess> {
-    static OFF: OnceLock<bool> = OnceLock::new();
-    if *OFF.get_or_init(|| std::env::var("DAT2_SOFT_CMA").is_ok_and(|v| v == "0")) {
+    if off() {
         return None;
     }
     if end.inode == 0 || !end.established || pid == 0 || pid > i32::MAX as u32 || peer_fd > i32::MAX as u32 {
@@ -269,9 +286,7 @@ pub fn verify(end: OtherEnd, pid: u32, peer_fd: u32) -> Option<PeerProcess> {
     }
     // SAFETY: a descriptor the kernel just gave us.
     let pidfd = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
-    let dir = format!("/proc/{pid}");
-    let uid = std::fs::metadata(&dir).ok()?.uid();
-    let link = CString::new(format!("{dir}/fd/{peer_fd}")).ok()?;
+    let link = CString::new(format!("/proc/{pid}/fd/{peer_fd}")).ok()?;
     let mut buf = [0u8; 64];
     // SAFETY: `link` is a C string; `buf` is valid for its length.
     let n = unsafe { libc::readlink(link.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -279,7 +294,7 @@ pub fn verify(end: OtherEnd, pid: u32, peer_fd: u32) -> Option<PeerProcess> {
         return None;
     }
     let gone = watcher().and_then(|w| w.watch(&pidfd));
-    let peer = PeerProcess { pid, pidfd, uid, gone };
+    let peer = PeerProcess { pid, pidfd, gone };
     // Still the process the pidfd was opened for: the pid was not reused meanwhile. (Asked of
     // the kernel: the watching thread may not have seen an exit that came before the watch.)
     if !peer.exists() {
@@ -381,10 +396,12 @@ mod tests {
         assert!(verify(from_a, 1, b.as_raw_fd() as u32).is_none());
         assert!(verify(from_a, 0, b.as_raw_fd() as u32).is_none());
         let p = verify(from_a, me, b.as_raw_fd() as u32).unwrap();
-        let (addr, value) = canary();
-        assert!(p.reaches(addr, value));
-        assert!(!p.reaches(addr, value ^ 1));
-        assert!(p.trusted());
+        assert!(p.reaches(canary()));
+        assert!(!p.reaches(0));
+        // Its descriptors come with their own access mode.
+        let dup = p.get_fd(b.as_raw_fd() as u32).unwrap();
+        // SAFETY: fcntl on our own descriptor.
+        assert_eq!(unsafe { libc::fcntl(dup.as_raw_fd(), libc::F_GETFL) } & libc::O_ACCMODE, libc::O_RDWR);
     }
 
     #[test]
@@ -398,12 +415,12 @@ mod tests {
         let pidfd = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
         let gone = watcher().and_then(|w| w.watch(&pidfd));
         assert!(gone.is_some(), "no watching thread");
-        let watched = PeerProcess { pid, pidfd, uid: 0, gone };
+        let watched = PeerProcess { pid, pidfd, gone };
         assert_eq!(watched.pid(), Some(pid));
         // SAFETY: pidfd_open on a child we own.
         let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
         // SAFETY: a descriptor the kernel just gave us.
-        let asked = PeerProcess { pid, pidfd: unsafe { OwnedFd::from_raw_fd(raw as RawFd) }, uid: 0, gone: None };
+        let asked = PeerProcess { pid, pidfd: unsafe { OwnedFd::from_raw_fd(raw as RawFd) }, gone: None };
         assert_eq!(asked.pid(), Some(pid));
         // Killed but not reaped yet: the watched one is gone at once, the asked one only after the reap.
         child.kill().unwrap();

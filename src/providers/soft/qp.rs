@@ -6,9 +6,10 @@
 //! responses come back, in order. A writer thread sends queued frames, so neither the reader
 //! nor an application thread ever blocks on a full socket while holding anything.
 //!
-//! On one host, when each process can reach the other's memory (cross-memory attach), requests
-//! carry scatter lists instead of data and the target copies directly between the two
-//! processes' registered memory.
+//! On one host, when each process can reach the other's memory (cross-memory attach) and the
+//! kernel has confirmed which process the peer is (peer.rs, rendezvous.rs), requests carry
+//! scatter lists instead of data and the target copies directly between the two processes'
+//! registered memory.
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -20,7 +21,8 @@ use std::time::Duration;
 use super::io;
 use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
 use super::keytab::KeyTable;
-use super::peer::{self, PeerProcess};
+use super::peer::{self, OtherEnd, PeerProcess};
+use super::rendezvous::{Channel, Claims, Rendezvous};
 use super::{shm, KeySet, SoftDevice};
 use crate::abi::*;
 use crate::device::*;
@@ -97,15 +99,18 @@ struct Inner {
     stalled: VecDeque<Stalled>,
     remote: Option<(libc::sockaddr_storage, u16)>,
     local_port: u16,
-    /// The peer process, when the kernel confirmed who it is (peer.rs); the cross-memory and
-    /// shared-memory paths exist only then.
+    /// The peer process, when the kernel confirmed who it is and each side reaches the other's
+    /// memory (peer.rs); the cross-memory and shared-memory paths exist only then.
     peer: Option<Arc<PeerProcess>>,
-    /// We may send cross-memory requests: the verified peer reaches our memory, and may see
-    /// our addresses.
+    /// We may send cross-memory requests (scatter lists naming our memory): both sides agreed
+    /// the path.
     cma_out: bool,
-    /// The peer may send us cross-memory requests: we reach the verified peer's memory. A
-    /// request flagged CMA or SHM without it breaks the connection.
+    /// The peer may send us cross-memory requests: both sides agreed the path. A request
+    /// flagged CMA or SHM without it breaks the connection.
     cma_in: bool,
+    /// Passive side, until READY: our channel to the active side's rendezvous, and the
+    /// kernel's view of the other end of the connection.
+    rendezvous: Option<(Channel, OtherEnd)>,
     outstanding_reads: u32,
     /// Requests held back, in order, while `max_rd_atomic` reads or atomics are in flight (as
     /// an HCA's send queue holds them); the flag marks reads and atomics.
@@ -208,6 +213,7 @@ impl SoftQp {
                 remote: None,
                 local_port: 0,
                 peer: None,
+                rendezvous: None,
                 cma_out: false,
                 cma_in: false,
                 outstanding_reads: 0,
@@ -233,25 +239,23 @@ impl SoftQp {
         self.dev.keytab.as_ref().map_or(0, |t| t.fd())
     }
 
-    /// Our handshake message on `stream`. Who we are (pid, descriptor, canary, key table, PD,
-    /// QP) goes only to a peer whose end of the connection is on this host (`local`, found by
-    /// peer::other_end); anyone else learns nothing about our process.
-    fn hello(&self, stream: &TcpStream, local: bool, reaches_peer: bool, private_data: Vec<u8>) -> Hello {
-        if !local {
-            return Hello { private_data, ..Hello::default() };
-        }
-        let (canary_addr, canary) = peer::canary();
-        Hello {
-            pid: std::process::id(),
-            sock_fd: stream.as_raw_fd() as u32,
-            canary_addr,
-            canary,
-            reaches_peer,
-            keytab_fd: self.keytab_fd(),
-            pd: self.pd,
-            qp: self.id,
-            private_data,
-        }
+    /// What we say about ourselves at the rendezvous (to a process of our uid only).
+    fn claims(&self, stream: &TcpStream) -> Claims {
+        Claims { sock_fd: stream.as_raw_fd() as u32, canary: peer::canary(), keytab_fd: self.keytab_fd(), pd: self.pd, qp: self.id }
+    }
+
+    /// Sets the connection's data path: cross-memory attach (and shared files, and the key
+    /// table) with the verified peer when `agreed`, else TCP.
+    fn set_path(&self, verified: Option<(PeerProcess, Claims)>, agreed: bool) {
+        let verified = verified.filter(|_| agreed);
+        let keys = verified.as_ref().and_then(|(p, c)| (c.keytab_fd != 0).then(|| peer_table(p, c.keytab_fd)).flatten());
+        let mut i = self.lock();
+        i.cma_in = verified.is_some();
+        i.cma_out = verified.is_some();
+        i.peer_keys = keys;
+        i.peer_pd = verified.as_ref().map_or(0, |(_, c)| c.pd);
+        i.peer_qp = verified.as_ref().map_or(0, |(_, c)| c.qp);
+        i.peer = verified.map(|(p, _)| Arc::new(p));
     }
 
     /// The direct path of an RDMA write on one host: with nothing else outstanding (so the
@@ -277,7 +281,7 @@ impl SoftQp {
             let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
             let views: Option<Vec<(*const u8, usize)>> = local.iter().map(|(b, a, n)| Some((b.view(*a, *n)?, *n))).collect();
             if let Some(v) = views {
-                if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).put(live_pid(i)?, dst, &v, io::TAIL) {
+                if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).put(i.peer.as_deref()?, dst, &v, io::TAIL) {
                     return Some(());
                 }
             }
@@ -530,27 +534,16 @@ impl SoftQp {
     /// Takes the connected stream and starts the reader and writer threads. `established`
     /// (the active side's ESTABLISHED, with the peer's private data) is reported before the
     /// reader starts, so that nothing the peer does on the connection, a disconnect included,
-    /// can be reported before it.
-    /// `peer`: the peer process, if the kernel confirmed it; `reaches_peer`: we can read its
-    /// memory (only with `peer`).
-    fn start(self: &Arc<Self>, stream: TcpStream, hello: &Hello, peer: Option<PeerProcess>, reaches_peer: bool, established: Option<Vec<u8>>) {
+    /// can be reported before it. `verified`/`agreed`: the data path (see set_path); the
+    /// passive side learns it later, with READY.
+    fn start(self: &Arc<Self>, stream: TcpStream, verified: Option<(PeerProcess, Claims)>, agreed: bool, established: Option<Vec<u8>>) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(None);
         let reader = stream.try_clone();
         let writer = stream.try_clone();
-        let reaches_peer = reaches_peer && peer.is_some();
-        let peer_keys = match (&peer, reaches_peer && hello.keytab_fd != 0) {
-            (Some(p), true) => p.pid().and_then(|pid| peer_table(pid, hello.keytab_fd)),
-            _ => None,
-        };
+        self.set_path(verified, agreed);
         {
             let mut i = self.lock();
-            i.cma_out = hello.reaches_peer && peer.as_ref().is_some_and(|p| p.trusted());
-            i.peer = peer.map(Arc::new);
-            i.cma_in = reaches_peer;
-            i.peer_keys = peer_keys;
-            i.peer_pd = hello.pd;
-            i.peer_qp = hello.qp;
             i.local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
             if let Ok(peer) = stream.peer_addr() {
                 i.remote = Some((super::address::to_storage(peer), peer.port()));
@@ -576,7 +569,7 @@ impl SoftQp {
     }
 
     fn active(self: Arc<Self>, addr: SocketAddr, private_data: Vec<u8>, timeout: Option<Duration>) {
-        let outcome = (|| -> Result<(TcpStream, Hello, Option<PeerProcess>, bool), CmEvent> {
+        let outcome = (|| -> Result<(TcpStream, Hello, Option<(PeerProcess, Claims)>, bool), CmEvent> {
             // A refused connection is retried briefly: rdma_cm spends about as long resolving
             // the address and route, and programs such as dtest create their listener only
             // just before the peer connects.
@@ -602,48 +595,52 @@ impl SoftQp {
             })?;
             let _ = stream.set_nodelay(true);
             let _ = stream.set_read_timeout(Some(timeout.unwrap_or(Duration::from_secs(3600)).max(Duration::from_millis(1))));
-            let end = peer::other_end(stream.as_raw_fd());
-            let hello = self.hello(&stream, end.is_some(), false, private_data);
+            // A peer on this host is asked to our rendezvous (rendezvous.rs), where each side
+            // learns from the kernel which process the other is.
+            let rendezvous = peer::other_end(stream.as_raw_fd()).and_then(|_| Rendezvous::open());
+            let hello = Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), reaches_peer: false, private_data };
             write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
             let (hdr, body) =
                 read_message(&stream, 1 << 20).map_err(|e| if timed_out(&e) { CmEvent::TimedOut } else { CmEvent::NonPeerRejected })?;
             let answer = Hello::decode(&body).ok_or(CmEvent::NonPeerRejected)?;
             match hdr.op {
                 op::ACCEPT => {
-                    // Looked up again: when we sent HELLO, the peer may not have accepted the
-                    // connection yet (its socket had no inode).
-                    let end = end.and_then(|_| peer::other_end(stream.as_raw_fd()));
-                    let verified = end.and_then(|e| peer::verify(e, answer.pid, answer.sock_fd));
-                    let we_reach = verified.as_ref().is_some_and(|p| p.reaches(answer.canary_addr, answer.canary));
-                    let ready = Hello { reaches_peer: we_reach, private_data: Vec::new(), ..hello };
+                    // The passive side came to the rendezvous before it sent ACCEPT, if at all.
+                    // The other end is looked up only now: when we sent HELLO, the peer may not
+                    // have accepted the connection yet (its socket had no inode).
+                    let end = rendezvous.as_ref().and_then(|_| peer::other_end(stream.as_raw_fd()));
+                    let verified = rendezvous.as_ref().zip(end).and_then(|(r, e)| r.take(e));
+                    let we_reach = verified.as_ref().is_some_and(|(p, c, channel)| channel.send(&self.claims(&stream)) && p.reaches(c.canary));
+                    let verified = verified.map(|(p, c, _)| (p, c));
+                    let ready = Hello { reaches_peer: we_reach, ..Hello::default() };
                     write_message(&stream, op::READY, &ready.encode()).map_err(|_| CmEvent::Broken)?;
                     // Wait until the passive side has reported ESTABLISHED (see op::ESTABLISHED).
                     // If the connection ends first (the passive side broke it at once), it was
                     // accepted all the same: we report ESTABLISHED and the reader then finds
                     // the end.
-                    match read_message(&stream, 0) {
-                        Ok((done, _)) if done.op == op::ESTABLISHED && done.acks == 0 => {}
+                    // Its status says whether the passive side agreed the cross-memory path too.
+                    let agreed = match read_message(&stream, 0) {
+                        Ok((done, _)) if done.op == op::ESTABLISHED && done.acks == 0 => we_reach && done.status == 1,
                         Err(e) if timed_out(&e) => return Err(CmEvent::TimedOut),
                         Err(e) if matches!(
                             e.kind(),
                             std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
-                        ) => {}
+                        ) => false,
                         _ => return Err(CmEvent::Broken),
-                    }
-                    Ok((stream, answer, verified, we_reach))
+                    };
+                    Ok((stream, answer, verified, agreed))
                 }
                 op::REJECT => Err(CmEvent::PeerRejected { private_data: answer.private_data }),
                 _ => Err(CmEvent::NonPeerRejected),
             }
         })();
         match outcome {
-            Ok((stream, answer, verified, we_reach)) => {
+            Ok((stream, answer, verified, agreed)) => {
                 if self.lock().state != State::Connecting {
                     let _ = stream.shutdown(Shutdown::Both);
                     return;
                 }
-                let pdata = answer.private_data.clone();
-                self.start(stream, &answer, verified, we_reach, Some(pdata));
+                self.start(stream, verified, agreed, Some(answer.private_data));
             }
             Err(ev) => {
                 let mut i = self.lock();
@@ -672,6 +669,7 @@ impl SoftQp {
             i.stalled.clear();
             i.deferred.clear();
             i.outstanding_reads = 0;
+            i.rendezvous = None;
         }
         events.push(Event::Cm(ev));
         self.deliver(events);
@@ -773,23 +771,28 @@ impl SoftQp {
                 op::ACK => true,
                 op::RESPONSE => self.on_response(&mut rx, &hdr),
                 op::READY => {
-                    // The active side's last handshake message: can it reach our memory? With
-                    // it the connection's path is known, and the passive side reports
-                    // ESTABLISHED (so that dat_ep_query then names the final path). It is the
-                    // first frame the peer sends, so the event still precedes everything the
-                    // peer does on the connection.
+                    // The active side's last handshake message: did it verify us at the
+                    // rendezvous, and can it reach our memory? It wrote its claims there before
+                    // READY; with them the connection's path is decided, and the passive side
+                    // reports ESTABLISHED (so that dat_ep_query then names the final path), and
+                    // tells the active side the path in the answer's status. It is the first
+                    // frame the peer sends, so the event still precedes everything the peer
+                    // does on the connection.
                     match rx.take_vec(hdr.payload.min(1 << 16) as usize).ok().and_then(|body| Hello::decode(&body)) {
                         Some(ready) => {
-                            let expected = {
+                            let (expected, rendezvous) = {
                                 let mut i = self.lock();
-                                i.cma_out = ready.reaches_peer && i.peer.as_ref().is_some_and(|p| p.trusted());
-                                std::mem::take(&mut i.awaiting_ready)
+                                (std::mem::take(&mut i.awaiting_ready), i.rendezvous.take())
                             };
                             if expected {
+                                let verified = rendezvous.and_then(|(channel, end)| channel.verify(end));
+                                let agreed = ready.reaches_peer && verified.as_ref().is_some_and(|(p, c)| p.reaches(c.canary));
+                                self.set_path(verified, agreed);
                                 // The answer goes first in the stream, ahead of anything the
                                 // consumer sends once it has the event, but leaves only after
                                 // the event is queued (see op::ESTABLISHED).
-                                self.hold_frame(Frame { hdr: Hdr::message(op::ESTABLISHED, 0), data: FrameData::None, last: false });
+                                let answer = Hdr { status: agreed as u8, ..Hdr::message(op::ESTABLISHED, 0) };
+                                self.hold_frame(Frame { hdr: answer, data: FrameData::None, last: false });
                                 self.deliver(vec![Event::Cm(CmEvent::Established { private_data: Vec::new() })]);
                                 self.release_frames();
                             }
@@ -1098,9 +1101,9 @@ impl SoftQp {
                 // One copy between the peer's file and ours when both are shared; otherwise
                 // (or if the peer's file cannot be mapped) cross-memory attach as usual.
                 if let Some((_held, dst)) = aliases() {
-                    let pid = live_pid(&self.lock()).ok_or(())?;
+                    let peer = self.lock().peer.clone().ok_or(())?;
                     let from: Vec<(shm::Source, usize)> = srcs.iter().zip(remote).map(|(s, &(_, l))| (*s, l as usize)).collect();
-                    if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).copy(pid, &from, &dst, io::TAIL) {
+                    if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).copy(&peer, &from, &dst, io::TAIL) {
                         return Ok(());
                     }
                 }
@@ -1283,16 +1286,20 @@ fn write_frame(fd: i32, frame: &Frame) -> bool {
     io::write_all(fd, &parts).is_ok()
 }
 
-/// The peer key tables this process has mapped, shared by all connections to that process.
-fn peer_table(pid: u32, fd: u32) -> Option<Arc<KeyTable>> {
-    static TABLES: Mutex<Vec<((u32, u32), std::sync::Weak<KeyTable>)>> = Mutex::new(Vec::new());
+/// The peer key tables this process has mapped, shared by all connections to that process:
+/// the peer's descriptor `fd`, taken from the verified process (the same file, by inode).
+fn peer_table(peer: &PeerProcess, fd: u32) -> Option<Arc<KeyTable>> {
+    use std::os::unix::fs::MetadataExt;
+    static TABLES: Mutex<Vec<(u64, std::sync::Weak<KeyTable>)>> = Mutex::new(Vec::new());
+    let file = std::fs::File::from(peer.get_fd(fd)?);
+    let ino = file.metadata().ok()?.ino();
     let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
     tables.retain(|(_, w)| w.strong_count() > 0);
-    if let Some(t) = tables.iter().find(|(k, _)| *k == (pid, fd)).and_then(|(_, w)| w.upgrade()) {
+    if let Some(t) = tables.iter().find(|(k, _)| *k == ino).and_then(|(_, w)| w.upgrade()) {
         return Some(t);
     }
-    let t = Arc::new(KeyTable::open_peer(pid, fd)?);
-    tables.push(((pid, fd), Arc::downgrade(&t)));
+    let t = Arc::new(KeyTable::open_peer(file)?);
+    tables.push((ino, Arc::downgrade(&t)));
     Some(t)
 }
 
@@ -1567,15 +1574,16 @@ impl PendingConnection for Pending {
             i.state = State::Connecting;
             i.awaiting_ready = true;
         }
-        let end = peer::other_end(stream.as_raw_fd());
-        let verified = end.and_then(|e| peer::verify(e, self.hello.pid, self.hello.sock_fd));
-        let we_reach = verified.as_ref().is_some_and(|p| p.reaches(self.hello.canary_addr, self.hello.canary));
-        let answer = soft.hello(&stream, end.is_some(), we_reach, private_data.to_vec());
+        // Come to the active side's rendezvous, if it has one and is on this host, and say who we
+        // are there (rendezvous.rs); we learn who it is when READY comes.
+        let end = (self.hello.rendezvous != 0).then(|| peer::other_end(stream.as_raw_fd())).flatten();
+        let channel = end.and_then(|_| Channel::connect(self.hello.rendezvous)).filter(|c| c.send(&soft.claims(&stream)));
+        soft.lock().rendezvous = channel.zip(end);
+        let answer = Hello { private_data: private_data.to_vec(), ..Hello::default() };
         // Start the connection and queue ACCEPT as its first frame. The reader takes the
         // peer's READY (whether it can reach our memory) as the peer's first frame and reports
         // ESTABLISHED then, once the path is decided; until then the EP is COMPLETION_PENDING.
-        let hello = Hello { reaches_peer: false, ..self.hello.clone() };
-        soft.start(stream, &hello, verified, we_reach, None);
+        soft.start(stream, None, false, None);
         let body = answer.encode();
         soft.send_frame(Frame { hdr: Hdr::message(op::ACCEPT, body.len()), data: FrameData::Bytes(body), last: false });
         Ok(())

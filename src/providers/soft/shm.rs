@@ -9,9 +9,11 @@
 //!
 //! Nothing here can fault: the library only copies between its own mappings, of files that
 //! cannot shrink under them, within the bounds of the file; the program's mappings are never
-//! touched directly, so memory it unmaps while registered cannot crash the library. Reaching
-//! the peer's file goes through `/proc/<pid>/fd/<n>`, which needs the same permission as
-//! cross-memory attach; the request also carries the ordinary scatter list, so a target that
+//! touched directly, so memory it unmaps while registered cannot crash the library. The peer's
+//! file is the peer's own descriptor, taken with `pidfd_getfd` from the verified peer process
+//! (peer.rs; the same permission as cross-memory attach), with the access mode the peer opened
+//! it with; our own files are published as descriptor numbers in our process (`Backing::fd`),
+//! which a peer takes the same way. The request also carries the ordinary scatter list, so a target that
 //! cannot map the initiator's file pulls the data with `process_vm_readv` as before.
 //! `DAT2_SOFT_SHM=0` turns the path off.
 
@@ -19,12 +21,14 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use super::peer::PeerProcess;
+
 /// Smaller registrations are not worth a look at /proc (and small transfers gain little).
 pub const MIN_LEN: u64 = 64 << 10;
 
 /// A registered range in a sealed memfd, and the library's own mapping of it.
 pub struct Backing {
-    /// Our duplicate of the program's descriptor: peers open it through /proc, and it keeps
+    /// Our duplicate of the program's descriptor: peers take it with pidfd_getfd, and it keeps
     /// the file alive while the registration is.
     file: File,
     ino: u64,
@@ -192,27 +196,23 @@ fn mapped() -> &'static Mutex<Vec<Weak<PeerFile>>> {
     FILES.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-/// Whether the peer's descriptor `fd` is open for writing (the flags in its /proc fdinfo): we
-/// write into a peer's file only through a descriptor the peer itself may write with, never
-/// with our own rights to a file the peer can only read.
-fn peer_may_write(pid: u32, fd: u32) -> bool {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else { return false };
-    text.lines()
-        .find_map(|l| l.strip_prefix("flags:"))
-        .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        .is_some_and(|f| f & libc::O_ACCMODE as u32 == libc::O_RDWR as u32)
-}
-
-fn open_peer(pid: u32, src: Source, write: bool) -> Option<Arc<PeerFile>> {
+/// The peer's file `src`, mapped for reading, or for writing too. It is the peer's own
+/// descriptor (`pidfd_getfd`), never a reopening of the file with our rights: it must be open
+/// for reading, and for writing too when we write into it (the peer may write with it).
+fn open_peer(peer: &PeerProcess, src: Source, write: bool) -> Option<Arc<PeerFile>> {
+    let pid = peer.pid()?;
     let mut files = mapped().lock().unwrap_or_else(|e| e.into_inner());
     files.retain(|w| w.strong_count() > 0);
     if let Some(f) = files.iter().filter_map(|w| w.upgrade()).find(|f| f.pid == pid && f.fd == src.fd && f.ino == src.ino && f.writable == write) {
         return Some(f);
     }
-    if write && !peer_may_write(pid, src.fd) {
+    let file = File::from(peer.get_fd(src.fd)?);
+    // SAFETY: fcntl on our own descriptor.
+    let mode = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    let access = mode & libc::O_ACCMODE;
+    if mode < 0 || mode & libc::O_PATH != 0 || access == libc::O_WRONLY || (write && access != libc::O_RDWR) {
         return None;
     }
-    let file = std::fs::OpenOptions::new().read(true).write(write).open(format!("/proc/{pid}/fd/{}", src.fd)).ok()?;
     let meta = file.metadata().ok()?;
     use std::os::unix::fs::MetadataExt;
     // SAFETY: fcntl on our own descriptor.
@@ -234,11 +234,12 @@ const MAX_PEER_FILES: usize = 64;
 pub struct Peers(Vec<Arc<PeerFile>>);
 
 impl Peers {
-    fn file(&mut self, pid: u32, src: Source, write: bool) -> Option<Arc<PeerFile>> {
+    fn file(&mut self, peer: &PeerProcess, src: Source, write: bool) -> Option<Arc<PeerFile>> {
+        let pid = peer.pid()?;
         if let Some(f) = self.0.iter().find(|f| f.pid == pid && f.fd == src.fd && f.ino == src.ino && f.writable == write) {
             return Some(f.clone());
         }
-        let f = open_peer(pid, src, write)?;
+        let f = open_peer(peer, src, write)?;
         // A long connection whose peer registers and frees many buffers keeps only the
         // latest files mapped.
         if self.0.len() >= MAX_PEER_FILES {
@@ -253,14 +254,14 @@ impl Peers {
     /// poll the end of a buffer). False when a file cannot be mapped or a range is outside
     /// it, or the lists differ in length: then part of the data may have been copied, and the
     /// caller moves all of it the ordinary way.
-    pub fn copy(&mut self, pid: u32, srcs: &[(Source, usize)], dsts: &[(*mut u8, usize)], tail: usize) -> bool {
+    pub fn copy(&mut self, peer: &PeerProcess, srcs: &[(Source, usize)], dsts: &[(*mut u8, usize)], tail: usize) -> bool {
         let total: usize = dsts.iter().map(|d| d.1).sum();
         if srcs.iter().map(|s| s.1).sum::<usize>() != total {
             return false;
         }
         let mut from = Vec::with_capacity(srcs.len());
         for &(src, len) in srcs {
-            let Some(f) = self.file(pid, src, false) else { return false };
+            let Some(f) = self.file(peer, src, false) else { return false };
             if src.offset.checked_add(len as u64).is_none_or(|end| end > f.len as u64) {
                 return false;
             }
@@ -302,9 +303,9 @@ impl Peers {
     /// Copies `srcs` (our own aliases, each with its length) into the peer's file at `dst`,
     /// in order, the last `tail` bytes last (as in `copy`). False when the file cannot be
     /// mapped writable or the range is outside it: nothing was copied.
-    pub fn put(&mut self, pid: u32, dst: Source, srcs: &[(*const u8, usize)], tail: usize) -> bool {
+    pub fn put(&mut self, peer: &PeerProcess, dst: Source, srcs: &[(*const u8, usize)], tail: usize) -> bool {
         let total: usize = srcs.iter().map(|s| s.1).sum();
-        let Some(f) = self.file(pid, dst, true) else { return false };
+        let Some(f) = self.file(peer, dst, true) else { return false };
         if dst.offset.checked_add(total as u64).is_none_or(|end| end > f.len as u64) {
             return false;
         }
@@ -332,6 +333,7 @@ impl Peers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::CString;
 
     fn sealed_memfd(len: u64) -> (File, *mut u8) {
         // SAFETY: memfd_create with a static name.
@@ -365,7 +367,7 @@ mod tests {
         let s = src.source(a as u64 + off, 1000).expect("inside");
         assert_eq!(s.offset, off);
         assert!(src.source(a as u64, 10).is_none(), "before the range");
-        let me = std::process::id();
+        let me = &PeerProcess::own();
         let mut peers = Peers::default();
         let to = dst.alias(b as u64 + 8, 1000).unwrap();
         // Two source pieces into two destination pieces, cut differently.
@@ -395,6 +397,13 @@ mod tests {
         let ro = File::open(format!("/proc/self/fd/{}", d.fd)).unwrap();
         assert!(!Peers::default().put(me, Source { fd: ro.as_raw_fd() as u32, ..d }, &[(from, 10)], 0), "a read-only descriptor");
         assert!(Peers::default().copy(me, &[(Source { fd: ro.as_raw_fd() as u32, ..d }, 10)], &[(to, 10)], 0), "but read through");
+        // Nor read through a write-only one, or an O_PATH one: the peer could not read with it.
+        let wo = std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{}", d.fd)).unwrap();
+        assert!(!Peers::default().copy(me, &[(Source { fd: wo.as_raw_fd() as u32, ..d }, 10)], &[(to, 10)], 0), "a write-only descriptor");
+        let path = CString::new(format!("/proc/self/fd/{}", d.fd)).unwrap();
+        // SAFETY: open with O_PATH of a C string; the descriptor is ours.
+        let op = unsafe { File::from_raw_fd(libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC)) };
+        assert!(!Peers::default().copy(me, &[(Source { fd: op.as_raw_fd() as u32, ..d }, 10)], &[(to, 10)], 0), "an O_PATH descriptor");
         // Lists of different lengths, and an inode that does not match: refused.
         assert!(!peers.copy(me, &[(s, 100)], &[(to, 99)], 0));
         assert!(!Peers::default().copy(me, &[(Source { ino: s.ino + 1, ..s }, 10)], &[(to, 10)], 0));

@@ -102,46 +102,30 @@ impl Hdr {
     }
 }
 
-/// The connection handshake's payload: who we say we are and how the peer may reach our
-/// memory. The process fields (`pid`, `sock_fd`, the canary, `keytab_fd`, `pd`, `qp`) are zero
-/// unless the other end of the connection is a socket on the sender's host, and a receiver
-/// believes none of them before the kernel has confirmed `pid` and `sock_fd` (peer.rs).
+/// The connection handshake's payload (HELLO, ACCEPT, REJECT, READY). It says nothing about
+/// the sender's process: two ends on one host learn who the other is at a Unix-socket
+/// rendezvous, from the kernel (rendezvous.rs, peer.rs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Hello {
-    pub pid: u32,
-    /// The sender's descriptor of this connection's socket, in process `pid`.
-    pub sock_fd: u32,
-    /// Address and value of a word in the sender's memory: a verified peer that can read it
-    /// there can use cross-memory attach.
-    pub canary_addr: u64,
-    pub canary: u64,
-    /// Whether the sender can reach the receiver's memory (answered in ACCEPT and READY).
+    /// HELLO: the name of the active side's rendezvous (0: none, the peer is not on this host).
+    pub rendezvous: u64,
+    /// READY: the active side verified the passive side's process at the rendezvous and can
+    /// reach its memory.
     pub reaches_peer: bool,
-    /// The sender's published key table (a descriptor number in its process; 0: none), and
-    /// the PD and QP its side of the connection uses.
-    pub keytab_fd: u32,
-    pub pd: u32,
-    pub qp: u64,
     pub private_data: Vec<u8>,
 }
 
 /// A HELLO's fixed part; private data follows it.
-pub const HELLO_LEN: usize = 56;
+pub const HELLO_LEN: usize = 24;
 
 impl Hello {
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(HELLO_LEN + self.private_data.len());
         v.extend_from_slice(&MAGIC.to_le_bytes());
         v.extend_from_slice(&VERSION.to_le_bytes());
-        v.extend_from_slice(&self.pid.to_le_bytes());
         v.extend_from_slice(&(self.reaches_peer as u32).to_le_bytes());
-        v.extend_from_slice(&self.canary_addr.to_le_bytes());
-        v.extend_from_slice(&self.canary.to_le_bytes());
-        v.extend_from_slice(&self.keytab_fd.to_le_bytes());
-        v.extend_from_slice(&self.pd.to_le_bytes());
-        v.extend_from_slice(&self.qp.to_le_bytes());
-        v.extend_from_slice(&self.sock_fd.to_le_bytes());
         v.extend_from_slice(&0u32.to_le_bytes());
+        v.extend_from_slice(&self.rendezvous.to_le_bytes());
         v.extend_from_slice(&self.private_data);
         v
     }
@@ -151,21 +135,10 @@ impl Hello {
             return None;
         }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default());
         if u32_at(0) != MAGIC || u32_at(4) != VERSION {
             return None;
         }
-        Some(Hello {
-            pid: u32_at(8),
-            reaches_peer: u32_at(12) != 0,
-            canary_addr: u64_at(16),
-            canary: u64_at(24),
-            keytab_fd: u32_at(32),
-            pd: u32_at(36),
-            qp: u64_at(40),
-            sock_fd: u32_at(48),
-            private_data: b[HELLO_LEN..].to_vec(),
-        })
+        Some(Hello { reaches_peer: u32_at(8) != 0, rendezvous: u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()), private_data: b[HELLO_LEN..].to_vec() })
     }
 }
 
@@ -216,9 +189,10 @@ mod tests {
         let segs = vec![(0x1000u64, 7u32), (1 << 40, u32::MAX)];
         let srcs = vec![super::super::shm::Source { fd: 3, ino: 99, offset: 5 }, super::super::shm::Source { fd: 1 << 20, ino: u64::MAX, offset: 1 << 33 }];
         assert_eq!(decode_shared(&encode_shared(&segs, &srcs)), (segs, srcs));
-        let hello = Hello { pid: 42, sock_fd: 7, canary_addr: 0x1000, canary: 99, reaches_peer: true, keytab_fd: 5, pd: 2, qp: 9, private_data: vec![1, 2, 3] };
+        let hello = Hello { rendezvous: 0x1234_5678_9abc, reaches_peer: true, private_data: vec![1, 2, 3] };
         assert_eq!(Hello::decode(&hello.encode()), Some(hello));
         assert_eq!(Hello::decode(&[0u8; 64]), None);
+        assert_eq!(Hello::decode(&Hello::default().encode()[..HELLO_LEN - 1]), None);
         let mut old = Hello::default().encode();
         old[4] = 4;
         assert_eq!(Hello::decode(&old), None);
