@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A hostile peer of dat2-soft: it speaks the soft device's wire protocol itself (the
-48-byte header and the HELLO of src/providers/soft/wire.rs) and attacks a dat2 process
-(target.c) as a server, and as a client.
+48-byte header and the HELLO of src/providers/soft/wire.rs, and the claims at the Unix-socket
+rendezvous of rendezvous.rs) and attacks a dat2 process (target.c) as a server, and as a
+client.
 
 Each case prints "PASS hostile:<name>", "FAIL hostile:<name> <why>" or "SKIP ...". After every
 case the target must still be alive, its unregistered memory ('secret') and a third process's
@@ -13,22 +14,24 @@ Usage: hostile.py TARGET_BINARY PORT_BASE   (LD_LIBRARY_PATH must name the libra
 The second form runs the cases of a peer on another host: this script runs in one network
 namespace, the targets in another (HOSTILE_TARGET_NETNS) with a soft IA (TARGET_IA) on ADDR,
 and the two are joined by a veth pair (run.sh sets this up).
-Environment: HOSTILE_WIRE_VERSION overrides the protocol version the attacker speaks (to run
-the suite against an older library), HOSTILE_ONLY runs the named cases only.
+Environment: HOSTILE_ONLY runs the named cases only.
 """
 import ctypes
 import os
 import select
+import shutil
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 HDR = struct.Struct("<BBBxIIQIIIQQ")  # op flags status payload length raddr rkey imm acks a b
-HELLO = struct.Struct("<IIIIQQIIQII")  # magic version pid reaches canary_addr canary keytab pd qp sock_fd pad
+HELLO = struct.Struct("<IIIIQ")  # magic version reaches pad rendezvous
+CLAIMS = struct.Struct("<IIQIIQ")  # magic sock_fd canary keytab_fd pd qp
 MAGIC = 0x64617432
-VERSION = int(os.environ.get("HOSTILE_WIRE_VERSION", "5"))
+VERSION = 5
 OP_HELLO, OP_ACCEPT, OP_REJECT, OP_READY, OP_ESTABLISHED = 1, 2, 3, 4, 5
 OP_SEND, OP_WRITE, OP_READ = 10, 11, 12
 OP_RESPONSE, OP_ACK, OP_DISCONNECT = 20, 21, 30
@@ -37,8 +40,13 @@ SECRET_HEX = "53" * 16  # 'S'
 
 args = sys.argv[1:]
 remote = None
+honest_attempt = None
 if args[0] == "--remote":
     remote, args = args[1], args[2:]
+elif args[0] == "--honest-attempt":
+    # One honest handshake and cross-memory write against PORT RKEY WIN (other_user_peer runs
+    # this as another user); prints "agreed=N outcome=WORD".
+    honest_attempt, args = args[1:4], ["", "0"]
 target_bin = args[0]
 port_base = int(args[1])
 target_host = remote or "127.0.0.1"
@@ -127,13 +135,40 @@ def hdr(op, flags=0, payload=0, length=0, raddr=0, rkey=0, status=0, acks=0):
     return HDR.pack(op, flags, status, payload, length, raddr, rkey, 0, acks, 0, 0)
 
 
-def hello(pid=0, sock_fd=0, canary=(0, 0), reaches=0, keytab=0, pd=0, qp=0, private=b""):
-    return HELLO.pack(MAGIC, VERSION, pid, reaches, canary[0], canary[1], keytab, pd, qp, sock_fd, 0) + private
+def hello(rendezvous=0, reaches=0, private=b""):
+    return HELLO.pack(MAGIC, VERSION, reaches, 0, rendezvous) + private
 
 
 def parse_hello(body):
-    f = HELLO.unpack_from(body.ljust(HELLO.size, b"\0"))  # an older version has no sock_fd
-    return {"pid": f[2], "reaches": f[3], "canary_addr": f[4], "canary": f[5], "keytab": f[6], "pd": f[7], "qp": f[8], "sock_fd": f[9]}
+    f = HELLO.unpack_from(body)
+    return {"reaches": f[2], "rendezvous": f[4], "private": body[HELLO.size:]}
+
+
+class Rendezvous:
+    """Our side of the Unix-socket rendezvous: an abstract listener, as dat2's active side has."""
+
+    def __init__(self):
+        self.token = int.from_bytes(os.urandom(8), "little") | 1
+        self.ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.ls.bind(b"\0dat2-soft-%016x" % self.token)
+        self.ls.listen(4)
+        self.ls.setblocking(False)
+
+    def take(self):
+        """The connection the target made (before its ACCEPT), with the claims it wrote."""
+        try:
+            c, _ = self.ls.accept()
+        except BlockingIOError:
+            return None, None
+        c.settimeout(2)
+        try:
+            return c, CLAIMS.unpack(recv_exact(c, CLAIMS.size))
+        except (EOFError, OSError):  # it came, and left without a word: it did not come
+            c.close()
+            return None, None
+
+    def close(self):
+        self.ls.close()
 
 
 def message(op, body):
@@ -155,26 +190,36 @@ def recv_msg(s):
     return h, recv_exact(s, h[3]) if h[3] else b""
 
 
-def connect(port, claim=None, canary=(0, 0), reaches=1, private=b""):
-    """Connects as an active side; `claim`: (pid, fd) or 'honest' (ours). Returns the socket
-    and the target's ACCEPT, or (None, REJECT body)."""
+def connect(port, claims=None, reaches=1, private=b"", token=None):
+    """Connects as an active side. `claims`: None (no rendezvous), or (sock_fd, canary) to
+    write at our rendezvous ("honest" for sock_fd: our descriptor of the connection);
+    `token`: the rendezvous name to send instead of our own. Returns the socket (None when
+    rejected) and what happened: the ACCEPT or REJECT, whether the target came to our
+    rendezvous, and the path it agreed (the ESTABLISHED status)."""
     s = socket.create_connection((target_host, port), timeout=10)
-    if claim == "honest":
-        claim = (os.getpid(), s.fileno())
-    pid, fd = claim or (0, 0)
-    body = hello(pid, fd, canary, 0, private=private)
-    s.sendall(message(OP_HELLO, body))
-    h, answer = recv_msg(s)
-    if h[0] == OP_REJECT:
-        s.close()
-        return None, parse_hello(answer)
-    if h[0] != OP_ACCEPT:
-        raise RuntimeError(f"answer op {h[0]}")
-    s.sendall(message(OP_READY, hello(pid, fd, canary, reaches)))
-    h, _ = recv_msg(s)
-    if h[0] != OP_ESTABLISHED:
-        raise RuntimeError(f"expected ESTABLISHED, got op {h[0]}")
-    return s, parse_hello(answer)
+    rv = Rendezvous() if claims is not None else None
+    try:
+        s.sendall(message(OP_HELLO, hello(token if token is not None else (rv.token if rv else 0), private=private)))
+        h, answer = recv_msg(s)
+        came, their_claims = rv.take() if rv else (None, None)
+        info = {"answer": parse_hello(answer), "came": came is not None, "agreed": 0}
+        if h[0] == OP_REJECT:
+            s.close()
+            return None, info
+        if h[0] != OP_ACCEPT:
+            raise RuntimeError(f"answer op {h[0]}")
+        if came and claims is not None:
+            fd, canary = claims
+            came.sendall(CLAIMS.pack(MAGIC, s.fileno() if fd == "honest" else fd, canary, 0, 0, 0))
+        s.sendall(message(OP_READY, hello(reaches=reaches)))
+        h, _ = recv_msg(s)
+        if h[0] != OP_ESTABLISHED:
+            raise RuntimeError(f"expected ESTABLISHED, got op {h[0]}")
+        info["agreed"] = h[2]
+        return s, info
+    finally:
+        if rv:
+            rv.close()
 
 
 def outcome(s, timeout=5):
@@ -217,29 +262,31 @@ def case(name, server=True, where="local"):
 
 
 def verdict(name, ok, why=""):
-    print(f"PASS hostile:{name}" if ok else f"FAIL hostile:{name} {why}", flush=True)
+    """ok: True, False, or None (the case could not run here: SKIP)."""
+    word = {True: "PASS", False: "FAIL", None: "SKIP"}[ok]
+    print(f"{word} hostile:{name}" + (f" {why}" if why and not ok else ""), flush=True)
 
 
 # A buffer in our own memory, and a canary word, for the cases that use our real identity.
 ours = ctypes.create_string_buffer(b"A" * 4096, 4096)
 our_addr = ctypes.addressof(ours)
 canary_word = ctypes.c_uint64(0x0123456789ABCDEF)
-our_canary = (ctypes.addressof(canary_word), canary_word.value)
+our_canary = ctypes.addressof(canary_word)
 
 
-def attempt(t, port, claim, canary, op=OP_WRITE, segs=((our_addr, 64),), flags=F_CMA, payload=None):
-    """One connection: the handshake with `claim` and `canary`, then one request flagged
-    `flags` for 64 bytes of the target's registered memory, naming `segs` (or carrying
-    `payload`). Returns the target's ACCEPT and what it did with the request."""
-    s, acc = connect(port, claim, canary)
+def attempt(t, port, claims, op=OP_WRITE, segs=((our_addr, 64),), flags=F_CMA, payload=None, **kw):
+    """One connection: the handshake (see connect), then one request flagged `flags` for 64
+    bytes of the target's registered memory, naming `segs` (or carrying `payload`). Returns
+    what connect saw and what the target did with the request."""
+    s, info = connect(port, claims, **kw)
     try:
         cma_request(s, op, t.info["rkey"], t.info["win"], 64, segs, flags, payload)
-        return acc, outcome(s)
+        return info, outcome(s)
     finally:
         s.close()
 
 
-def target_state(t, name, want_win=None, forbid_win=SECRET_HEX):
+def target_state(t, want_win=None, forbid_win=SECRET_HEX):
     st = t.check()
     if st is None:
         return False, "the target died"
@@ -252,106 +299,190 @@ def target_state(t, name, want_win=None, forbid_win=SECRET_HEX):
     return True, ""
 
 
-@case("claim_target_pid_read")
-def _(t, port):
-    """Claims to be the target itself (its pid from any ACCEPT, and every descriptor number up
-    to 24) and asks it to copy from 'its own' unregistered memory into registered memory."""
-    for fd in range(0, 25):
-        s, acc = connect(port)  # learn the canary, as an attacker would
-        s.close()
-        _, got = attempt(t, port, (t.info["pid"], fd), (acc["canary_addr"], acc["canary"]), segs=[(t.info["secret"], 64)])
-        if got != "closed":
-            return False, f"claiming fd {fd}: the target answered {got} instead of ending the connection"
-    return target_state(t, "")
+def refused(t, port, claims, what, **kw):
+    """A cross-memory write (from our memory) and read (into our memory) after a handshake
+    with `claims`: each must end the connection, without an agreed path."""
+    for op in (OP_WRITE, OP_READ):
+        info, got = attempt(t, port, claims, op, **kw)
+        if info["agreed"] or got != "closed":
+            return f"{what}: the target agreed the path ({info['agreed']}) or answered {got}"
+    return None
 
 
-@case("claim_target_pid_write")
+def helper(code, *args):
+    """A third process (Python) that prints one line when it is ready."""
+    p = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return p, p.stdout.readline().split()
+
+
+@case("wrong_descriptor")
 def _(t, port):
-    """Claims the target's pid and asks it to copy registered memory into its own unregistered
-    memory (an RDMA READ whose scatter list names the target's secret)."""
+    """We come to our rendezvous as ourselves, but name a descriptor that is not our end of
+    the connection (every one from 0 to 24 but the true one, our listener's among them): the
+    target must not take us for its peer."""
     t.cmd("fill W", "filled")
-    _, got = attempt(t, port, (t.info["pid"], 5), (0x1000, 1), OP_READ, [(t.info["secret"], 64)])
-    if got != "closed":
-        return False, f"the target answered {got}"
-    return target_state(t, "", want_win="57" * 16)
+    for fd in range(0, 25):
+        s = socket.socket()
+        true_fd = s.fileno()
+        s.close()
+        if fd == true_fd:
+            continue
+        why = refused(t, port, (fd, our_canary), f"claiming fd {fd}")
+        if why:
+            return False, why
+    return target_state(t, want_win="57" * 16)
 
 
-@case("claim_third_pid")
+@case("relayed_speaker")
 def _(t, port):
-    """Claims the pid of a third process (a victim of the same user) and makes the target read
-    from it and write into it."""
-    v = Proc("victim")
+    """Our stream goes through a relay of the same user (a port forwarder): the relay holds
+    the other end of the target's connection, we come to the rendezvous, and whatever
+    descriptor we name, we are not the process that holds it."""
+    code = r"""
+import socket, sys, threading
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", int(sys.argv[1]))); ls.listen(8)
+print("ready", flush=True)
+def pump(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d: break
+            b.sendall(d)
+    except OSError: pass
+    for x in (a, b):
+        try: x.shutdown(socket.SHUT_RDWR)
+        except OSError: pass
+while True:
+    c, _ = ls.accept()
+    u = socket.create_connection((sys.argv[2], int(sys.argv[3])))
+    threading.Thread(target=pump, args=(c, u), daemon=True).start()
+    threading.Thread(target=pump, args=(u, c), daemon=True).start()
+"""
+    relay, _ = helper(code, port + 500, target_host, port)
     try:
         t.cmd("fill W", "filled")
-        for op in (OP_WRITE, OP_READ):
-            _, got = attempt(t, port, (v.info["pid"], 3), (0, 0), op, [(v.info["secret"], 64)])
-            if got != "closed":
-                return False, f"op {op}: the target answered {got}"
-        vs = v.check()
-        if vs is None or vs["secret"] != "ok":
-            return False, "the third process's memory changed"
-        return target_state(t, "", want_win="57" * 16)
+        for fd in list(range(0, 12)) + ["honest"]:
+            why = refused(t, port + 500, (fd, our_canary), f"through the relay, claiming fd {fd}")
+            if why:
+                return False, why
+        return target_state(t, want_win="57" * 16)
     finally:
-        v.stop()
+        relay.kill()
+        relay.wait()
 
 
-@case("honest_pid_forged_canary")
+@case("third_process_rendezvous")
 def _(t, port):
-    """Our true pid and descriptor (the kernel confirms them), but a canary value that is not
-    in our memory: the target cannot show that it reaches us, so no cross-memory request."""
+    """Our HELLO names the rendezvous of a third process of the same user, which answers the
+    target with claims about itself and a canary in its memory: the kernel names that process
+    to the target, and it does not hold the connection, so the target neither reads nor
+    writes its memory."""
+    code = r"""
+import ctypes, os, socket, struct, sys
+secret = ctypes.create_string_buffer(b"V" * 64, 64)
+token = int.from_bytes(os.urandom(8), "little") | 1
+ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+ls.bind(b"\0dat2-soft-%016x" % token); ls.listen(4)
+print("ready", token, ctypes.addressof(secret), flush=True)
+while True:
+    c, _ = ls.accept()
+    c.recv(64)
+    for fd in range(3, 8):
+        c.sendall(struct.pack("<IIQIIQ", 0x64617432, fd, ctypes.addressof(secret), 0, 0, 0))
+    check = sys.stdin.readline()
+    print("secret", secret.raw == b"V" * 64, flush=True)
+"""
+    victim, (_, token, vsecret) = helper(code)
+    try:
+        t.cmd("fill W", "filled")
+        why = refused(t, port, None, "naming the third process's rendezvous", token=int(token), segs=[(int(vsecret), 64)])
+        if why:
+            return False, why
+        victim.stdin.write("check\n")
+        victim.stdin.flush()
+        if victim.stdout.readline().split() != ["secret", "True"]:
+            return False, "the third process's memory changed"
+        return target_state(t, want_win="57" * 16)
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+@case("unreadable_canary")
+def _(t, port):
+    """Our true descriptor, but a canary the target cannot read (no memory there): it cannot
+    show that it reaches us, so no cross-memory path."""
     t.cmd("fill W", "filled")
-    acc, got = attempt(t, port, "honest", (our_canary[0], our_canary[1] ^ 0xFF))
-    if acc["reaches"]:
-        return False, "the target says it reaches us with a wrong canary"
-    if got != "closed":
-        return False, f"the target answered {got}"
-    return target_state(t, "", want_win="57" * 16)
+    why = refused(t, port, ("honest", 0x10), "canary at 0x10") or refused(t, port, ("honest", 0), "no canary")
+    return (False, why) if why else target_state(t, want_win="57" * 16)
+
+
+@case("no_path_unless_both_reach")
+def _(t, port):
+    """We are verified and readable, but say in READY that we cannot reach the target: the
+    path is cross-memory only when both sides agreed it."""
+    t.cmd("fill W", "filled")
+    why = refused(t, port, ("honest", our_canary), "READY without reach", reaches=0)
+    return (False, why) if why else target_state(t, want_win="57" * 16)
 
 
 @case("honest_peer_cma_works")
 def _(t, port):
-    """The control: our true pid, descriptor and canary. The path is agreed and a
-    cross-memory write from our own memory lands (so the refusals above are not malformed
-    frames)."""
+    """The control: our true descriptor and a readable canary at our rendezvous. The path is
+    agreed, and a cross-memory write from our own memory lands (so the refusals here are not
+    malformed frames)."""
     t.cmd("fill W", "filled")
-    acc, got = attempt(t, port, "honest", our_canary)
-    if not acc["reaches"] or acc["pid"] != t.info["pid"]:
-        return False, f"the target does not verify us: {acc}"
+    info, got = attempt(t, port, ("honest", our_canary))
+    if not info["came"] or info["agreed"] != 1:
+        return False, f"the target did not verify us: {info}"
     if got != "ok":
         return False, f"the target answered {got}"
-    return target_state(t, "", want_win="41" * 16)
+    return target_state(t, want_win="41" * 16)
+
+
+@case("verified_peer_names_target_memory")
+def _(t, port):
+    """A verified peer names the target's unregistered memory in its scatter lists: those are
+    addresses in the peer's own memory, so the target's memory stays untouched (the copy
+    fails and the connection ends, or it moves the peer's own bytes)."""
+    t.cmd("fill W", "filled")
+    for op in (OP_WRITE, OP_READ):
+        info, got = attempt(t, port, ("honest", our_canary), op, [(t.info["secret"], 64)])
+        if info["agreed"] != 1:
+            return False, f"the target did not verify us: {info}"
+    return target_state(t)
 
 
 @case("flags_without_agreement")
 def _(t, port):
-    """CMA or SHM flags on connections where that path was not agreed (no identity given), and
+    """CMA or SHM flags on connections where that path was not agreed (no rendezvous), and
     SHM without CMA, from an unverified peer and from a verified one."""
     t.cmd("fill W", "filled")
     tries = [
-        ("no identity, CMA", None, (0, 0), F_CMA, segments((our_addr, 64))),
-        ("no identity, CMA|SHM", None, (0, 0), F_CMA | F_SHM, struct.pack("<QIIQQ", our_addr, 64, 3, 1, 0)),
-        ("verified, SHM without CMA", "honest", our_canary, F_SHM, b"A" * 64),
-        ("no identity, SHM", None, (0, 0), F_SHM, b"A" * 64),
+        ("no rendezvous, CMA", None, F_CMA, segments((our_addr, 64))),
+        ("no rendezvous, CMA|SHM", None, F_CMA | F_SHM, struct.pack("<QIIQQ", our_addr, 64, 3, 1, 0)),
+        ("verified, SHM without CMA", ("honest", our_canary), F_SHM, b"A" * 64),
+        ("no rendezvous, SHM", None, F_SHM, b"A" * 64),
     ]
-    for what, claim, canary, flags, payload in tries:
-        _, got = attempt(t, port, claim, canary, flags=flags, payload=payload)
+    for what, claims, flags, payload in tries:
+        _, got = attempt(t, port, claims, flags=flags, payload=payload)
         if got != "closed":
             return False, f"{what}: the target answered {got}"
-    return target_state(t, "", want_win="57" * 16)
+    return target_state(t, want_win="57" * 16)
 
 
 @case("reject_tells_nothing")
 def _(t, port):
-    """A rejected peer learns nothing about the target's process: no pid, no descriptor, no
-    canary and no address in the REJECT."""
-    s, rej = connect(port, None, private=b"reject me")
+    """A rejected peer learns nothing about the target: the REJECT carries only the private
+    data, and the target never came to our rendezvous."""
+    s, info = connect(port, ("honest", our_canary), private=b"reject me")
     if s is not None:
         s.close()
         return False, "the target accepted"
-    leaked = {k: v for k, v in rej.items() if v}
-    if leaked:
-        return False, f"the REJECT carries {leaked}"
-    return target_state(t, "")
+    if info["came"] or info["answer"]["reaches"] or info["answer"]["rendezvous"]:
+        return False, f"the target came to our rendezvous or says something: {info}"
+    return target_state(t)
 
 
 def listener(host, port):
@@ -363,33 +494,29 @@ def listener(host, port):
     return ls
 
 
-def no_identity(h):
-    """The fields of a HELLO that say something about the sender's process, when non-zero."""
-    return {k: v for k, v in h.items() if v and k != "reaches"}
-
-
 @case("remote_learns_nothing", where="remote")
 def _(t, port):
-    """A peer on another host, even one that claims the target's pid or its own true pid,
-    descriptor and canary: the target's ACCEPT and REJECT carry nothing about its process,
-    it does not claim to reach us, and a cross-memory request breaks the connection."""
+    """A peer on another host, with or without a rendezvous of its own: the target does not
+    come to it, says nothing in ACCEPT or REJECT, agrees no path, and a cross-memory request
+    ends the connection."""
     t.cmd("fill W", "filled")
-    for claim, canary in ((None, (0, 0)), ((t.info["pid"], 4), (0, 0)), ("honest", our_canary)):
-        acc, got = attempt(t, port, claim, canary)
-        if no_identity(acc) or acc["reaches"]:
-            return False, f"claiming {claim}: the ACCEPT carries {acc}"
-        if got != "closed":
-            return False, f"claiming {claim}: the target answered {got}"
-    s, rej = connect(port, "honest", our_canary, private=b"reject")
-    if s is not None or no_identity(rej):
-        return False, f"the REJECT carries {rej}"
-    return target_state(t, "", want_win="57" * 16)
+    for claims in (None, ("honest", our_canary)):
+        why = refused(t, port, claims, f"with claims {claims}")
+        if why:
+            return False, why
+        s, info = connect(port, claims)
+        s.close()
+        if info["came"] or info["answer"]["reaches"] or info["answer"]["rendezvous"]:
+            return False, f"the target came to our rendezvous or says something: {info}"
+    s, info = connect(port, ("honest", our_canary), private=b"reject")
+    if s is not None or info["came"] or info["answer"]["rendezvous"]:
+        return False, f"the REJECT: {info}"
+    return target_state(t, want_win="57" * 16)
 
 
 @case("remote_client_says_nothing", server=False, where="remote")
 def _(t, port):
-    """A dat2 client connecting to a server on another host tells it nothing about its
-    process in its HELLO."""
+    """A dat2 client connecting to a server on another host offers it no rendezvous."""
     ls = listener("0.0.0.0", port)
     me = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     me.connect((target_host, 9))
@@ -401,18 +528,20 @@ def _(t, port):
         s.close()
         if h[0] != OP_HELLO:
             return False, f"the client sent op {h[0]}"
-        if no_identity(parse_hello(body)):
-            return False, f"the client's HELLO carries {no_identity(parse_hello(body))}"
-        return target_state(c, "", forbid_win=None)
+        if parse_hello(body)["rendezvous"]:
+            return False, f"the client's HELLO offers a rendezvous: {parse_hello(body)}"
+        return target_state(c, forbid_win=None)
     finally:
         c.stop()
         ls.close()
 
 
-def malicious_server(name, port, op):
-    """We are the server: a dat2 client connects and says who it is; we claim to be the
-    client itself (its pid, descriptor and canary, all from its HELLO) and send it a
-    cross-memory request naming its unregistered memory."""
+def malicious_server(port, op, come):
+    """We are the server: a dat2 client connects and offers its rendezvous. `come`: we come to
+    it as ourselves (true descriptor, readable canary) and are verified, else we stay away.
+    Then we send a cross-memory request naming the client's unregistered memory: without a
+    path the client ends the connection; with one, the addresses are in *our* memory, and the
+    client's own memory stays untouched either way."""
     ls = listener("127.0.0.1", port)
     c = Proc("client", str(port))
     try:
@@ -421,27 +550,32 @@ def malicious_server(name, port, op):
         h, body = recv_msg(s)
         if h[0] != OP_HELLO:
             return False, f"the client sent op {h[0]}"
-        them = parse_hello(body)
-        answer = hello(them["pid"], them["sock_fd"], (them["canary_addr"], them["canary"]), 1, them["keytab"], them["pd"], them["qp"])
-        s.sendall(message(OP_ACCEPT, answer))
+        token = parse_hello(body)["rendezvous"]
+        if not token:
+            return False, "the client offers no rendezvous to a server on its host"
+        ch = None
+        if come:
+            ch = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            ch.connect(b"\0dat2-soft-%016x" % token)
+            ch.sendall(CLAIMS.pack(MAGIC, s.fileno(), our_canary, 0, 0, 0))
+        s.sendall(message(OP_ACCEPT, hello()))
         h, body = recv_msg(s)
         if h[0] != OP_READY:
             return False, f"the client sent op {h[0]} instead of READY"
-        if parse_hello(body)["reaches"]:
-            return False, "the client believes it reaches us as itself"
-        s.sendall(message(OP_ESTABLISHED, b""))
+        if bool(parse_hello(body)["reaches"]) != come:
+            return False, f"the client's READY says reaches={parse_hello(body)['reaches']}"
+        s.sendall(hdr(OP_ESTABLISHED, status=1 if come else 0))
         ev = c.wait_event()
         if ev != "ESTABLISHED":
             return False, f"client event {ev}"
         cma_request(s, op, c.info["rkey"], c.info["win"], 64, [(c.info["secret"], 64)])
         got = outcome(s)
         s.close()
-        if got != "closed":
+        if ch:
+            ch.close()
+        if not come and got != "closed":
             return False, f"the client answered {got}"
-        ev = c.wait_event()
-        if ev not in ("BROKEN", "DISCONNECTED"):
-            return False, f"the client reports {ev} instead of the connection's end"
-        return target_state(c, "", want_win="57" * 16)
+        return target_state(c)
     finally:
         c.stop()
         ls.close()
@@ -449,12 +583,21 @@ def malicious_server(name, port, op):
 
 @case("malicious_server_read", server=False)
 def _(t, port):
-    return malicious_server("read", port, OP_WRITE)
+    return malicious_server(port, OP_WRITE, False)
 
 
 @case("malicious_server_write", server=False)
 def _(t, port):
-    return malicious_server("write", port, OP_READ)
+    return malicious_server(port, OP_READ, False)
+
+
+@case("verified_server_names_client_memory", server=False)
+def _(t, port):
+    for n, op in enumerate((OP_WRITE, OP_READ)):
+        ok, why = malicious_server(port + 300 + n, op, True)
+        if not ok:
+            return ok, why
+    return True, ""
 
 
 def main():
@@ -472,9 +615,39 @@ def main():
             ok, why = False, f"{type(e).__name__}: {e}"
         finally:
             rc = t.stop() if t else 0
-        if ok and rc != 0:
+        if ok is not False and rc != 0:
             ok, why = False, f"the target exited with {rc}"
         verdict(name, ok, why)
 
 
-main()
+@case("other_user_peer")
+def _(t, port):
+    """A peer of another user on this host, honest in every claim and readable: the target
+    runs as root and could reach it, but goes on only with a process of its own uid."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return None, "needs root and setpriv to run a peer as another user"
+    t.cmd("fill W", "filled")
+    # A python3 that user may run (sys.executable may be under a home it cannot enter).
+    python = next((p for p in ("/usr/bin/python3", sys.executable) if os.access(p, os.X_OK)), sys.executable)
+    # And a copy of this script it may read (the checkout may be under such a home too).
+    d = tempfile.mkdtemp()
+    os.chmod(d, 0o755)
+    script = shutil.copy(os.path.abspath(__file__), d)
+    os.chmod(script, 0o644)
+    try:
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, script,
+                            "--honest-attempt", str(port), str(t.info["rkey"]), str(t.info["win"])], capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(d)
+    if r.stdout.split() != ["agreed=0", "outcome=closed"]:
+        return False, f"as uid 65534: {r.stdout.strip()} {r.stderr.strip()[-300:]}"
+    return target_state(t, want_win="57" * 16)
+
+
+if honest_attempt:
+    port, rkey, win = map(int, honest_attempt)
+    s, info = connect(port, ("honest", our_canary))
+    cma_request(s, OP_WRITE, rkey, win, 64, [(our_addr, 64)])
+    print(f"agreed={info['agreed']} outcome={outcome(s)}")
+else:
+    main()

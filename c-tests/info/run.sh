@@ -92,7 +92,7 @@ path_attribute() {
   fi
 }
 path_attribute soft-shm-attribute DAT2_SOFT_SHM ''
-path_attribute soft-cma-attribute DAT2_SOFT_CMA 'with peers on this host that the kernel confirms'
+path_attribute soft-cma-attribute DAT2_SOFT_CMA 'with peers of this user on this host that the kernel confirms'
 # dat2-soft is registered thread safe and not: one block, two keys
 if [ "$(grep -c '^ia_name: dat2-soft$' "$out/soft.out")" = 1 ] &&
    [ "$(block soft dat2-soft | grep -c '^    registry_key:')" = 2 ]; then

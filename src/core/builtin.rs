@@ -92,7 +92,7 @@ impl Builtin {
             };
             v.push(("DAT2_SOFT_SHM".into(), shm));
             let cma = match crate::providers::soft::peer::cma_state() {
-                Ok(()) => "on: with peers on this host that the kernel confirms (NETLINK_SOCK_DIAG, /proc/<pid>/fd)".to_string(),
+                Ok(()) => "on: with peers of this user on this host that the kernel confirms (Unix-socket rendezvous, SO_PEERCRED, NETLINK_SOCK_DIAG)".to_string(),
                 Err(why) => format!("off: {why}"),
             };
             v.push(("DAT2_SOFT_CMA".into(), cma));
