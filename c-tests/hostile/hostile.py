@@ -472,6 +472,27 @@ def _(t, port):
     return target_state(t, want_win="57" * 16)
 
 
+@case("request_before_ready")
+def _(t, port):
+    """A plain RDMA write (valid key, inline data) sent after ACCEPT but before READY, the
+    handshake's last message: the target must end the connection without executing it."""
+    t.cmd("fill W", "filled")
+    s = socket.create_connection((target_host, port), timeout=10)
+    try:
+        s.sendall(message(OP_HELLO, hello()))
+        h, _ = recv_msg(s)
+        if h[0] != OP_ACCEPT:
+            return False, f"answer op {h[0]}"
+        s.sendall(hdr(OP_WRITE, 0, 64, 64, t.info["win"], t.info["rkey"]) + b"E" * 64)
+        s.sendall(message(OP_READY, hello()))
+        got = outcome(s)
+    finally:
+        s.close()
+    if got != "closed":
+        return False, f"the target answered {got}"
+    return target_state(t, want_win="57" * 16)
+
+
 @case("reject_tells_nothing")
 def _(t, port):
     """A rejected peer learns nothing about the target: the REJECT carries only the private

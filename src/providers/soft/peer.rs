@@ -20,10 +20,12 @@
 //!    `NETLINK_SOCK_DIAG` (an exact `inet_diag` lookup of the reversed address and port pair,
 //!    `SOCK_DIAG_BY_FAMILY` without `NLM_F_DUMP`), which finds it only on this host, in our
 //!    network namespace, and gives its inode. The process from step 1 names its descriptor of
-//!    the connection; a pidfd of that process is opened, `/proc/<pid>/fd/<n>` must read
-//!    `socket:[<inode>]`, and the pidfd must still name a live process afterwards, so that the
-//!    pid was not reused in between. So the process that came to the rendezvous holds this
-//!    connection.
+//!    the connection; that descriptor, taken from the process through a pidfd
+//!    (`pidfd_getfd`, which needs the ptrace access cross-memory attach needs), must be that
+//!    socket, and the pidfd must still name a live process afterwards. The pidfd is the one
+//!    the kernel gave with the rendezvous's credentials (`SO_PEERPIDFD`), or, on kernels
+//!    before 6.5, one opened by pid (then the final check shows that the pid was not reused
+//!    in between). So the process that came to the rendezvous holds this connection.
 //! 3. **Watching.** The pidfd is kept: one thread per process waits on all of them (epoll) and
 //!    marks a peer gone the moment its process exits, and every use of the pid for a copy
 //!    first reads that mark (an atomic load). A pid is recycled only after its process has
@@ -50,14 +52,13 @@
 //! address of its choice in a process it names. `SO_PEERCRED` exists for Unix sockets only,
 //! hence the rendezvous. Scanning `/proc/net/tcp` for the inode costs a line per socket on the
 //! host for every connection, and scanning every `/proc/<pid>/fd` for it costs every
-//! descriptor of every process; neither finds more than the exact lookup. IPv6 link-local
-//! connections are not looked up (the lookup names no interface) and use TCP.
+//! descriptor of every process; neither finds more than the exact lookup. The lookup names no
+//! interface, so IPv6 link-local connections are not found and use TCP.
 //!
 //! When anything fails (no sock_diag in the kernel, another network namespace, a peer of
 //! another user, a claim that does not hold) the connection is not an error: its data travels
 //! over TCP.
 
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -270,31 +271,39 @@ fn sockaddr(fd: RawFd, get: NameFn) -> Option<std::net::SocketAddr> {
     super::address::from_storage(&ss)
 }
 
-/// Checks that process `pid` (as the kernel named it to us: rendezvous.rs) holds the other
-/// end of the connection as its descriptor `peer_fd` (see the module text).
-pub fn verify(end: OtherEnd, pid: u32, peer_fd: u32) -> Option<PeerProcess> {
+/// Checks that process `pid` (as the kernel named it to us, with its pidfd when the kernel
+/// gave one: rendezvous.rs) holds the other end of the connection as its descriptor `peer_fd`
+/// (see the module text).
+pub fn verify(end: OtherEnd, pid: u32, pidfd: Option<OwnedFd>, peer_fd: u32) -> Option<PeerProcess> {
     if off() {
         return None;
     }
     if end.inode == 0 || !end.established || pid == 0 || pid > i32::MAX as u32 || peer_fd > i32::MAX as u32 {
         return None;
     }
-    // SAFETY: pidfd_open takes a pid and flags; it returns a new descriptor or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if raw < 0 {
+    let pidfd = match pidfd {
+        Some(fd) => fd,
+        None => {
+            // SAFETY: pidfd_open takes a pid and flags; it returns a new descriptor or -1.
+            let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+            if raw < 0 {
+                return None;
+            }
+            // SAFETY: a descriptor the kernel just gave us.
+            unsafe { OwnedFd::from_raw_fd(raw as RawFd) }
+        }
+    };
+    let mut peer = PeerProcess { pid, pidfd, gone: None };
+    // Its descriptor `peer_fd`, taken from it, must be the socket at the other end.
+    let sock = peer.get_fd(peer_fd)?;
+    // SAFETY: stat is plain data; all-zero is valid.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: fstat fills `st` for our own descriptor.
+    if unsafe { libc::fstat(sock.as_raw_fd(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK || st.st_ino != end.inode {
         return None;
     }
-    // SAFETY: a descriptor the kernel just gave us.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
-    let link = CString::new(format!("/proc/{pid}/fd/{peer_fd}")).ok()?;
-    let mut buf = [0u8; 64];
-    // SAFETY: `link` is a C string; `buf` is valid for its length.
-    let n = unsafe { libc::readlink(link.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n <= 0 || buf[..n as usize] != *format!("socket:[{}]", end.inode).as_bytes() {
-        return None;
-    }
-    let gone = watcher().and_then(|w| w.watch(&pidfd));
-    let peer = PeerProcess { pid, pidfd, gone };
+    drop(sock);
+    peer.gone = watcher().and_then(|w| w.watch(&peer.pidfd));
     // Still the process the pidfd was opened for: the pid was not reused meanwhile. (Asked of
     // the kernel: the watching thread may not have seen an exit that came before the watch.)
     if !peer.exists() {
@@ -386,16 +395,16 @@ mod tests {
         };
         assert_ne!(from_a.inode, from_b.inode);
         // Each end finds the other's socket: b's descriptor is the one a's peer claims.
-        assert!(verify(from_a, me, b.as_raw_fd() as u32).is_some());
-        assert!(verify(from_b, me, a.as_raw_fd() as u32).is_some());
+        assert!(verify(from_a, me, None, b.as_raw_fd() as u32).is_some());
+        assert!(verify(from_b, me, None, a.as_raw_fd() as u32).is_some());
         // A descriptor that is not the other end (our own end, the listener, none) fails.
-        assert!(verify(from_a, me, a.as_raw_fd() as u32).is_none());
-        assert!(verify(from_a, me, l.as_raw_fd() as u32).is_none());
-        assert!(verify(from_a, me, 99_999).is_none());
+        assert!(verify(from_a, me, None, a.as_raw_fd() as u32).is_none());
+        assert!(verify(from_a, me, None, l.as_raw_fd() as u32).is_none());
+        assert!(verify(from_a, me, None, 99_999).is_none());
         // Another process never holds it.
-        assert!(verify(from_a, 1, b.as_raw_fd() as u32).is_none());
-        assert!(verify(from_a, 0, b.as_raw_fd() as u32).is_none());
-        let p = verify(from_a, me, b.as_raw_fd() as u32).unwrap();
+        assert!(verify(from_a, 1, None, b.as_raw_fd() as u32).is_none());
+        assert!(verify(from_a, 0, None, b.as_raw_fd() as u32).is_none());
+        let p = verify(from_a, me, None, b.as_raw_fd() as u32).unwrap();
         assert!(p.reaches(canary()));
         assert!(!p.reaches(0));
         // Its descriptors come with their own access mode.

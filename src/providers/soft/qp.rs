@@ -743,6 +743,8 @@ impl SoftQp {
 
     fn reader(self: Arc<Self>, stream: TcpStream) {
         let mut rx = io::Rx::new(stream.as_raw_fd());
+        // Passive side: the peer's first frame must be READY (the handshake's end).
+        let mut handshaking = self.lock().awaiting_ready;
         loop {
             if let Err(e) = self.await_frame(&mut rx) {
                 let graceful = self.lock().state == State::Closed;
@@ -763,6 +765,11 @@ impl SoftQp {
                     return;
                 }
             };
+            if handshaking && (hdr.op != op::READY || hdr.acks > 0) {
+                self.fail(CmEvent::Broken);
+                return;
+            }
+            handshaking = false;
             if hdr.acks > 0 && !self.on_acks(hdr.acks) {
                 self.fail(CmEvent::Broken);
                 return;
@@ -1287,19 +1294,22 @@ fn write_frame(fd: i32, frame: &Frame) -> bool {
 }
 
 /// The peer key tables this process has mapped, shared by all connections to that process:
-/// the peer's descriptor `fd`, taken from the verified process (the same file, by inode).
+/// the peer's descriptor `fd`, taken from the verified process (the same file: device and
+/// inode).
 fn peer_table(peer: &PeerProcess, fd: u32) -> Option<Arc<KeyTable>> {
     use std::os::unix::fs::MetadataExt;
-    static TABLES: Mutex<Vec<(u64, std::sync::Weak<KeyTable>)>> = Mutex::new(Vec::new());
+    type Tables = Vec<((u64, u64), std::sync::Weak<KeyTable>)>;
+    static TABLES: Mutex<Tables> = Mutex::new(Vec::new());
     let file = std::fs::File::from(peer.get_fd(fd)?);
-    let ino = file.metadata().ok()?.ino();
+    let meta = file.metadata().ok()?;
+    let key = (meta.dev(), meta.ino());
     let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
     tables.retain(|(_, w)| w.strong_count() > 0);
-    if let Some(t) = tables.iter().find(|(k, _)| *k == ino).and_then(|(_, w)| w.upgrade()) {
+    if let Some(t) = tables.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
         return Some(t);
     }
     let t = Arc::new(KeyTable::open_peer(file)?);
-    tables.push((ino, Arc::downgrade(&t)));
+    tables.push((key, Arc::downgrade(&t)));
     Some(t)
 }
 

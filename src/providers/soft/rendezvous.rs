@@ -8,15 +8,22 @@
 //! when READY comes. The TCP stream orders it all, so nobody waits on the Unix socket: what
 //! is not there when it is looked for was never sent, and the connection uses TCP.
 //!
-//! Each side takes the other's pid and uid from the kernel (`SO_PEERCRED`: the acceptor sees
-//! the process that connected, the connector the process that listened), never from the
-//! claims, and goes on only with a process of its own effective uid; the claims only name
-//! where that process keeps things (its descriptor of the TCP connection, a readable word, its
-//! key table, PD and QP), and peer::verify checks the descriptor against the kernel's view of
-//! the TCP connection. Claims are sent to no process of another uid. The name is visible in
-//! `/proc/net/unix` to anyone on the host; a process that comes to the rendezvous first
-//! without holding the other end of the connection fails that check, and at most
-//! `BACKLOG` connections are looked at.
+//! Each side takes the other's process from the kernel (`SO_PEERCRED` and, where the kernel has
+//! it, `SO_PEERPIDFD`: the acceptor sees the process that connected, the connector the process
+//! that listened), never from the claims, and goes on only with a process of its own
+//! effective uid (not the overflow uid, which stands for every unmapped user inside a user
+//! namespace); the claims only name where that process keeps things (its descriptor of the
+//! TCP connection, a readable word, its key table, PD and QP), and peer::verify checks the
+//! descriptor against the kernel's view of the TCP connection. Claims are sent to no process
+//! of another uid.
+//!
+//! What a local process of another user can still do: the name is visible in
+//! `/proc/net/unix`, and abstract sockets have no permissions, so it can come to the
+//! rendezvous (it is passed over, unread, for its uid), or name its own listener in a HELLO
+//! (the passive side then connects to it and leaves at once); either way the kernel tells it
+//! our pid and uid, which `/proc` shows it anyway unless mounted with `hidepid`. By filling
+//! the rendezvous's backlog (`BACKLOG` connections) between HELLO and the passive side's
+//! connect it can make a connection use TCP. It never gets a claim, and never the path.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -38,8 +45,10 @@ pub struct Claims {
 
 const CLAIMS_LEN: usize = 32;
 const MAGIC: u32 = 0x6461_7432;
-/// Connections to a rendezvous looked at before giving up.
-const BACKLOG: i32 = 4;
+/// Connections a rendezvous queues, and looks at before giving up.
+const BACKLOG: i32 = 64;
+/// `SO_PEERPIDFD` (Linux 6.5): a pidfd of the process at the other end of a Unix socket.
+const SO_PEERPIDFD: libc::c_int = 77;
 
 impl Claims {
     fn encode(&self) -> [u8; CLAIMS_LEN] {
@@ -81,15 +90,30 @@ fn unix_socket() -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// The process at the other end of a connected Unix socket, from the kernel: pid and uid.
-fn peer_cred(fd: &OwnedFd) -> Option<(u32, u32)> {
+/// The process at the other end of a connected Unix socket, from the kernel, if it runs as
+/// our effective uid: its pid, and a pidfd of it when the kernel gives one (`SO_PEERPIDFD`).
+fn peer_process(fd: &OwnedFd) -> Option<(u32, Option<OwnedFd>)> {
     let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
     let mut len = core::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: `cred` is valid for `len` bytes.
     let r = unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred as *mut _ as *mut libc::c_void, &mut len) };
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    (r == 0 && cred.pid > 0 && cred.uid == me).then_some((cred.pid as u32, cred.uid))
+    if r != 0 || cred.pid <= 0 || cred.uid != me || me == overflow_uid() {
+        return None;
+    }
+    let mut pidfd: libc::c_int = -1;
+    let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `pidfd` is valid for `len` bytes.
+    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, SO_PEERPIDFD, &mut pidfd as *mut _ as *mut libc::c_void, &mut len) };
+    // SAFETY: a descriptor the kernel just gave us (close-on-exec).
+    Some((cred.pid as u32, (r == 0 && pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })))
+}
+
+/// The uid that stands for every user not mapped into our user namespace.
+fn overflow_uid() -> u32 {
+    static UID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UID.get_or_init(|| std::fs::read_to_string("/proc/sys/kernel/overflowuid").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(65534))
 }
 
 /// The active side's listener, for one connection's handshake.
@@ -125,7 +149,8 @@ impl Rendezvous {
     /// kernel names one of our uid that holds `end` (the other end of our TCP connection), its
     /// claims, and the channel to write ours on.
     pub fn take(&self, end: OtherEnd) -> Option<(PeerProcess, Claims, Channel)> {
-        for _ in 0..BACKLOG {
+        // Every queued connection, until the queue is empty: the first that verifies wins.
+        for _ in 0..BACKLOG + 1 {
             // SAFETY: accept4 on our listening socket; it returns a new descriptor or -1.
             let fd = unsafe { libc::accept4(self.listener.as_raw_fd(), core::ptr::null_mut(), core::ptr::null_mut(), libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) };
             if fd < 0 {
@@ -158,7 +183,7 @@ impl Channel {
         if unsafe { libc::connect(fd.as_raw_fd(), &sa as *const _ as *const libc::sockaddr, len) } != 0 {
             return None;
         }
-        peer_cred(&fd)?;
+        peer_process(&fd)?;
         Some(Channel(fd))
     }
 
@@ -174,7 +199,7 @@ impl Channel {
     /// checks them: the process the kernel names at the other end of this channel must hold
     /// `end`.
     pub fn verify(&self, end: OtherEnd) -> Option<(PeerProcess, Claims)> {
-        let (pid, _) = peer_cred(&self.0)?;
+        let (pid, pidfd) = peer_process(&self.0)?;
         let mut b = [0u8; CLAIMS_LEN];
         // SAFETY: `b` is valid for its length.
         let n = unsafe { libc::recv(self.0.as_raw_fd(), b.as_mut_ptr().cast(), b.len(), libc::MSG_DONTWAIT) };
@@ -182,7 +207,7 @@ impl Channel {
             return None;
         }
         let claims = Claims::decode(&b)?;
-        Some((peer::verify(end, pid, claims.sock_fd)?, claims))
+        Some((peer::verify(end, pid, pidfd, claims.sock_fd)?, claims))
     }
 }
 
