@@ -16,6 +16,7 @@ namespace, the targets in another (HOSTILE_TARGET_NETNS) with a soft IA (TARGET_
 and the two are joined by a veth pair (run.sh sets this up).
 Environment: HOSTILE_ONLY runs the named cases only.
 """
+import contextlib
 import ctypes
 import os
 import select
@@ -309,10 +310,16 @@ def refused(t, port, claims, what, **kw):
     return None
 
 
+@contextlib.contextmanager
 def helper(code, *args):
-    """A third process (Python) that prints one line when it is ready."""
+    """A third process (Python) that prints one line when it is ready: yields it and the
+    words of that line, and kills it at the end."""
     p = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    return p, p.stdout.readline().split()
+    try:
+        yield p, p.stdout.readline().split()
+    finally:
+        p.kill()
+        p.wait()
 
 
 @case("wrong_descriptor")
@@ -359,17 +366,13 @@ while True:
     threading.Thread(target=pump, args=(c, u), daemon=True).start()
     threading.Thread(target=pump, args=(u, c), daemon=True).start()
 """
-    relay, _ = helper(code, port + 500, target_host, port)
-    try:
+    with helper(code, port + 500, target_host, port):
         t.cmd("fill W", "filled")
         for fd in list(range(0, 12)) + ["honest"]:
             why = refused(t, port + 500, (fd, our_canary), f"through the relay, claiming fd {fd}")
             if why:
                 return False, why
         return target_state(t, want_win="57" * 16)
-    finally:
-        relay.kill()
-        relay.wait()
 
 
 @case("third_process_rendezvous")
@@ -379,22 +382,23 @@ def _(t, port):
     to the target, and it does not hold the connection, so the target neither reads nor
     writes its memory."""
     code = r"""
-import ctypes, os, socket, struct, sys
+import ctypes, os, socket, struct, sys, threading
 secret = ctypes.create_string_buffer(b"V" * 64, 64)
 token = int.from_bytes(os.urandom(8), "little") | 1
 ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 ls.bind(b"\0dat2-soft-%016x" % token); ls.listen(4)
+def serve():
+    while True:
+        c, _ = ls.accept()
+        c.recv(64)
+        for fd in range(3, 8):
+            c.sendall(struct.pack("<IIQIIQ", 0x64617432, fd, ctypes.addressof(secret), 0, 0, 0))
+threading.Thread(target=serve, daemon=True).start()
 print("ready", token, ctypes.addressof(secret), flush=True)
-while True:
-    c, _ = ls.accept()
-    c.recv(64)
-    for fd in range(3, 8):
-        c.sendall(struct.pack("<IIQIIQ", 0x64617432, fd, ctypes.addressof(secret), 0, 0, 0))
-    check = sys.stdin.readline()
-    print("secret", secret.raw == b"V" * 64, flush=True)
+sys.stdin.readline()
+print("secret", secret.raw == b"V" * 64, flush=True)
 """
-    victim, (_, token, vsecret) = helper(code)
-    try:
+    with helper(code) as (victim, (_, token, vsecret)):
         t.cmd("fill W", "filled")
         why = refused(t, port, None, "naming the third process's rendezvous", token=int(token), segs=[(int(vsecret), 64)])
         if why:
@@ -404,9 +408,6 @@ while True:
         if victim.stdout.readline().split() != ["secret", "True"]:
             return False, "the third process's memory changed"
         return target_state(t, want_win="57" * 16)
-    finally:
-        victim.kill()
-        victim.wait()
 
 
 @case("unreadable_canary")

@@ -117,15 +117,3 @@ pub fn ip_of(ss: &libc::sockaddr_storage) -> Option<IpAddr> {
         _ => None,
     }
 }
-
-/// The IP address and port of a socket address (None for other families).
-pub fn from_storage(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
-    let port = match i32::from(ss.ss_family) {
-        // SAFETY: the family says this is a sockaddr_in.
-        libc::AF_INET => u16::from_be(unsafe { &*(ss as *const _ as *const libc::sockaddr_in) }.sin_port),
-        // SAFETY: the family says this is a sockaddr_in6.
-        libc::AF_INET6 => u16::from_be(unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) }.sin6_port),
-        _ => return None,
-    };
-    Some(SocketAddr::new(ip_of(ss)?, port))
-}

@@ -59,8 +59,9 @@
 //! another user, a claim that does not hold) the connection is not an error: its data travels
 //! over TCP.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::collections::HashMap;
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -128,11 +129,16 @@ impl PeerProcess {
     /// the access mode the process opened it with, whatever our own rights to the file are.
     pub fn get_fd(&self, fd: u32) -> Option<OwnedFd> {
         self.pid()?;
-        // SAFETY: pidfd_getfd on a pidfd we own; it returns a new descriptor or -1.
-        let raw = unsafe { libc::syscall(libc::SYS_pidfd_getfd, self.pidfd.as_raw_fd(), fd as libc::c_int, 0) };
-        // SAFETY: a descriptor the kernel just gave us (with O_CLOEXEC set).
-        (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw as RawFd) })
+        getfd(&self.pidfd, fd)
     }
+}
+
+/// `pidfd_getfd`: a duplicate of descriptor `fd` of the process `pidfd` names.
+fn getfd(pidfd: &OwnedFd, fd: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_getfd on a pidfd we own; it returns a new descriptor or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd as libc::c_int, 0) };
+    // SAFETY: a descriptor the kernel just gave us (with O_CLOEXEC set).
+    (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw as RawFd) })
 }
 
 #[cfg(test)]
@@ -177,11 +183,11 @@ pub fn cma_state() -> Result<(), String> {
     Ok(())
 }
 
-/// The kernel's view of the other end of the TCP connection on descriptor `fd`, if that end
-/// is a socket on this host (in our network namespace).
-pub fn other_end(fd: RawFd) -> Option<OtherEnd> {
-    let local = sockaddr(fd, libc::getsockname)?;
-    let remote = sockaddr(fd, libc::getpeername)?;
+/// The kernel's view of the other end of the TCP connection `stream`, if that end is a socket
+/// on this host (in our network namespace).
+pub fn other_end(stream: &TcpStream) -> Option<OtherEnd> {
+    let local = stream.local_addr().ok()?;
+    let remote = stream.peer_addr().ok()?;
     let (family, ours, theirs) = match (local, remote) {
         (std::net::SocketAddr::V4(l), std::net::SocketAddr::V4(r)) => (libc::AF_INET, v4_words(*l.ip(), l.port()), v4_words(*r.ip(), r.port())),
         (std::net::SocketAddr::V6(l), std::net::SocketAddr::V6(r)) => match (l.ip().to_ipv4_mapped(), r.ip().to_ipv4_mapped()) {
@@ -258,19 +264,6 @@ fn v4_words(ip: std::net::Ipv4Addr, port: u16) -> ([u8; 16], u16) {
     (a, port)
 }
 
-type NameFn = unsafe extern "C" fn(libc::c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> libc::c_int;
-
-fn sockaddr(fd: RawFd, get: NameFn) -> Option<std::net::SocketAddr> {
-    // SAFETY: sockaddr_storage is plain data; all-zero is valid.
-    let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
-    let mut len = core::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: `ss` is valid for `len` bytes; getsockname/getpeername write at most that.
-    if unsafe { get(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len) } != 0 {
-        return None;
-    }
-    super::address::from_storage(&ss)
-}
-
 /// Checks that process `pid` (as the kernel named it to us, with its pidfd when the kernel
 /// gave one: rendezvous.rs) holds the other end of the connection as its descriptor `peer_fd`
 /// (see the module text).
@@ -293,9 +286,9 @@ pub fn verify(end: OtherEnd, pid: u32, pidfd: Option<OwnedFd>, peer_fd: u32) -> 
             unsafe { OwnedFd::from_raw_fd(raw as RawFd) }
         }
     };
-    let mut peer = PeerProcess { pid, pidfd, gone: None };
-    // Its descriptor `peer_fd`, taken from it, must be the socket at the other end.
-    let sock = peer.get_fd(peer_fd)?;
+    // Its descriptor `peer_fd`, taken from it, must be the socket at the other end (whether
+    // the process is still the one the pidfd names is asked once, below).
+    let sock = getfd(&pidfd, peer_fd)?;
     // SAFETY: stat is plain data; all-zero is valid.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: fstat fills `st` for our own descriptor.
@@ -303,7 +296,8 @@ pub fn verify(end: OtherEnd, pid: u32, pidfd: Option<OwnedFd>, peer_fd: u32) -> 
         return None;
     }
     drop(sock);
-    peer.gone = watcher().and_then(|w| w.watch(&peer.pidfd));
+    let gone = watcher().and_then(|w| w.watch(&pidfd));
+    let peer = PeerProcess { pid, pidfd, gone };
     // Still the process the pidfd was opened for: the pid was not reused meanwhile. (Asked of
     // the kernel: the watching thread may not have seen an exit that came before the watch.)
     if !peer.exists() {
@@ -378,7 +372,7 @@ fn watcher() -> Option<&'static Watcher> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::{TcpListener, TcpStream};
+    use std::net::TcpListener;
 
     #[test]
     fn verifies_only_the_true_holder() {
@@ -386,10 +380,10 @@ mod tests {
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
         let me = std::process::id();
-        if std::env::var("DAT2_SOFT_CMA").is_ok_and(|v| v == "0") {
+        if off() {
             return;
         }
-        let (Some(from_a), Some(from_b)) = (other_end(a.as_raw_fd()), other_end(b.as_raw_fd())) else {
+        let (Some(from_a), Some(from_b)) = (other_end(&a), other_end(&b)) else {
             eprintln!("no sock_diag in this kernel: nothing to check");
             return;
         };

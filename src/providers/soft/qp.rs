@@ -100,14 +100,8 @@ struct Inner {
     remote: Option<(libc::sockaddr_storage, u16)>,
     local_port: u16,
     /// The peer process, when the kernel confirmed who it is and each side reaches the other's
-    /// memory (peer.rs); the cross-memory and shared-memory paths exist only then.
+    /// memory (peer.rs): both sides agreed the cross-memory path (see `cma`).
     peer: Option<Arc<PeerProcess>>,
-    /// We may send cross-memory requests (scatter lists naming our memory): both sides agreed
-    /// the path.
-    cma_out: bool,
-    /// The peer may send us cross-memory requests: both sides agreed the path. A request
-    /// flagged CMA or SHM without it breaks the connection.
-    cma_in: bool,
     /// Passive side, until READY: our channel to the active side's rendezvous, and the
     /// kernel's view of the other end of the connection.
     rendezvous: Option<(Channel, OtherEnd)>,
@@ -127,6 +121,15 @@ struct Inner {
 
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
 unsafe impl Send for Inner {}
+
+impl Inner {
+    /// Both sides agreed the cross-memory path: we may send requests whose scatter lists name
+    /// our memory, and the peer's such requests are served. A request flagged CMA or SHM
+    /// without it breaks the connection.
+    fn cma(&self) -> bool {
+        self.peer.is_some()
+    }
+}
 
 struct Delivery {
     queue: VecDeque<Event>,
@@ -214,8 +217,6 @@ impl SoftQp {
                 local_port: 0,
                 peer: None,
                 rendezvous: None,
-                cma_out: false,
-                cma_in: false,
                 outstanding_reads: 0,
                 deferred: VecDeque::new(),
                 peer_keys: None,
@@ -250,8 +251,6 @@ impl SoftQp {
         let verified = verified.filter(|_| agreed);
         let keys = verified.as_ref().and_then(|(p, c)| (c.keytab_fd != 0).then(|| peer_table(p, c.keytab_fd)).flatten());
         let mut i = self.lock();
-        i.cma_in = verified.is_some();
-        i.cma_out = verified.is_some();
         i.peer_keys = keys;
         i.peer_pd = verified.as_ref().map_or(0, |(_, c)| c.pd);
         i.peer_qp = verified.as_ref().map_or(0, |(_, c)| c.qp);
@@ -263,7 +262,7 @@ impl SoftQp {
     /// connection, and the peer's memory reachable, we write it ourselves. None: send the
     /// request the ordinary way (where the target checks everything).
     fn write_direct(&self, i: &Inner, rkey: u32, raddr: u64, len: u64, segs: &[(u64, usize)], local: Option<&[(Arc<shm::Backing>, u64, usize)]>) -> Option<()> {
-        if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma_in {
+        if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma() {
             return None;
         }
         let keys = i.peer_keys.as_ref()?;
@@ -597,7 +596,7 @@ impl SoftQp {
             let _ = stream.set_read_timeout(Some(timeout.unwrap_or(Duration::from_secs(3600)).max(Duration::from_millis(1))));
             // A peer on this host is asked to our rendezvous (rendezvous.rs), where each side
             // learns from the kernel which process the other is.
-            let rendezvous = peer::other_end(stream.as_raw_fd()).and_then(|_| Rendezvous::open());
+            let rendezvous = peer::other_end(&stream).and_then(|_| Rendezvous::open());
             let hello = Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), reaches_peer: false, private_data };
             write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
             let (hdr, body) =
@@ -608,7 +607,7 @@ impl SoftQp {
                     // The passive side came to the rendezvous before it sent ACCEPT, if at all.
                     // The other end is looked up only now: when we sent HELLO, the peer may not
                     // have accepted the connection yet (its socket had no inode).
-                    let end = rendezvous.as_ref().and_then(|_| peer::other_end(stream.as_raw_fd()));
+                    let end = rendezvous.as_ref().and_then(|_| peer::other_end(&stream));
                     let verified = rendezvous.as_ref().zip(end).and_then(|(r, e)| r.take(e));
                     let we_reach = verified.as_ref().is_some_and(|(p, c, channel)| channel.send(&self.claims(&stream)) && p.reaches(c.canary));
                     let verified = verified.map(|(p, c, _)| (p, c));
@@ -965,7 +964,7 @@ impl SoftQp {
             return rx.discard(hdr.payload as usize).is_ok();
         }
         let cma = hdr.flags & flag::CMA != 0;
-        if (cma || hdr.flags & flag::SHM != 0) && !(cma && self.lock().cma_in && matches!(hdr.op, op::SEND | op::WRITE | op::READ)) {
+        if (cma || hdr.flags & flag::SHM != 0) && !(cma && self.lock().cma() && matches!(hdr.op, op::SEND | op::WRITE | op::READ)) {
             // A path the handshake did not agree (see peer.rs): a protocol violation.
             crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: a request flagged CMA/SHM on a connection without that path", self.id);
             return false;
@@ -1399,7 +1398,7 @@ impl Qp for SoftQp {
         // Data in shared files (shm.rs) goes as file references: the target copies it in one
         // memcpy, faster than our own process_vm_writev below.
         let carries_data = matches!(wr.op, WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) | WrOp::Write | WrOp::WriteImm(_));
-        let local: Option<Vec<(Arc<shm::Backing>, u64, usize)>> = (i.cma_out && carries_data && len >= shm::MIN_LEN)
+        let local: Option<Vec<(Arc<shm::Backing>, u64, usize)>> = (i.cma() && carries_data && len >= shm::MIN_LEN)
             .then(|| wr.sges.iter().filter(|s| s.len > 0).map(|s| Some((self.dev.shared(self.dev.lkey(s.lkey)?.region)?, s.addr, s.len as usize))).collect())
             .flatten();
         let shared: Option<Vec<shm::Source>> = local.as_ref().and_then(|l| l.iter().map(|(b, a, n)| b.source(*a, *n as u64)).collect());
@@ -1446,7 +1445,7 @@ impl Qp for SoftQp {
                 hdr.a = add;
             }
         }
-        let data = if i.cma_out && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
+        let data = if i.cma() && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
             hdr.flags |= flag::CMA;
             let list32: Vec<(u64, u32)> = segs.iter().map(|&(a, l)| (a, l as u32)).collect();
             let list = match &shared {
@@ -1538,7 +1537,7 @@ impl Qp for SoftQp {
 
     fn path(&self) -> &'static str {
         let i = self.lock();
-        match (i.state, i.cma_out && i.cma_in) {
+        match (i.state, i.cma()) {
             (State::Connected, true) => "cma",
             (State::Connected, false) => "tcp",
             _ => "none",
@@ -1586,7 +1585,7 @@ impl PendingConnection for Pending {
         }
         // Come to the active side's rendezvous, if it has one and is on this host, and say who we
         // are there (rendezvous.rs); we learn who it is when READY comes.
-        let end = (self.hello.rendezvous != 0).then(|| peer::other_end(stream.as_raw_fd())).flatten();
+        let end = (self.hello.rendezvous != 0).then(|| peer::other_end(&stream)).flatten();
         let channel = end.and_then(|_| Channel::connect(self.hello.rendezvous)).filter(|c| c.send(&soft.claims(&stream)));
         soft.lock().rendezvous = channel.zip(end);
         let answer = Hello { private_data: private_data.to_vec(), ..Hello::default() };

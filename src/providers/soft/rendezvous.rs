@@ -224,7 +224,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
-        let (Some(end_a), Some(end_b)) = (peer::other_end(a.as_raw_fd()), peer::other_end(b.as_raw_fd())) else {
+        let (Some(end_a), Some(end_b)) = (peer::other_end(&a), peer::other_end(&b)) else {
             eprintln!("no sock_diag in this kernel: nothing to check");
             return;
         };
