@@ -241,6 +241,9 @@ pub struct QpCaps {
     pub max_send_sge: u32,
     pub max_recv_sge: u32,
     pub max_rd_atomic: u32,
+    /// RDMA READ and atomic requests the peer may have outstanding at this QP (the EP's
+    /// `max_rdma_read_in`).
+    pub max_rd_in: u32,
     pub max_message: u32,
 }
 

@@ -29,15 +29,24 @@ import tempfile
 import time
 
 HDR = struct.Struct("<BBBxIIQIIIQQ")  # op flags status payload length raddr rkey imm acks a b
-HELLO = struct.Struct("<IIIIQ")  # magic version reaches pad rendezvous
+HELLO = struct.Struct("<IIIIQ")  # magic version reaches rd_in rendezvous
 CLAIMS = struct.Struct("<IIQIIQ")  # magic sock_fd canary keytab_fd pd qp
 MAGIC = 0x64617432
-VERSION = 5
+VERSION = 6
 OP_HELLO, OP_ACCEPT, OP_REJECT, OP_READY, OP_ESTABLISHED = 1, 2, 3, 4, 5
-OP_SEND, OP_WRITE, OP_READ = 10, 11, 12
+OP_SEND, OP_WRITE, OP_READ, OP_CMP_SWAP, OP_FETCH_ADD = 10, 11, 12, 13, 14
 OP_RESPONSE, OP_ACK, OP_DISCONNECT = 20, 21, 30
 F_CMA, F_SHM = 0x1, 0x10
 SECRET_HEX = "53" * 16  # 'S'
+TARGET_AS = 3 << 30  # the targets' address-space limit (RLIMIT_AS)
+# The bounds of src/providers/soft (README "Security"): what a peer may make the target hold.
+STALL_BYTES = 4 << 20  # requests waiting for a receive, per connection
+RNR_WAIT = 1.0  # seconds such a request that does not fit waits for a receive
+RD_IN = 4  # READ/atomic requests outstanding (the EP's default max_rdma_read_in)
+HALF_OPEN_MAX = 64  # connections whose HELLO has not arrived, per listener
+HANDSHAKE_TIMEOUT = 5.0  # seconds a HELLO may take
+GROWTH_KB = 16 << 10  # what a case may add to the target's resident memory
+RNR_STATUS = 9  # DAT_DTO_ERR_RECEIVER_NOT_READY
 
 args = sys.argv[1:]
 remote = None
@@ -59,8 +68,12 @@ results = []
 class Proc:
     """A target.c process: its 'ready' line, its commands and its events."""
 
-    def __init__(self, *args):
-        self.p = subprocess.Popen([*target_prefix, target_bin, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    def __init__(self, *args, address_space=None):
+        def limit():
+            if address_space:
+                import resource
+                resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+        self.p = subprocess.Popen([*target_prefix, target_bin, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=limit)
         self.buf = b""
         self.events = []
         line = self.line(10)
@@ -136,8 +149,8 @@ def hdr(op, flags=0, payload=0, length=0, raddr=0, rkey=0, status=0, acks=0):
     return HDR.pack(op, flags, status, payload, length, raddr, rkey, 0, acks, 0, 0)
 
 
-def hello(rendezvous=0, reaches=0, private=b""):
-    return HELLO.pack(MAGIC, VERSION, reaches, 0, rendezvous) + private
+def hello(rendezvous=0, reaches=0, private=b"", rd_in=4):
+    return HELLO.pack(MAGIC, VERSION, reaches, rd_in, rendezvous) + private
 
 
 def parse_hello(body):
@@ -507,6 +520,235 @@ def _(t, port):
     return target_state(t)
 
 
+def resources(t):
+    """The target's threads and resident kilobytes (None when it died)."""
+    st = t.check()
+    return (int(st["threads"]), int(st["rss_kb"])) if st else None
+
+
+def bounded(t, before, what):
+    """The target is alive, its memory intact, and it holds no more threads or memory than
+    before `what` (within GROWTH_KB)."""
+    after = resources(t)
+    if after is None:
+        return False, f"{what}: the target died"
+    if after[0] > before[0] + 1 or after[1] > before[1] + GROWTH_KB:
+        return False, f"{what}: the target went from {before[0]} threads and {before[1]} kB to {after[0]} and {after[1]}"
+    return target_state(t, forbid_win=None)
+
+
+@case("malformed_requests")
+def _(t, port):
+    """Headers whose lengths or operations are not what the request carries, each on its own
+    connection, with at most the first bytes of what they announce: the target ends the
+    connection before it allocates or reads anything for them. (Under RLIMIT_AS the old
+    allocation of an announced 4 GiB payload aborted the target.)"""
+    rkey, win = t.info["rkey"], t.info["win"]
+    before = resources(t)
+    tries = [
+        ("a 4 GiB send", hdr(OP_SEND, payload=0xFFFFFFFF, length=0xFFFFFFFF)),
+        ("a send whose payload is not its length", hdr(OP_SEND, payload=0xFFFFFFF0, length=16)),
+        ("a write past max_message", hdr(OP_WRITE, payload=0x80000001, length=0x80000001, raddr=win, rkey=rkey)),
+        ("a write whose payload is not its length", hdr(OP_WRITE, payload=1 << 30, length=64, raddr=win, rkey=rkey)),
+        ("a read that carries a payload", hdr(OP_READ, payload=1 << 30, length=64, raddr=win, rkey=rkey)),
+        ("an atomic of 16 bytes", hdr(OP_FETCH_ADD, length=16, raddr=win, rkey=rkey)),
+        ("an atomic with a payload", hdr(OP_CMP_SWAP, payload=1 << 20, length=8, raddr=win, rkey=rkey)),
+        ("an unknown operation", hdr(99, payload=1 << 20, length=1 << 20)),
+        ("a response to nothing", hdr(OP_RESPONSE, payload=1 << 30)),
+        ("an acknowledgement of nothing", hdr(OP_ACK, acks=5)),
+        ("a second READY", message(OP_READY, hello())),
+        ("a CMA list from an unverified peer", hdr(OP_WRITE, F_CMA, 1 << 30, 64, win, rkey)),
+    ]
+    for what, frame in tries:
+        s, _ = connect(port)
+        try:
+            s.sendall(frame + b"X" * 4096)
+            got = outcome(s)
+        finally:
+            s.close()
+        if got != "closed":
+            return False, f"{what}: the target answered {got}"
+    return bounded(t, before, "malformed requests")
+
+
+@case("inconsistent_lists")
+def _(t, port):
+    """A verified peer (cross-memory path agreed) whose scatter lists do not add up: partial
+    elements, more than 16, empty elements, a sum other than the length, a list that wraps
+    the address space. Each ends the connection; nothing is copied."""
+    t.cmd("fill W", "filled")
+    rkey, win = t.info["rkey"], t.info["win"]
+    tries = [
+        ("a partial element", segments((our_addr, 64))[:-1]),
+        ("17 elements", segments(*[(our_addr + 4 * k, 4) for k in range(16)]) + segments((our_addr, 0))),
+        ("an empty element", segments((our_addr, 64), (our_addr, 0))),
+        ("a sum short of the length", segments((our_addr, 32))),
+        ("a sum past the length", segments((our_addr, 64), (our_addr, 64))),
+        ("a wrapping element", segments((2**64 - 16, 64))),
+    ]
+    for what, payload in tries:
+        s, info = connect(port, ("honest", our_canary))
+        try:
+            if info["agreed"] != 1:
+                return False, f"the target did not verify us: {info}"
+            s.sendall(hdr(OP_WRITE, F_CMA, len(payload), 64, win, rkey) + payload)
+            got = outcome(s)
+        finally:
+            s.close()
+        if got != "closed":
+            return False, f"{what}: the target answered {got}"
+    return target_state(t, want_win="57" * 16)
+
+
+@case("truncated_frames")
+def _(t, port):
+    """Frames cut short by the peer's close: half a header, a header without its payload, a
+    write with part of its data. The target survives, and the connection's end is reported."""
+    rkey, win = t.info["rkey"], t.info["win"]
+    for what, frame in [
+        ("half a header", hdr(OP_SEND, payload=8, length=8)[:20]),
+        ("a header without its payload", hdr(OP_SEND, payload=4096, length=4096)),
+        ("a write cut short", hdr(OP_WRITE, payload=4096, length=4096, raddr=win, rkey=rkey) + b"T" * 1000),
+    ]:
+        s, _ = connect(port)
+        if t.wait_event() != "ESTABLISHED":
+            return False, f"{what}: no ESTABLISHED"
+        s.sendall(frame)
+        s.close()
+        ev = t.wait_event()
+        if ev not in ("DISCONNECTED", "BROKEN"):
+            return False, f"{what}: the target reported {ev}"
+    return target_state(t, forbid_win=None)
+
+
+def flood(s, frames, until):
+    """Sends `frames` (an iterator of bytes) without reading, until they run out, the
+    connection ends, or `until` seconds pass; returns how many went out."""
+    s.setblocking(False)
+    sent, end, pending = 0, time.time() + until, b""
+    try:
+        while time.time() < end:
+            if not pending:
+                pending = next(frames, None)
+                if pending is None:
+                    break
+            if not select.select([], [s], [], 0.2)[1]:
+                continue
+            n = s.send(pending)
+            pending = pending[n:]
+            if not pending:
+                sent += 1
+    except (BrokenPipeError, ConnectionError):
+        pass
+    s.setblocking(True)
+    return sent
+
+
+def responses(s, timeout):
+    """The statuses of the responses and the acknowledgements that arrive within `timeout`
+    (until the connection ends): a list of statuses, 0 for each acknowledgement."""
+    got, end = [], time.time() + timeout
+    s.settimeout(0.5)
+    while time.time() < end:
+        try:
+            h, _ = recv_msg(s)
+        except socket.timeout:
+            continue
+        except (EOFError, ConnectionError):
+            break
+        got += [0] * h[8]
+        if h[0] == OP_RESPONSE:
+            got.append(h[2])
+    return got
+
+
+@case("send_flood")
+def _(t, port):
+    """Four sends fill the four receives the target posted; then 64 sends of 1 MiB come with
+    no receive for them. The target holds at most STALL_BYTES of them, waits RNR_WAIT for a
+    receive, then answers 'receiver not ready' and ends the connection (the old device held
+    all 64: +66 MB)."""
+    before = resources(t)
+    s, _ = connect(port)
+    try:
+        frames = iter([hdr(OP_SEND, payload=64, length=64) + b"s" * 64] * 4 + [hdr(OP_SEND, payload=1 << 20, length=1 << 20) + b"F" * (1 << 20)] * 64)
+        sent = flood(s, frames, 10)
+        statuses = responses(s, RNR_WAIT + 5)
+    finally:
+        s.close()
+    if statuses[:4] != [0] * 4 or statuses[4:] != [RNR_STATUS]:
+        return False, f"after {sent} sends the target answered {statuses} (4 successes, then receiver not ready)"
+    if t.wait_event() != "ESTABLISHED" or t.wait_event() not in ("BROKEN", "DISCONNECTED"):
+        return False, f"the target's events: {t.events}"
+    return bounded(t, before, "64 MiB of sends without receives")
+
+
+@case("read_flood")
+def _(t, port):
+    """RDMA READ requests for 64 KiB of registered memory, and we never read a response: the
+    target answers at most RD_IN at a time beyond what the socket took, and a peer that has
+    more outstanding loses its connection (the old device took 400 k: +47 MB)."""
+    before = resources(t)
+    s, _ = connect(port)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        read = hdr(OP_READ, length=64 << 10, raddr=t.info["win"], rkey=t.info["rkey"])
+        sent = flood(s, iter([read] * 400000), 20)
+        s.settimeout(10)
+        ended = outcome(s, 10)
+    finally:
+        s.close()
+    if sent >= 400000:
+        return False, "the target took 400000 reads whose responses were never read"
+    return bounded(t, before, f"{sent} reads never read")
+
+
+@case("half_open_flood")
+def _(t, port):
+    """500 connections that never finish their HELLO (half of them send part of one), then an
+    oversized HELLO: the target spends no thread on them, keeps at most HALF_OPEN_MAX, still
+    accepts an honest peer meanwhile, and closes the rest after HANDSHAKE_TIMEOUT (the old
+    device held a thread each: 500 threads and 1 GB of address space)."""
+    before = resources(t)
+    socks = []
+    try:
+        for k in range(500):
+            c = socket.create_connection((target_host, port), timeout=10)
+            if k % 2:
+                c.sendall(hdr(OP_HELLO, payload=HELLO.size, length=HELLO.size)[:30])
+            socks.append(c)
+        time.sleep(0.5)
+        now = resources(t)
+        if now is None or now[0] > before[0] + 1:
+            return False, f"threads went from {before[0]} to {now and now[0]} with 500 half-open connections"
+        s, info = connect(port)
+        s.close()
+        if t.wait_event() != "ESTABLISHED":
+            return False, "an honest peer was not accepted during the flood"
+        big = socket.create_connection((target_host, port), timeout=10)
+        big.sendall(hdr(OP_HELLO, payload=1 << 30, length=1 << 30) + b"H" * 4096)
+        if outcome(big, 5) != "closed":
+            return False, "an oversized HELLO was not refused"
+        big.close()
+        # The ones still waiting are closed once their time is up.
+        time.sleep(HANDSHAKE_TIMEOUT + 1)
+        open_ = 0
+        for c in socks:
+            c.setblocking(False)
+            try:
+                open_ += c.recv(1) != b""
+            except BlockingIOError:
+                open_ += 1
+            except ConnectionError:
+                pass
+        if open_:
+            return False, f"{open_} half-open connections were still open after {HANDSHAKE_TIMEOUT + 1} s"
+    finally:
+        for c in socks:
+            c.close()
+    return bounded(t, before, "500 half-open connections")
+
+
 def listener(host, port):
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -629,7 +871,9 @@ def main():
         port = port_base + n
         t, rc = None, 0
         try:
-            t = Proc("server", str(port)) if server else None
+            # Under a limit on its address space, an allocation of what a peer announces fails
+            # (and aborts the target) instead of quietly reserving it.
+            t = Proc("server", str(port), address_space=TARGET_AS) if server else None
             ok, why = fn(t, port)
             if ok and t and t.check() is None:
                 ok, why = False, "the target died"

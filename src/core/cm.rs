@@ -40,6 +40,7 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
         max_send_sge: a.max_request_iov.max(a.max_rdma_read_iov).max(a.max_rdma_write_iov).max(1) as u32,
         max_recv_sge: a.max_recv_iov.max(1) as u32,
         max_rd_atomic: a.max_rdma_read_out.max(1) as u32,
+        max_rd_in: a.max_rdma_read_in.max(1) as u32,
         max_message: ep.ia.dev.limits().max_msg_size,
     };
     let srq = i.srq.as_ref().map(|s| s.dev.clone());

@@ -15,8 +15,9 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::io;
 use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
@@ -45,6 +46,9 @@ struct Outstanding {
     /// Where a read's data or an atomic's original value lands.
     sges: Vec<Sge>,
     len: u32,
+    /// The payload its response carries: a READ's data (unless the target moved it itself,
+    /// cross-memory attach), an atomic's original value, else nothing.
+    reply: u32,
     /// Completed without going on the wire (a local error, a bind).
     done: Option<u32>,
 }
@@ -53,6 +57,8 @@ struct Outstanding {
 struct Stalled {
     hdr: Hdr,
     data: Data,
+    /// What it counts against STALL_BYTES.
+    cost: usize,
 }
 
 /// Our aliases of a request's destination (shm.rs), and the registrations' backings, held
@@ -97,6 +103,8 @@ struct Inner {
     outstanding: VecDeque<Outstanding>,
     recvs: VecDeque<(u64, Vec<Sge>)>,
     stalled: VecDeque<Stalled>,
+    /// The stalled requests' cost (bounded by STALL_BYTES).
+    stalled_bytes: usize,
     remote: Option<(libc::sockaddr_storage, u16)>,
     local_port: u16,
     /// The peer process, when the kernel confirmed who it is and each side reaches the other's
@@ -106,7 +114,10 @@ struct Inner {
     /// kernel's view of the other end of the connection.
     rendezvous: Option<(Channel, OtherEnd)>,
     outstanding_reads: u32,
-    /// Requests held back, in order, while `max_rd_atomic` reads or atomics are in flight (as
+    /// The most reads and atomics we have in flight: our EP's `max_rdma_read_out`, and no more
+    /// than the peer takes (its `max_rdma_read_in`, from the handshake).
+    rd_limit: u32,
+    /// Requests held back, in order, while `rd_limit` reads or atomics are in flight (as
     /// an HCA's send queue holds them); the flag marks reads and atomics.
     deferred: VecDeque<(Frame, bool)>,
     /// The peer's published keys, PD and QP, when we can reach its memory (direct writes).
@@ -165,6 +176,15 @@ const ACK_LAZY_MAX: u32 = 16 << 10;
 /// The most acknowledgements held back at a time.
 const ACK_BATCH: u32 = 16;
 
+/// The most a connection's peer can make us hold for requests that wait for a receive (their
+/// data, or scatter lists, plus STALL_OVERHEAD each). A request that does not fit waits, still
+/// on the socket, until a receive lets it run in place; after RNR_WAIT without one, the peer's
+/// oldest waiting request is answered "receiver not ready" and the connection ends, as when an
+/// HCA's RNR retries run out.
+const STALL_BYTES: usize = 4 << 20;
+const STALL_OVERHEAD: usize = 128;
+const RNR_WAIT: Duration = Duration::from_secs(1);
+
 /// How long the reader polls an empty socket after a request it acknowledged, before it
 /// sleeps (see `await_frame`).
 const BUSY_POLL: Duration = Duration::from_micros(20);
@@ -185,6 +205,11 @@ pub struct SoftQp {
     shm_peers: Mutex<shm::Peers>,
     delivery: Mutex<Delivery>,
     out: Outbound,
+    /// Signalled when receives are posted or stalled requests ran (see `await_room`).
+    room: Condvar,
+    /// The peer's READ and atomic requests taken and not answered yet (their responses not
+    /// written): never more than `caps.max_rd_in`.
+    reads_in: AtomicU32,
 }
 
 /// The verified peer's pid for one copy; None when there is no verified peer or it has exited
@@ -213,11 +238,13 @@ impl SoftQp {
                 outstanding: VecDeque::new(),
                 recvs: VecDeque::new(),
                 stalled: VecDeque::new(),
+                stalled_bytes: 0,
                 remote: None,
                 local_port: 0,
                 peer: None,
                 rendezvous: None,
                 outstanding_reads: 0,
+                rd_limit: caps.max_rd_atomic.max(1),
                 deferred: VecDeque::new(),
                 peer_keys: None,
                 peer_pd: 0,
@@ -229,6 +256,8 @@ impl SoftQp {
             shm_peers: Mutex::new(shm::Peers::default()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
             out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, held: false, fd: -1, acks: 0 }), cv: Condvar::new() },
+            room: Condvar::new(),
+            reads_in: AtomicU32::new(0),
         });
         if let Some(srq) = srq {
             srq.attach(Arc::downgrade(&qp));
@@ -307,7 +336,7 @@ impl SoftQp {
                 let c = Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op, byte_len: 0, imm: None, invalidated: None, solicited: false };
                 return self.deliver(vec![Event::Completion(c)]);
             }
-            i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, done: Some(DAT_DTO_SUCCESS) });
+            i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(DAT_DTO_SUCCESS) });
             while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
                 let o = i.outstanding.pop_front().expect("front exists");
                 let status = o.done.unwrap_or(DAT_DTO_SUCCESS);
@@ -369,6 +398,7 @@ impl SoftQp {
         if stalled {
             self.drain_stalled();
         }
+        self.room.notify_all();
     }
 
     fn me(&self) -> Arc<SoftQp> {
@@ -418,7 +448,7 @@ impl SoftQp {
         if q.closed || !stamp(&mut q, &mut frame) {
             return;
         }
-        q.frames.push_back(frame);
+        push_frame(&mut q, frame);
         q.held |= hold;
         self.out.cv.notify_one();
     }
@@ -435,6 +465,14 @@ impl SoftQp {
         self.out.cv.notify_one();
     }
 
+    /// A response that carries data (a READ's or an atomic's) has gone to the socket: the peer
+    /// may have another read in flight (see `reads_in`).
+    fn answered(&self, frame: &Frame) {
+        if frame.hdr.op == op::RESPONSE && matches!(frame.data, FrameData::Memory(_) | FrameData::Bytes(_)) {
+            let _ = self.reads_in.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        }
+    }
+
     /// Sends a small frame (no memory payload) from the reader thread without blocking: what the
     /// socket does not take at once is queued, in order, for the writer thread.
     fn send_frame_now(&self, mut frame: Frame) {
@@ -446,7 +484,7 @@ impl SoftQp {
             return;
         }
         if q.busy || !q.frames.is_empty() || q.fd < 0 {
-            q.frames.push_back(frame);
+            push_frame(&mut q, frame);
             self.out.cv.notify_one();
             return;
         }
@@ -455,7 +493,11 @@ impl SoftQp {
             bytes.extend_from_slice(b);
         }
         // Held under the queue lock: a non-blocking send is short, and nobody else may write.
-        match io::try_write(q.fd, &[(bytes.as_ptr() as u64, bytes.len())]) {
+        let sent = io::try_write(q.fd, &[(bytes.as_ptr() as u64, bytes.len())]);
+        if sent.is_ok() {
+            self.answered(&frame);
+        }
+        match sent {
             Ok(n) if n == bytes.len() => {}
             Ok(n) => {
                 // The rest goes out as raw bytes first, before anything queued later.
@@ -480,7 +522,7 @@ impl SoftQp {
                 return;
             }
             if q.busy || !q.frames.is_empty() || q.fd < 0 {
-                q.frames.push_back(frame);
+                push_frame(&mut q, frame);
                 self.out.cv.notify_one();
                 return;
             }
@@ -535,7 +577,9 @@ impl SoftQp {
     /// reader starts, so that nothing the peer does on the connection, a disconnect included,
     /// can be reported before it. `verified`/`agreed`: the data path (see set_path); the
     /// passive side learns it later, with READY.
-    fn start(self: &Arc<Self>, stream: TcpStream, verified: Option<(PeerProcess, Claims)>, agreed: bool, established: Option<Vec<u8>>) {
+    /// `peer_rd_in`: how many reads and atomics the peer takes at a time (its handshake's
+    /// `rd_in`).
+    fn start(self: &Arc<Self>, stream: TcpStream, verified: Option<(PeerProcess, Claims)>, agreed: bool, peer_rd_in: u32, established: Option<Vec<u8>>) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(None);
         let reader = stream.try_clone();
@@ -549,6 +593,7 @@ impl SoftQp {
             }
             i.stream = Some(stream);
             i.state = State::Connected;
+            i.rd_limit = self.caps.max_rd_atomic.min(peer_rd_in).max(1);
         }
         if let Some(private_data) = established {
             self.deliver(vec![Event::Cm(CmEvent::Established { private_data })]);
@@ -597,10 +642,10 @@ impl SoftQp {
             // A peer on this host is asked to our rendezvous (rendezvous.rs), where each side
             // learns from the kernel which process the other is.
             let rendezvous = peer::other_end(&stream).and_then(|_| Rendezvous::open());
-            let hello = Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), reaches_peer: false, private_data };
+            let hello = Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), rd_in: self.caps.max_rd_in, private_data, ..Hello::default() };
             write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
             let (hdr, body) =
-                read_message(&stream, 1 << 20).map_err(|e| if timed_out(&e) { CmEvent::TimedOut } else { CmEvent::NonPeerRejected })?;
+                read_message(&stream, wire::HELLO_MAX).map_err(|e| if timed_out(&e) { CmEvent::TimedOut } else { CmEvent::NonPeerRejected })?;
             let answer = Hello::decode(&body).ok_or(CmEvent::NonPeerRejected)?;
             match hdr.op {
                 op::ACCEPT => {
@@ -639,7 +684,7 @@ impl SoftQp {
                     let _ = stream.shutdown(Shutdown::Both);
                     return;
                 }
-                self.start(stream, verified, agreed, Some(answer.private_data));
+                self.start(stream, verified, agreed, answer.rd_in, Some(answer.private_data));
             }
             Err(ev) => {
                 let mut i = self.lock();
@@ -666,11 +711,13 @@ impl SoftQp {
                 events.push(Event::Completion(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op: WcOp::Recv, byte_len: 0, imm: None, invalidated: None, solicited: false }));
             }
             i.stalled.clear();
+            i.stalled_bytes = 0;
             i.deferred.clear();
             i.outstanding_reads = 0;
             i.rendezvous = None;
         }
         events.push(Event::Cm(ev));
+        self.room.notify_all();
         self.deliver(events);
     }
 
@@ -724,6 +771,9 @@ impl SoftQp {
             };
             let Some(frame) = frame else { return };
             let ok = write_frame(fd, &frame);
+            if ok {
+                self.answered(&frame);
+            }
             let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
             q.busy = false;
             if !ok || frame.last {
@@ -784,7 +834,8 @@ impl SoftQp {
                     // tells the active side the path in the answer's status. It is the first
                     // frame the peer sends, so the event still precedes everything the peer
                     // does on the connection.
-                    match rx.take_vec(hdr.payload.min(1 << 16) as usize).ok().and_then(|body| Hello::decode(&body)) {
+                    let body = if hdr.payload <= wire::HELLO_MAX { rx.take_vec(hdr.payload as usize).ok() } else { None };
+                    match body.and_then(|body| Hello::decode(&body)) {
                         Some(ready) => {
                             let (expected, rendezvous) = {
                                 let mut i = self.lock();
@@ -905,10 +956,15 @@ impl SoftQp {
     fn on_response(&self, rx: &mut io::Rx, hdr: &Hdr) -> bool {
         let head = {
             let i = self.lock();
-            i.outstanding.iter().find(|o| o.done.is_none()).map(|o| (o.wr_id, o.op, o.sges.clone()))
+            i.outstanding.iter().find(|o| o.done.is_none()).map(|o| (o.wr_id, o.op, o.sges.clone(), o.reply))
         };
-        let Some((wr_id, op_kind, sges)) = head else { return false };
+        let Some((wr_id, op_kind, sges, reply)) = head else { return false };
         let status = u32::from(hdr.status);
+        // A response carries exactly what its request asked for: a success its data, an
+        // error nothing.
+        if hdr.payload != if status == DAT_DTO_SUCCESS { reply } else { 0 } {
+            return false;
+        }
         if status == DAT_DTO_SUCCESS && hdr.payload > 0 {
             // Read data or an atomic's original value, into the checked local buffers.
             let mut left = hdr.payload as usize;
@@ -936,7 +992,7 @@ impl SoftQp {
             if op_kind == WcOp::Read || matches!(op_kind, WcOp::CmpSwap | WcOp::FetchAdd) {
                 i.outstanding_reads = i.outstanding_reads.saturating_sub(1);
                 while let Some((_, read)) = i.deferred.front() {
-                    if *read && i.outstanding_reads >= self.caps.max_rd_atomic {
+                    if *read && i.outstanding_reads >= i.rd_limit {
                         break;
                     }
                     let (frame, read) = i.deferred.pop_front().expect("front exists");
@@ -956,8 +1012,13 @@ impl SoftQp {
         true
     }
 
-    /// A request from the peer, executed now or queued until a receive is posted.
+    /// A request from the peer, executed now or queued until a receive is posted. Its header
+    /// is checked before anything is read or allocated for it (wire::request_shape_ok).
     fn on_request(&self, rx: &mut io::Rx, hdr: Hdr) -> bool {
+        if !wire::request_shape_ok(&hdr, self.caps.max_message) {
+            crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: a malformed request (op {}, payload {}, length {})", self.id, hdr.op, hdr.payload, hdr.length);
+            return false;
+        }
         if self.lock().state == State::Closed {
             // We answered an earlier request with an error (or are disconnecting): requests
             // still on the wire are not executed, as on an HCA whose QP went to error.
@@ -969,38 +1030,87 @@ impl SoftQp {
             crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: a request flagged CMA/SHM on a connection without that path", self.id);
             return false;
         }
+        if matches!(hdr.op, op::READ | op::CMP_SWAP | op::FETCH_ADD) && !cma && self.reads_in.fetch_add(1, Ordering::SeqCst) >= self.caps.max_rd_in {
+            // More reads in flight than we said we take (responder resources).
+            crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: more than {} reads or atomics outstanding", self.id, self.caps.max_rd_in);
+            return false;
+        }
         let data = if cma {
             let Ok(list) = rx.take_vec(hdr.payload as usize) else { return false };
-            if hdr.flags & flag::SHM != 0 {
+            let data = if hdr.flags & flag::SHM != 0 {
                 let (segs, srcs) = wire::decode_shared(&list);
                 Data::Shared(segs, srcs)
             } else {
                 Data::Remote(wire::decode_segments(&list))
+            };
+            let (Data::Remote(segs) | Data::Shared(segs, _)) = &data else { return false };
+            if wire::list_total(segs) != Some(hdr.length) {
+                return false;
             }
+            data
         } else {
             Data::Socket
         };
-        let _exec = self.exec.lock().unwrap_or_else(|e| e.into_inner());
         let needs_recv = hdr.op == op::SEND || (hdr.op == op::WRITE && hdr.flags & flag::IMM != 0);
-        let stall = {
-            let i = self.lock();
-            !i.stalled.is_empty() || (needs_recv && !self.has_recv(&i))
-        };
-        if stall {
-            let data = match data {
-                Data::Socket => {
-                    let Ok(buf) = rx.take_vec(hdr.payload as usize) else { return false };
-                    Data::Buffer(buf)
-                }
-                d => d,
+        loop {
+            let exec = self.exec.lock().unwrap_or_else(|e| e.into_inner());
+            let (stall, room) = {
+                let i = self.lock();
+                let stall = !i.stalled.is_empty() || (needs_recv && !self.has_recv(&i));
+                (stall, i.stalled_bytes + stall_cost(&hdr, &data) <= STALL_BYTES)
             };
-            self.lock().stalled.push_back(Stalled { hdr, data });
-            return true;
+            if !stall {
+                let (ok, events) = self.execute(Some(rx), hdr, data);
+                drop(exec);
+                self.deliver(events);
+                return ok;
+            }
+            if room {
+                let cost = stall_cost(&hdr, &data);
+                let data = match data {
+                    Data::Socket => {
+                        let Ok(buf) = rx.take_vec(hdr.payload as usize) else { return false };
+                        Data::Buffer(buf)
+                    }
+                    d => d,
+                };
+                let mut i = self.lock();
+                i.stalled_bytes += cost;
+                i.stalled.push_back(Stalled { hdr, data, cost });
+                return true;
+            }
+            // No room to hold it: it stays on the socket until it can run in place.
+            drop(exec);
+            if !self.await_room(needs_recv) {
+                if self.lock().state != State::Closed {
+                    crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: no receive for {RNR_WAIT:?} with {STALL_BYTES} bytes of requests waiting: receiver not ready", self.id);
+                    // The answer goes out (the connection ends after it); the reader stops.
+                    self.respond(DAT_DTO_ERR_RECEIVER_NOT_READY, FrameData::None, 0, false);
+                    self.flush(CmEvent::Broken);
+                }
+                return false;
+            }
         }
-        let (ok, events) = self.execute(Some(rx), hdr, data);
-        drop(_exec);
-        self.deliver(events);
-        ok
+    }
+
+    /// Waits up to RNR_WAIT until a request can run at once: nothing stalled before it, and a
+    /// receive posted if it needs one. False: it cannot (or the connection ended).
+    fn await_room(&self, needs_recv: bool) -> bool {
+        let deadline = Instant::now() + RNR_WAIT;
+        let mut i = self.lock();
+        loop {
+            if i.state == State::Closed {
+                return false;
+            }
+            if i.stalled.is_empty() && (!needs_recv || self.has_recv(&i)) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            i = self.room.wait_timeout(i, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
     }
 
     /// Runs requests that waited for receives, now that one was posted.
@@ -1016,7 +1126,9 @@ impl SoftQp {
                 if needs_recv && !self.has_recv(&i) {
                     break;
                 }
-                i.stalled.pop_front().expect("front exists")
+                let next = i.stalled.pop_front().expect("front exists");
+                i.stalled_bytes -= next.cost;
+                next
             };
             let (ok, evs) = self.execute(None, next.hdr, next.data);
             events.extend(evs);
@@ -1026,6 +1138,7 @@ impl SoftQp {
             }
         }
         drop(_exec);
+        self.room.notify_all();
         self.deliver(events);
         if broken {
             self.fail(CmEvent::Broken);
@@ -1035,8 +1148,14 @@ impl SoftQp {
     /// Answers the peer; a failure status also ends the connection after the answer is out.
     /// With `defer`, a plain success only becomes pending (see `defer_ack`).
     fn respond(&self, status: u32, data: FrameData, payload: u32, defer: bool) {
-        if defer && status == DAT_DTO_SUCCESS && payload == 0 && matches!(data, FrameData::None) {
-            return self.defer_ack();
+        if status == DAT_DTO_SUCCESS && payload == 0 && matches!(data, FrameData::None) {
+            // A plain success is an acknowledgement: it never takes a frame of its own in the
+            // queue (consecutive ones merge, see `push_frame`).
+            self.defer_ack();
+            if !defer {
+                self.flush_acks();
+            }
+            return;
         }
         let last = status != DAT_DTO_SUCCESS;
         self.send_frame_now(Frame { hdr: Hdr { op: op::RESPONSE, status: status_u8(status), payload, ..Hdr::default() }, data, last });
@@ -1238,7 +1357,8 @@ impl SoftQp {
                         if io::push(pid, &[(addr, len as usize)], &remote).is_err() {
                             return (false, Vec::new());
                         }
-                        self.respond(DAT_DTO_SUCCESS, FrameData::None, 0, false);
+                        // A read is always answered by a response of its own (never an ACK).
+                        self.send_frame_now(Frame { hdr: Hdr { op: op::RESPONSE, ..Hdr::default() }, data: FrameData::None, last: false });
                     }
                     _ => self.respond(DAT_DTO_SUCCESS, FrameData::Memory(vec![(addr, len as usize)]), hdr.length, false),
                 }
@@ -1264,6 +1384,29 @@ impl SoftQp {
             _ => (false, Vec::new()),
         }
     }
+}
+
+/// What a request held until a receive comes costs the connection (see STALL_BYTES).
+fn stall_cost(hdr: &Hdr, data: &Data) -> usize {
+    STALL_OVERHEAD
+        + match data {
+            Data::Socket => hdr.payload as usize,
+            Data::Buffer(b) => b.len(),
+            Data::Remote(l) => l.len() * std::mem::size_of::<(u64, u32)>(),
+            Data::Shared(l, s) => l.len() * std::mem::size_of::<(u64, u32)>() + s.len() * std::mem::size_of::<shm::Source>(),
+        }
+}
+
+/// Queues a frame; an ACK right behind another queued ACK joins it, so that acknowledgements
+/// a peer makes us owe while it does not read never grow the queue.
+fn push_frame(q: &mut OutState, frame: Frame) {
+    if frame.hdr.op == op::ACK {
+        if let Some(last) = q.frames.back_mut().filter(|l| l.hdr.op == op::ACK && matches!(l.data, FrameData::None) && !l.last) {
+            last.hdr.acks = last.hdr.acks.saturating_add(frame.hdr.acks);
+            return;
+        }
+    }
+    q.frames.push_back(frame);
 }
 
 /// Gives a frame entering the stream the acknowledgements pending before it; false when the
@@ -1383,7 +1526,7 @@ impl Qp for SoftQp {
         if !local_ok || !atomic_ok || len > u64::from(self.caps.max_message) {
             // A local protection error completes the request in error and ends the connection.
             let status = if local_ok { DAT_DTO_ERR_LOCAL_LENGTH } else { DAT_DTO_ERR_LOCAL_PROTECTION };
-            i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: Vec::new(), len: 0, done: Some(status) });
+            i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: Vec::new(), len: 0, reply: 0, done: Some(status) });
             i.state = State::Closed;
             if let Some(s) = &i.stream {
                 let _ = s.shutdown(Shutdown::Both);
@@ -1464,9 +1607,14 @@ impl Qp for SoftQp {
             FrameData::None
         };
         let keep = if is_read { wr.sges.clone() } else { Vec::new() };
-        i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, done: None });
+        let reply = match hdr.op {
+            op::READ if hdr.flags & flag::CMA == 0 => len as u32,
+            op::CMP_SWAP | op::FETCH_ADD => 8,
+            _ => 0,
+        };
+        i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, reply, done: None });
         let frame = Frame { hdr, data, last: false };
-        if !i.deferred.is_empty() || (is_read && i.outstanding_reads >= self.caps.max_rd_atomic) {
+        if !i.deferred.is_empty() || (is_read && i.outstanding_reads >= i.rd_limit) {
             i.deferred.push_back((frame, is_read));
             return Ok(());
         }
@@ -1496,6 +1644,7 @@ impl Qp for SoftQp {
         if stalled {
             self.drain_stalled();
         }
+        self.room.notify_all();
         Ok(())
     }
 
@@ -1588,11 +1737,11 @@ impl PendingConnection for Pending {
         let end = (self.hello.rendezvous != 0).then(|| peer::other_end(&stream)).flatten();
         let channel = end.and_then(|_| Channel::connect(self.hello.rendezvous)).filter(|c| c.send(&soft.claims(&stream)));
         soft.lock().rendezvous = channel.zip(end);
-        let answer = Hello { private_data: private_data.to_vec(), ..Hello::default() };
+        let answer = Hello { private_data: private_data.to_vec(), rd_in: soft.caps.max_rd_in, ..Hello::default() };
         // Start the connection and queue ACCEPT as its first frame. The reader takes the
         // peer's READY (whether it can reach our memory) as the peer's first frame and reports
         // ESTABLISHED then, once the path is decided; until then the EP is COMPLETION_PENDING.
-        soft.start(stream, None, false, None);
+        soft.start(stream, None, false, self.hello.rd_in, None);
         let body = answer.encode();
         soft.send_frame(Frame { hdr: Hdr::message(op::ACCEPT, body.len()), data: FrameData::Bytes(body), last: false });
         Ok(())

@@ -10,7 +10,7 @@
 
 pub const HDR_LEN: usize = 48;
 pub const MAGIC: u32 = 0x6461_7432; // "dat2"
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 pub mod op {
     pub const HELLO: u8 = 1;
@@ -112,11 +112,28 @@ pub struct Hello {
     /// READY: the active side verified the passive side's process at the rendezvous and can
     /// reach its memory.
     pub reaches_peer: bool,
+    /// HELLO and ACCEPT: how many RDMA READ and atomic requests the sender takes at a time (its
+    /// EP's `max_rdma_read_in`). The other side never has more outstanding; a peer that does
+    /// loses the connection.
+    pub rd_in: u32,
     pub private_data: Vec<u8>,
 }
 
 /// A HELLO's fixed part; private data follows it.
 pub const HELLO_LEN: usize = 24;
+
+/// The most private data a handshake message carries (the device's `max_private_data`).
+pub const PRIVATE_DATA_MAX: usize = 256;
+
+/// The longest handshake message body; a longer one ends the connection unread.
+pub const HELLO_MAX: u32 = (HELLO_LEN + PRIVATE_DATA_MAX) as u32;
+
+/// The most elements in a request's scatter list (cross-memory attach): the device's `max_sge`.
+pub const LIST_MAX: usize = 16;
+
+/// Bytes per scatter-list element: plain (address, length), or with its shared file.
+pub const SEG_LEN: usize = 12;
+pub const SHARED_SEG_LEN: usize = 32;
 
 impl Hello {
     pub fn encode(&self) -> Vec<u8> {
@@ -124,22 +141,50 @@ impl Hello {
         v.extend_from_slice(&MAGIC.to_le_bytes());
         v.extend_from_slice(&VERSION.to_le_bytes());
         v.extend_from_slice(&(self.reaches_peer as u32).to_le_bytes());
-        v.extend_from_slice(&0u32.to_le_bytes());
+        v.extend_from_slice(&self.rd_in.to_le_bytes());
         v.extend_from_slice(&self.rendezvous.to_le_bytes());
         v.extend_from_slice(&self.private_data);
         v
     }
 
     pub fn decode(b: &[u8]) -> Option<Hello> {
-        if b.len() < HELLO_LEN {
+        if b.len() < HELLO_LEN || b.len() > HELLO_MAX as usize {
             return None;
         }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         if u32_at(0) != MAGIC || u32_at(4) != VERSION {
             return None;
         }
-        Some(Hello { reaches_peer: u32_at(8) != 0, rendezvous: u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()), private_data: b[HELLO_LEN..].to_vec() })
+        Some(Hello { reaches_peer: u32_at(8) != 0, rd_in: u32_at(12), rendezvous: u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()), private_data: b[HELLO_LEN..].to_vec() })
     }
+}
+
+/// Whether a request header is well formed, before anything is allocated or read for it: a
+/// known operation, a length within `max_message`, and a payload that is exactly what the
+/// operation carries (its data, or with `flag::CMA` a scatter list of at most LIST_MAX
+/// elements). The list itself is checked once read (`list_total`).
+pub fn request_shape_ok(h: &Hdr, max_message: u32) -> bool {
+    if h.length > max_message {
+        return false;
+    }
+    let cma = h.flags & flag::CMA != 0;
+    let shm = h.flags & flag::SHM != 0;
+    if shm && !cma {
+        return false;
+    }
+    let entry = if shm { SHARED_SEG_LEN } else { SEG_LEN };
+    let list_ok = h.payload as usize % entry == 0 && h.payload as usize <= LIST_MAX * entry && (h.payload > 0 || h.length == 0);
+    match h.op {
+        op::SEND | op::WRITE => if cma { list_ok } else { h.payload == h.length },
+        op::READ => if cma { list_ok } else { h.payload == 0 },
+        op::CMP_SWAP | op::FETCH_ADD => !cma && h.payload == 0 && h.length == 8,
+        _ => false,
+    }
+}
+
+/// The bytes a decoded scatter list names, when every element is non-empty and the sum fits.
+pub fn list_total(segs: &[(u64, u32)]) -> Option<u32> {
+    segs.iter().try_fold(0u32, |t, &(a, l)| (l > 0 && a.checked_add(u64::from(l)).is_some()).then(|| t.checked_add(l)).flatten())
 }
 
 /// A scatter list on the wire (cross-memory attach): (address, length) pairs.
@@ -189,14 +234,44 @@ mod tests {
         let segs = vec![(0x1000u64, 7u32), (1 << 40, u32::MAX)];
         let srcs = vec![super::super::shm::Source { fd: 3, ino: 99, offset: 5 }, super::super::shm::Source { fd: 1 << 20, ino: u64::MAX, offset: 1 << 33 }];
         assert_eq!(decode_shared(&encode_shared(&segs, &srcs)), (segs, srcs));
-        let hello = Hello { rendezvous: 0x1234_5678_9abc, reaches_peer: true, private_data: vec![1, 2, 3] };
+        let hello = Hello { rendezvous: 0x1234_5678_9abc, reaches_peer: true, rd_in: 4, private_data: vec![1, 2, 3] };
         assert_eq!(Hello::decode(&hello.encode()), Some(hello));
         assert_eq!(Hello::decode(&[0u8; 64]), None);
+        let big = Hello { private_data: vec![0; PRIVATE_DATA_MAX + 1], ..Hello::default() };
+        assert_eq!(Hello::decode(&big.encode()), None);
         assert_eq!(Hello::decode(&Hello::default().encode()[..HELLO_LEN - 1]), None);
         let mut old = Hello::default().encode();
         old[4] = 4;
         assert_eq!(Hello::decode(&old), None);
         let segs = vec![(0x1000u64, 10u32), (0x2000, 20)];
         assert_eq!(decode_segments(&encode_segments(&segs)), segs);
+        assert_eq!(list_total(&segs), Some(30));
+        assert_eq!(list_total(&[(1, 0)]), None);
+        assert_eq!(list_total(&[(u64::MAX, 1)]), None);
+        assert_eq!(list_total(&[(1, u32::MAX), (2, 1)]), None);
+    }
+
+    #[test]
+    fn request_shapes() {
+        let max = 1 << 20;
+        let send = Hdr { op: op::SEND, payload: 100, length: 100, ..Hdr::default() };
+        assert!(request_shape_ok(&send, max));
+        // A payload that is not the data, a length past the limit.
+        assert!(!request_shape_ok(&Hdr { payload: u32::MAX, ..send }, max));
+        assert!(!request_shape_ok(&Hdr { payload: max + 1, length: max + 1, ..send }, max));
+        // Scatter lists: whole elements, at most LIST_MAX, none for an empty transfer.
+        let list = Hdr { flags: flag::CMA, payload: 2 * SEG_LEN as u32, length: 5000, ..send };
+        assert!(request_shape_ok(&list, max));
+        assert!(!request_shape_ok(&Hdr { payload: 13, ..list }, max));
+        assert!(!request_shape_ok(&Hdr { payload: (LIST_MAX as u32 + 1) * SEG_LEN as u32, ..list }, max));
+        assert!(!request_shape_ok(&Hdr { payload: 0, ..list }, max));
+        assert!(request_shape_ok(&Hdr { flags: flag::CMA | flag::SHM, payload: SHARED_SEG_LEN as u32, ..list }, max));
+        assert!(!request_shape_ok(&Hdr { flags: flag::SHM, ..list }, max));
+        // READ carries nothing but a list; atomics nothing, and move 8 bytes.
+        assert!(request_shape_ok(&Hdr { op: op::READ, payload: 0, length: 4096, ..send }, max));
+        assert!(!request_shape_ok(&Hdr { op: op::READ, payload: 8, length: 4096, ..send }, max));
+        assert!(request_shape_ok(&Hdr { op: op::FETCH_ADD, payload: 0, length: 8, ..send }, max));
+        assert!(!request_shape_ok(&Hdr { op: op::CMP_SWAP, payload: 0, length: 16, ..send }, max));
+        assert!(!request_shape_ok(&Hdr { op: 99, payload: 0, length: 0, ..send }, max));
     }
 }
