@@ -255,6 +255,11 @@ pub trait Qp: Send + Sync {
     fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError>;
     /// Graceful (after outstanding work) or abrupt disconnect; posted work is flushed.
     fn disconnect(&self, graceful: bool);
+    /// The QP's EP is being freed: an abrupt disconnect, and when it returns no request of the
+    /// QP touches memory again.
+    fn destroy(&self) {
+        self.disconnect(false);
+    }
     /// Binds memory window `mw` of this QP's PD over part of an LMR's registration, for this
     /// QP only; returns the window's new rkey (the old one stops working). The bind completes
     /// as work request `wr_id`, in order with the requests posted before it.

@@ -738,8 +738,9 @@ pub fn free(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
 pub fn destroy(ep: &Ep) {
     let qp = ep.lock().qp.take();
     if let Some(qp) = qp {
-        // Flushes everything posted to the QP, through the EP's completion handler.
-        qp.disconnect(false);
+        // Flushes everything posted to the QP, through the EP's completion handler; when it
+        // returns, the QP touches no memory any more.
+        qp.destroy();
     }
     let mut i = ep.lock();
     let evd = i.recv_evd.clone();

@@ -185,6 +185,11 @@ impl Rx {
         Rx { fd, buf: vec![0u8; RX_BUF].into_boxed_slice(), start: 0, end: 0 }
     }
 
+    /// The socket.
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
     /// Bytes buffered and not consumed yet.
     pub fn buffered(&self) -> usize {
         self.end - self.start

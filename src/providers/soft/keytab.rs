@@ -11,10 +11,16 @@
 //!
 //! Entries are seqlocked (an odd sequence means "being written"). A key is in one of
 //! `PROBE` slots after its hash; a key that finds no free slot is simply not published.
+//!
+//! After the slots, the file holds one pin count per slot, which peers map writable. A peer
+//! writing through a key pins its slot first and looks the key up again (`pin`); we withdraw
+//! a key, then wait until its slot is unpinned (`wait_unpinned`), so that when the revoke of a
+//! key returns, no peer is still writing through it (lease.rs).
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::device::Access;
 
@@ -41,6 +47,9 @@ struct Slot {
 const SLOT_SIZE: usize = core::mem::size_of::<Slot>();
 const _: () = assert!(SLOT_SIZE == 64);
 const BYTES: usize = SLOTS * SLOT_SIZE;
+/// The pin counts (one u32 per slot), after the slots.
+const PIN_BYTES: usize = SLOTS * 4;
+const TOTAL: usize = BYTES + PIN_BYTES;
 
 /// What a published key grants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,8 +68,20 @@ pub struct Grant {
 /// A mapping of a key table (ours, writable; or a peer's, read-only).
 pub struct KeyTable {
     base: *mut Slot,
+    pins: *const AtomicU32,
     file: File,
     writable: bool,
+}
+
+/// A pinned slot of a peer's table: the peer waits for it before its revoke of the key returns.
+pub struct Pin<'a> {
+    count: &'a AtomicU32,
+}
+
+impl Drop for Pin<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 // SAFETY: the mapping is shared memory accessed only through atomics.
@@ -82,7 +103,7 @@ impl KeyTable {
         }
         // SAFETY: `fd` is a new descriptor we own.
         let file = unsafe { File::from_raw_fd(fd) };
-        file.set_len(BYTES as u64).ok()?;
+        file.set_len(TOTAL as u64).ok()?;
         // Its size is fixed for good, so a peer's mapping can never extend past the file (a
         // fault there would kill the peer).
         // SAFETY: fcntl on our own descriptor.
@@ -102,20 +123,34 @@ impl KeyTable {
         // mapping would make our reads fault.
         // SAFETY: fcntl on our own descriptor.
         let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
-        if file.metadata().ok()?.len() != BYTES as u64 || seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+        if file.metadata().ok()?.len() != TOTAL as u64 || seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
             return None;
         }
         Self::map(file, false)
     }
 
+    /// Ours: the whole file, writable. A peer's: the slots read-only, the pins writable.
     fn map(file: File, writable: bool) -> Option<KeyTable> {
-        let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
-        // SAFETY: mapping the whole memfd, shared; we only access it through atomics.
-        let p = unsafe { libc::mmap(core::ptr::null_mut(), BYTES, prot, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+        let (len, prot) = if writable { (TOTAL, libc::PROT_READ | libc::PROT_WRITE) } else { (BYTES, libc::PROT_READ) };
+        // SAFETY: mapping the memfd, shared; we only access it through atomics.
+        let p = unsafe { libc::mmap(core::ptr::null_mut(), len, prot, libc::MAP_SHARED, file.as_raw_fd(), 0) };
         if p == libc::MAP_FAILED {
             return None;
         }
-        Some(KeyTable { base: p as *mut Slot, file, writable })
+        let pins = if writable {
+            // SAFETY: BYTES < TOTAL: inside the mapping.
+            unsafe { (p as *mut u8).add(BYTES) as *const AtomicU32 }
+        } else {
+            // SAFETY: the pins' part of the file (BYTES is a multiple of the page size), shared.
+            let q = unsafe { libc::mmap(core::ptr::null_mut(), PIN_BYTES, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), BYTES as libc::off_t) };
+            if q == libc::MAP_FAILED {
+                // SAFETY: unmapping the slots mapped just above.
+                unsafe { libc::munmap(p, len) };
+                return None;
+            }
+            q as *const AtomicU32
+        };
+        Some(KeyTable { base: p as *mut Slot, pins, file, writable })
     }
 
     /// The descriptor number a peer opens through /proc.
@@ -126,6 +161,11 @@ impl KeyTable {
     fn slot(&self, i: usize) -> &Slot {
         // SAFETY: `i < SLOTS`, inside the mapping, which lives as long as `self`.
         unsafe { &*self.base.add(i) }
+    }
+
+    fn pin_count(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: `i < SLOTS`, inside the pins' mapping, which lives as long as `self`.
+        unsafe { &*self.pins.add(i) }
     }
 
     /// Publishes a key (ours only). Not finding room is fine: the key stays unpublished.
@@ -157,30 +197,67 @@ impl KeyTable {
         }
     }
 
-    /// Withdraws a key (ours only); peers stop finding it at once.
-    pub fn withdraw(&self, rkey: u32) {
+    /// Withdraws a key (ours only); peers stop finding it at once. Returns the slot it had:
+    /// wait for it to be unpinned before the key's memory is given up (`wait_unpinned`).
+    pub fn withdraw(&self, rkey: u32) -> Option<usize> {
         if !self.writable || rkey == 0 {
-            return;
+            return None;
         }
+        let mut had = None;
         for i in 0..PROBE {
-            let s = self.slot(slot_of(rkey, i));
+            let k = slot_of(rkey, i);
+            let s = self.slot(k);
             if s.rkey.load(Ordering::Relaxed) == rkey {
                 let seq = s.seq.load(Ordering::Relaxed);
                 s.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
                 fence(Ordering::Release);
                 s.rkey.store(0, Ordering::Relaxed);
                 s.seq.store(seq.wrapping_add(2), Ordering::Release);
+                had = Some(k);
             }
         }
+        had
+    }
+
+    /// Waits until no peer holds slot `i` pinned, for at most `limit` (a peer that died or
+    /// stopped while it held the pin is waited for no longer).
+    pub fn wait_unpinned(&self, i: usize, limit: Duration) {
+        // Pairs with the fence in `pin`: a peer either sees the key withdrawn, or we see its pin.
+        fence(Ordering::SeqCst);
+        let start = Instant::now();
+        while self.pin_count(i).load(Ordering::SeqCst) != 0 {
+            if start.elapsed() >= limit {
+                crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft: a peer held a key's slot pinned for {limit:?}; its revoke goes on");
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// Looks a key up in a peer's table and pins its slot: until the pin is dropped, the
+    /// peer's revoke of the key waits (see the module text). None when absent or changing.
+    pub fn pin(&self, rkey: u32) -> Option<(Grant, Pin<'_>)> {
+        let (i, g) = self.find(rkey)?;
+        let count = self.pin_count(i);
+        count.fetch_add(1, Ordering::SeqCst);
+        let pin = Pin { count };
+        fence(Ordering::SeqCst);
+        (self.find(rkey) == Some((i, g))).then_some((g, pin))
     }
 
     /// Looks a key up (in a peer's table); None when absent or changing.
     pub fn lookup(&self, rkey: u32) -> Option<Grant> {
+        self.find(rkey).map(|(_, g)| g)
+    }
+
+    /// A key's slot and grant.
+    fn find(&self, rkey: u32) -> Option<(usize, Grant)> {
         if rkey == 0 {
             return None;
         }
         for i in 0..PROBE {
-            let s = self.slot(slot_of(rkey, i));
+            let k = slot_of(rkey, i);
+            let s = self.slot(k);
             let before = s.seq.load(Ordering::Acquire);
             if before & 1 != 0 {
                 return None;
@@ -202,21 +279,24 @@ impl KeyTable {
             };
             fence(Ordering::Acquire);
             let still = s.rkey.load(Ordering::Relaxed) == rkey;
-            return (still && s.seq.load(Ordering::Relaxed) == before).then_some(g);
+            return (still && s.seq.load(Ordering::Relaxed) == before).then_some((k, g));
         }
         None
-    }
-
-    /// Whether the key is still published exactly as `g` (checked again after an access).
-    pub fn still(&self, rkey: u32, g: &Grant) -> bool {
-        self.lookup(rkey).as_ref() == Some(g)
     }
 }
 
 impl Drop for KeyTable {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping made in `map`.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, BYTES) };
+        if self.writable {
+            // SAFETY: unmapping exactly the mapping made in `map`.
+            unsafe { libc::munmap(self.base as *mut libc::c_void, TOTAL) };
+        } else {
+            // SAFETY: unmapping exactly the two mappings made in `map`.
+            unsafe {
+                libc::munmap(self.base as *mut libc::c_void, BYTES);
+                libc::munmap(self.pins as *mut libc::c_void, PIN_BYTES);
+            }
+        }
     }
 }
 
@@ -230,11 +310,26 @@ mod tests {
         let g = Grant { pd: 3, access: Access(Access::REMOTE_WRITE), bound_qp: 0, addr: 0x1000, len: 64, zero_based: false, file: None };
         t.publish(0xdead_beef, g);
         assert_eq!(t.lookup(0xdead_beef), Some(g));
-        let peer = KeyTable::open_peer(File::open(format!("/proc/self/fd/{}", t.fd())).unwrap()).expect("peer view");
+        // A peer takes our descriptor itself (pidfd_getfd): read and write, as we opened it.
+        let ours = std::fs::OpenOptions::new().read(true).write(true).open(format!("/proc/self/fd/{}", t.fd())).unwrap();
+        let peer = KeyTable::open_peer(ours).expect("peer view");
         assert_eq!(peer.lookup(0xdead_beef), Some(g));
         assert!(peer.lookup(0x1234_5678).is_none());
-        t.withdraw(0xdead_beef);
+        // A peer's pin holds the withdrawal's wait until it is dropped.
+        let (pg, pin) = peer.pin(0xdead_beef).expect("pinned");
+        assert_eq!(pg, g);
+        let slot = t.withdraw(0xdead_beef).expect("was published");
         assert!(peer.lookup(0xdead_beef).is_none());
+        assert!(peer.pin(0xdead_beef).is_none());
+        let start = Instant::now();
+        std::thread::scope(|sc| {
+            sc.spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                drop(pin);
+            });
+            t.wait_unpinned(slot, Duration::from_secs(5));
+        });
+        assert!(start.elapsed() >= Duration::from_millis(90));
         peer.publish(1, g);
         assert!(peer.lookup(1).is_none(), "a peer's view is read-only");
     }

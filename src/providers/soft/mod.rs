@@ -6,6 +6,7 @@
 pub mod address;
 pub mod io;
 pub mod keytab;
+pub mod lease;
 pub mod listener;
 pub mod memory;
 pub mod peer;
@@ -23,7 +24,7 @@ use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listen
 use crate::mr::keys::KeyGen;
 
 /// One key set: what an lkey or rkey grants.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub struct KeySet {
     pub region: u64,
     pub pd: u32,
@@ -35,6 +36,8 @@ pub struct KeySet {
     pub rkey: u32,
     /// For a memory window: the QP it is bound to (it works on that connection only).
     pub bound_qp: Option<u64>,
+    /// What every copy admitted by the set holds (lease.rs).
+    pub lease: Arc<lease::SetLease>,
 }
 
 struct Region {
@@ -124,13 +127,11 @@ impl SoftDevice {
         if mw_pd != pd {
             return Err(DevError::Fault);
         }
-        if let Some(old) = old {
-            self.drop_set(&mut s, old);
-        }
+        let revoked = old.and_then(|old| self.drop_set(&mut s, old));
         s.next_id += 1;
         let id = s.next_id;
         let rkey = self.keys.next();
-        let set = KeySet { region, pd, addr, len, access, zero_based, lkey: 0, rkey, bound_qp: Some(qp) };
+        let set = KeySet { region, pd, addr, len, access, zero_based, lkey: 0, rkey, bound_qp: Some(qp), lease: Default::default() };
         self.publish(&set, s.regions.get(&region).and_then(|r| r.shm.as_deref()));
         s.sets.insert(id, set);
         s.rkeys.insert(rkey, id);
@@ -138,16 +139,21 @@ impl SoftDevice {
             r.sets += 1;
         }
         s.mws.insert(mw.id, (mw_pd, Some(id)));
+        drop(s);
+        self.revoke(revoked);
         Ok(rkey)
     }
 
     /// Unbinds a window: its rkey stops working at once.
     pub fn unbind_mw(&self, mw: &Mw) {
         let mut s = self.write();
+        let mut revoked = None;
         if let Some((pd, Some(set))) = s.mws.get(&mw.id).copied() {
-            self.drop_set(&mut s, set);
+            revoked = self.drop_set(&mut s, set);
             s.mws.insert(mw.id, (pd, None));
         }
+        drop(s);
+        self.revoke(revoked);
     }
 
     /// A received send-with-invalidate on QP `qp`: the window `rkey`, bound to that QP in PD
@@ -158,10 +164,12 @@ impl SoftDevice {
         if s.sets.get(&set).is_none_or(|k| k.pd != pd || k.bound_qp != Some(qp)) {
             return false;
         }
-        self.drop_set(&mut s, set);
+        let revoked = self.drop_set(&mut s, set);
         if let Some(entry) = s.mws.values_mut().find(|(_, b)| *b == Some(set)) {
             entry.1 = None;
         }
+        drop(s);
+        self.revoke(revoked);
         true
     }
 
@@ -176,11 +184,12 @@ impl SoftDevice {
         }
     }
 
-    fn drop_set(&self, s: &mut State, id: u64) {
-        let Some(set) = s.sets.remove(&id) else { return };
-        if let Some(t) = &self.keytab {
-            t.withdraw(set.rkey);
-        }
+    /// Removes a key set: its keys stop working at once. The caller revokes its leases once
+    /// the state's lock is released (`revoke`): copies that the set admitted end first.
+    #[must_use]
+    fn drop_set(&self, s: &mut State, id: u64) -> Option<Revoked> {
+        let set = s.sets.remove(&id)?;
+        let slot = self.keytab.as_ref().and_then(|t| t.withdraw(set.rkey));
         if set.lkey != 0 {
             s.lkeys.remove(&set.lkey);
         }
@@ -197,6 +206,17 @@ impl SoftDevice {
         if last {
             s.regions.remove(&set.region);
         }
+        Some(Revoked { lease: set.lease, slot })
+    }
+
+    /// Waits until nothing a removed key set admitted still runs: our copies (lease.rs), and
+    /// peers' direct writes through its published rkey (keytab.rs).
+    fn revoke(&self, r: Option<Revoked>) {
+        let Some(r) = r else { return };
+        r.lease.revoke();
+        if let (Some(t), Some(slot)) = (&self.keytab, r.slot) {
+            t.wait_unpinned(slot, lease::PEER_WAIT);
+        }
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
@@ -210,7 +230,7 @@ impl SoftDevice {
     /// What a local key grants, if it is live.
     pub fn lkey(&self, lkey: u32) -> Option<KeySet> {
         let s = self.read();
-        s.lkeys.get(&lkey).and_then(|id| s.sets.get(id)).copied()
+        s.lkeys.get(&lkey).and_then(|id| s.sets.get(id)).cloned()
     }
 
     /// The shared file behind a registration, if it has one (shm.rs).
@@ -221,7 +241,7 @@ impl SoftDevice {
     /// What a remote key grants, if it is live.
     pub fn rkey(&self, rkey: u32) -> Option<KeySet> {
         let s = self.read();
-        s.rkeys.get(&rkey).and_then(|id| s.sets.get(id)).copied()
+        s.rkeys.get(&rkey).and_then(|id| s.sets.get(id)).cloned()
     }
 
     fn new_set(&self, s: &mut State, region: u64, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError> {
@@ -235,7 +255,7 @@ impl SoftDevice {
         let id = s.next_id;
         let lkey = self.keys.next();
         let rkey = if access.is_remote() { self.keys.next() } else { 0 };
-        let set = KeySet { region, pd: pd.0, addr, len, access, zero_based, lkey, rkey, bound_qp: None };
+        let set = KeySet { region, pd: pd.0, addr, len, access, zero_based, lkey, rkey, bound_qp: None, lease: Default::default() };
         self.publish(&set, s.regions.get(&region).and_then(|r| r.shm.as_deref()));
         s.sets.insert(id, set);
         s.lkeys.insert(lkey, id);
@@ -247,6 +267,13 @@ impl SoftDevice {
         }
         Ok(Mr { id, lkey, rkey, addr, len })
     }
+}
+
+/// A removed key set, to be revoked once the state's lock is released.
+struct Revoked {
+    lease: Arc<lease::SetLease>,
+    /// Its rkey's slot in our published key table.
+    slot: Option<usize>,
 }
 
 impl Device for SoftDevice {
@@ -323,7 +350,8 @@ impl Device for SoftDevice {
     }
 
     fn dereg_mr(&self, mr: &Mr) {
-        self.drop_set(&mut self.write(), mr.id);
+        let revoked = self.drop_set(&mut self.write(), mr.id);
+        self.revoke(revoked);
     }
 
     fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError> {
@@ -343,9 +371,12 @@ impl Device for SoftDevice {
 
     fn dealloc_mw(&self, mw: &Mw) {
         let mut s = self.write();
-        if let Some((_, Some(set))) = s.mws.remove(&mw.id) {
-            self.drop_set(&mut s, set);
-        }
+        let revoked = match s.mws.remove(&mw.id) {
+            Some((_, Some(set))) => self.drop_set(&mut s, set),
+            _ => None,
+        };
+        drop(s);
+        self.revoke(revoked);
     }
 
     fn create_qp(&self, pd: Pd, caps: QpCaps, srq: Option<Arc<dyn Srq>>, events: Arc<dyn QpEvents>) -> Result<Arc<dyn Qp>, DevError> {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use super::io;
 use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
 use super::keytab::KeyTable;
+use super::lease::{Lease, SetLease, Via};
 use super::peer::{self, OtherEnd, PeerProcess};
 use super::rendezvous::{Channel, Claims, Rendezvous};
 use super::{shm, KeySet, SoftDevice};
@@ -51,6 +52,9 @@ struct Outstanding {
     reply: u32,
     /// Completed without going on the wire (a local error, a bind).
     done: Option<u32>,
+    /// With cross-memory attach, the peer moves the data itself: leases on our memory until
+    /// its response (lease.rs).
+    leases: Vec<Lease>,
 }
 
 /// A peer request that waits for a receive to be posted.
@@ -77,6 +81,14 @@ enum Data {
     Shared(Vec<(u64, u32)>, Vec<shm::Source>),
 }
 
+/// Why a request's data did not land.
+enum Landing {
+    /// A key set that admitted it was revoked (lease.rs): nothing was consumed.
+    Revoked,
+    /// The copy or the connection failed.
+    Failed,
+}
+
 enum Event {
     Completion(Completion),
     Cm(CmEvent),
@@ -85,7 +97,8 @@ enum Event {
 enum FrameData {
     None,
     Bytes(Vec<u8>),
-    Memory(Vec<(u64, usize)>),
+    /// Registered memory, and the key sets that admitted it (leased while it is written).
+    Memory(Vec<(u64, usize)>, Vec<Arc<SetLease>>),
     /// The unsent tail of a frame (header included): written as is, with no header of its own.
     Raw(Vec<u8>),
 }
@@ -210,6 +223,9 @@ pub struct SoftQp {
     /// The peer's READ and atomic requests taken and not answered yet (their responses not
     /// written): never more than `caps.max_rd_in`.
     reads_in: AtomicU32,
+    /// Held by every copy this QP makes (lease.rs), revoked when the QP is destroyed: when
+    /// `dat_ep_free` returns, none of its requests touches memory again.
+    lease: Arc<SetLease>,
 }
 
 /// The verified peer's pid for one copy; None when there is no verified peer or it has exited
@@ -258,6 +274,7 @@ impl SoftQp {
             out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, held: false, fd: -1, acks: 0 }), cv: Condvar::new() },
             room: Condvar::new(),
             reads_in: AtomicU32::new(0),
+            lease: Arc::default(),
         });
         if let Some(srq) = srq {
             srq.attach(Arc::downgrade(&qp));
@@ -290,12 +307,16 @@ impl SoftQp {
     /// write cannot overtake an earlier request), a key the peer published as valid for this
     /// connection, and the peer's memory reachable, we write it ourselves. None: send the
     /// request the ordinary way (where the target checks everything).
-    fn write_direct(&self, i: &Inner, rkey: u32, raddr: u64, len: u64, segs: &[(u64, usize)], local: Option<&[(Arc<shm::Backing>, u64, usize)]>) -> Option<()> {
+    #[allow(clippy::too_many_arguments)]
+    fn write_direct(&self, i: &Inner, rkey: u32, raddr: u64, len: u64, segs: &[(u64, usize)], sets: &[Arc<SetLease>], local: Option<&[(Arc<shm::Backing>, u64, usize)]>) -> Option<()> {
         if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma() {
             return None;
         }
+        // Our source memory stays ours while we copy it (lease.rs).
+        let _leases = self.leases(sets, Via::Memory)?;
+        // The peer's key stays valid while we write through it: its revoke waits for the pin.
         let keys = i.peer_keys.as_ref()?;
-        let g = keys.lookup(rkey)?;
+        let (g, _pin) = keys.pin(rkey)?;
         if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.has(Access::REMOTE_WRITE) {
             return None;
         }
@@ -325,6 +346,19 @@ impl SoftQp {
         Some(())
     }
 
+    /// A request that fails before it goes out (a local protection or length error) completes
+    /// in error, and the connection ends, as on an HCA.
+    fn fail_post(&self, mut i: MutexGuard<'_, Inner>, wr_id: u64, op: WcOp, status: u32) {
+        i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(status), leases: Vec::new() });
+        i.state = State::Closed;
+        if let Some(s) = &i.stream {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        drop(i);
+        self.close_writer();
+        self.flush(CmEvent::Broken);
+    }
+
     /// Completes a request that needs no peer (a window bind) in order: it is reported after
     /// every request posted before it.
     fn complete_local(&self, wr_id: u64, op: WcOp) {
@@ -336,7 +370,7 @@ impl SoftQp {
                 let c = Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op, byte_len: 0, imm: None, invalidated: None, solicited: false };
                 return self.deliver(vec![Event::Completion(c)]);
             }
-            i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(DAT_DTO_SUCCESS) });
+            i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(DAT_DTO_SUCCESS), leases: Vec::new() });
             while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
                 let o = i.outstanding.pop_front().expect("front exists");
                 let status = o.done.unwrap_or(DAT_DTO_SUCCESS);
@@ -468,7 +502,7 @@ impl SoftQp {
     /// A response that carries data (a READ's or an atomic's) has gone to the socket: the peer
     /// may have another read in flight (see `reads_in`).
     fn answered(&self, frame: &Frame) {
-        if frame.hdr.op == op::RESPONSE && matches!(frame.data, FrameData::Memory(_) | FrameData::Bytes(_)) {
+        if frame.hdr.op == op::RESPONSE && matches!(frame.data, FrameData::Memory(..) | FrameData::Bytes(_)) {
             let _ = self.reads_in.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         }
     }
@@ -476,7 +510,7 @@ impl SoftQp {
     /// Sends a small frame (no memory payload) from the reader thread without blocking: what the
     /// socket does not take at once is queued, in order, for the writer thread.
     fn send_frame_now(&self, mut frame: Frame) {
-        if matches!(frame.data, FrameData::Memory(_)) || frame.last {
+        if matches!(frame.data, FrameData::Memory(..)) || frame.last {
             return self.send_frame(frame);
         }
         let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -529,7 +563,7 @@ impl SoftQp {
             q.busy = true;
             q.fd
         };
-        let ok = write_frame(fd, &frame);
+        let ok = self.write_frame(fd, &frame);
         let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
         q.busy = false;
         if !ok || frame.last {
@@ -542,6 +576,32 @@ impl SoftQp {
             // Frames queued meanwhile: the writer thread takes over (it is not woken otherwise).
             self.out.cv.notify_one();
         }
+    }
+
+    /// Writes one frame (header and data); false when the connection failed, or when memory
+    /// the frame carries was revoked before it went out (lease.rs).
+    fn write_frame(&self, fd: i32, frame: &Frame) -> bool {
+        if let FrameData::Raw(b) = &frame.data {
+            return io::write_all(fd, &[(b.as_ptr() as u64, b.len())]).is_ok();
+        }
+        let hdr = frame.hdr.encode();
+        let mut parts = vec![(hdr.as_ptr() as u64, HDR_LEN)];
+        let mut leases = None;
+        match &frame.data {
+            FrameData::None | FrameData::Raw(_) => {}
+            FrameData::Bytes(b) => parts.push((b.as_ptr() as u64, b.len())),
+            FrameData::Memory(m, sets) => {
+                leases = self.leases(sets, Via::Socket(fd));
+                if leases.is_none() {
+                    crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: memory revoked before it was sent: the connection ends", self.id);
+                    return false;
+                }
+                parts.extend_from_slice(m);
+            }
+        }
+        let ok = io::write_all(fd, &parts).is_ok();
+        drop(leases);
+        ok
     }
 
     // -----------------------------------------------------------------------------------------
@@ -559,14 +619,30 @@ impl SoftQp {
             && (!write || k.access.has(Access::LOCAL_WRITE))
     }
 
-    /// Checks a remote access against our key table; returns the local address it names.
-    fn check_remote(&self, rkey: u32, raddr: u64, len: u64, need: u32) -> Option<u64> {
+    /// The key sets of a local scatter list (its non-empty elements), when each element is
+    /// within a live lkey of ours (see `check_local`).
+    fn local_sets(&self, sges: &[Sge], write: bool) -> Option<Vec<Arc<SetLease>>> {
+        sges.iter().filter(|s| s.len > 0).map(|s| self.check_local(s, write).then(|| self.dev.lkey(s.lkey).map(|k| k.lease)).flatten()).collect()
+    }
+
+    /// Checks a remote access against our key table; returns the local address it names and
+    /// the key set that admits it.
+    fn check_remote(&self, rkey: u32, raddr: u64, len: u64, need: u32) -> Option<(u64, Arc<SetLease>)> {
         let k: KeySet = self.dev.rkey(rkey)?;
         if k.pd != self.pd || k.bound_qp.is_some_and(|q| q != self.id) || !k.access.has(need) {
             return None;
         }
         let addr = if k.zero_based { k.addr.checked_add(raddr)? } else { raddr };
-        (addr >= k.addr && addr.checked_add(len)? <= k.addr + k.len).then_some(addr)
+        (addr >= k.addr && addr.checked_add(len)? <= k.addr + k.len).then_some((addr, k.lease))
+    }
+
+    /// Leases for one copy: on this QP (see `destroy`) and on every key set in `sets`; None
+    /// when any was revoked.
+    fn leases(&self, sets: &[Arc<SetLease>], via: Via) -> Option<Vec<Lease>> {
+        let mut v = Vec::with_capacity(sets.len() + 1);
+        v.push(self.lease.take(via)?);
+        v.extend(super::lease::take_all(sets, via)?);
+        Some(v)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -770,7 +846,7 @@ impl SoftQp {
                 }
             };
             let Some(frame) = frame else { return };
-            let ok = write_frame(fd, &frame);
+            let ok = self.write_frame(fd, &frame);
             if ok {
                 self.answered(&frame);
             }
@@ -919,6 +995,7 @@ impl SoftQp {
                     return false;
                 }
                 o.done = Some(DAT_DTO_SUCCESS);
+                o.leases.clear();
                 left -= 1;
             }
             if left > 0 {
@@ -965,7 +1042,16 @@ impl SoftQp {
         if hdr.payload != if status == DAT_DTO_SUCCESS { reply } else { 0 } {
             return false;
         }
-        if status == DAT_DTO_SUCCESS && hdr.payload > 0 {
+        let mut status = status;
+        // The local buffers' keys must still be live when the data lands (lease.rs).
+        let leases = (status == DAT_DTO_SUCCESS && hdr.payload > 0).then(|| self.local_sets(&sges, true).and_then(|sets| self.leases(&sets, Via::Socket(rx.fd()))));
+        if let Some(None) = leases {
+            // Revoked since the post (dat_lmr_free): a local protection error, as on an HCA.
+            status = DAT_DTO_ERR_LOCAL_PROTECTION;
+            if rx.discard(hdr.payload as usize).is_err() {
+                return false;
+            }
+        } else if status == DAT_DTO_SUCCESS && hdr.payload > 0 {
             // Read data or an atomic's original value, into the checked local buffers.
             let mut left = hdr.payload as usize;
             let mut segs = Vec::new();
@@ -982,6 +1068,7 @@ impl SoftQp {
             if left > 0 && rx.discard(left).is_err() {
                 return false;
             }
+            drop(leases);
         } else if hdr.payload > 0 && rx.discard(hdr.payload as usize).is_err() {
             return false;
         }
@@ -989,6 +1076,7 @@ impl SoftQp {
             let mut i = self.lock();
             let Some(pos) = i.outstanding.iter().position(|o| o.wr_id == wr_id && o.done.is_none()) else { return true };
             i.outstanding[pos].done = Some(status);
+            i.outstanding[pos].leases.clear();
             if op_kind == WcOp::Read || matches!(op_kind, WcOp::CmpSwap | WcOp::FetchAdd) {
                 i.outstanding_reads = i.outstanding_reads.saturating_sub(1);
                 while let Some((_, read)) = i.deferred.front() {
@@ -1195,7 +1283,18 @@ impl SoftQp {
     /// Moves a request's data into our memory at `segs`; the last bytes land last (see
     /// `io::split_tail`).
     /// `aliases` gives our own mappings of `segs` when they are in shared files (shm.rs).
-    fn land(&self, rx: Option<&mut io::Rx>, data: &Data, segs: &[(u64, usize)], aliases: impl FnOnce() -> Option<Aliases>) -> Result<(), ()> {
+    /// `sets`: the key sets that admitted `segs`, leased for the copy (lease.rs); if one was
+    /// revoked, nothing is consumed and the answer is `Landing::Revoked`.
+    fn land(&self, rx: Option<&mut io::Rx>, data: &Data, segs: &[(u64, usize)], sets: &[Arc<SetLease>], aliases: impl FnOnce() -> Option<Aliases>) -> Result<(), Landing> {
+        let via = match (data, &rx) {
+            (Data::Socket, Some(rx)) => Via::Socket(rx.fd()),
+            _ => Via::Memory,
+        };
+        let Some(_leases) = self.leases(sets, via) else { return Err(Landing::Revoked) };
+        self.land_leased(rx, data, segs, aliases).map_err(|_| Landing::Failed)
+    }
+
+    fn land_leased(&self, rx: Option<&mut io::Rx>, data: &Data, segs: &[(u64, usize)], aliases: impl FnOnce() -> Option<Aliases>) -> Result<(), ()> {
         let total: usize = segs.iter().map(|s| s.1).sum();
         let (head, tail) = io::split_tail(segs);
         let pull = |remote: &[(u64, u32)]| {
@@ -1261,19 +1360,28 @@ impl SoftQp {
     /// Executes one peer request; returns whether the connection survives, and the events.
     /// `rx`: the connection, when the request's data may still be on it (the reader thread);
     /// only then are acknowledgements deferred.
-    fn execute(&self, rx: Option<&mut io::Rx>, hdr: Hdr, data: Data) -> (bool, Vec<Event>) {
+    fn execute(&self, mut rx: Option<&mut io::Rx>, hdr: Hdr, data: Data) -> (bool, Vec<Event>) {
         let len = u64::from(hdr.length);
         let lazy = rx.is_some() && hdr.length <= ACK_LAZY_MAX;
         match hdr.op {
             op::WRITE => {
-                let Some(addr) = self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_WRITE) else {
-                    let ok = self.skip(rx, &hdr, &data);
-                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
-                    return (ok, vec![Event::Cm(CmEvent::Broken)]);
+                // A key that is not valid, or is revoked before the data lands, is a remote
+                // access error (the data is consumed, not used).
+                let landed = match self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_WRITE) {
+                    Some((addr, set)) => {
+                        let aliases = || self.aliases(&[(addr, len as usize)], &[self.dev.rkey(hdr.rkey).map(|k| k.region)]);
+                        self.land(rx.as_deref_mut(), &data, &[(addr, len as usize)], &[set], aliases)
+                    }
+                    None => Err(Landing::Revoked),
                 };
-                let aliases = || self.aliases(&[(addr, len as usize)], &[self.dev.rkey(hdr.rkey).map(|k| k.region)]);
-                if self.land(rx, &data, &[(addr, len as usize)], aliases).is_err() {
-                    return (false, Vec::new());
+                match landed {
+                    Ok(()) => {}
+                    Err(Landing::Failed) => return (false, Vec::new()),
+                    Err(Landing::Revoked) => {
+                        let ok = self.skip(rx, &hdr, &data);
+                        self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
+                        return (ok, vec![Event::Cm(CmEvent::Broken)]);
+                    }
                 }
                 let mut events = Vec::new();
                 if hdr.flags & flag::IMM != 0 {
@@ -1296,8 +1404,8 @@ impl SoftQp {
             op::SEND => {
                 let Some((wr_id, sges)) = self.pop_recv() else { return (false, Vec::new()) };
                 let capacity: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
-                let checked = sges.iter().all(|s| self.check_local(s, true));
-                let status = if !checked {
+                let sets = self.local_sets(&sges, true);
+                let mut status = if sets.is_none() {
                     DAT_DTO_ERR_LOCAL_PROTECTION
                 } else if capacity < len {
                     DAT_DTO_ERR_LOCAL_LENGTH
@@ -1318,11 +1426,24 @@ impl SoftQp {
                         left -= n;
                     }
                     let aliases = || self.aliases(&segs, &keys.iter().map(|&k| self.dev.lkey(k).map(|s| s.region)).collect::<Vec<_>>());
-                    if self.land(rx, &data, &segs, aliases).is_err() {
-                        return (false, Vec::new());
-                    }
-                    if hdr.flags & flag::INVALIDATE != 0 && self.dev.invalidate(hdr.rkey, self.pd, self.id) {
-                        invalidated = Some(hdr.rkey);
+                    match self.land(rx.as_deref_mut(), &data, &segs, sets.as_deref().unwrap_or_default(), aliases) {
+                        Ok(()) => {
+                            if hdr.flags & flag::INVALIDATE != 0 && self.dev.invalidate(hdr.rkey, self.pd, self.id) {
+                                invalidated = Some(hdr.rkey);
+                            }
+                        }
+                        Err(Landing::Failed) => {
+                            // The connection ends; the receive it took completes with it.
+                            let c = Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op: WcOp::Recv, byte_len: 0, imm: None, invalidated: None, solicited: false };
+                            return (false, vec![Event::Completion(c)]);
+                        }
+                        // The receive's memory was revoked (dat_lmr_free) before the data came.
+                        Err(Landing::Revoked) => {
+                            status = DAT_DTO_ERR_LOCAL_PROTECTION;
+                            if !self.skip(rx, &hdr, &data) {
+                                return (false, Vec::new());
+                            }
+                        }
                     }
                 } else if !self.skip(rx, &hdr, &data) {
                     return (false, Vec::new());
@@ -1346,26 +1467,32 @@ impl SoftQp {
                 (true, events)
             }
             op::READ => {
-                let Some(addr) = self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_READ) else {
+                let Some((addr, set)) = self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_READ) else {
                     self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
                     return (true, vec![Event::Cm(CmEvent::Broken)]);
                 };
                 match &data {
                     Data::Remote(remote) => {
                         let Some(pid) = live_pid(&self.lock()) else { return (false, Vec::new()) };
+                        let Some(leases) = self.leases(&[set], Via::Memory) else {
+                            self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
+                            return (true, vec![Event::Cm(CmEvent::Broken)]);
+                        };
                         let remote: Vec<(u64, usize)> = remote.iter().map(|&(a, l)| (a, l as usize)).collect();
                         if io::push(pid, &[(addr, len as usize)], &remote).is_err() {
                             return (false, Vec::new());
                         }
+                        drop(leases);
                         // A read is always answered by a response of its own (never an ACK).
                         self.send_frame_now(Frame { hdr: Hdr { op: op::RESPONSE, ..Hdr::default() }, data: FrameData::None, last: false });
                     }
-                    _ => self.respond(DAT_DTO_SUCCESS, FrameData::Memory(vec![(addr, len as usize)]), hdr.length, false),
+                    _ => self.respond(DAT_DTO_SUCCESS, FrameData::Memory(vec![(addr, len as usize)], vec![set]), hdr.length, false),
                 }
                 (true, Vec::new())
             }
             op::CMP_SWAP | op::FETCH_ADD => {
-                let Some(addr) = self.check_remote(hdr.rkey, hdr.raddr, 8, Access::REMOTE_ATOMIC).filter(|a| a % 8 == 0) else {
+                let leased = self.check_remote(hdr.rkey, hdr.raddr, 8, Access::REMOTE_ATOMIC).filter(|(a, _)| a % 8 == 0);
+                let Some((addr, _leases)) = leased.and_then(|(a, set)| Some((a, self.leases(&[set], Via::Memory)?))) else {
                     self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
                     return (true, vec![Event::Cm(CmEvent::Broken)]);
                 };
@@ -1420,20 +1547,6 @@ fn stamp(q: &mut OutState, frame: &mut Frame) -> bool {
     frame.hdr.op != op::ACK || frame.hdr.acks > 0
 }
 
-/// Writes one frame (header and data); false when the connection failed.
-fn write_frame(fd: i32, frame: &Frame) -> bool {
-    if let FrameData::Raw(b) = &frame.data {
-        return io::write_all(fd, &[(b.as_ptr() as u64, b.len())]).is_ok();
-    }
-    let hdr = frame.hdr.encode();
-    let mut parts = vec![(hdr.as_ptr() as u64, HDR_LEN)];
-    match &frame.data {
-        FrameData::None | FrameData::Raw(_) => {}
-        FrameData::Bytes(b) => parts.push((b.as_ptr() as u64, b.len())),
-        FrameData::Memory(m) => parts.extend_from_slice(m),
-    }
-    io::write_all(fd, &parts).is_ok()
-}
 
 /// The peer key tables this process has mapped, shared by all connections to that process:
 /// the peer's descriptor `fd`, taken from the verified process (the same file: device and
@@ -1521,19 +1634,13 @@ impl Qp for SoftQp {
             WrOp::CmpSwap { .. } => WcOp::CmpSwap,
             WrOp::FetchAdd { .. } => WcOp::FetchAdd,
         };
-        let local_ok = wr.sges.iter().all(|s| self.check_local(s, is_read));
+        let sets = self.local_sets(&wr.sges, is_read);
+        let local_ok = sets.is_some();
+        let sets = sets.unwrap_or_default();
         let atomic_ok = !matches!(wr.op, WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. }) || len == 8;
         if !local_ok || !atomic_ok || len > u64::from(self.caps.max_message) {
-            // A local protection error completes the request in error and ends the connection.
             let status = if local_ok { DAT_DTO_ERR_LOCAL_LENGTH } else { DAT_DTO_ERR_LOCAL_PROTECTION };
-            i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: Vec::new(), len: 0, reply: 0, done: Some(status) });
-            i.state = State::Closed;
-            if let Some(s) = &i.stream {
-                let _ = s.shutdown(Shutdown::Both);
-            }
-            drop(i);
-            self.close_writer();
-            self.flush(CmEvent::Broken);
+            self.fail_post(i, wr.wr_id, wc_op, status);
             return Ok(());
         }
         let (raddr, rkey) = wr.remote.unwrap_or((0, 0));
@@ -1545,7 +1652,7 @@ impl Qp for SoftQp {
             .then(|| wr.sges.iter().filter(|s| s.len > 0).map(|s| Some((self.dev.shared(self.dev.lkey(s.lkey)?.region)?, s.addr, s.len as usize))).collect())
             .flatten();
         let shared: Option<Vec<shm::Source>> = local.as_ref().and_then(|l| l.iter().map(|(b, a, n)| b.source(*a, *n as u64)).collect());
-        if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs, local.as_deref()).is_some() {
+        if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs, &sets, local.as_deref()).is_some() {
             drop(i);
             let c = Completion { wr_id: wr.wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len as u32, imm: None, invalidated: None, solicited: false };
             self.deliver(vec![Event::Completion(c)]);
@@ -1588,7 +1695,15 @@ impl Qp for SoftQp {
                 hdr.a = add;
             }
         }
+        let mut leases = Vec::new();
         let data = if i.cma() && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
+            // The peer moves the data itself: our memory stays leased until its response.
+            let fd = i.stream.as_ref().map_or(-1, |s| s.as_raw_fd());
+            let Some(l) = self.leases(&sets, Via::Peer(fd)) else {
+                self.fail_post(i, wr.wr_id, wc_op, DAT_DTO_ERR_LOCAL_PROTECTION);
+                return Ok(());
+            };
+            leases = l;
             hdr.flags |= flag::CMA;
             let list32: Vec<(u64, u32)> = segs.iter().map(|&(a, l)| (a, l as u32)).collect();
             let list = match &shared {
@@ -1602,7 +1717,7 @@ impl Qp for SoftQp {
             FrameData::Bytes(list)
         } else if carries_data {
             hdr.payload = len as u32;
-            FrameData::Memory(segs)
+            FrameData::Memory(segs, sets)
         } else {
             FrameData::None
         };
@@ -1612,7 +1727,7 @@ impl Qp for SoftQp {
             op::CMP_SWAP | op::FETCH_ADD => 8,
             _ => 0,
         };
-        i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, reply, done: None });
+        i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, reply, done: None, leases });
         let frame = Frame { hdr, data, last: false };
         if !i.deferred.is_empty() || (is_read && i.outstanding_reads >= i.rd_limit) {
             i.deferred.push_back((frame, is_read));
@@ -1646,6 +1761,21 @@ impl Qp for SoftQp {
         }
         self.room.notify_all();
         Ok(())
+    }
+
+    fn destroy(&self) {
+        // Requests whose data the verified peer moves itself end with its response (lease.rs):
+        // they are waited for first, as revoking a key set would.
+        let deadline = Instant::now() + super::lease::PEER_WAIT;
+        {
+            let mut i = self.lock();
+            while i.state == State::Connected && i.outstanding.iter().any(|o| !o.leases.is_empty()) && Instant::now() < deadline {
+                i = self.room.wait_timeout(i, Duration::from_millis(5)).unwrap_or_else(|e| e.into_inner()).0;
+            }
+        }
+        self.disconnect_now();
+        // Then no copy of this QP runs any more, and none starts.
+        self.lease.revoke();
     }
 
     fn disconnect(&self, graceful: bool) {

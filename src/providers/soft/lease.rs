@@ -1,0 +1,192 @@
+//! Leases on registered memory: when the call that revokes a key set returns (`dat_lmr_free`,
+//! `dat_rmr_free`, `dat_rmr_bind` to another range or unbinding, a send with invalidate), no
+//! request touches that memory again, as an HCA guarantees after `ibv_dereg_mr`.
+//!
+//! Every copy the device makes to or from registered memory holds a lease on each key set
+//! that admitted it, taken only while the set is live (`SetLease::take`). Revoking the set
+//! (`SetLease::revoke`) refuses new leases, then waits until every lease is returned:
+//! - a copy between memory and a socket may wait on the socket for as long as the peer likes,
+//!   so its lease names the socket, and revoking shuts that connection down at once. The copy
+//!   returns, and the connection ends: its requests complete flushed, as on an HCA whose QP
+//!   went to error when it met a key that is no longer valid;
+//! - a copy between processes or within memory is short and holds no socket;
+//! - a request whose data a verified peer moves itself (cross-memory attach, shared files)
+//!   holds leases on our key sets from the post until the peer's response, which the peer
+//!   sends only after the copy. Revoking waits for that response for up to PEER_WAIT; then
+//!   the connection is shut down too. Only a peer of our own uid that stops answering for
+//!   that long (stopped, or hung) could still copy after the revoke returns.
+
+use std::cell::Cell;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long revoking waits for verified peers to finish copies they were asked for.
+pub const PEER_WAIT: Duration = Duration::from_secs(2);
+
+/// The leases of one key set.
+#[derive(Default)]
+pub struct SetLease {
+    state: Mutex<State>,
+    returned: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    revoked: bool,
+    users: u32,
+    /// The sockets of leased copies: (descriptor, whether the copy waits on it (shut down at
+    /// once), or a peer moves the data (shut down after PEER_WAIT)).
+    sockets: Vec<(RawFd, bool)>,
+}
+
+/// How a lease's copy depends on a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// Within our process, never waiting on anything.
+    Memory,
+    /// Between memory and this socket: it may wait on the socket.
+    Socket(RawFd),
+    /// Moved by the verified peer on this connection, which answers when it is done.
+    Peer(RawFd),
+}
+
+/// A lease on one key set, returned when dropped.
+pub struct Lease {
+    set: Arc<SetLease>,
+    via: Via,
+}
+
+thread_local! {
+    /// Leases this thread holds for its own copies (not those a peer holds for us): a revoke
+    /// on this thread cannot wait for them.
+    static HELD: Cell<u32> = const { Cell::new(0) };
+}
+
+fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn shut_down(fd: RawFd) {
+    // SAFETY: the descriptor belongs to a connection whose lease is still out, so it is open
+    // (the QP closes its socket only after its copies returned their leases).
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
+impl SetLease {
+    /// A lease for a copy `via`, unless the set was revoked.
+    pub fn take(self: &Arc<Self>, via: Via) -> Option<Lease> {
+        let mut st = lock(&self.state);
+        if st.revoked {
+            return None;
+        }
+        st.users += 1;
+        match via {
+            Via::Memory => {}
+            Via::Socket(fd) => st.sockets.push((fd, true)),
+            Via::Peer(fd) => st.sockets.push((fd, false)),
+        }
+        if !matches!(via, Via::Peer(_)) {
+            HELD.with(|h| h.set(h.get() + 1));
+        }
+        Some(Lease { set: self.clone(), via })
+    }
+
+    /// Refuses new leases and returns once every lease is back (see the module text).
+    pub fn revoke(&self) {
+        let mut st = lock(&self.state);
+        st.revoked = true;
+        for &(fd, at_once) in &st.sockets {
+            if at_once {
+                shut_down(fd);
+            }
+        }
+        let deadline = Instant::now() + PEER_WAIT;
+        let mut waited = false;
+        // A revoke from inside one of this thread's copies (a consumer callback) must not wait
+        // for that copy: it waits for the others, up to PEER_WAIT.
+        let own = HELD.with(|h| h.get()) > 0;
+        while st.users > 0 {
+            if own && waited {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline && !waited {
+                waited = true;
+                crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft: a peer did not finish copying within {PEER_WAIT:?} of a revoke: its connection is shut down");
+                for &(fd, _) in &st.sockets {
+                    shut_down(fd);
+                }
+            }
+            let wait = if waited { Duration::from_millis(50) } else { deadline - now };
+            st = self.returned.wait_timeout(st, wait).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+/// Leases on every set in `sets` for one copy, or None if any was revoked.
+pub fn take_all(sets: &[Arc<SetLease>], via: Via) -> Option<Vec<Lease>> {
+    sets.iter().map(|s| s.take(via)).collect()
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !matches!(self.via, Via::Peer(_)) {
+            HELD.with(|h| h.set(h.get().saturating_sub(1)));
+        }
+        let mut st = lock(&self.set.state);
+        st.users -= 1;
+        let entry = match self.via {
+            Via::Memory => None,
+            Via::Socket(fd) => Some((fd, true)),
+            Via::Peer(fd) => Some((fd, false)),
+        };
+        if let Some(pos) = entry.and_then(|e| st.sockets.iter().position(|s| *s == e)) {
+            st.sockets.swap_remove(pos);
+        }
+        if st.users == 0 {
+            self.set.returned.notify_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revoke_waits_for_leases_and_refuses_new_ones() {
+        let set = Arc::new(SetLease::default());
+        let lease = set.take(Via::Memory).expect("live");
+        let s2 = set.clone();
+        let t = std::thread::spawn(move || {
+            let start = Instant::now();
+            s2.revoke();
+            start.elapsed()
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        drop(lease);
+        assert!(t.join().expect("joins") >= Duration::from_millis(90));
+        assert!(set.take(Via::Memory).is_none());
+    }
+
+    #[test]
+    fn revoke_shuts_down_a_waiting_socket() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
+        use std::os::fd::AsRawFd;
+        let set = Arc::new(SetLease::default());
+        let fd = a.as_raw_fd();
+        let lease = set.take(Via::Socket(fd)).expect("live");
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 1];
+            // Blocks until the revoke shuts the socket down.
+            // SAFETY: reading into a local buffer from an open socket.
+            let n = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, 1, 0) };
+            drop(lease);
+            n
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        set.revoke();
+        assert_eq!(reader.join().expect("joins"), 0);
+    }
+}
