@@ -967,9 +967,9 @@ static int once_rmr(enum mode mode, struct tally *t, int free_it)
     if (hit)
         snprintf(t->last, sizeof t->last, "the peer's writes: %s", s);
     EXPECT(d.changed == 0,
-           "%zu bytes of the window changed after %s returned (%zu of them the peer's data, first at offset %zu); "
+           "%zu bytes of the window changed after %s (%zu of them the peer's data, first at offset %zu); "
            "the peer's writes completed %s",
-           d.changed, free_it ? "dat_rmr_free" : "the unbind completed", d.data, d.first, s);
+           d.changed, free_it ? "dat_rmr_free returned" : "the unbind's completion was taken", d.data, d.first, s);
 out:
     node_close(&n);
     peer_stop(&pe);
