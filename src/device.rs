@@ -134,6 +134,13 @@ pub trait Device: Send + Sync {
     fn cache_registrations(&self) -> bool {
         false
     }
+    /// Whether a request posted with `mr`'s lkey may still be outstanding on a QP or SRQ of
+    /// the device. The registration cache keeps an MR after its last LMR is freed only when
+    /// not: a kept MR's lkey stays valid, and a request still queued with it would touch the
+    /// memory after `dat_lmr_free` returned. Asked only of devices that cache registrations.
+    fn mr_in_use(&self, _mr: &Mr) -> bool {
+        false
+    }
 
     fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError>;
     fn dealloc_mw(&self, mw: &Mw);

@@ -6,7 +6,10 @@
 //! - **Cache** (a device whose [`Device::cache_registrations`] is true, with the cache on): the
 //!   range is watched by the userfaultfd monitor ([`super::unmap`]) from the moment it is first
 //!   registered. When the last LMR goes and the registration has no remote access (rkey 0), the
-//!   device MR is kept in an LRU instead of being deregistered, and a later registration of the
+//!   device MR is kept in an LRU instead of being deregistered (unless a request posted with
+//!   its lkey is still outstanding, [`Device::mr_in_use`]: a kept MR's lkey stays valid, and
+//!   such a request would go on using the memory after `dat_lmr_free` returned; the MR is then
+//!   deregistered, which the device completes in error), and a later registration of the
 //!   same (device, PD, range, access, address type) takes it back: a hit. A registration with
 //!   remote access is never kept, so a freed LMR's rkey never stays usable by a peer.
 //!   A watched range that is unmapped, remapped or discarded makes its registrations stale: a
@@ -638,6 +641,10 @@ impl Cache {
             return;
         }
         let caching = matches!(self.mode(dev), Mode::Cache(_));
+        // A request still outstanding with the lkey would go on using the memory through a kept
+        // MR after dat_lmr_free returned: such an MR is deregistered (asked before the lock,
+        // since the device looks at its queues).
+        let busy = caching && reg.mr.rkey == 0 && dev.mr_in_use(&reg.mr);
         let mut guard = self.lock();
         self.sync(&mut guard);
         let st = &mut *guard;
@@ -657,7 +664,15 @@ impl Cache {
             && reg.mr.rkey == 0
             && self.config.max_entries > 0
             && reg.mr.len <= self.config.max_bytes;
-        if keep {
+        if keep && busy {
+            dbg_log!(
+                DbgType::GENERIC,
+                "mr cache: [{:#x}, +{:#x}) not kept: a request posted with its lkey is still outstanding",
+                reg.mr.addr,
+                reg.mr.len
+            );
+        }
+        if keep && !busy {
             st.next_seq += 1;
             e.seq = st.next_seq;
             e.released = coarse_now();

@@ -22,6 +22,8 @@ struct Mock {
     live: Mutex<HashSet<u64>>,
     /// Key sets at most (NoResources beyond).
     max_live: usize,
+    /// lkeys that outstanding requests were posted with (`mr_in_use`).
+    in_use: Mutex<HashSet<u32>>,
 }
 
 impl Mock {
@@ -55,6 +57,7 @@ impl Mock {
             deregs: AtomicU64::new(0),
             live: Mutex::new(HashSet::new()),
             max_live,
+            in_use: Mutex::new(HashSet::new()),
         })
     }
     fn set(&self, addr: u64, len: u64, access: Access) -> Result<Mr, DevError> {
@@ -106,6 +109,9 @@ impl Device for Mock {
     }
     fn cache_registrations(&self) -> bool {
         self.opt_in
+    }
+    fn mr_in_use(&self, mr: &Mr) -> bool {
+        self.in_use.lock().unwrap().contains(&mr.lkey)
     }
     fn alloc_mw(&self, _pd: Pd) -> Result<Mw, DevError> {
         Err(DevError::NotSupported)
@@ -257,6 +263,43 @@ fn hit_after_free() {
     assert_eq!(c.stats().entries, 4);
     assert_eq!(c.flush(&dev, None), 4);
     assert_eq!(mock.counts(), (4, 1, 5));
+    assert!(mock.live.lock().unwrap().is_empty());
+}
+
+#[test]
+fn in_use_is_never_kept() {
+    if !uffd("in_use_is_never_kept") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(4);
+    // A request posted with the lkey is outstanding when the last LMR goes: the MR is
+    // deregistered (a kept one would leave the lkey valid for that request), not kept.
+    let r1 = reg(&c, &dev, 1, m.addr, 4 * PAGE, LOCAL);
+    mock.in_use.lock().unwrap().insert(r1.mr.lkey);
+    c.release(&dev, &r1);
+    assert_eq!(mock.counts(), (1, 0, 1), "deregistered");
+    assert_eq!(c.stats().entries, 0);
+    assert!(mock.live.lock().unwrap().is_empty());
+    // The next LMR of the range registers afresh, and with nothing outstanding is kept.
+    let r2 = reg(&c, &dev, 1, m.addr, 4 * PAGE, LOCAL);
+    assert!(!r2.reused);
+    c.release(&dev, &r2);
+    assert_eq!(mock.counts(), (2, 0, 1), "kept");
+    assert_eq!(c.stats().entries, 1);
+    // While another LMR shares the registration, freeing one revokes its own keys only,
+    // outstanding requests or not; the last one decides.
+    let r3 = reg(&c, &dev, 1, m.addr, 4 * PAGE, LOCAL);
+    let r4 = reg(&c, &dev, 1, m.addr, 4 * PAGE, LOCAL);
+    assert!(r3.reused && r4.reused);
+    mock.in_use.lock().unwrap().insert(r3.mr.lkey);
+    c.release(&dev, &r4);
+    assert_eq!(mock.counts(), (2, 1, 2));
+    c.release(&dev, &r3);
+    assert_eq!(mock.counts(), (2, 1, 3), "the last LMR's MR was in use: deregistered");
+    assert_eq!(c.stats().entries, 0);
     assert!(mock.live.lock().unwrap().is_empty());
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs inside the VM for `make check-vm` (through tests/vm/check.sh): Debian's programs in
-# their three columns (tests/vm/programs.sh), then the C suite's memory, dataxfer and seeds
-# groups against our verbs IA (tests/vm/ctests.sh) when our library lists that IA; until
-# then one SKIP line stands for them. Exits non-zero if either part failed.
+# their three columns (tests/vm/programs.sh), then the C suite's memory, dataxfer, afterfree
+# and seeds groups against our verbs IA (tests/vm/ctests.sh) when our library lists that IA;
+# until then one SKIP line stands for them. Exits non-zero if either part failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -381,6 +381,15 @@ impl Device for VerbsDevice {
         true
     }
 
+    fn mr_in_use(&self, mr: &Mr) -> bool {
+        // Collected first: a queue's lock is never taken under the device's.
+        let (qps, srqs): (Vec<_>, Vec<_>) = {
+            let s = self.lock();
+            (s.qps.values().cloned().collect(), s.srqs.values().cloned().collect())
+        };
+        qps.iter().filter_map(Weak::upgrade).any(|q| q.uses_lkey(mr.lkey)) || srqs.iter().filter_map(Weak::upgrade).any(|s| s.uses_lkey(mr.lkey))
+    }
+
     fn progress(&self) {
         super::progress::poll_now(self);
     }

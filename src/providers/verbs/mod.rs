@@ -4,6 +4,7 @@
 pub mod api;
 pub mod cm;
 pub mod device;
+mod inuse;
 pub mod probe;
 mod progress;
 pub mod qp;

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::device::{dev_error, last_error, mw_access, VerbsDevice};
+use super::inuse::{KeysInUse, WrKeys};
 use super::srq::VerbsSrq;
 use super::{api, sys, Ptr};
 use crate::abi::*;
@@ -52,9 +53,12 @@ pub(super) struct Inner {
     /// Private data for the connect request.
     pub pdata: Vec<u8>,
     next_wr: u64,
-    /// Our work request ids: the consumer's id and what the request does (None: a request of
-    /// our own, such as the invalidation before a rebind, whose success is not reported).
-    wrs: IdMap<u64, (u64, Option<WcOp>)>,
+    /// Our work request ids: the consumer's id, what the request does (None: a request of
+    /// our own, such as the invalidation before a rebind, whose success is not reported) and
+    /// the lkeys it was posted with.
+    wrs: IdMap<u64, (u64, Option<WcOp>, WrKeys)>,
+    /// The lkeys of the requests in `wrs` (see inuse.rs).
+    keys: KeysInUse,
     sends_out: u32,
     /// A graceful disconnect waits for the posted sends.
     disconnect_when_drained: bool,
@@ -151,6 +155,7 @@ impl VerbsQp {
                 pdata: Vec::new(),
                 next_wr: 1,
                 wrs: IdMap::default(),
+                keys: KeysInUse::default(),
                 sends_out: 0,
                 disconnect_when_drained: false,
                 remote: None,
@@ -197,6 +202,11 @@ impl VerbsQp {
     /// The QP's CQ.
     pub(super) fn cq(&self) -> Ptr<sys::ibv_cq> {
         self.cq
+    }
+
+    /// Whether a request posted here with `lkey` is still outstanding.
+    pub(super) fn uses_lkey(&self, lkey: u32) -> bool {
+        self.lock().keys.contains(lkey)
     }
 
     pub(super) fn on_srq(&self) -> bool {
@@ -283,10 +293,11 @@ impl VerbsQp {
         self.events.cm(ev);
     }
 
-    fn new_wr(&self, i: &mut Inner, wr_id: u64, op: Option<WcOp>) -> u64 {
+    fn new_wr(&self, i: &mut Inner, wr_id: u64, op: Option<WcOp>, keys: WrKeys) -> u64 {
         let id = i.next_wr;
         i.next_wr += 1;
-        i.wrs.insert(id, (wr_id, op));
+        i.keys.add(&keys);
+        i.wrs.insert(id, (wr_id, op, keys));
         if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
             i.sends_out += 1;
         }
@@ -294,7 +305,8 @@ impl VerbsQp {
     }
 
     fn forget_wr(&self, i: &mut Inner, id: u64) {
-        if let Some((_, op)) = i.wrs.remove(&id) {
+        if let Some((_, op, keys)) = i.wrs.remove(&id) {
+            i.keys.remove(&keys);
             if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
                 i.sends_out = i.sends_out.saturating_sub(1);
             }
@@ -310,8 +322,9 @@ impl VerbsQp {
         wr.num_sge = list.len() as i32;
         wr.send_flags = flags | sys::IBV_SEND_SIGNALED;
         fill(&mut wr);
+        let keys = WrKeys::of(sges);
         let mut i = self.lock();
-        let id = self.new_wr(&mut i, wr_id, op);
+        let id = self.new_wr(&mut i, wr_id, op, keys);
         wr.wr_id = id;
         let mut bad = std::ptr::null_mut();
         // SAFETY: our QP; the request and its scatter list live across the call (verbs copies
@@ -333,7 +346,7 @@ impl VerbsQp {
         }
         let (found, drained) = {
             let mut i = self.lock();
-            let found = i.wrs.get(&wc.wr_id).copied();
+            let found = i.wrs.get(&wc.wr_id).map(|&(wr_id, op, _)| (wr_id, op));
             if found.is_some() {
                 self.forget_wr(&mut i, wc.wr_id);
             }
@@ -501,8 +514,9 @@ impl Qp for VerbsQp {
         let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
         wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
         wr.num_sge = list.len() as i32;
+        let keys = WrKeys::of(&sges);
         let mut i = self.lock();
-        let id = self.new_wr(&mut i, wr_id, Some(WcOp::Recv));
+        let id = self.new_wr(&mut i, wr_id, Some(WcOp::Recv), keys);
         wr.wr_id = id;
         let mut bad = std::ptr::null_mut();
         // SAFETY: our QP; the request and its list live across the call.

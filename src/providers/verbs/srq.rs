@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::device::{dev_error, last_error, VerbsDevice};
+use super::inuse::{KeysInUse, WrKeys};
 use super::{api, sys, Ptr};
 use crate::core::idmap::IdMap;
 use crate::device::{DevError, Pd, Sge, Srq, SrqEvents};
@@ -12,9 +13,18 @@ pub struct VerbsSrq {
     dev: Arc<VerbsDevice>,
     pub(super) srq: Ptr<sys::ibv_srq>,
     max_wr: Mutex<u32>,
-    /// Our receive ids -> the consumer's.
-    posted: Mutex<(u64, IdMap<u64, u64>)>,
+    posted: Mutex<Posted>,
     pub(super) events: Arc<dyn SrqEvents>,
+}
+
+/// The receives posted and not yet completed.
+#[derive(Default)]
+struct Posted {
+    next: u64,
+    /// Our receive ids -> the consumer's, and the lkeys the receive was posted with.
+    ids: IdMap<u64, (u64, WrKeys)>,
+    /// Their lkeys (see inuse.rs).
+    keys: KeysInUse,
 }
 
 // SAFETY: the SRQ is an rdma-core object usable from any thread; state is behind mutexes.
@@ -34,7 +44,7 @@ impl VerbsSrq {
         if srq.is_null() {
             return Err(last_error());
         }
-        let s = Arc::new(VerbsSrq { dev: dev.clone(), srq: Ptr(srq), max_wr: Mutex::new(max_wr), posted: Mutex::new((1, IdMap::default())), events });
+        let s = Arc::new(VerbsSrq { dev: dev.clone(), srq: Ptr(srq), max_wr: Mutex::new(max_wr), posted: Mutex::new(Posted { next: 1, ..Posted::default() }), events });
         dev.lock().srqs.insert(srq as usize, Arc::downgrade(&s));
         Ok(s)
     }
@@ -54,7 +64,15 @@ impl VerbsSrq {
 
     /// A receive of this SRQ completed on one of its QPs: the consumer's id.
     pub(super) fn take(&self, id: u64) -> Option<u64> {
-        self.posted.lock().unwrap_or_else(|e| e.into_inner()).1.remove(&id)
+        let mut p = self.posted.lock().unwrap_or_else(|e| e.into_inner());
+        let (wr_id, keys) = p.ids.remove(&id)?;
+        p.keys.remove(&keys);
+        Some(wr_id)
+    }
+
+    /// Whether a receive posted here with `lkey` is still outstanding.
+    pub(super) fn uses_lkey(&self, lkey: u32) -> bool {
+        self.posted.lock().unwrap_or_else(|e| e.into_inner()).keys.contains(lkey)
     }
 }
 
@@ -73,9 +91,10 @@ impl Srq for VerbsSrq {
         let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
         wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
         wr.num_sge = list.len() as i32;
+        let keys = WrKeys::of(&sges);
         let mut p = self.posted.lock().unwrap_or_else(|e| e.into_inner());
-        let id = p.0;
-        p.0 += 1;
+        let id = p.next;
+        p.next += 1;
         wr.wr_id = id;
         let mut bad = std::ptr::null_mut();
         // SAFETY: our SRQ; the request and its list live across the call.
@@ -83,7 +102,8 @@ impl Srq for VerbsSrq {
         if rc != 0 {
             return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
         }
-        p.1.insert(id, wr_id);
+        p.keys.add(&keys);
+        p.ids.insert(id, (wr_id, keys));
         Ok(())
     }
 
@@ -109,7 +129,7 @@ impl Srq for VerbsSrq {
     }
 
     fn available(&self) -> usize {
-        self.posted.lock().unwrap_or_else(|e| e.into_inner()).1.len()
+        self.posted.lock().unwrap_or_else(|e| e.into_inner()).ids.len()
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
