@@ -237,21 +237,23 @@ impl KeyTable {
     /// Looks a key up in a peer's table and pins its slot: until the pin is dropped, the
     /// peer's revoke of the key waits (see the module text). None when absent or changing.
     pub fn pin(&self, rkey: u32) -> Option<(Grant, Pin<'_>)> {
-        let (i, g) = self.find(rkey)?;
+        let (i, g, seq) = self.find(rkey)?;
         let count = self.pin_count(i);
         count.fetch_add(1, Ordering::SeqCst);
         let pin = Pin { count };
         fence(Ordering::SeqCst);
-        (self.find(rkey) == Some((i, g))).then_some((g, pin))
+        // Unchanged since it was read (the sequence moves with every change to the slot).
+        let s = self.slot(i);
+        (s.seq.load(Ordering::SeqCst) == seq && s.rkey.load(Ordering::Relaxed) == rkey).then_some((g, pin))
     }
 
     /// Looks a key up (in a peer's table); None when absent or changing.
     pub fn lookup(&self, rkey: u32) -> Option<Grant> {
-        self.find(rkey).map(|(_, g)| g)
+        self.find(rkey).map(|(_, g, _)| g)
     }
 
-    /// A key's slot and grant.
-    fn find(&self, rkey: u32) -> Option<(usize, Grant)> {
+    /// A key's slot, grant, and the slot's sequence number when read.
+    fn find(&self, rkey: u32) -> Option<(usize, Grant, u32)> {
         if rkey == 0 {
             return None;
         }
@@ -279,7 +281,7 @@ impl KeyTable {
             };
             fence(Ordering::Acquire);
             let still = s.rkey.load(Ordering::Relaxed) == rkey;
-            return (still && s.seq.load(Ordering::Relaxed) == before).then_some((k, g));
+            return (still && s.seq.load(Ordering::Relaxed) == before).then_some((k, g, before));
         }
         None
     }

@@ -18,26 +18,27 @@
 
 use std::cell::Cell;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long revoking waits for verified peers to finish copies they were asked for.
 pub const PEER_WAIT: Duration = Duration::from_secs(2);
 
-/// The leases of one key set.
+/// The leases of one key set. Taking and returning a lease for a copy within memory is two
+/// atomic operations (the common case, on the latency path); a lease that names a socket, and
+/// a revoke, take the mutex.
 #[derive(Default)]
 pub struct SetLease {
-    state: Mutex<State>,
-    returned: Condvar,
-}
-
-#[derive(Default)]
-struct State {
-    revoked: bool,
-    users: u32,
+    revoked: AtomicBool,
+    users: AtomicU32,
+    /// A revoke waits for the users: only then is `returned` signalled (a notification is a
+    /// system call, which each copy would otherwise pay).
+    waiting: AtomicBool,
     /// The sockets of leased copies: (descriptor, whether the copy waits on it (shut down at
     /// once), or a peer moves the data (shut down after PEER_WAIT)).
-    sockets: Vec<(RawFd, bool)>,
+    sockets: Mutex<Vec<(RawFd, bool)>>,
+    returned: Condvar,
 }
 
 /// How a lease's copy depends on a connection.
@@ -49,6 +50,16 @@ pub enum Via {
     Socket(RawFd),
     /// Moved by the verified peer on this connection, which answers when it is done.
     Peer(RawFd),
+}
+
+impl Via {
+    fn socket(self) -> Option<(RawFd, bool)> {
+        match self {
+            Via::Memory => None,
+            Via::Socket(fd) => Some((fd, true)),
+            Via::Peer(fd) => Some((fd, false)),
+        }
+    }
 }
 
 /// A lease on one key set, returned when dropped.
@@ -63,7 +74,7 @@ thread_local! {
     static HELD: Cell<u32> = const { Cell::new(0) };
 }
 
-fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+fn lock(m: &Mutex<Vec<(RawFd, bool)>>) -> std::sync::MutexGuard<'_, Vec<(RawFd, bool)>> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -76,27 +87,49 @@ fn shut_down(fd: RawFd) {
 impl SetLease {
     /// A lease for a copy `via`, unless the set was revoked.
     pub fn take(self: &Arc<Self>, via: Via) -> Option<Lease> {
-        let mut st = lock(&self.state);
-        if st.revoked {
-            return None;
-        }
-        st.users += 1;
-        match via {
-            Via::Memory => {}
-            Via::Socket(fd) => st.sockets.push((fd, true)),
-            Via::Peer(fd) => st.sockets.push((fd, false)),
-        }
+        // Counted first, then the revoke looked at (SeqCst both here and in `revoke`): either
+        // the revoke sees this user and waits, or this sees the revoke and backs out.
+        self.users.fetch_add(1, Ordering::SeqCst);
         if !matches!(via, Via::Peer(_)) {
             HELD.with(|h| h.set(h.get() + 1));
         }
-        Some(Lease { set: self.clone(), via })
+        // From here on, dropping it gives everything back.
+        let lease = Lease { set: self.clone(), via };
+        if let Some(entry) = via.socket() {
+            // Under the mutex, so that a revoke's pass over the sockets sees this one.
+            let mut socks = lock(&self.sockets);
+            if self.revoked.load(Ordering::SeqCst) {
+                drop(socks);
+                return None;
+            }
+            socks.push(entry);
+        } else if self.revoked.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(lease)
+    }
+
+    /// A lease for a short copy within memory, borrowed for its scope: the latency path's
+    /// (no reference count, no thread-local), for copies that make no callback meanwhile.
+    pub fn hold(&self) -> Option<Hold<'_>> {
+        self.users.fetch_add(1, Ordering::SeqCst);
+        let hold = Hold { set: self };
+        (!self.revoked.load(Ordering::SeqCst)).then_some(hold)
+    }
+
+    fn give_back(&self) {
+        if self.users.fetch_sub(1, Ordering::SeqCst) == 1 && self.waiting.load(Ordering::SeqCst) {
+            // Under the mutex, which the revoke holds from its check of `users` to its wait.
+            let _socks = lock(&self.sockets);
+            self.returned.notify_all();
+        }
     }
 
     /// Refuses new leases and returns once every lease is back (see the module text).
     pub fn revoke(&self) {
-        let mut st = lock(&self.state);
-        st.revoked = true;
-        for &(fd, at_once) in &st.sockets {
+        let mut socks = lock(&self.sockets);
+        self.revoked.store(true, Ordering::SeqCst);
+        for &(fd, at_once) in socks.iter() {
             if at_once {
                 shut_down(fd);
             }
@@ -106,7 +139,8 @@ impl SetLease {
         // A revoke from inside one of this thread's copies (a consumer callback) must not wait
         // for that copy: it waits for the others, up to PEER_WAIT.
         let own = HELD.with(|h| h.get()) > 0;
-        while st.users > 0 {
+        self.waiting.store(true, Ordering::SeqCst);
+        while self.users.load(Ordering::SeqCst) > 0 {
             if own && waited {
                 break;
             }
@@ -114,39 +148,85 @@ impl SetLease {
             if now >= deadline && !waited {
                 waited = true;
                 crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft: a peer did not finish copying within {PEER_WAIT:?} of a revoke: its connection is shut down");
-                for &(fd, _) in &st.sockets {
+                for &(fd, _) in socks.iter() {
                     shut_down(fd);
                 }
             }
             let wait = if waited { Duration::from_millis(50) } else { deadline - now };
-            st = self.returned.wait_timeout(st, wait).unwrap_or_else(|e| e.into_inner()).0;
+            socks = self.returned.wait_timeout(socks, wait).unwrap_or_else(|e| e.into_inner()).0;
         }
+        self.waiting.store(false, Ordering::SeqCst);
     }
 }
 
-/// Leases on every set in `sets` for one copy, or None if any was revoked.
-pub fn take_all(sets: &[Arc<SetLease>], via: Via) -> Option<Vec<Lease>> {
-    sets.iter().map(|s| s.take(via)).collect()
+/// The leases of one copy: on its QP, and on the key sets that admitted it (most copies have
+/// one; no allocation for up to one).
+pub struct Leases {
+    _qp: Lease,
+    _one: Option<Lease>,
+    _more: Vec<Lease>,
+}
+
+/// Leases on `qp` and every set in `sets` for one copy, or None if any was revoked.
+pub fn take_all(qp: &Arc<SetLease>, sets: &[Arc<SetLease>], via: Via) -> Option<Leases> {
+    let _qp = qp.take(via)?;
+    let (_one, _more) = match sets {
+        [] => (None, Vec::new()),
+        [one, rest @ ..] => (Some(one.take(via)?), rest.iter().map(|s| s.take(via)).collect::<Option<Vec<_>>>()?),
+    };
+    Some(Leases { _qp, _one, _more })
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        let set = &self.set;
+        let socket = self.via.socket();
         if !matches!(self.via, Via::Peer(_)) {
             HELD.with(|h| h.set(h.get().saturating_sub(1)));
         }
-        let mut st = lock(&self.set.state);
-        st.users -= 1;
-        let entry = match self.via {
-            Via::Memory => None,
-            Via::Socket(fd) => Some((fd, true)),
-            Via::Peer(fd) => Some((fd, false)),
-        };
-        if let Some(pos) = entry.and_then(|e| st.sockets.iter().position(|s| *s == e)) {
-            st.sockets.swap_remove(pos);
+        if let Some(entry) = socket {
+            // (A lease refused by a revoke never joined the list, and finds nothing here.)
+            let mut socks = lock(&set.sockets);
+            if let Some(pos) = socks.iter().position(|s| *s == entry) {
+                socks.swap_remove(pos);
+            }
         }
-        if st.users == 0 {
-            self.set.returned.notify_all();
+        set.give_back();
+    }
+}
+
+/// Borrowed leases on several sets at once, without allocating (see `SetLease::hold`).
+pub struct HoldAll<'a, T: AsRef<SetLease>> {
+    sets: &'a [T],
+}
+
+/// Holds every set in `sets`, or none (None) when one was revoked.
+pub fn hold_all<T: AsRef<SetLease>>(sets: &[T]) -> Option<HoldAll<'_, T>> {
+    for (k, s) in sets.iter().enumerate() {
+        if let Some(h) = s.as_ref().hold() {
+            std::mem::forget(h);
+        } else {
+            sets[..k].iter().for_each(|s| s.as_ref().give_back());
+            return None;
         }
+    }
+    Some(HoldAll { sets })
+}
+
+impl<T: AsRef<SetLease>> Drop for HoldAll<'_, T> {
+    fn drop(&mut self) {
+        self.sets.iter().for_each(|s| s.as_ref().give_back());
+    }
+}
+
+/// A borrowed lease (`SetLease::hold`).
+pub struct Hold<'a> {
+    set: &'a SetLease,
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        self.set.give_back();
     }
 }
 

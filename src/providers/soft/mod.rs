@@ -276,6 +276,12 @@ struct Revoked {
     slot: Option<usize>,
 }
 
+impl AsRef<lease::SetLease> for KeySet {
+    fn as_ref(&self) -> &lease::SetLease {
+        &self.lease
+    }
+}
+
 impl Device for SoftDevice {
     fn name(&self) -> &str {
         &self.name

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use super::io;
 use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
 use super::keytab::KeyTable;
-use super::lease::{Lease, SetLease, Via};
+use super::lease::{Leases, SetLease, Via};
 use super::peer::{self, OtherEnd, PeerProcess};
 use super::rendezvous::{Channel, Claims, Rendezvous};
 use super::{shm, KeySet, SoftDevice};
@@ -54,7 +54,7 @@ struct Outstanding {
     done: Option<u32>,
     /// With cross-memory attach, the peer moves the data itself: leases on our memory until
     /// its response (lease.rs).
-    leases: Vec<Lease>,
+    leases: Option<Leases>,
 }
 
 /// A peer request that waits for a receive to be posted.
@@ -92,6 +92,9 @@ enum Landing {
 enum Event {
     Completion(Completion),
     Cm(CmEvent),
+    /// We answered the peer with an error, which ends the connection: what is still posted
+    /// completes flushed, then the event (see `flush`).
+    Flush(CmEvent),
 }
 
 enum FrameData {
@@ -218,8 +221,10 @@ pub struct SoftQp {
     shm_peers: Mutex<shm::Peers>,
     delivery: Mutex<Delivery>,
     out: Outbound,
-    /// Signalled when receives are posted or stalled requests ran (see `await_room`).
+    /// Signalled when receives are posted or stalled requests ran (see `await_room`), when a
+    /// thread waits there (`room_waiters`): a notification is a system call.
     room: Condvar,
+    room_waiters: AtomicU32,
     /// The peer's READ and atomic requests taken and not answered yet (their responses not
     /// written): never more than `caps.max_rd_in`.
     reads_in: AtomicU32,
@@ -273,6 +278,7 @@ impl SoftQp {
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
             out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, held: false, fd: -1, acks: 0 }), cv: Condvar::new() },
             room: Condvar::new(),
+            room_waiters: AtomicU32::new(0),
             reads_in: AtomicU32::new(0),
             lease: Arc::default(),
         });
@@ -308,12 +314,13 @@ impl SoftQp {
     /// connection, and the peer's memory reachable, we write it ourselves. None: send the
     /// request the ordinary way (where the target checks everything).
     #[allow(clippy::too_many_arguments)]
-    fn write_direct(&self, i: &Inner, rkey: u32, raddr: u64, len: u64, segs: &[(u64, usize)], sets: &[Arc<SetLease>], local: Option<&[(Arc<shm::Backing>, u64, usize)]>) -> Option<()> {
+    fn write_direct(&self, i: &Inner, rkey: u32, raddr: u64, len: u64, segs: &[(u64, usize)], keys: &[KeySet], local: Option<&[(Arc<shm::Backing>, u64, usize)]>) -> Option<()> {
         if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma() {
             return None;
         }
-        // Our source memory stays ours while we copy it (lease.rs).
-        let _leases = self.leases(sets, Via::Memory)?;
+        // Our source memory stays ours while we copy it (lease.rs). No lease on the QP is
+        // needed: we hold its lock, which its destruction takes first.
+        let _held = super::lease::hold_all(keys)?;
         // The peer's key stays valid while we write through it: its revoke waits for the pin.
         let keys = i.peer_keys.as_ref()?;
         let (g, _pin) = keys.pin(rkey)?;
@@ -349,7 +356,7 @@ impl SoftQp {
     /// A request that fails before it goes out (a local protection or length error) completes
     /// in error, and the connection ends, as on an HCA.
     fn fail_post(&self, mut i: MutexGuard<'_, Inner>, wr_id: u64, op: WcOp, status: u32) {
-        i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(status), leases: Vec::new() });
+        i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(status), leases: None });
         i.state = State::Closed;
         if let Some(s) = &i.stream {
             let _ = s.shutdown(Shutdown::Both);
@@ -370,7 +377,7 @@ impl SoftQp {
                 let c = Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op, byte_len: 0, imm: None, invalidated: None, solicited: false };
                 return self.deliver(vec![Event::Completion(c)]);
             }
-            i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(DAT_DTO_SUCCESS), leases: Vec::new() });
+            i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(DAT_DTO_SUCCESS), leases: None });
             while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
                 let o = i.outstanding.pop_front().expect("front exists");
                 let status = o.done.unwrap_or(DAT_DTO_SUCCESS);
@@ -432,7 +439,7 @@ impl SoftQp {
         if stalled {
             self.drain_stalled();
         }
-        self.room.notify_all();
+        self.wake_room();
     }
 
     fn me(&self) -> Arc<SoftQp> {
@@ -468,6 +475,8 @@ impl SoftQp {
             match next {
                 Event::Completion(c) => self.events.completion(c),
                 Event::Cm(e) => self.events.cm(e),
+                // Its events join this queue (a re-entrant deliver only queues).
+                Event::Flush(e) => self.flush(e),
             }
         }
     }
@@ -607,22 +616,22 @@ impl SoftQp {
     // -----------------------------------------------------------------------------------------
     // Key checks.
 
-    /// Checks a local scatter/gather element against its lkey.
-    fn check_local(&self, s: &Sge, write: bool) -> bool {
-        if s.len == 0 {
-            return true;
-        }
-        let Some(k) = self.dev.lkey(s.lkey) else { return false };
-        k.pd == self.pd
-            && s.addr >= k.addr
-            && s.addr.checked_add(u64::from(s.len)).is_some_and(|e| e <= k.addr + k.len)
-            && (!write || k.access.has(Access::LOCAL_WRITE))
+    /// The key sets of a local scatter list's non-empty elements, when each lies within a live
+    /// lkey of ours: its PD, bounds, and LOCAL_WRITE when the element is written.
+    fn local_keys(&self, sges: &[Sge], write: bool) -> Option<Vec<KeySet>> {
+        sges.iter()
+            .filter(|s| s.len > 0)
+            .map(|s| {
+                let k = self.dev.lkey(s.lkey)?;
+                let inside = s.addr >= k.addr && s.addr.checked_add(u64::from(s.len)).is_some_and(|e| e <= k.addr + k.len);
+                (k.pd == self.pd && inside && (!write || k.access.has(Access::LOCAL_WRITE))).then_some(k)
+            })
+            .collect()
     }
 
-    /// The key sets of a local scatter list (its non-empty elements), when each element is
-    /// within a live lkey of ours (see `check_local`).
+    /// The leases of `local_keys`.
     fn local_sets(&self, sges: &[Sge], write: bool) -> Option<Vec<Arc<SetLease>>> {
-        sges.iter().filter(|s| s.len > 0).map(|s| self.check_local(s, write).then(|| self.dev.lkey(s.lkey).map(|k| k.lease)).flatten()).collect()
+        Some(self.local_keys(sges, write)?.into_iter().map(|k| k.lease).collect())
     }
 
     /// Checks a remote access against our key table; returns the local address it names and
@@ -638,11 +647,8 @@ impl SoftQp {
 
     /// Leases for one copy: on this QP (see `destroy`) and on every key set in `sets`; None
     /// when any was revoked.
-    fn leases(&self, sets: &[Arc<SetLease>], via: Via) -> Option<Vec<Lease>> {
-        let mut v = Vec::with_capacity(sets.len() + 1);
-        v.push(self.lease.take(via)?);
-        v.extend(super::lease::take_all(sets, via)?);
-        Some(v)
+    fn leases(&self, sets: &[Arc<SetLease>], via: Via) -> Option<Leases> {
+        super::lease::take_all(&self.lease, sets, via)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -793,7 +799,7 @@ impl SoftQp {
             i.rendezvous = None;
         }
         events.push(Event::Cm(ev));
-        self.room.notify_all();
+        self.wake_room();
         self.deliver(events);
     }
 
@@ -995,7 +1001,7 @@ impl SoftQp {
                     return false;
                 }
                 o.done = Some(DAT_DTO_SUCCESS);
-                o.leases.clear();
+                o.leases = None;
                 left -= 1;
             }
             if left > 0 {
@@ -1076,7 +1082,7 @@ impl SoftQp {
             let mut i = self.lock();
             let Some(pos) = i.outstanding.iter().position(|o| o.wr_id == wr_id && o.done.is_none()) else { return true };
             i.outstanding[pos].done = Some(status);
-            i.outstanding[pos].leases.clear();
+            i.outstanding[pos].leases = None;
             if op_kind == WcOp::Read || matches!(op_kind, WcOp::CmpSwap | WcOp::FetchAdd) {
                 i.outstanding_reads = i.outstanding_reads.saturating_sub(1);
                 while let Some((_, read)) = i.deferred.front() {
@@ -1181,6 +1187,22 @@ impl SoftQp {
         }
     }
 
+    fn wait_room<'a>(&self, i: MutexGuard<'a, Inner>, d: Duration) -> MutexGuard<'a, Inner> {
+        self.room_waiters.fetch_add(1, Ordering::SeqCst);
+        let i = self.room.wait_timeout(i, d).unwrap_or_else(|e| e.into_inner()).0;
+        self.room_waiters.fetch_sub(1, Ordering::SeqCst);
+        i
+    }
+
+    fn wake_room(&self) {
+        if self.room_waiters.load(Ordering::SeqCst) > 0 {
+            // Under the QP's lock, so that a waiter between its check and its wait cannot
+            // miss it.
+            let _i = self.lock();
+            self.room.notify_all();
+        }
+    }
+
     /// Waits up to RNR_WAIT until a request can run at once: nothing stalled before it, and a
     /// receive posted if it needs one. False: it cannot (or the connection ended).
     fn await_room(&self, needs_recv: bool) -> bool {
@@ -1197,7 +1219,7 @@ impl SoftQp {
             if now >= deadline {
                 return false;
             }
-            i = self.room.wait_timeout(i, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            i = self.wait_room(i, deadline - now);
         }
     }
 
@@ -1226,7 +1248,7 @@ impl SoftQp {
             }
         }
         drop(_exec);
-        self.room.notify_all();
+        self.wake_room();
         self.deliver(events);
         if broken {
             self.fail(CmEvent::Broken);
@@ -1380,7 +1402,7 @@ impl SoftQp {
                     Err(Landing::Revoked) => {
                         let ok = self.skip(rx, &hdr, &data);
                         self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
-                        return (ok, vec![Event::Cm(CmEvent::Broken)]);
+                        return (ok, vec![Event::Flush(CmEvent::Broken)]);
                     }
                 }
                 let mut events = Vec::new();
@@ -1462,21 +1484,21 @@ impl SoftQp {
                 self.respond(answer, FrameData::None, 0, lazy);
                 let mut events = vec![Event::Completion(c)];
                 if status != DAT_DTO_SUCCESS {
-                    events.push(Event::Cm(CmEvent::Broken));
+                    events.push(Event::Flush(CmEvent::Broken));
                 }
                 (true, events)
             }
             op::READ => {
                 let Some((addr, set)) = self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_READ) else {
                     self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
-                    return (true, vec![Event::Cm(CmEvent::Broken)]);
+                    return (true, vec![Event::Flush(CmEvent::Broken)]);
                 };
                 match &data {
                     Data::Remote(remote) => {
                         let Some(pid) = live_pid(&self.lock()) else { return (false, Vec::new()) };
                         let Some(leases) = self.leases(&[set], Via::Memory) else {
                             self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
-                            return (true, vec![Event::Cm(CmEvent::Broken)]);
+                            return (true, vec![Event::Flush(CmEvent::Broken)]);
                         };
                         let remote: Vec<(u64, usize)> = remote.iter().map(|&(a, l)| (a, l as usize)).collect();
                         if io::push(pid, &[(addr, len as usize)], &remote).is_err() {
@@ -1494,7 +1516,7 @@ impl SoftQp {
                 let leased = self.check_remote(hdr.rkey, hdr.raddr, 8, Access::REMOTE_ATOMIC).filter(|(a, _)| a % 8 == 0);
                 let Some((addr, _leases)) = leased.and_then(|(a, set)| Some((a, self.leases(&[set], Via::Memory)?))) else {
                     self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
-                    return (true, vec![Event::Cm(CmEvent::Broken)]);
+                    return (true, vec![Event::Flush(CmEvent::Broken)]);
                 };
                 let original = {
                     let _atomic = self.dev.atomics.lock().unwrap_or_else(|e| e.into_inner());
@@ -1634,9 +1656,10 @@ impl Qp for SoftQp {
             WrOp::CmpSwap { .. } => WcOp::CmpSwap,
             WrOp::FetchAdd { .. } => WcOp::FetchAdd,
         };
-        let sets = self.local_sets(&wr.sges, is_read);
-        let local_ok = sets.is_some();
-        let sets = sets.unwrap_or_default();
+        let keys = self.local_keys(&wr.sges, is_read);
+        let local_ok = keys.is_some();
+        let keys = keys.unwrap_or_default();
+
         let atomic_ok = !matches!(wr.op, WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. }) || len == 8;
         if !local_ok || !atomic_ok || len > u64::from(self.caps.max_message) {
             let status = if local_ok { DAT_DTO_ERR_LOCAL_LENGTH } else { DAT_DTO_ERR_LOCAL_PROTECTION };
@@ -1649,10 +1672,10 @@ impl Qp for SoftQp {
         // memcpy, faster than our own process_vm_writev below.
         let carries_data = matches!(wr.op, WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) | WrOp::Write | WrOp::WriteImm(_));
         let local: Option<Vec<(Arc<shm::Backing>, u64, usize)>> = (i.cma() && carries_data && len >= shm::MIN_LEN)
-            .then(|| wr.sges.iter().filter(|s| s.len > 0).map(|s| Some((self.dev.shared(self.dev.lkey(s.lkey)?.region)?, s.addr, s.len as usize))).collect())
+            .then(|| wr.sges.iter().filter(|s| s.len > 0).zip(&keys).map(|(s, k)| Some((self.dev.shared(k.region)?, s.addr, s.len as usize))).collect())
             .flatten();
         let shared: Option<Vec<shm::Source>> = local.as_ref().and_then(|l| l.iter().map(|(b, a, n)| b.source(*a, *n as u64)).collect());
-        if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs, &sets, local.as_deref()).is_some() {
+        if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs, &keys, local.as_deref()).is_some() {
             drop(i);
             let c = Completion { wr_id: wr.wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len as u32, imm: None, invalidated: None, solicited: false };
             self.deliver(vec![Event::Completion(c)]);
@@ -1695,7 +1718,8 @@ impl Qp for SoftQp {
                 hdr.a = add;
             }
         }
-        let mut leases = Vec::new();
+        let sets: Vec<Arc<SetLease>> = keys.into_iter().map(|k| k.lease).collect();
+        let mut leases = None;
         let data = if i.cma() && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
             // The peer moves the data itself: our memory stays leased until its response.
             let fd = i.stream.as_ref().map_or(-1, |s| s.as_raw_fd());
@@ -1703,7 +1727,7 @@ impl Qp for SoftQp {
                 self.fail_post(i, wr.wr_id, wc_op, DAT_DTO_ERR_LOCAL_PROTECTION);
                 return Ok(());
             };
-            leases = l;
+            leases = Some(l);
             hdr.flags |= flag::CMA;
             let list32: Vec<(u64, u32)> = segs.iter().map(|&(a, l)| (a, l as u32)).collect();
             let list = match &shared {
@@ -1759,7 +1783,7 @@ impl Qp for SoftQp {
         if stalled {
             self.drain_stalled();
         }
-        self.room.notify_all();
+        self.wake_room();
         Ok(())
     }
 
@@ -1769,8 +1793,8 @@ impl Qp for SoftQp {
         let deadline = Instant::now() + super::lease::PEER_WAIT;
         {
             let mut i = self.lock();
-            while i.state == State::Connected && i.outstanding.iter().any(|o| !o.leases.is_empty()) && Instant::now() < deadline {
-                i = self.room.wait_timeout(i, Duration::from_millis(5)).unwrap_or_else(|e| e.into_inner()).0;
+            while i.state == State::Connected && i.outstanding.iter().any(|o| o.leases.is_some()) && Instant::now() < deadline {
+                i = self.wait_room(i, Duration::from_millis(5));
             }
         }
         self.disconnect_now();
