@@ -750,6 +750,36 @@ def _(t, port):
     return bounded(t, before, "500 half-open connections")
 
 
+@case("stalled_write_cannot_hold_free")
+def _(t, port):
+    """We send an RDMA write of 64 KiB into the target's registered memory and stop halfway.
+    The target frees that LMR: dat_lmr_free must return at once (the copy waiting on our
+    socket is cut, not waited for), and nothing we send afterwards lands in the memory."""
+    t.cmd("fill W", "filled")
+    s, _ = connect(port)
+    try:
+        half = 32 << 10
+        s.sendall(hdr(OP_WRITE, payload=2 * half, length=2 * half, raddr=t.info["win"], rkey=t.info["rkey"]) + b"Z" * half)
+        time.sleep(0.3)
+        freed = t.cmd("free", "freed ")
+        if freed is None:
+            return False, "the target died"
+        info = dict(w.split("=") for w in freed.split()[1:])
+        if int(info["rc"], 0) != 0 or int(info["ms"]) > 1000:
+            return False, f"dat_lmr_free: {freed}"
+        t.cmd("fill F", "filled")
+        try:
+            s.sendall(b"Y" * half)
+        except ConnectionError:
+            pass
+        time.sleep(0.3)
+    finally:
+        s.close()
+    if t.check().get("uniform") != "1":
+        return False, "bytes landed in the window after dat_lmr_free returned"
+    return target_state(t, want_win="46" * 16)
+
+
 def listener(host, port):
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

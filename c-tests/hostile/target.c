@@ -9,7 +9,9 @@
  * It prints "ready pid=P secret=ADDR win=ADDR rkey=K" once set up: `secret` is 4 KiB of
  * unregistered memory filled with 'S', `win` 64 KiB registered with every privilege (rkey K).
  * Then it answers lines on standard input:
- *   check    "check secret=ok|CHANGED win=<hex of its first 16 bytes> eps=N threads=T rss_kb=R"
+ *   check    "check secret=ok|CHANGED win=<hex of its first 16 bytes> uniform=0|1 eps=N threads=T
+ *            rss_kb=R" (uniform: every byte of win is the same)
+ *   free     dat_lmr_free of win's LMR: "freed rc=<DAT_RETURN> ms=<how long it took>"
  *   fill C   sets every byte of win to the character C
  *   quit     exits with status 0
  * and prints "event NAME" for each connection event (client mode, and the server's ends).
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <dat2/udat.h>
 
@@ -76,7 +79,18 @@ static void command(const char *line)
         printf("check secret=%s win=", ok ? "ok" : "CHANGED");
         for (int i = 0; win && i < 16; i++)
             printf("%02x", (unsigned char)win[i]);
-        printf(" eps=%d threads=%ld rss_kb=%ld\n", neps, status_field("Threads:"), status_field("VmRSS:"));
+        int uniform = 1;
+        for (size_t i = 1; win && i < WIN; i++)
+            uniform &= win[i] == win[0];
+        printf(" uniform=%d eps=%d threads=%ld rss_kb=%ld\n", uniform, neps, status_field("Threads:"), status_field("VmRSS:"));
+    } else if (strncmp(line, "free", 4) == 0 && lmr) {
+        /* dat_lmr_free of the window's LMR: how long it took, and what it returned */
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        DAT_RETURN rc = dat_lmr_free(lmr);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        lmr = DAT_HANDLE_NULL;
+        printf("freed rc=%#x ms=%ld\n", (unsigned)rc, (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000));
     } else if (strncmp(line, "fill ", 5) == 0 && win) {
         memset(win, line[5], WIN);
         printf("filled\n");

@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 /// How long revoking waits for verified peers to finish copies they were asked for.
 pub const PEER_WAIT: Duration = Duration::from_secs(2);
 
+/// How much longer it waits, once the connections are shut down, for copies to end.
+const GIVE_UP: Duration = Duration::from_secs(8);
+
 /// The leases of one key set. Taking and returning a lease for a copy within memory is two
 /// atomic operations (the common case, on the latency path); a lease that names a socket, and
 /// a revoke, take the mutex.
@@ -142,6 +145,12 @@ impl SetLease {
         self.waiting.store(true, Ordering::SeqCst);
         while self.users.load(Ordering::SeqCst) > 0 {
             if own && waited {
+                break;
+            }
+            if Instant::now() >= deadline + GIVE_UP {
+                // Nothing of ours waits this long once its socket is shut down: a lease was
+                // lost. Returning is better than never returning.
+                crate::dbg_log!(crate::log::DbgType::ERROR, "soft: {} copies still hold a revoked key after {:?}; the revoke returns", self.users.load(Ordering::SeqCst), PEER_WAIT + GIVE_UP);
                 break;
             }
             let now = Instant::now();

@@ -1798,6 +1798,11 @@ impl Qp for SoftQp {
             }
         }
         self.disconnect_now();
+        // Whatever the peer did not answer, it will not answer now: those leases go (a
+        // connection that ended before may have left some).
+        for o in self.lock().outstanding.iter_mut() {
+            o.leases = None;
+        }
         // Then no copy of this QP runs any more, and none starts.
         self.lease.revoke();
     }
