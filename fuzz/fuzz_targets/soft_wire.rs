@@ -36,10 +36,12 @@
 //!            (so that RESPONSE and ACK frames have requests to answer)
 //!   bit 7    the HELLO carries private data: a length byte and the bytes
 //! frames, each:
-//!   op       u8: below 0xf0 an entry of OPS (modulo); else the next byte is the raw op
+//!   op       u8: below 0xe0 an entry of OPS (modulo); 0xe0-0xef a consumer action instead of
+//!            a frame (below); else the next byte is the raw op
 //!   flags    u8 (wire::flag bits)
-//!   sel      u8: bits 0-2 the rkey: 0/7 raw u32 follows, 1 the window, 2 read-only, 3 another
-//!            protection zone, 4 zero-based, 5 freed, 6 the window;
+//!   sel      u8: bits 0-2 the rkey: 0 raw u32 follows, 1 the window, 2 read-only, 3 another
+//!            protection zone, 4 zero-based, 5 freed, 6 the window, 7 the memory window
+//!            bound on this EP (raw when none is);
 //!            bits 3-4 raddr: 0 raw u64 follows, 1 the key's base + u16, 2 the key's end - u8,
 //!            3 the key's base;
 //!            bit 5 raw payload length (u32 follows; the bytes sent are what the input has
@@ -49,6 +51,11 @@
 //!   status u8, then the length, raddr, rkey as `sel` says, imm u8, acks, and for atomics a, b
 //!   (u64); then the payload: data from the input (zero-padded when consistent), or with
 //!   flag CMA a scatter list made from a count u8 and (u16 offset, u16 length) pairs.
+//! consumer actions, once the frames before them are sent: 0xe0-0xe5 post a receive; 0xe6
+//!   post an RDMA read, a send and an RDMA write; 0xe7 post 8 RDMA reads; 0xe8-0xeb bind the
+//!   memory window (16 KiB into the window, 16 KiB long) on the EP with remote read+write,
+//!   read, write, or all and atomics; 0xec/0xed dat_ep_disconnect graceful/abrupt; 0xee/0xef
+//!   sleep 1 ms (the library reads what came).
 #![no_main]
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -79,10 +86,7 @@ static MALLOC_LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
 fn too_big(size: usize) {
     // Let the report itself allocate.
     MALLOC_LIMIT.store(usize::MAX, Ordering::SeqCst);
-    eprintln!(
-        "==dat2-fuzz== malloc limit: one allocation of {size} bytes\n{}",
-        std::backtrace::Backtrace::force_capture()
-    );
+    eprintln!("==dat2-fuzz== malloc limit: one allocation of {size} bytes\n{}", std::backtrace::Backtrace::force_capture());
     std::process::abort();
 }
 
@@ -121,18 +125,12 @@ static ALLOC: Limited = Limited;
 /// A libFuzzer flag's value (`-name=N`) from our command line.
 fn flag_mb(name: &str) -> Option<usize> {
     let prefix = format!("-{name}=");
-    std::env::args()
-        .filter_map(|a| a.strip_prefix(&prefix).and_then(|v| v.parse().ok()))
-        .last()
+    std::env::args().filter_map(|a| a.strip_prefix(&prefix).and_then(|v| v.parse().ok())).last()
 }
 
 fn rss_mb() -> usize {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: usize = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let pages: usize = statm.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
     pages * 4096 >> 20
 }
 
@@ -147,10 +145,7 @@ const MAX_FDS: usize = 512;
 
 #[cold]
 fn fail(why: std::fmt::Arguments) -> ! {
-    eprintln!(
-        "==dat2-fuzz== {why}\n{}",
-        std::backtrace::Backtrace::force_capture()
-    );
+    eprintln!("==dat2-fuzz== {why}\n{}", std::backtrace::Backtrace::force_capture());
     std::process::abort();
 }
 
@@ -250,12 +245,21 @@ extern "C" {
         flags: DAT_COMPLETION_FLAGS,
     ) -> DAT_RETURN;
     fn dat_ep_free(ep: DAT_EP_HANDLE) -> DAT_RETURN;
-    fn dat_cr_accept(
-        cr: DAT_CR_HANDLE,
+    fn dat_ep_disconnect(ep: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN;
+    fn dat_rmr_create(pz: DAT_PZ_HANDLE, rmr: *mut DAT_RMR_HANDLE) -> DAT_RETURN;
+    #[allow(clippy::too_many_arguments)]
+    fn dat_rmr_bind(
+        rmr: DAT_RMR_HANDLE,
+        lmr: DAT_LMR_HANDLE,
+        triplet: *const DAT_LMR_TRIPLET,
+        privileges: DAT_MEM_PRIV_FLAGS,
+        va_type: DAT_VA_TYPE,
         ep: DAT_EP_HANDLE,
-        size: DAT_COUNT,
-        pdata: *const core::ffi::c_void,
+        cookie: DAT_RMR_COOKIE,
+        flags: DAT_COMPLETION_FLAGS,
+        context: *mut DAT_RMR_CONTEXT,
     ) -> DAT_RETURN;
+    fn dat_cr_accept(cr: DAT_CR_HANDLE, ep: DAT_EP_HANDLE, size: DAT_COUNT, pdata: *const core::ffi::c_void) -> DAT_RETURN;
 }
 
 /// Checks an entry point's result: DAT_INTERNAL_ERROR is a panic the library caught.
@@ -293,12 +297,7 @@ struct Region {
 /// mapping, the descriptor and its inode.
 fn sealed_memfd(len: usize, at: Option<usize>) -> (usize, i32, u64) {
     // SAFETY: memfd_create with a static name.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"dat2-fuzz".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
+    let fd = unsafe { libc::memfd_create(c"dat2-fuzz".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     // SAFETY: ftruncate and fcntl on the descriptor just made.
     if fd < 0
         || unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0
@@ -308,16 +307,7 @@ fn sealed_memfd(len: usize, at: Option<usize>) -> (usize, i32, u64) {
     }
     let flags = libc::MAP_SHARED | if at.is_some() { libc::MAP_FIXED } else { 0 };
     // SAFETY: maps our own file; with MAP_FIXED, over our own reservation.
-    let p = unsafe {
-        libc::mmap(
-            at.unwrap_or(0) as *mut libc::c_void,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            fd,
-            0,
-        )
-    };
+    let p = unsafe { libc::mmap(at.unwrap_or(0) as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, 0) };
     if p == libc::MAP_FAILED {
         fail!("mmap memfd: {}", std::io::Error::last_os_error());
     }
@@ -335,9 +325,7 @@ fn fill(r: &Region) {
 
 fn unchanged(r: &Region) -> bool {
     // SAFETY: our own mapping, `len` bytes.
-    unsafe { std::slice::from_raw_parts(r.addr as *const u8, r.len) }
-        .iter()
-        .all(|&b| b == r.fill)
+    unsafe { std::slice::from_raw_parts(r.addr as *const u8, r.len) }.iter().all(|&b| b == r.fill)
 }
 
 /// A remote key the frames may name, with the range it covers in the peer's addressing.
@@ -356,8 +344,11 @@ struct Target {
     cr: DAT_EVD_HANDLE,
     addr: SocketAddr,
     win: usize,
+    win_lmr: DAT_LMR_HANDLE,
     lkey: u32,
-    /// Indexed by `sel & 7` (0 and 7 are raw).
+    /// A memory window, bound on each connection's EP when the input asks (`Conn::window`).
+    rmr: DAT_RMR_HANDLE,
+    /// Indexed by `sel & 7` (0 is raw, 7 the window bound on the EP).
     keys: [Key; 8],
     /// Memory that must never change.
     fixed: Vec<Region>,
@@ -376,6 +367,8 @@ unsafe impl Send for Target {}
 unsafe impl Sync for Target {}
 
 const SCRATCH: usize = 64 << 10;
+/// Where in `win` the memory window is bound.
+const WINDOW_AT: usize = 16 << 10;
 
 fn lmr(
     ia: DAT_IA_HANDLE,
@@ -386,9 +379,7 @@ fn lmr(
     va: DAT_VA_TYPE,
 ) -> (DAT_LMR_HANDLE, u32, u32) {
     let (mut h, mut lkey, mut rkey, mut reg_len, mut reg_addr) = (std::ptr::null_mut(), 0, 0, 0, 0);
-    let region = DAT_REGION_DESCRIPTION {
-        for_va: addr as DAT_PVOID,
-    };
+    let region = DAT_REGION_DESCRIPTION { for_va: addr as DAT_PVOID };
     // SAFETY: all out-pointers are valid locals; the memory is ours and stays mapped.
     must("dat_lmr_create", unsafe {
         dat_lmr_create(
@@ -412,9 +403,7 @@ fn lmr(
 fn evd(ia: DAT_IA_HANDLE, flags: DAT_EVD_FLAGS) -> DAT_EVD_HANDLE {
     let mut h = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
-    must("dat_evd_create", unsafe {
-        dat_evd_create(ia, 1024, std::ptr::null_mut(), flags, &mut h)
-    });
+    must("dat_evd_create", unsafe { dat_evd_create(ia, 1024, std::ptr::null_mut(), flags, &mut h) });
     h
 }
 
@@ -430,9 +419,7 @@ extern "C" fn on_sigpipe(_: libc::c_int) {
 impl Target {
     fn open() -> Target {
         let rss_limit = flag_mb("rss_limit_mb").unwrap_or(2048);
-        let malloc_limit = flag_mb("malloc_limit_mb")
-            .filter(|&m| m > 0)
-            .unwrap_or(rss_limit);
+        let malloc_limit = flag_mb("malloc_limit_mb").filter(|&m| m > 0).unwrap_or(rss_limit);
         if malloc_limit > 0 {
             MALLOC_LIMIT.store(malloc_limit << 20, Ordering::SeqCst);
         }
@@ -441,20 +428,10 @@ impl Target {
         unsafe { libc::signal(libc::SIGPIPE, on_sigpipe as *const () as libc::sighandler_t) };
 
         let (mut ia, mut async_evd) = (std::ptr::null_mut(), std::ptr::null_mut());
-        let name =
-            CString::new(std::env::var("DAT2_FUZZ_IA").unwrap_or_else(|_| "dat2-soft".into()))
-                .expect("no NUL");
+        let name = CString::new(std::env::var("DAT2_FUZZ_IA").unwrap_or_else(|_| "dat2-soft".into())).expect("no NUL");
         // SAFETY: valid name and out-pointers.
         must("dat_ia_open", unsafe {
-            dat_ia_openv(
-                name.as_ptr() as DAT_NAME_PTR,
-                8,
-                &mut async_evd,
-                &mut ia,
-                DAT_VERSION_MAJOR,
-                DAT_VERSION_MINOR,
-                DAT_THREADSAFE,
-            )
+            dat_ia_openv(name.as_ptr() as DAT_NAME_PTR, 8, &mut async_evd, &mut ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_THREADSAFE)
         });
         // The library installed its panic hook with the first entry point; ours replaces it,
         // so that a panic anywhere (a reader thread, or inside an entry point's guard) aborts.
@@ -471,14 +448,7 @@ impl Target {
         let total = PAGE + WIN + PAGE + 3 * (SMALL + PAGE);
         // SAFETY: a fresh private reservation.
         let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                total,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
+            libc::mmap(std::ptr::null_mut(), total, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
         };
         if base == libc::MAP_FAILED {
             fail!("mmap: {}", std::io::Error::last_os_error());
@@ -489,61 +459,30 @@ impl Target {
         let ro = win + WIN + PAGE;
         let other = ro + SMALL + PAGE;
         let freed = other + SMALL + PAGE;
-        let mut fixed = vec![Region {
-            addr: base,
-            len: PAGE,
-            fill: GUARD_BYTE,
-        }];
+        let mut fixed = vec![Region { addr: base, len: PAGE, fill: GUARD_BYTE }];
         for (addr, byte) in [(ro, b'R'), (other, b'O'), (freed, b'F')] {
-            fixed.push(Region {
-                addr: addr - PAGE,
-                len: PAGE,
-                fill: GUARD_BYTE,
-            });
-            fixed.push(Region {
-                addr,
-                len: SMALL,
-                fill: byte,
-            });
+            fixed.push(Region { addr: addr - PAGE, len: PAGE, fill: GUARD_BYTE });
+            fixed.push(Region { addr, len: SMALL, fill: byte });
         }
-        fixed.push(Region {
-            addr: freed + SMALL,
-            len: PAGE,
-            fill: GUARD_BYTE,
-        });
+        fixed.push(Region { addr: freed + SMALL, len: PAGE, fill: GUARD_BYTE });
         fixed.iter().for_each(fill);
 
         let all = DAT_MEM_PRIV_ALL_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC;
-        let (_, lkey, rkey_win) = lmr(ia, pz, win, WIN, all, DAT_VA_TYPE_VA);
+        let (win_lmr, lkey, rkey_win) = lmr(ia, pz, win, WIN, all, DAT_VA_TYPE_VA);
         let (_, _, rkey_zb) = lmr(ia, pz, win + WIN / 2, WIN / 2, all, DAT_VA_TYPE_ZB);
-        let (_, _, rkey_ro) = lmr(
-            ia,
-            pz,
-            ro,
-            SMALL,
-            DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_REMOTE_READ_FLAG,
-            DAT_VA_TYPE_VA,
-        );
+        let (_, _, rkey_ro) = lmr(ia, pz, ro, SMALL, DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA);
         let (_, _, rkey_other) = lmr(ia, pz2, other, SMALL, all, DAT_VA_TYPE_VA);
         let (h, _, rkey_freed) = lmr(ia, pz, freed, SMALL, all, DAT_VA_TYPE_VA);
         // SAFETY: an LMR we created.
         must("dat_lmr_free", unsafe { dat_lmr_free(h) });
-        let k = |rkey, base: usize, len: usize| Key {
-            rkey,
-            base: base as u64,
-            len: len as u64,
-        };
+        let k = |rkey, base: usize, len: usize| Key { rkey, base: base as u64, len: len as u64 };
         let window = k(rkey_win, win, WIN);
         let keys = [
             window,
             window,
             k(rkey_ro, ro, SMALL),
             k(rkey_other, other, SMALL),
-            Key {
-                rkey: rkey_zb,
-                base: 0,
-                len: (WIN / 2) as u64,
-            },
+            Key { rkey: rkey_zb, base: 0, len: (WIN / 2) as u64 },
             k(rkey_freed, freed, SMALL),
             window,
             window,
@@ -551,29 +490,15 @@ impl Target {
 
         let (mut qual, mut psp): (DAT_CONN_QUAL, _) = (0, std::ptr::null_mut());
         // SAFETY: valid out-pointers.
-        must("dat_psp_create_any", unsafe {
-            dat_psp_create_any(ia, &mut qual, cr, DAT_PSP_CONSUMER_FLAG, &mut psp)
-        });
+        must("dat_psp_create_any", unsafe { dat_psp_create_any(ia, &mut qual, cr, DAT_PSP_CONSUMER_FLAG, &mut psp) });
         let addr = SocketAddr::from(([127, 0, 0, 1], qual as u16));
         let (scratch, scratch_fd, scratch_ino) = sealed_memfd(SCRATCH, None);
         let cma = !peer::off() && peer::cma_state().is_ok();
-        let t = Target {
-            ia,
-            pz,
-            dto,
-            conn,
-            cr,
-            addr,
-            win,
-            lkey,
-            keys,
-            fixed,
-            scratch,
-            scratch_fd,
-            scratch_ino,
-            cma,
-            rss_limit,
-        };
+        let mut rmr = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        must("dat_rmr_create", unsafe { dat_rmr_create(pz, &mut rmr) });
+        let t =
+            Target { ia, pz, dto, conn, cr, addr, win, win_lmr, lkey, rmr, keys, fixed, scratch, scratch_fd, scratch_ino, cma, rss_limit };
         eprintln!(
             "dat2-fuzz: dat2-soft service point on {addr}, wire version {}, cross-memory attach {}",
             wire::VERSION,
@@ -587,15 +512,7 @@ impl Target {
         let mut ev: DAT_EVENT = unsafe { std::mem::zeroed() };
         let mut nmore = 0;
         // SAFETY: valid out-pointers.
-        let rc = unsafe {
-            dat_evd_wait(
-                evd,
-                timeout.as_micros() as DAT_TIMEOUT,
-                1,
-                &mut ev,
-                &mut nmore,
-            )
-        };
+        let rc = unsafe { dat_evd_wait(evd, timeout.as_micros() as DAT_TIMEOUT, 1, &mut ev, &mut nmore) };
         ok("dat_evd_wait", rc).then_some(ev)
     }
 
@@ -606,126 +523,90 @@ impl Target {
         ok("dat_evd_dequeue", unsafe { dat_evd_dequeue(evd, &mut ev) }).then_some(ev)
     }
 
-    /// A fresh EP with `n` receives posted into the window; returns it and the receives posted.
-    fn endpoint(&self, n: u8) -> (DAT_EP_HANDLE, usize) {
+    /// A fresh EP with `n` receives posted into the window.
+    fn endpoint(&self, n: u8) -> Conn {
         let mut ep = std::ptr::null_mut();
         // SAFETY: valid handles and out-pointer; default attributes.
-        must("dat_ep_create", unsafe {
-            dat_ep_create(
-                self.ia,
-                self.pz,
-                self.dto,
-                self.dto,
-                self.conn,
-                std::ptr::null(),
-                &mut ep,
-            )
-        });
-        let mut posted = 0;
-        for i in 0..n as usize {
-            let at = (self.win + i * 4096) as u64;
-            // Receives of one segment, two segments, a small one.
-            let mut iov = match i % 3 {
-                0 => vec![DAT_LMR_TRIPLET {
-                    virtual_address: at,
-                    segment_length: 4096,
-                    lmr_context: self.lkey,
-                }],
-                1 => vec![
-                    DAT_LMR_TRIPLET {
-                        virtual_address: at,
-                        segment_length: 100,
-                        lmr_context: self.lkey,
-                    },
-                    DAT_LMR_TRIPLET {
-                        virtual_address: at + 1000,
-                        segment_length: 3000,
-                        lmr_context: self.lkey,
-                    },
-                ],
-                _ => vec![DAT_LMR_TRIPLET {
-                    virtual_address: at,
-                    segment_length: 64,
-                    lmr_context: self.lkey,
-                }],
-            };
-            let cookie = DAT_DTO_COOKIE { as_64: i as u64 };
-            // SAFETY: iov is valid for its length.
-            if ok("dat_ep_post_recv", unsafe {
-                dat_ep_post_recv(
-                    ep,
-                    iov.len() as DAT_COUNT,
-                    iov.as_mut_ptr(),
-                    cookie,
-                    DAT_COMPLETION_DEFAULT_FLAG,
-                )
-            }) {
-                posted += 1;
-            }
+        must("dat_ep_create", unsafe { dat_ep_create(self.ia, self.pz, self.dto, self.dto, self.conn, std::ptr::null(), &mut ep) });
+        let mut c = Conn { ep, posted: 0, recvs: 0, window: None };
+        for _ in 0..n {
+            self.post_recv(&mut c);
         }
-        (ep, posted)
+        c
     }
 
-    /// Requests of our own, for the peer's RESPONSE and ACK frames to answer.
-    fn post_requests(&self, ep: DAT_EP_HANDLE) -> usize {
-        let at = (self.win + WIN - 4096) as u64;
-        let remote = DAT_RMR_TRIPLET {
-            virtual_address: 0x10_0000,
-            segment_length: 256,
-            rmr_context: 0x1234,
+    /// Posts a receive into the window: of one segment, two, or a small one, in turn.
+    fn post_recv(&self, c: &mut Conn) {
+        let i = c.recvs;
+        c.recvs += 1;
+        let at = (self.win + (i % 8) * 4096) as u64;
+        let seg = |offset: u64, len: u32| DAT_LMR_TRIPLET { virtual_address: at + offset, segment_length: len, lmr_context: self.lkey };
+        let mut iov = match i % 3 {
+            0 => vec![seg(0, 4096)],
+            1 => vec![seg(0, 100), seg(1000, 3000)],
+            _ => vec![seg(0, 64)],
         };
-        let mut iov = [DAT_LMR_TRIPLET {
-            virtual_address: at,
-            segment_length: 256,
-            lmr_context: self.lkey,
-        }];
-        let mut n = 0;
-        // SAFETY: iov and remote are valid; the memory is registered.
-        n += ok("dat_ep_post_rdma_read", unsafe {
-            dat_ep_post_rdma_read(
-                ep,
-                1,
-                iov.as_mut_ptr(),
-                DAT_DTO_COOKIE { as_64: 100 },
-                &remote,
-                DAT_COMPLETION_DEFAULT_FLAG,
-            )
-        }) as usize;
+        let cookie = DAT_DTO_COOKIE { as_64: i as u64 };
+        // SAFETY: iov is valid for its length.
+        let rc = unsafe { dat_ep_post_recv(c.ep, iov.len() as DAT_COUNT, iov.as_mut_ptr(), cookie, DAT_COMPLETION_DEFAULT_FLAG) };
+        c.posted += ok("dat_ep_post_recv", rc) as usize;
+    }
+
+    /// Requests of our own, for the peer's RESPONSE and ACK frames to answer: an RDMA read, a
+    /// send and an RDMA write, or `reads` RDMA reads (more than may be outstanding at once).
+    fn post_requests(&self, c: &mut Conn, reads: usize) {
+        let at = (self.win + WIN - 4096) as u64;
+        let remote = DAT_RMR_TRIPLET { virtual_address: 0x10_0000, segment_length: 256, rmr_context: 0x1234 };
+        let mut iov = [DAT_LMR_TRIPLET { virtual_address: at, segment_length: 256, lmr_context: self.lkey }];
+        let cookie = DAT_DTO_COOKIE { as_64: 100 };
+        for _ in 0..reads.max(1) {
+            // SAFETY: iov and remote are valid; the memory is registered.
+            let rc = unsafe { dat_ep_post_rdma_read(c.ep, 1, iov.as_mut_ptr(), cookie, &remote, DAT_COMPLETION_DEFAULT_FLAG) };
+            c.posted += ok("dat_ep_post_rdma_read", rc) as usize;
+        }
+        if reads > 0 {
+            return;
+        }
         iov[0].segment_length = 16;
         // SAFETY: as above.
-        n += ok("dat_ep_post_send", unsafe {
-            dat_ep_post_send(
-                ep,
-                1,
-                iov.as_mut_ptr(),
-                DAT_DTO_COOKIE { as_64: 101 },
-                DAT_COMPLETION_DEFAULT_FLAG,
-            )
-        }) as usize;
+        let rc = unsafe { dat_ep_post_send(c.ep, 1, iov.as_mut_ptr(), cookie, DAT_COMPLETION_DEFAULT_FLAG) };
+        c.posted += ok("dat_ep_post_send", rc) as usize;
         iov[0].segment_length = 32;
         // SAFETY: as above.
-        n += ok("dat_ep_post_rdma_write", unsafe {
-            dat_ep_post_rdma_write(
-                ep,
-                1,
-                iov.as_mut_ptr(),
-                DAT_DTO_COOKIE { as_64: 102 },
-                &remote,
+        let rc = unsafe { dat_ep_post_rdma_write(c.ep, 1, iov.as_mut_ptr(), cookie, &remote, DAT_COMPLETION_DEFAULT_FLAG) };
+        c.posted += ok("dat_ep_post_rdma_write", rc) as usize;
+    }
+
+    /// Binds the memory window over part of `win` on this EP (a fresh rmr_context each time):
+    /// key 7 of the frames that follow.
+    fn bind_window(&self, c: &mut Conn, privileges: DAT_MEM_PRIV_FLAGS) {
+        let at = self.win + WINDOW_AT;
+        let triplet = DAT_LMR_TRIPLET { virtual_address: at as u64, segment_length: SMALL as u32, lmr_context: self.lkey };
+        let mut context = 0;
+        // SAFETY: valid handles, triplet and out-pointer.
+        let rc = unsafe {
+            dat_rmr_bind(
+                self.rmr,
+                self.win_lmr,
+                &triplet,
+                privileges,
+                DAT_VA_TYPE_VA,
+                c.ep,
+                DAT_RMR_COOKIE { as_64: 7 },
                 DAT_COMPLETION_DEFAULT_FLAG,
+                &mut context,
             )
-        }) as usize;
-        n
+        };
+        if ok("dat_rmr_bind", rc) {
+            c.posted += 1;
+            c.window = Some(Key { rkey: context, base: at as u64, len: SMALL as u64 });
+        }
     }
 
     fn check_memory(&self) {
         for r in &self.fixed {
             if !unchanged(r) {
-                fail!(
-                    "memory the peer may not change changed: {} bytes at {:#x} (filled with {:?})",
-                    r.len,
-                    r.addr,
-                    r.fill as char
-                );
+                fail!("memory the peer may not change changed: {} bytes at {:#x} (filled with {:?})", r.len, r.addr, r.fill as char);
             }
         }
     }
@@ -788,62 +669,27 @@ const OPS: [u8; 11] = [
 
 /// The next frame of the input, encoded. `aligned`: keep the stream as the library parses it
 /// (cross-memory attach: see the module text).
-fn frame(t: &Target, inp: &mut Input, aligned: bool) -> Vec<u8> {
-    let sel_op = inp.u8();
-    let op = if sel_op < 0xf0 {
-        OPS[sel_op as usize % OPS.len()]
-    } else {
-        inp.u8()
-    };
+fn frame(t: &Target, c: &Conn, sel_op: u8, inp: &mut Input, aligned: bool) -> Vec<u8> {
+    let op = if sel_op < 0xf0 { OPS[sel_op as usize % OPS.len()] } else { inp.u8() };
     let mut flags = inp.u8();
     let sel = inp.u8();
     let status = inp.u8();
-    let length = if sel & 0x40 != 0 && !aligned {
-        inp.u32()
-    } else {
-        u32::from(inp.u16())
-    };
-    let key = match sel & 7 {
-        0 | 7 => Key {
-            rkey: inp.u32(),
-            base: 0,
-            len: 0,
-        },
-        k => t.keys[k as usize],
+    let length = if sel & 0x40 != 0 && !aligned { inp.u32() } else { u32::from(inp.u16()) };
+    let key = match (sel & 7, c.window) {
+        (7, Some(w)) => w,
+        (0 | 7, _) => Key { rkey: inp.u32(), base: 0, len: 0 },
+        (k, _) => t.keys[k as usize],
     };
     let raddr = match (sel >> 3) & 3 {
         0 => inp.u64(),
         1 => key.base.wrapping_add(u64::from(inp.u16())),
-        2 => key
-            .base
-            .wrapping_add(key.len)
-            .wrapping_sub(u64::from(inp.u8())),
+        2 => key.base.wrapping_add(key.len).wrapping_sub(u64::from(inp.u8())),
         _ => key.base,
     };
     let imm = u32::from(inp.u8());
-    let acks = if sel & 0x80 != 0 {
-        u32::from(inp.u8())
-    } else {
-        0
-    };
-    let (a, b) = if matches!(op, op::CMP_SWAP | op::FETCH_ADD) {
-        (inp.u64(), inp.u64())
-    } else {
-        (0, 0)
-    };
-    let mut hdr = Hdr {
-        op,
-        flags,
-        status,
-        length,
-        raddr,
-        rkey: key.rkey,
-        imm,
-        acks,
-        a,
-        b,
-        ..Hdr::default()
-    };
+    let acks = if sel & 0x80 != 0 { u32::from(inp.u8()) } else { 0 };
+    let (a, b) = if matches!(op, op::CMP_SWAP | op::FETCH_ADD) { (inp.u64(), inp.u64()) } else { (0, 0) };
+    let mut hdr = Hdr { op, flags, status, length, raddr, rkey: key.rkey, imm, acks, a, b, ..Hdr::default() };
     let raw_payload = sel & 0x20 != 0 && !aligned;
     let scatter = flags & flag::CMA != 0 && matches!(op, op::SEND | op::WRITE | op::READ);
     let body: Vec<u8> = if scatter && (aligned || !raw_payload) {
@@ -855,11 +701,7 @@ fn frame(t: &Target, inp: &mut Input, aligned: bool) -> Vec<u8> {
             let off = inp.u16() as usize % SCRATCH;
             let len = (inp.u16() as usize).min(SCRATCH - off);
             segs.push(((t.scratch + off) as u64, len as u32));
-            srcs.push(Source {
-                fd: t.scratch_fd as u32,
-                ino: t.scratch_ino,
-                offset: off as u64,
-            });
+            srcs.push(Source { fd: t.scratch_fd as u32, ino: t.scratch_ino, offset: off as u64 });
         }
         if !raw_payload && sel & 0x40 == 0 {
             hdr.length = segs.iter().map(|s| s.1).sum();
@@ -891,11 +733,9 @@ fn frame(t: &Target, inp: &mut Input, aligned: bool) -> Vec<u8> {
                 hdr.payload = length;
                 return [&hdr.encode()[..], &d].concat();
             }
-            op::READY | op::HELLO | op::ESTABLISHED => Hello {
-                private_data: inp.bytes(inp_len(length)).to_vec(),
-                ..Hello::default()
+            op::READY | op::HELLO | op::ESTABLISHED => {
+                Hello { private_data: inp.bytes(inp_len(length)).to_vec(), ..Hello::default() }.encode()
             }
-            .encode(),
             _ => Vec::new(),
         }
     };
@@ -924,10 +764,7 @@ fn read_exact(s: &mut TcpStream, n: usize) -> Option<Vec<u8>> {
 fn message(s: &mut TcpStream) -> Option<(Hdr, Vec<u8>)> {
     let h = Hdr::decode(&read_exact(s, HDR_LEN)?.try_into().ok()?);
     if h.payload > 1 << 16 {
-        fail!(
-            "the library sent a handshake message of {} bytes",
-            h.payload
-        );
+        fail!("the library sent a handshake message of {} bytes", h.payload);
     }
     Some((h, read_exact(s, h.payload as usize)?))
 }
@@ -949,41 +786,40 @@ fn until_closed(s: &mut TcpStream, deadline: Instant) {
         match s.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
             Err(_) => return, // reset
         }
     }
 }
 
-/// The EP's connection: accepted, and its end reported, with every work request completed.
-struct Ep {
+/// One connection's EP, and what the consumer did with it.
+struct Conn {
     ep: DAT_EP_HANDLE,
+    /// Work requests posted (each must complete once).
     posted: usize,
+    /// Receives posted (where the next one goes).
+    recvs: usize,
+    /// The memory window bound on this EP, if it is.
+    window: Option<Key>,
 }
 
-fn accept(t: &Target, ev: &DAT_EVENT, recvs: u8) -> Ep {
+fn accept(t: &Target, ev: &DAT_EVENT, recvs: u8) -> Conn {
     if ev.event_number != DAT_CONNECTION_REQUEST_EVENT {
         fail!("a CR EVD event {:#x}", ev.event_number);
     }
     // SAFETY: the union member of a connection request event.
     let cr = unsafe { ev.event_data.cr_arrival_event_data.cr_handle };
-    let (ep, posted) = t.endpoint(recvs);
+    let c = t.endpoint(recvs);
     let pdata = b"dat2-fuzz";
     // SAFETY: valid handles and private data.
-    must("dat_cr_accept", unsafe {
-        dat_cr_accept(cr, ep, pdata.len() as DAT_COUNT, pdata.as_ptr().cast())
-    });
-    Ep { ep, posted }
+    must("dat_cr_accept", unsafe { dat_cr_accept(cr, c.ep, pdata.len() as DAT_COUNT, pdata.as_ptr().cast()) });
+    c
 }
 
 /// After the connection closed: its end event, then every work request's completion (by the
 /// time the EP is freed; with DAT2_FUZZ_STRICT_FLUSH=1 already when the end is reported, as an
 /// HCA flushes its queues when the QP enters the error state), then no more.
-fn finish(t: &Target, ep: Ep) {
+fn finish(t: &Target, ep: Conn) {
     let deadline = Instant::now() + STEP;
     let left = || deadline.saturating_duration_since(Instant::now());
     loop {
@@ -1000,6 +836,9 @@ fn finish(t: &Target, ep: Ep) {
         }
     }
     let take = |ev: DAT_EVENT| {
+        if ev.event_number == DAT_RMR_BIND_COMPLETION_EVENT {
+            return;
+        }
         // Receives with immediate data complete as the IB extension's DTO event, whose data
         // starts the same way.
         if ev.event_number != DAT_DTO_COMPLETION_EVENT && ev.event_number != DAT_IB_DTO_EVENT {
@@ -1013,10 +852,7 @@ fn finish(t: &Target, ep: Ep) {
         // (An RDMA write with immediate data reports the write's length, not a buffer's.)
         let receive = ev.event_number == DAT_DTO_COMPLETION_EVENT && c.operation == DAT_DTO_RECEIVE;
         if receive && c.status == DAT_DTO_SUCCESS && c.transfered_length > 4096 {
-            fail!(
-                "a receive of {} bytes, more than any buffer posted",
-                c.transfered_length
-            );
+            fail!("a receive of {} bytes, more than any buffer posted", c.transfered_length);
         }
     };
     let mut done = 0;
@@ -1033,21 +869,13 @@ fn finish(t: &Target, ep: Ep) {
     ok("dat_ep_free", unsafe { dat_ep_free(ep.ep) });
     while done < ep.posted {
         let Some(ev) = t.wait(t.dto, left()) else {
-            fail!(
-                "{done} of {} work requests completed by dat_ep_free",
-                ep.posted
-            );
+            fail!("{done} of {} work requests completed by dat_ep_free", ep.posted);
         };
         take(ev);
         done += 1;
     }
     if let Some(ev) = t.dequeue(t.dto) {
-        fail!(
-            "an extra DTO event {:#x} after {} of {} work requests: one completed twice",
-            ev.event_number,
-            done,
-            ep.posted
-        );
+        fail!("an extra DTO event {:#x} after {} of {} work requests: one completed twice", ev.event_number, done, ep.posted);
     }
 }
 
@@ -1063,9 +891,7 @@ fn run(data: &[u8]) {
     let mode = setup & 3;
     let cma = setup & 4 != 0 && mode == 0 && t.cma;
     let recvs = (setup >> 3) & 7;
-    let Ok(mut s) = TcpStream::connect(t.addr) else {
-        fail!("cannot connect to {}", t.addr)
-    };
+    let Ok(mut s) = TcpStream::connect(t.addr) else { fail!("cannot connect to {}", t.addr) };
     let _ = s.set_nodelay(true);
     let _ = s.set_read_timeout(Some(STEP));
 
@@ -1084,9 +910,7 @@ fn run(data: &[u8]) {
             match s.read(&mut buf) {
                 Ok(0) => break,
                 Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_micros(200))
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_micros(200)),
                 Err(_) => break,
             }
             if Instant::now() > deadline {
@@ -1106,31 +930,14 @@ fn run(data: &[u8]) {
     } else {
         Vec::new()
     };
-    let hello = Hello {
-        rendezvous: rendezvous.as_ref().map_or(0, |r| r.token),
-        private_data,
-        ..Hello::default()
-    }
-    .encode();
-    send(
-        &mut s,
-        &[&Hdr::message(op::HELLO, hello.len()).encode()[..], &hello].concat(),
-    );
-    let Some(ev) = t.wait(t.cr, STEP) else {
-        fail!("no connection request for a valid HELLO within {STEP:?}")
-    };
-    let ep = accept(t, &ev, recvs);
-    let Some((h, body)) = message(&mut s) else {
-        fail!("no ACCEPT after dat_cr_accept")
-    };
+    let hello = Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), private_data, ..Hello::default() }.encode();
+    send(&mut s, &[&Hdr::message(op::HELLO, hello.len()).encode()[..], &hello].concat());
+    let Some(ev) = t.wait(t.cr, STEP) else { fail!("no connection request for a valid HELLO within {STEP:?}") };
+    let mut c = accept(t, &ev, recvs);
+    let Some((h, body)) = message(&mut s) else { fail!("no ACCEPT after dat_cr_accept") };
     if h.op != op::ACCEPT || Hello::decode(&body).is_none() {
-        fail!(
-            "the answer to an accepted HELLO is op {} ({} bytes), not an ACCEPT",
-            h.op,
-            body.len()
-        );
+        fail!("the answer to an accepted HELLO is op {} ({} bytes), not an ACCEPT", h.op, body.len());
     }
-    let mut posted_requests = 0;
     if mode == 2 {
         send(&mut s, inp.bytes(usize::MAX));
     } else {
@@ -1140,28 +947,13 @@ fn run(data: &[u8]) {
             // we are (this process: so the library reaches our memory, and we its).
             let verified = peer::other_end(&s).and_then(|end| r.take(end));
             if let Some((p, c, channel)) = verified {
-                let claims = Claims {
-                    sock_fd: s.as_raw_fd() as u32,
-                    canary: peer::canary(),
-                    keytab_fd: 0,
-                    pd: 0,
-                    qp: 0,
-                };
+                let claims = Claims { sock_fd: s.as_raw_fd() as u32, canary: peer::canary(), keytab_fd: 0, pd: 0, qp: 0 };
                 reaches = channel.send(&claims) && p.reaches(c.canary);
             }
         }
-        let ready = Hello {
-            reaches_peer: reaches,
-            ..Hello::default()
-        }
-        .encode();
-        send(
-            &mut s,
-            &[&Hdr::message(op::READY, ready.len()).encode()[..], &ready].concat(),
-        );
-        let Some((h, _)) = message(&mut s) else {
-            fail!("no ESTABLISHED after READY")
-        };
+        let ready = Hello { reaches_peer: reaches, ..Hello::default() }.encode();
+        send(&mut s, &[&Hdr::message(op::READY, ready.len()).encode()[..], &ready].concat());
+        let Some((h, _)) = message(&mut s) else { fail!("no ESTABLISHED after READY") };
         if h.op != op::ESTABLISHED {
             fail!("the answer to READY is op {}, not ESTABLISHED", h.op);
         }
@@ -1171,34 +963,60 @@ fn run(data: &[u8]) {
         }
         match t.wait(t.conn, STEP) {
             Some(ev) if ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED => {}
-            Some(ev) => fail!(
-                "connection event {:#x} instead of ESTABLISHED",
-                ev.event_number
-            ),
+            Some(ev) => fail!("connection event {:#x} instead of ESTABLISHED", ev.event_number),
             None => fail!("no ESTABLISHED event within {STEP:?} of the ESTABLISHED frame"),
         }
         if setup & 0x40 != 0 {
-            posted_requests = t.post_requests(ep.ep);
+            t.post_requests(&mut c, 0);
         }
         if mode == 1 {
             send(&mut s, inp.bytes(usize::MAX));
         } else {
             let mut out = Vec::new();
             while !inp.is_empty() {
-                out.extend(frame(t, &mut inp, cma));
+                let sel_op = inp.u8();
+                if !(0xe0..0xf0).contains(&sel_op) {
+                    out.extend(frame(t, &c, sel_op, &mut inp, cma));
+                    continue;
+                }
+                // The consumer acts: on what the frames so far did (when the library has read
+                // them: with 0xee/0xef it gets a moment).
+                send(&mut s, &out);
+                out.clear();
+                act(t, &mut c, sel_op);
             }
             send(&mut s, &out);
         }
     }
     let _ = s.shutdown(Shutdown::Write);
     until_closed(&mut s, Instant::now() + STEP);
-    finish(
-        t,
-        Ep {
-            ep: ep.ep,
-            posted: ep.posted + posted_requests,
-        },
-    );
+    finish(t, c);
+}
+
+/// The most work requests the consumer actions post on one connection.
+const MAX_POSTED: usize = 512;
+
+/// A consumer action between frames (see the module text).
+fn act(t: &Target, c: &mut Conn, what: u8) {
+    if c.posted > MAX_POSTED {
+        // The DTO EVD holds 1024 events, and completions are collected at the end.
+        return;
+    }
+    match what {
+        0xe0..=0xe5 => t.post_recv(c),
+        0xe6 => t.post_requests(c, 0),
+        0xe7 => t.post_requests(c, 8),
+        0xe8 => t.bind_window(c, DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG),
+        0xe9 => t.bind_window(c, DAT_MEM_PRIV_REMOTE_READ_FLAG),
+        0xea => t.bind_window(c, DAT_MEM_PRIV_REMOTE_WRITE_FLAG),
+        0xeb => t.bind_window(c, DAT_MEM_PRIV_ALL_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC),
+        0xec | 0xed => {
+            let flags = if what == 0xec { DAT_CLOSE_GRACEFUL_FLAG } else { DAT_CLOSE_ABRUPT_FLAG };
+            // SAFETY: our EP.
+            ok("dat_ep_disconnect", unsafe { dat_ep_disconnect(c.ep, flags) });
+        }
+        _ => std::thread::sleep(Duration::from_millis(1)),
+    }
 }
 
 fn after(t: &Target) {
