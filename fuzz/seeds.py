@@ -21,7 +21,14 @@ SEND, WRITE, READ, CMP_SWAP, FETCH_ADD, RESPONSE, ACK, DISCONNECT, READY = range
 # wire::flag
 CMA, IMM, SOLICITED, INVALIDATE, SHM = 0x1, 0x2, 0x4, 0x8, 0x10
 # rkey choices (sel bits 0-2)
-K_RAW, K_WIN, K_RO, K_OTHER, K_ZB, K_FREED = 0, 1, 2, 3, 4, 5
+K_RAW, K_WIN, K_RO, K_OTHER, K_ZB, K_FREED, K_MW = 0, 1, 2, 3, 4, 5, 7
+# consumer actions (in place of a frame's op byte)
+POST_RECV, POST_REQUESTS, POST_READS, BIND_RW, BIND_R, BIND_W, BIND_ALL, DISCONNECT_GRACEFUL, DISCONNECT_ABRUPT, PAUSE = (
+    0xE0, 0xE6, 0xE7, 0xE8, 0xE9, 0xEA, 0xEB, 0xEC, 0xED, 0xEE)
+
+
+def act(*what):
+    return bytes(what)
 # raddr choices (sel bits 3-4)
 A_RAW, A_OFF, A_END, A_BASE = 0, 1, 2, 3
 
@@ -36,7 +43,7 @@ def setup(mode=0, cma=False, recvs=4, requests=False, private=None):
 def frame(op, flags=0, key=K_WIN, addr=A_BASE, length=0, status=0, rkey=0, raddr=0, off=0, imm=0, acks=None, a=0, b=0, data=b"", segs=None):
     sel = key | (addr << 3) | (0x80 if acks is not None else 0)
     f = bytes([op, flags, sel, status]) + struct.pack("<H", length)
-    if key in (0, 7):
+    if key == 0:
         f += struct.pack("<I", rkey)
     if addr == A_RAW:
         f += struct.pack("<Q", raddr)
@@ -97,6 +104,16 @@ seeds = {
     "cma-send-shm": setup(cma=True) + frame(SEND, flags=CMA | SHM, segs=[(100, 1000)]),
     "cma-read": setup(cma=True) + frame(READ, flags=CMA, addr=A_OFF, off=0x800, segs=[(8192, 512)]),
     "cma-read-shm": setup(cma=True) + frame(READ, flags=CMA | SHM, segs=[(0, 64)]),
+    "stalled-send-then-receive": setup(recvs=0) + frame(SEND, length=16, data=data16) + frame(WRITE, flags=IMM, addr=A_OFF, off=64, length=8, data=bytes(8))
+    + act(PAUSE, POST_RECV, POST_RECV),
+    "window-write-invalidate": setup(recvs=2) + act(BIND_RW) + frame(WRITE, key=K_MW, addr=A_OFF, off=8, length=8, data=bytes(8))
+    + frame(SEND, flags=INVALIDATE, key=K_MW, length=4, data=bytes(4)) + frame(WRITE, key=K_MW, length=8, data=bytes(8)),
+    "window-read-only": setup() + act(BIND_R) + frame(READ, key=K_MW, length=64) + frame(WRITE, key=K_MW, length=8, data=bytes(8)),
+    "window-atomic": setup() + act(BIND_ALL) + frame(FETCH_ADD, key=K_MW, length=8, a=1),
+    "reads-deferred": setup() + act(POST_READS) + b"".join(frame(RESPONSE, length=256, data=bytes(256)) for _ in range(8)),
+    "disconnect-graceful-outstanding": setup(requests=True) + act(DISCONNECT_GRACEFUL) + frame(RESPONSE, length=256, data=bytes(256))
+    + frame(ACK, acks=2),
+    "disconnect-abrupt": setup(requests=True) + frame(WRITE, length=8, data=bytes(8)) + act(DISCONNECT_ABRUPT) + frame(WRITE, length=8, data=bytes(8)),
     "raw-after-handshake": setup(mode=1) + hdr(21, acks=1) + hdr(10, payload=8) + bytes(8),
     "raw-instead-of-ready": setup(mode=2) + hdr(4, payload=24) + hello(),
     "raw-hello": setup(mode=3) + hdr(1, payload=24) + hello() + hdr(4, payload=24) + hello() + hdr(30),
