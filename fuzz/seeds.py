@@ -16,8 +16,9 @@ wire = open(os.path.join(here, "..", "src", "providers", "soft", "wire.rs")).rea
 MAGIC = int(re.search(r"pub const MAGIC: u32 = (0x[0-9a-fA-F_]+)", wire).group(1).replace("_", ""), 16)
 VERSION = int(re.search(r"pub const VERSION: u32 = (\d+)", wire).group(1))
 
-# Indexes into the target's OPS table.
-SEND, WRITE, READ, CMP_SWAP, FETCH_ADD, RESPONSE, ACK, DISCONNECT, READY = range(9)
+# wire::op (below 0x80 a frame's first byte is the op itself).
+for name, value in re.findall(r"pub const ([A-Z_]+): u8 = (\d+);", wire):
+    globals()[name] = int(value)
 # wire::flag
 CMA, IMM, SOLICITED, INVALIDATE, SHM = 0x1, 0x2, 0x4, 0x8, 0x10
 # rkey choices (sel bits 0-2)

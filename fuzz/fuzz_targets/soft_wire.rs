@@ -36,8 +36,9 @@
 //!            (so that RESPONSE and ACK frames have requests to answer)
 //!   bit 7    the HELLO carries private data: a length byte and the bytes
 //! frames, each:
-//!   op       u8: below 0xe0 an entry of OPS (modulo); 0xe0-0xef a consumer action instead of
-//!            a frame (below); else the next byte is the raw op
+//!   op       u8: below 0x80 the op itself (wire::op); 0x80-0xdf an entry of OPS (modulo);
+//!            0xe0-0xef a consumer action instead of a frame (below); else the next byte is
+//!            the op
 //!   flags    u8 (wire::flag bits)
 //!   sel      u8: bits 0-2 the rkey: 0 raw u32 follows, 1 the window, 2 read-only, 3 another
 //!            protection zone, 4 zero-based, 5 freed, 6 the window, 7 the memory window
@@ -670,7 +671,11 @@ const OPS: [u8; 11] = [
 /// The next frame of the input, encoded. `aligned`: keep the stream as the library parses it
 /// (cross-memory attach: see the module text).
 fn frame(t: &Target, c: &Conn, sel_op: u8, inp: &mut Input, aligned: bool) -> Vec<u8> {
-    let op = if sel_op < 0xf0 { OPS[sel_op as usize % OPS.len()] } else { inp.u8() };
+    let op = match sel_op {
+        0..0x80 => sel_op,
+        0x80..0xe0 => OPS[sel_op as usize % OPS.len()],
+        _ => inp.u8(),
+    };
     let mut flags = inp.u8();
     let sel = inp.u8();
     let status = inp.u8();
