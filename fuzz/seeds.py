@@ -34,8 +34,10 @@ def act(*what):
 A_RAW, A_OFF, A_END, A_BASE = 0, 1, 2, 3
 
 
-def setup(mode=0, cma=False, recvs=4, requests=False, private=None):
+def setup(mode=0, cma=False, recvs=4, requests=False, private=None, rd_in=4):
     b = bytes([mode | (4 if cma else 0) | (recvs << 3) | (0x40 if requests else 0) | (0x80 if private is not None else 0)])
+    if mode != 3:
+        b += bytes([rd_in])
     if private is not None:
         b += bytes([len(private)]) + private
     return b
@@ -75,6 +77,7 @@ def hello(reaches=0, private=b""):
 data16 = bytes(range(16))
 seeds = {
     "handshake": setup(),
+    "handshake-no-reads-in": setup(rd_in=0, requests=True) + frame(ACK, acks=2),
     "handshake-private-data": setup(private=b"hello") + frame(DISCONNECT),
     "send": setup() + frame(SEND, length=16, data=data16),
     "send-three-receives": setup(recvs=3) + b"".join(frame(SEND, length=n, data=bytes(n)) for n in (4096, 3100, 64)),
@@ -111,7 +114,7 @@ seeds = {
     + frame(SEND, flags=INVALIDATE, key=K_MW, length=4, data=bytes(4)) + frame(WRITE, key=K_MW, length=8, data=bytes(8)),
     "window-read-only": setup() + act(BIND_R) + frame(READ, key=K_MW, length=64) + frame(WRITE, key=K_MW, length=8, data=bytes(8)),
     "window-atomic": setup() + act(BIND_ALL) + frame(FETCH_ADD, key=K_MW, length=8, a=1),
-    "reads-deferred": setup() + act(POST_READS) + b"".join(frame(RESPONSE, length=256, data=bytes(256)) for _ in range(8)),
+    "reads-deferred": setup(rd_in=2) + act(POST_READS) + b"".join(frame(RESPONSE, length=256, data=bytes(256)) for _ in range(8)),
     "disconnect-graceful-outstanding": setup(requests=True) + act(DISCONNECT_GRACEFUL) + frame(RESPONSE, length=256, data=bytes(256))
     + frame(ACK, acks=2),
     "disconnect-abrupt": setup(requests=True) + frame(WRITE, length=8, data=bytes(8)) + act(DISCONNECT_ABRUPT) + frame(WRITE, length=8, data=bytes(8)),

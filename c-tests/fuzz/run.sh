@@ -40,7 +40,8 @@ for f in "$root"/fuzz/regressions/*; do
 done
 
 log=$out/seeds.log
-if timeout 300 "$bin" "${opts[@]}" -runs=0 "$root/fuzz/corpus/soft_wire" >"$log" 2>&1; then
+# The files, not the directory: libFuzzer would add to a directory it is given first.
+if timeout 300 "$bin" "${opts[@]}" "$root"/fuzz/corpus/soft_wire/* >"$log" 2>&1; then
   echo "PASS fuzz:seeds $(ls "$root/fuzz/corpus/soft_wire" | wc -l) inputs"
 else
   echo "FAIL fuzz:seeds $(why "$log") (log: $log)"

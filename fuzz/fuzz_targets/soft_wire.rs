@@ -20,7 +20,8 @@
 //! - memory the peer must never change changed: unregistered guards, a registration without
 //!   remote write, one in another protection zone, one whose LMR was freed;
 //! - the library does not close a connection whose peer closed its half, or does not report
-//!   its end, or loses or duplicates a completion; threads or descriptors pile up.
+//!   its end, or loses or duplicates a completion; it stops reading an open connection; a
+//!   call into it does not return within 12 s; threads or descriptors pile up.
 //!
 //! # Input
 //! byte 0, the set-up:
@@ -34,7 +35,9 @@
 //!   bits 3-5 receives posted before accepting (0-7)
 //!   bit 6    once established, the consumer posts an RDMA read, a send and an RDMA write
 //!            (so that RESPONSE and ACK frames have requests to answer)
-//!   bit 7    the HELLO carries private data: a length byte and the bytes
+//!   bit 7    the HELLO carries private data: a length byte and the bytes (after rd_in)
+//! byte 1, unless bits 0-1 are 3: the HELLO's rd_in (how many RDMA reads and atomics we take
+//!   at a time)
 //! frames, each:
 //!   op       u8: below 0x80 the op itself (wire::op); 0x80-0xdf an entry of OPS (modulo);
 //!            0xe0-0xef a consumer action instead of a frame (below); else the next byte is
@@ -437,6 +440,7 @@ impl Target {
         // The library installed its panic hook with the first entry point; ours replaces it,
         // so that a panic anywhere (a reader thread, or inside an entry point's guard) aborts.
         std::panic::set_hook(Box::new(|info| fail!("panic: {info}")));
+        watchdog();
         let (mut pz, mut pz2) = (std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: valid out-pointers.
         must("dat_pz_create", unsafe { dat_pz_create(ia, &mut pz) });
@@ -774,26 +778,74 @@ fn message(s: &mut TcpStream) -> Option<(Hdr, Vec<u8>)> {
     Some((h, read_exact(s, h.payload as usize)?))
 }
 
+/// How long a write may wait for the library to read.
+const WRITE_STALL: Duration = Duration::from_secs(8);
+
 fn send(s: &mut TcpStream, b: &[u8]) {
-    // The library may have closed the connection already: not our concern here.
-    let _ = s.write_all(b);
+    let _ = s.set_write_timeout(Some(WRITE_STALL));
+    match s.write_all(b) {
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            fail!("the library read nothing of an open connection for {WRITE_STALL:?}")
+        }
+        // The library may have closed the connection already: not our concern here.
+        _ => {}
+    }
 }
 
-/// Reads until the library closes the connection.
-fn until_closed(s: &mut TcpStream, deadline: Instant) {
-    let mut buf = [0u8; 16384];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+/// Reads what the library sends, in a thread of its own (so that neither side waits on the
+/// other's writes), until the library closes the connection.
+struct Drain(std::sync::mpsc::Receiver<()>);
+
+impl Drain {
+    fn start(s: &TcpStream) -> Drain {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let Ok(mut r) = s.try_clone() else { fail!("cannot clone a socket") };
+        let _ = r.set_read_timeout(None);
+        let spawned = std::thread::Builder::new().name("dat2-fuzz-drain".into()).stack_size(64 << 10).spawn(move || {
+            let mut buf = [0u8; 16384];
+            while matches!(r.read(&mut buf), Ok(n) if n > 0) {}
+            let _ = tx.send(());
+        });
+        if spawned.is_err() {
+            fail!("cannot start a thread");
+        }
+        Drain(rx)
+    }
+
+    /// Waits until the library closed the connection (we closed our half).
+    fn until_closed(self) {
+        if self.0.recv_timeout(STEP).is_err() {
             fail!("the library did not close a connection whose peer had closed its half, within {STEP:?}");
         }
-        let _ = s.set_read_timeout(Some(left));
-        match s.read(&mut buf) {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(_) => return, // reset
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A watchdog: a call into the library that does not return.
+
+/// The harness's current step, and since when (None: not in the library).
+static PHASE: std::sync::Mutex<(&str, Option<Instant>)> = std::sync::Mutex::new(("", None));
+const CALL_LIMIT: Duration = Duration::from_secs(12);
+
+/// Enters a step that calls into the library (replacing the previous one).
+fn phase(what: &'static str) {
+    *PHASE.lock().unwrap_or_else(|e| e.into_inner()) = (what, Some(Instant::now()));
+}
+
+fn idle() {
+    PHASE.lock().unwrap_or_else(|e| e.into_inner()).1 = None;
+}
+
+fn watchdog() {
+    let spawned = std::thread::Builder::new().name("dat2-fuzz-watch".into()).spawn(|| loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let (what, since) = *PHASE.lock().unwrap_or_else(|e| e.into_inner());
+        if since.is_some_and(|t| t.elapsed() > CALL_LIMIT) {
+            fail!("{what} has not returned within {CALL_LIMIT:?}");
         }
+    });
+    if spawned.is_err() {
+        fail!("cannot start the watchdog");
     }
 }
 
@@ -814,7 +866,9 @@ fn accept(t: &Target, ev: &DAT_EVENT, recvs: u8) -> Conn {
     }
     // SAFETY: the union member of a connection request event.
     let cr = unsafe { ev.event_data.cr_arrival_event_data.cr_handle };
+    phase("dat_ep_create, dat_ep_post_recv");
     let c = t.endpoint(recvs);
+    phase("dat_cr_accept");
     let pdata = b"dat2-fuzz";
     // SAFETY: valid handles and private data.
     must("dat_cr_accept", unsafe { dat_cr_accept(cr, c.ep, pdata.len() as DAT_COUNT, pdata.as_ptr().cast()) });
@@ -870,8 +924,10 @@ fn finish(t: &Target, ep: Conn) {
             done += 1;
         }
     }
+    phase("dat_ep_free");
     // SAFETY: our EP.
     ok("dat_ep_free", unsafe { dat_ep_free(ep.ep) });
+    phase("collecting completions after dat_ep_free");
     while done < ep.posted {
         let Some(ev) = t.wait(t.dto, left()) else {
             fail!("{done} of {} work requests completed by dat_ep_free", ep.posted);
@@ -925,25 +981,30 @@ fn run(data: &[u8]) {
         if let Some(ep) = ep {
             finish(t, ep);
         }
+        idle();
         return;
     }
 
     let rendezvous = if cma { Rendezvous::open() } else { None };
+    let rd_in = u32::from(inp.u8());
     let private_data = if setup & 0x80 != 0 {
         let n = inp.u8();
         inp.bytes(n as usize).to_vec()
     } else {
         Vec::new()
     };
-    let hello = Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), private_data, ..Hello::default() }.encode();
+    let hello = Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), rd_in, private_data, ..Hello::default() }.encode();
     send(&mut s, &[&Hdr::message(op::HELLO, hello.len()).encode()[..], &hello].concat());
     let Some(ev) = t.wait(t.cr, STEP) else { fail!("no connection request for a valid HELLO within {STEP:?}") };
     let mut c = accept(t, &ev, recvs);
+    idle();
     let Some((h, body)) = message(&mut s) else { fail!("no ACCEPT after dat_cr_accept") };
     if h.op != op::ACCEPT || Hello::decode(&body).is_none() {
         fail!("the answer to an accepted HELLO is op {} ({} bytes), not an ACCEPT", h.op, body.len());
     }
+    let drain;
     if mode == 2 {
+        drain = Drain::start(&s);
         send(&mut s, inp.bytes(usize::MAX));
     } else {
         let mut reaches = false;
@@ -971,9 +1032,12 @@ fn run(data: &[u8]) {
             Some(ev) => fail!("connection event {:#x} instead of ESTABLISHED", ev.event_number),
             None => fail!("no ESTABLISHED event within {STEP:?} of the ESTABLISHED frame"),
         }
+        drain = Drain::start(&s);
         if setup & 0x40 != 0 {
+            phase("dat_ep_post_rdma_read, dat_ep_post_send, dat_ep_post_rdma_write");
             t.post_requests(&mut c, 0);
         }
+        idle();
         if mode == 1 {
             send(&mut s, inp.bytes(usize::MAX));
         } else {
@@ -989,13 +1053,15 @@ fn run(data: &[u8]) {
                 send(&mut s, &out);
                 out.clear();
                 act(t, &mut c, sel_op);
+                idle();
             }
             send(&mut s, &out);
         }
     }
     let _ = s.shutdown(Shutdown::Write);
-    until_closed(&mut s, Instant::now() + STEP);
+    drain.until_closed();
     finish(t, c);
+    idle();
 }
 
 /// The most work requests the consumer actions post on one connection.
@@ -1007,6 +1073,13 @@ fn act(t: &Target, c: &mut Conn, what: u8) {
         // The DTO EVD holds 1024 events, and completions are collected at the end.
         return;
     }
+    phase(match what {
+        0xe0..=0xe5 => "dat_ep_post_recv",
+        0xe6 | 0xe7 => "dat_ep_post_rdma_read, dat_ep_post_send, dat_ep_post_rdma_write",
+        0xe8..=0xeb => "dat_rmr_bind",
+        0xec | 0xed => "dat_ep_disconnect",
+        _ => "a pause",
+    });
     match what {
         0xe0..=0xe5 => t.post_recv(c),
         0xe6 => t.post_requests(c, 0),
