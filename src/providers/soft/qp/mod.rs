@@ -1,0 +1,798 @@
+//! The soft device's reliable-connected queue pair, over one TCP connection.
+//!
+//! Each connected QP has a reader thread, which is the progress engine: it applies the peer's
+//! requests to our memory (checking every remote key, bound, PD, window binding and privilege
+//! first) without the application calling in, and completes our own requests as their
+//! responses come back, in order. A writer thread sends queued frames, so neither the reader
+//! nor an application thread ever blocks on a full socket while holding anything.
+//!
+//! On one host, when each process can reach the other's memory (cross-memory attach) and the
+//! kernel has confirmed which process the peer is (peer.rs, rendezvous.rs), requests carry
+//! scatter lists instead of data and the target copies directly between the two processes'
+//! registered memory.
+//!
+//! This module holds the QP's state and what the consumer calls (`Qp`: posting, binding,
+//! disconnecting); its parts, each an `impl SoftQp` of its own over that state:
+//! - `cm`: connection setup, both sides (handshake, rendezvous, the path), and its end;
+//! - `tx`: the send side: frames queued for the writer thread, or written at once;
+//! - `rx`: the reader thread, the progress engine: frames from the peer, responses to our
+//!   requests, acknowledgements, requests held until a receive comes;
+//! - `exec`: executing a peer's request against our memory (keys, leases, landing the data).
+//!
+//! The children use this module's items and imports (`use super::*`).
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::io;
+use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
+use super::keytab::KeyTable;
+use super::lease::{Leases, SetLease, Via};
+use super::peer::{self, OtherEnd, PeerProcess};
+use super::rendezvous::{Channel, Claims, Rendezvous};
+use super::{shm, KeySet, SoftDevice};
+use crate::abi::*;
+use crate::device::*;
+
+mod cm;
+mod exec;
+mod rx;
+mod tx;
+
+pub use cm::Pending;
+
+/// How long a refused connection attempt is retried.
+const REFUSED_RETRY: Duration = Duration::from_millis(200);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Idle,
+    Connecting,
+    Connected,
+    Closed,
+}
+
+/// A send-queue request awaiting its response.
+struct Outstanding {
+    wr_id: u64,
+    op: WcOp,
+    /// Where a read's data or an atomic's original value lands.
+    sges: Vec<Sge>,
+    len: u32,
+    /// The payload its response carries: a READ's data (unless the target moved it itself,
+    /// cross-memory attach), an atomic's original value, else nothing.
+    reply: u32,
+    /// Completed without going on the wire (a local error, a bind).
+    done: Option<u32>,
+    /// With cross-memory attach, the peer moves the data itself: leases on our memory until
+    /// its response (lease.rs).
+    leases: Option<Leases>,
+}
+
+/// A peer request that waits for a receive to be posted.
+struct Stalled {
+    hdr: Hdr,
+    data: Data,
+    /// What it counts against STALL_BYTES.
+    cost: usize,
+}
+
+/// Our aliases of a request's destination (shm.rs), and the registrations' backings, held
+/// alive while the data is copied: freeing the LMRs meanwhile cannot unmap them.
+type Aliases = (Vec<Arc<shm::Backing>>, Vec<(*mut u8, usize)>);
+
+/// Where a request's data is.
+enum Data {
+    /// Still on the socket (`hdr.payload` bytes).
+    Socket,
+    Buffer(Vec<u8>),
+    /// In the peer's memory (cross-memory attach).
+    Remote(Vec<(u64, u32)>),
+    /// In the peer's memory, which is also in shared files (shm.rs): the scatter list, and
+    /// where each element is in its file.
+    Shared(Vec<(u64, u32)>, Vec<shm::Source>),
+}
+
+/// Why a request's data did not land.
+enum Landing {
+    /// A key set that admitted it was revoked (lease.rs): nothing was consumed.
+    Revoked,
+    /// The copy or the connection failed.
+    Failed,
+}
+
+enum Event {
+    Completion(Completion),
+    Cm(CmEvent),
+    /// We answered the peer with an error, which ends the connection: what is still posted
+    /// completes flushed, then the event (see `flush`).
+    Flush(CmEvent),
+}
+
+enum FrameData {
+    None,
+    Bytes(Vec<u8>),
+    /// Registered memory, and the key sets that admitted it (leased while it is written).
+    Memory(Vec<(u64, usize)>, Vec<Arc<SetLease>>),
+    /// The unsent tail of a frame (header included): written as is, with no header of its own.
+    Raw(Vec<u8>),
+}
+
+struct Frame {
+    hdr: Hdr,
+    data: FrameData,
+    /// Shut the connection down once this frame is out.
+    last: bool,
+}
+
+struct Inner {
+    state: State,
+    stream: Option<TcpStream>,
+    outstanding: VecDeque<Outstanding>,
+    recvs: VecDeque<(u64, Vec<Sge>)>,
+    stalled: VecDeque<Stalled>,
+    /// The stalled requests' cost (bounded by STALL_BYTES).
+    stalled_bytes: usize,
+    remote: Option<(libc::sockaddr_storage, u16)>,
+    local_port: u16,
+    /// The peer process, when the kernel confirmed who it is and each side reaches the other's
+    /// memory (peer.rs): both sides agreed the cross-memory path (see `cma`).
+    peer: Option<Arc<PeerProcess>>,
+    /// Passive side, until READY: our channel to the active side's rendezvous, and the
+    /// kernel's view of the other end of the connection.
+    rendezvous: Option<(Channel, OtherEnd)>,
+    outstanding_reads: u32,
+    /// The most reads and atomics we have in flight: our EP's `max_rdma_read_out`, and no more
+    /// than the peer takes (its `max_rdma_read_in`, from the handshake).
+    rd_limit: u32,
+    /// Requests held back, in order, while `rd_limit` reads or atomics are in flight (as
+    /// an HCA's send queue holds them); the flag marks reads and atomics.
+    deferred: VecDeque<(Frame, bool)>,
+    /// The peer's published keys, PD and QP, when we can reach its memory (direct writes).
+    peer_keys: Option<Arc<KeyTable>>,
+    peer_pd: u32,
+    peer_qp: u64,
+    /// A graceful disconnect waits for the outstanding requests: no new ones are taken.
+    closing: bool,
+    /// Passive side: the peer's READY, which completes the handshake, has not come yet.
+    awaiting_ready: bool,
+}
+
+// SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
+unsafe impl Send for Inner {}
+
+impl Inner {
+    /// Both sides agreed the cross-memory path: we may send requests whose scatter lists name
+    /// our memory, and the peer's such requests are served. A request flagged CMA or SHM
+    /// without it breaks the connection.
+    fn cma(&self) -> bool {
+        self.peer.is_some()
+    }
+}
+
+struct Delivery {
+    queue: VecDeque<Event>,
+    busy: bool,
+}
+
+struct OutState {
+    frames: VecDeque<Frame>,
+    closed: bool,
+    /// Someone (the writer thread or a posting thread) is writing to the socket.
+    busy: bool,
+    /// The queued frames wait (see `hold_frame`): nothing is written until it is released.
+    held: bool,
+    fd: i32,
+    /// Plain success responses not sent yet: they ride on the next frame that enters the
+    /// stream (its `acks`), or go as an ACK frame of their own (see `flush_acks`).
+    acks: u32,
+}
+
+struct Outbound {
+    queue: Mutex<OutState>,
+    cv: Condvar,
+}
+
+/// Payloads up to this size travel inline even when cross-memory attach is possible: one
+/// socket write is cheaper than a second system call at the target.
+const INLINE_MAX: u64 = 256;
+
+/// Requests that move at most this many bytes are acknowledged lazily (see `defer_ack`);
+/// larger ones at once, so that a window of bulk writes keeps flowing.
+const ACK_LAZY_MAX: u32 = 16 << 10;
+
+/// The most acknowledgements held back at a time.
+const ACK_BATCH: u32 = 16;
+
+/// The most a connection's peer can make us hold for requests that wait for a receive (their
+/// data, or scatter lists, plus STALL_OVERHEAD each). A request that does not fit waits, still
+/// on the socket, until a receive lets it run in place; after RNR_WAIT without one, the peer's
+/// oldest waiting request is answered "receiver not ready" and the connection ends, as when an
+/// HCA's RNR retries run out.
+const STALL_BYTES: usize = 4 << 20;
+const STALL_OVERHEAD: usize = 128;
+const RNR_WAIT: Duration = Duration::from_secs(1);
+
+/// How long the reader polls an empty socket after a request it acknowledged, before it
+/// sleeps (see `await_frame`).
+const BUSY_POLL: Duration = Duration::from_micros(20);
+
+pub struct SoftQp {
+    this: std::sync::Weak<SoftQp>,
+    /// Where receives come from when the QP uses a shared receive queue.
+    srq: Option<Arc<super::srq::SoftSrq>>,
+    dev: Arc<SoftDevice>,
+    pub id: u64,
+    pd: u32,
+    caps: QpCaps,
+    events: Arc<dyn QpEvents>,
+    inner: Mutex<Inner>,
+    /// Serialises the execution of peer requests (reader thread and stalled-request drains).
+    exec: Mutex<()>,
+    /// The peer's shared files this connection has mapped (shm.rs).
+    shm_peers: Mutex<shm::Peers>,
+    delivery: Mutex<Delivery>,
+    out: Outbound,
+    /// Signalled when receives are posted or stalled requests ran (see `await_room`), when a
+    /// thread waits there (`room_waiters`): a notification is a system call.
+    room: Condvar,
+    room_waiters: AtomicU32,
+    /// The peer's READ and atomic requests taken and not answered yet (their responses not
+    /// written): never more than `caps.max_rd_in`.
+    reads_in: AtomicU32,
+    /// Held by every copy this QP makes (lease.rs), revoked when the QP is destroyed: when
+    /// `dat_ep_free` returns, none of its requests touches memory again.
+    lease: Arc<SetLease>,
+}
+
+/// The verified peer's pid for one copy; None when there is no verified peer or it has exited
+/// (peer.rs).
+fn live_pid(i: &Inner) -> Option<u32> {
+    i.peer.as_ref()?.pid()
+}
+
+fn status_u8(s: u32) -> u8 {
+    s as u8
+}
+
+impl SoftQp {
+    pub fn new(dev: Arc<SoftDevice>, id: u64, pd: u32, caps: QpCaps, srq: Option<Arc<super::srq::SoftSrq>>, events: Arc<dyn QpEvents>) -> Arc<SoftQp> {
+        let qp = Arc::new_cyclic(|this| SoftQp {
+            this: this.clone(),
+            srq: srq.clone(),
+            dev,
+            id,
+            pd,
+            caps,
+            events,
+            inner: Mutex::new(Inner {
+                state: State::Idle,
+                stream: None,
+                outstanding: VecDeque::new(),
+                recvs: VecDeque::new(),
+                stalled: VecDeque::new(),
+                stalled_bytes: 0,
+                remote: None,
+                local_port: 0,
+                peer: None,
+                rendezvous: None,
+                outstanding_reads: 0,
+                rd_limit: caps.max_rd_atomic.max(1),
+                deferred: VecDeque::new(),
+                peer_keys: None,
+                peer_pd: 0,
+                peer_qp: 0,
+                closing: false,
+                awaiting_ready: false,
+            }),
+            exec: Mutex::new(()),
+            shm_peers: Mutex::new(shm::Peers::default()),
+            delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
+            out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, held: false, fd: -1, acks: 0 }), cv: Condvar::new() },
+            room: Condvar::new(),
+            room_waiters: AtomicU32::new(0),
+            reads_in: AtomicU32::new(0),
+            lease: Arc::default(),
+        });
+        if let Some(srq) = srq {
+            srq.attach(Arc::downgrade(&qp));
+        }
+        qp
+    }
+
+    fn keytab_fd(&self) -> u32 {
+        self.dev.keytab.as_ref().map_or(0, |t| t.fd())
+    }
+
+    /// What we say about ourselves at the rendezvous (to a process of our uid only).
+    fn claims(&self, stream: &TcpStream) -> Claims {
+        Claims { sock_fd: stream.as_raw_fd() as u32, canary: peer::canary(), keytab_fd: self.keytab_fd(), pd: self.pd, qp: self.id }
+    }
+
+    /// Sets the connection's data path: cross-memory attach (and shared files, and the key
+    /// table) with the verified peer when `agreed`, else TCP.
+    fn set_path(&self, verified: Option<(PeerProcess, Claims)>, agreed: bool) {
+        let verified = verified.filter(|_| agreed);
+        let keys = verified.as_ref().and_then(|(p, c)| (c.keytab_fd != 0).then(|| peer_table(p, c.keytab_fd)).flatten());
+        let mut i = self.lock();
+        i.peer_keys = keys;
+        i.peer_pd = verified.as_ref().map_or(0, |(_, c)| c.pd);
+        i.peer_qp = verified.as_ref().map_or(0, |(_, c)| c.qp);
+        i.peer = verified.map(|(p, _)| Arc::new(p));
+    }
+
+    /// The direct path of an RDMA write on one host: with nothing else outstanding (so the
+    /// write cannot overtake an earlier request), a key the peer published as valid for this
+    /// connection, and the peer's memory reachable, we write it ourselves. None: send the
+    /// request the ordinary way (where the target checks everything).
+    #[allow(clippy::too_many_arguments)]
+    fn write_direct(&self, i: &Inner, rkey: u32, raddr: u64, len: u64, segs: &[(u64, usize)], keys: &[KeySet], local: Option<&[(Arc<shm::Backing>, u64, usize)]>) -> Option<()> {
+        if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma() {
+            return None;
+        }
+        // Our source memory stays ours while we copy it (lease.rs). No lease on the QP is
+        // needed: we hold its lock, which its destruction takes first.
+        let _held = super::lease::hold_all(keys)?;
+        // The peer's key stays valid while we write through it: its revoke waits for the pin.
+        let keys = i.peer_keys.as_ref()?;
+        let (g, _pin) = keys.pin(rkey)?;
+        if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.has(Access::REMOTE_WRITE) {
+            return None;
+        }
+        let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
+        if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
+            return None;
+        }
+        if let (Some(local), Some(file)) = (local, g.file) {
+            // Both ends in shared files (shm.rs): one memcpy from our alias into the peer's
+            // file; `local` holds our aliases alive meanwhile.
+            let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
+            let views: Option<Vec<(*const u8, usize)>> = local.iter().map(|(b, a, n)| Some((b.view(*a, *n)?, *n))).collect();
+            if let Some(v) = views {
+                if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).put(i.peer.as_deref()?, dst, &v, io::TAIL) {
+                    return Some(());
+                }
+            }
+        }
+        let target = [(addr, len as usize)];
+        let (head, tail) = io::split_tail(&target);
+        let (lhead, ltail) = io::split_at(segs, len as usize - tail.iter().map(|t| t.1).sum::<usize>());
+        let pid = live_pid(i)?;
+        if !head.is_empty() {
+            io::push(pid, &lhead, &head).ok()?;
+        }
+        io::push(pid, &ltail, &tail).ok()?;
+        Some(())
+    }
+
+    /// A request that fails before it goes out (a local protection or length error) completes
+    /// in error, and the connection ends, as on an HCA.
+    fn fail_post(&self, mut i: MutexGuard<'_, Inner>, wr_id: u64, op: WcOp, status: u32) {
+        i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(status), leases: None });
+        i.state = State::Closed;
+        if let Some(s) = &i.stream {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        drop(i);
+        self.close_writer();
+        self.flush(CmEvent::Broken);
+    }
+
+    /// Completes a request that needs no peer (a window bind) in order: it is reported after
+    /// every request posted before it.
+    fn complete_local(&self, wr_id: u64, op: WcOp) {
+        let mut events = Vec::new();
+        {
+            let mut i = self.lock();
+            if i.state == State::Closed {
+                drop(i);
+                let c = Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op, byte_len: 0, imm: None, invalidated: None, solicited: false };
+                return self.deliver(vec![Event::Completion(c)]);
+            }
+            i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(DAT_DTO_SUCCESS), leases: None });
+            while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
+                let o = i.outstanding.pop_front().expect("front exists");
+                let status = o.done.unwrap_or(DAT_DTO_SUCCESS);
+                events.push(Event::Completion(Completion { wr_id: o.wr_id, status, op: o.op, byte_len: 0, imm: None, invalidated: None, solicited: false }));
+            }
+        }
+        self.deliver(events);
+    }
+
+    /// Ends the connection now: responses already queued (acknowledgements of requests we
+    /// executed) still go out, as an HCA has sent them long before; then the peer is told, we
+    /// stop reading, and everything still posted completes as flushed.
+    fn disconnect_now(&self) {
+        let state = {
+            let mut i = self.lock();
+            let s = i.state;
+            i.state = State::Closed;
+            // Closed already: the connection is ending (a DISCONNECT frame may still be on its
+            // way out, carrying acknowledgements); leave it to the writer.
+            if let (Some(st), false) = (&i.stream, s == State::Closed) {
+                let _ = st.shutdown(if s == State::Connected { Shutdown::Read } else { Shutdown::Both });
+            }
+            s
+        };
+        match state {
+            State::Closed => {}
+            State::Connected => {
+                // Written from this thread when the socket is idle, so that the frame (and the
+                // acknowledgements it carries) is with the kernel before the consumer can free
+                // the EP or exit.
+                self.send_frame_direct(Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true });
+                self.flush(CmEvent::Disconnected);
+            }
+            _ => {
+                self.close_writer();
+                self.flush(CmEvent::Disconnected);
+            }
+        }
+    }
+
+    /// Whether a receive is available (from the SRQ, if the QP uses one).
+    fn has_recv(&self, i: &Inner) -> bool {
+        match &self.srq {
+            Some(srq) => !srq.is_empty(),
+            None => !i.recvs.is_empty(),
+        }
+    }
+
+    fn pop_recv(&self) -> Option<(u64, Vec<Sge>)> {
+        match &self.srq {
+            Some(srq) => srq.pop(),
+            None => self.lock().recvs.pop_front(),
+        }
+    }
+
+    /// A receive was posted to our SRQ: run requests that waited for one.
+    pub fn receive_posted(&self) {
+        let stalled = !self.lock().stalled.is_empty();
+        if stalled {
+            self.drain_stalled();
+        }
+        self.wake_room();
+    }
+
+    fn me(&self) -> Arc<SoftQp> {
+        self.this.upgrade().expect("a QP in use is alive")
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands events to the consumer side in order, never while holding the QP's locks; a
+    /// re-entrant call (from inside a callback) only queues.
+    fn deliver(&self, events: Vec<Event>) {
+        {
+            let mut d = self.delivery.lock().unwrap_or_else(|e| e.into_inner());
+            d.queue.extend(events);
+            if d.busy {
+                return;
+            }
+            d.busy = true;
+        }
+        loop {
+            let next = {
+                let mut d = self.delivery.lock().unwrap_or_else(|e| e.into_inner());
+                match d.queue.pop_front() {
+                    Some(e) => e,
+                    None => {
+                        d.busy = false;
+                        return;
+                    }
+                }
+            };
+            match next {
+                Event::Completion(c) => self.events.completion(c),
+                Event::Cm(e) => self.events.cm(e),
+                // Its events join this queue (a re-entrant deliver only queues).
+                Event::Flush(e) => self.flush(e),
+            }
+        }
+    }
+
+
+    // -----------------------------------------------------------------------------------------
+    // Key checks.
+
+    /// The key sets of a local scatter list's non-empty elements, when each lies within a live
+    /// lkey of ours: its PD, bounds, and LOCAL_WRITE when the element is written.
+    fn local_keys(&self, sges: &[Sge], write: bool) -> Option<Vec<KeySet>> {
+        sges.iter()
+            .filter(|s| s.len > 0)
+            .map(|s| {
+                let k = self.dev.lkey(s.lkey)?;
+                let inside = s.addr >= k.addr && s.addr.checked_add(u64::from(s.len)).is_some_and(|e| e <= k.addr + k.len);
+                (k.pd == self.pd && inside && (!write || k.access.has(Access::LOCAL_WRITE))).then_some(k)
+            })
+            .collect()
+    }
+
+    /// The leases of `local_keys`.
+    fn local_sets(&self, sges: &[Sge], write: bool) -> Option<Vec<Arc<SetLease>>> {
+        Some(self.local_keys(sges, write)?.into_iter().map(|k| k.lease).collect())
+    }
+
+    /// Checks a remote access against our key table; returns the local address it names and
+    /// the key set that admits it.
+    fn check_remote(&self, rkey: u32, raddr: u64, len: u64, need: u32) -> Option<(u64, Arc<SetLease>)> {
+        let k: KeySet = self.dev.rkey(rkey)?;
+        if k.pd != self.pd || k.bound_qp.is_some_and(|q| q != self.id) || !k.access.has(need) {
+            return None;
+        }
+        let addr = if k.zero_based { k.addr.checked_add(raddr)? } else { raddr };
+        (addr >= k.addr && addr.checked_add(len)? <= k.addr + k.len).then_some((addr, k.lease))
+    }
+
+    /// Leases for one copy: on this QP (see `destroy`) and on every key set in `sets`; None
+    /// when any was revoked.
+    fn leases(&self, sets: &[Arc<SetLease>], via: Via) -> Option<Leases> {
+        super::lease::take_all(&self.lease, sets, via)
+    }
+
+}
+
+
+/// The peer key tables this process has mapped, shared by all connections to that process:
+/// the peer's descriptor `fd`, taken from the verified process (the same file: device and
+/// inode).
+fn peer_table(peer: &PeerProcess, fd: u32) -> Option<Arc<KeyTable>> {
+    use std::os::unix::fs::MetadataExt;
+    type Tables = Vec<((u64, u64), std::sync::Weak<KeyTable>)>;
+    static TABLES: Mutex<Tables> = Mutex::new(Vec::new());
+    let file = std::fs::File::from(peer.get_fd(fd)?);
+    let meta = file.metadata().ok()?;
+    let key = (meta.dev(), meta.ino());
+    let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+    tables.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(t) = tables.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
+        return Some(t);
+    }
+    let t = Arc::new(KeyTable::open_peer(file)?);
+    tables.push((key, Arc::downgrade(&t)));
+    Some(t)
+}
+
+impl Qp for SoftQp {
+    fn connect(&self, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+        let ip = super::address::ip_of(&addr).ok_or(DevError::NotSupported)?;
+        {
+            let mut i = self.lock();
+            if i.state != State::Idle {
+                return Err(DevError::State);
+            }
+            i.state = State::Connecting;
+        }
+        let me = self.me();
+        let pdata = private_data.to_vec();
+        std::thread::Builder::new()
+            .name("dat2-soft-connect".into())
+            .stack_size(256 << 10)
+            .spawn(move || me.active(SocketAddr::new(ip, port), pdata, timeout))
+            .map_err(|_| DevError::NoResources)?;
+        Ok(())
+    }
+
+    fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
+        let mut i = self.lock();
+        if i.state != State::Connected || i.closing {
+            return Err(DevError::State);
+        }
+        if wr.sges.len() > self.caps.max_send_sge as usize {
+            return Err(DevError::NoResources);
+        }
+        if i.outstanding.len() >= self.caps.max_send_wr as usize {
+            return Err(DevError::QueueFull);
+        }
+        let is_read = matches!(wr.op, WrOp::Read | WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. });
+        let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
+        let wc_op = match wr.op {
+            WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) => WcOp::Send,
+            WrOp::Write | WrOp::WriteImm(_) => WcOp::Write,
+            WrOp::Read => WcOp::Read,
+            WrOp::CmpSwap { .. } => WcOp::CmpSwap,
+            WrOp::FetchAdd { .. } => WcOp::FetchAdd,
+        };
+        let keys = self.local_keys(&wr.sges, is_read);
+        let local_ok = keys.is_some();
+        let keys = keys.unwrap_or_default();
+
+        let atomic_ok = !matches!(wr.op, WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. }) || len == 8;
+        if !local_ok || !atomic_ok || len > u64::from(self.caps.max_message) {
+            let status = if local_ok { DAT_DTO_ERR_LOCAL_LENGTH } else { DAT_DTO_ERR_LOCAL_PROTECTION };
+            self.fail_post(i, wr.wr_id, wc_op, status);
+            return Ok(());
+        }
+        let (raddr, rkey) = wr.remote.unwrap_or((0, 0));
+        let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
+        // Data in shared files (shm.rs) goes as file references: the target copies it in one
+        // memcpy, faster than our own process_vm_writev below.
+        let carries_data = matches!(wr.op, WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) | WrOp::Write | WrOp::WriteImm(_));
+        let local: Option<Vec<(Arc<shm::Backing>, u64, usize)>> = (i.cma() && carries_data && len >= shm::MIN_LEN)
+            .then(|| wr.sges.iter().filter(|s| s.len > 0).zip(&keys).map(|(s, k)| Some((self.dev.shared(k.region)?, s.addr, s.len as usize))).collect())
+            .flatten();
+        let shared: Option<Vec<shm::Source>> = local.as_ref().and_then(|l| l.iter().map(|(b, a, n)| b.source(*a, *n as u64)).collect());
+        if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs, &keys, local.as_deref()).is_some() {
+            drop(i);
+            let c = Completion { wr_id: wr.wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len as u32, imm: None, invalidated: None, solicited: false };
+            self.deliver(vec![Event::Completion(c)]);
+            return Ok(());
+        }
+        let mut hdr = Hdr { raddr, rkey, length: len as u32, ..Hdr::default() };
+        if wr.solicited {
+            hdr.flags |= flag::SOLICITED;
+        }
+        match wr.op {
+            WrOp::Send => {
+                hdr.op = op::SEND;
+            }
+            WrOp::SendInv(key) => {
+                hdr.op = op::SEND;
+                hdr.flags |= flag::INVALIDATE;
+                hdr.rkey = key;
+            }
+            WrOp::SendImm(imm) => {
+                hdr.op = op::SEND;
+                hdr.flags |= flag::IMM;
+                hdr.imm = imm;
+            }
+            WrOp::Write => {
+                hdr.op = op::WRITE;
+            }
+            WrOp::WriteImm(imm) => {
+                hdr.op = op::WRITE;
+                hdr.flags |= flag::IMM;
+                hdr.imm = imm;
+            }
+            WrOp::Read => hdr.op = op::READ,
+            WrOp::CmpSwap { compare, swap } => {
+                hdr.op = op::CMP_SWAP;
+                hdr.a = compare;
+                hdr.b = swap;
+            }
+            WrOp::FetchAdd { add } => {
+                hdr.op = op::FETCH_ADD;
+                hdr.a = add;
+            }
+        }
+        let sets: Vec<Arc<SetLease>> = keys.into_iter().map(|k| k.lease).collect();
+        let mut leases = None;
+        let data = if i.cma() && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
+            // The peer moves the data itself: our memory stays leased until its response.
+            let fd = i.stream.as_ref().map_or(-1, |s| s.as_raw_fd());
+            let Some(l) = self.leases(&sets, Via::Peer(fd)) else {
+                self.fail_post(i, wr.wr_id, wc_op, DAT_DTO_ERR_LOCAL_PROTECTION);
+                return Ok(());
+            };
+            leases = Some(l);
+            hdr.flags |= flag::CMA;
+            let list32: Vec<(u64, u32)> = segs.iter().map(|&(a, l)| (a, l as u32)).collect();
+            let list = match &shared {
+                Some(srcs) => {
+                    hdr.flags |= flag::SHM;
+                    wire::encode_shared(&list32, srcs)
+                }
+                None => wire::encode_segments(&list32),
+            };
+            hdr.payload = list.len() as u32;
+            FrameData::Bytes(list)
+        } else if carries_data {
+            hdr.payload = len as u32;
+            FrameData::Memory(segs, sets)
+        } else {
+            FrameData::None
+        };
+        let keep = if is_read { wr.sges.clone() } else { Vec::new() };
+        let reply = match hdr.op {
+            op::READ if hdr.flags & flag::CMA == 0 => len as u32,
+            op::CMP_SWAP | op::FETCH_ADD => 8,
+            _ => 0,
+        };
+        i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, reply, done: None, leases });
+        let frame = Frame { hdr, data, last: false };
+        if !i.deferred.is_empty() || (is_read && i.outstanding_reads >= i.rd_limit) {
+            i.deferred.push_back((frame, is_read));
+            return Ok(());
+        }
+        if is_read {
+            i.outstanding_reads += 1;
+        }
+        drop(i);
+        self.send_frame_direct(frame);
+        Ok(())
+    }
+
+    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
+        let stalled = {
+            let mut i = self.lock();
+            if i.state == State::Closed {
+                return Err(DevError::State);
+            }
+            if sges.len() > self.caps.max_recv_sge as usize {
+                return Err(DevError::NoResources);
+            }
+            if i.recvs.len() >= self.caps.max_recv_wr as usize {
+                return Err(DevError::QueueFull);
+            }
+            i.recvs.push_back((wr_id, sges));
+            !i.stalled.is_empty()
+        };
+        if stalled {
+            self.drain_stalled();
+        }
+        self.wake_room();
+        Ok(())
+    }
+
+    fn destroy(&self) {
+        // Requests whose data the verified peer moves itself end with its response (lease.rs):
+        // they are waited for first, as revoking a key set would.
+        let deadline = Instant::now() + super::lease::PEER_WAIT;
+        {
+            let mut i = self.lock();
+            while i.state == State::Connected && i.outstanding.iter().any(|o| o.leases.is_some()) && Instant::now() < deadline {
+                i = self.wait_room(i, Duration::from_millis(5));
+            }
+        }
+        self.disconnect_now();
+        // Whatever the peer did not answer, it will not answer now: those leases go (a
+        // connection that ended before may have left some).
+        for o in self.lock().outstanding.iter_mut() {
+            o.leases = None;
+        }
+        // Then no copy of this QP runs any more, and none starts.
+        self.lease.revoke();
+    }
+
+    fn disconnect(&self, graceful: bool) {
+        if graceful {
+            // Graceful: requests already posted complete first; the disconnect follows the
+            // last of them (see on_response).
+            let mut i = self.lock();
+            if i.state == State::Connected && !i.outstanding.is_empty() {
+                i.closing = true;
+                return;
+            }
+        }
+        self.disconnect_now();
+    }
+
+    fn bind_mw(&self, wr_id: u64, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
+        let rkey = self.dev.bind_mw(mw, mr, self.pd, self.id, addr, len, access, zero_based)?;
+        self.complete_local(wr_id, WcOp::Bind);
+        Ok(rkey)
+    }
+
+    fn unbind_mw(&self, wr_id: u64, mw: &Mw) {
+        self.dev.unbind_mw(mw);
+        self.complete_local(wr_id, WcOp::Bind);
+    }
+
+    fn remote(&self) -> Option<(libc::sockaddr_storage, u16)> {
+        self.lock().remote
+    }
+
+    fn local_port(&self) -> u16 {
+        self.lock().local_port
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn path(&self) -> &'static str {
+        let i = self.lock();
+        match (i.state, i.cma()) {
+            (State::Connected, true) => "cma",
+            (State::Connected, false) => "tcp",
+            _ => "none",
+        }
+    }
+}
