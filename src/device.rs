@@ -1,6 +1,7 @@
 //! The device interface the DAT core runs on, modelled on verbs: protection domains, memory
-//! regions, memory windows (and, with the data path, queue pairs, completion queues and a
-//! connection manager). A built-in provider is the core plus one device.
+//! regions, memory windows, queue pairs, shared receive queues and a connection manager.
+//! Completions are not queues of the device: a QP hands each to its `QpEvents` as it happens,
+//! and the core queues them on EVDs. A built-in provider is the core plus one device.
 
 use crate::abi::*;
 

@@ -1175,7 +1175,8 @@ mod tests {
 
     #[test]
     fn error_codes_compose_like_the_original_library() {
-        // Codes observed from Debian's libdat2 (see dat-abi.md).
+        // Codes observed from Debian's libdat2 (the project's ABI reference, kept outside the
+        // repository: ../shared/reference/dat-abi.md next to the checkout).
         let cases = [
             (DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA, 0x8005_000b),
             (

@@ -1,4 +1,5 @@
-//! `verbs`: the DAT core on an rdma-core device port. libibverbs and librdmacm are loaded at
+//! `verbs`: a device (the `Device` trait) on an rdma-core device port, under the DAT core of the
+//! built-in providers (`src/core/`). libibverbs and librdmacm are loaded at
 //! run time (api.rs), so the library loads, and the soft device works, where they are absent.
 
 pub mod api;
