@@ -247,8 +247,9 @@ impl KeyTable {
         (s.seq.load(Ordering::SeqCst) == seq && s.rkey.load(Ordering::Relaxed) == rkey).then_some((g, pin))
     }
 
-    /// Looks a key up (in a peer's table); None when absent or changing.
-    pub fn lookup(&self, rkey: u32) -> Option<Grant> {
+    /// Looks a key up; None when absent or changing (the tests' view: a writer pins, `pin`).
+    #[cfg(test)]
+    fn lookup(&self, rkey: u32) -> Option<Grant> {
         self.find(rkey).map(|(_, g, _)| g)
     }
 

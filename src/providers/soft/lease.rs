@@ -112,12 +112,15 @@ impl SetLease {
         Some(lease)
     }
 
-    /// A lease for a short copy within memory, borrowed for its scope: the latency path's
-    /// (no reference count, no thread-local), for copies that make no callback meanwhile.
-    pub fn hold(&self) -> Option<Hold<'_>> {
+    /// Counts a user unless the set was revoked (then nothing is counted): the borrowed
+    /// leases of `hold_all`, with no reference count and no thread-local.
+    fn enter(&self) -> bool {
         self.users.fetch_add(1, Ordering::SeqCst);
-        let hold = Hold { set: self };
-        (!self.revoked.load(Ordering::SeqCst)).then_some(hold)
+        if self.revoked.load(Ordering::SeqCst) {
+            self.give_back();
+            return false;
+        }
+        true
     }
 
     fn give_back(&self) {
@@ -204,7 +207,8 @@ impl Drop for Lease {
     }
 }
 
-/// Borrowed leases on several sets at once, without allocating (see `SetLease::hold`).
+/// Borrowed leases on several sets at once, without allocating, for a short copy within memory
+/// that makes no callback meanwhile (the latency path's).
 pub struct HoldAll<'a, T: AsRef<SetLease>> {
     sets: &'a [T],
 }
@@ -212,9 +216,7 @@ pub struct HoldAll<'a, T: AsRef<SetLease>> {
 /// Holds every set in `sets`, or none (None) when one was revoked.
 pub fn hold_all<T: AsRef<SetLease>>(sets: &[T]) -> Option<HoldAll<'_, T>> {
     for (k, s) in sets.iter().enumerate() {
-        if let Some(h) = s.as_ref().hold() {
-            std::mem::forget(h);
-        } else {
+        if !s.as_ref().enter() {
             sets[..k].iter().for_each(|s| s.as_ref().give_back());
             return None;
         }
@@ -225,17 +227,6 @@ pub fn hold_all<T: AsRef<SetLease>>(sets: &[T]) -> Option<HoldAll<'_, T>> {
 impl<T: AsRef<SetLease>> Drop for HoldAll<'_, T> {
     fn drop(&mut self) {
         self.sets.iter().for_each(|s| s.as_ref().give_back());
-    }
-}
-
-/// A borrowed lease (`SetLease::hold`).
-pub struct Hold<'a> {
-    set: &'a SetLease,
-}
-
-impl Drop for Hold<'_> {
-    fn drop(&mut self) {
-        self.set.give_back();
     }
 }
 

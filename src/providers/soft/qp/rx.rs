@@ -180,41 +180,32 @@ impl SoftQp {
             i.outstanding.iter().find(|o| o.done.is_none()).map(|o| (o.wr_id, o.op, o.sges.clone(), o.reply))
         };
         let Some((wr_id, op_kind, sges, reply)) = head else { return false };
-        let status = u32::from(hdr.status);
+        let mut status = u32::from(hdr.status);
         // A response carries exactly what its request asked for: a success its data, an
         // error nothing.
         if hdr.payload != if status == DAT_DTO_SUCCESS { reply } else { 0 } {
             return false;
         }
-        let mut status = status;
-        // The local buffers' keys must still be live when the data lands (lease.rs).
-        let leases = (status == DAT_DTO_SUCCESS && hdr.payload > 0).then(|| self.local_sets(&sges, true).and_then(|sets| self.leases(&sets, Via::Socket(rx.fd()))));
-        if let Some(None) = leases {
-            // Revoked since the post (dat_lmr_free): a local protection error, as on an HCA.
-            status = DAT_DTO_ERR_LOCAL_PROTECTION;
-            if rx.discard(hdr.payload as usize).is_err() {
-                return false;
-            }
-        } else if status == DAT_DTO_SUCCESS && hdr.payload > 0 {
-            // Read data or an atomic's original value, into the checked local buffers.
-            let mut left = hdr.payload as usize;
-            let mut segs = Vec::new();
-            for s in &sges {
-                let n = (s.len as usize).min(left);
-                if n > 0 {
-                    segs.push((s.addr, n));
+        if hdr.payload > 0 {
+            // Read data or an atomic's original value, into the local buffers, whose keys must
+            // still be live when the data lands (lease.rs).
+            match self.local_sets(&sges, true).and_then(|sets| self.leases(&sets, Via::Socket(rx.fd()))) {
+                None => {
+                    // Revoked since the post (dat_lmr_free): a local protection error, as on
+                    // an HCA.
+                    status = DAT_DTO_ERR_LOCAL_PROTECTION;
+                    if rx.discard(hdr.payload as usize).is_err() {
+                        return false;
+                    }
                 }
-                left -= n;
+                Some(_leases) => {
+                    // The payload is exactly what the request asked for: its buffers, in full.
+                    let segs: Vec<(u64, usize)> = sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
+                    if rx.land(&segs).is_err() {
+                        return false;
+                    }
+                }
             }
-            if rx.land(&segs).is_err() {
-                return false;
-            }
-            if left > 0 && rx.discard(left).is_err() {
-                return false;
-            }
-            drop(leases);
-        } else if hdr.payload > 0 && rx.discard(hdr.payload as usize).is_err() {
-            return false;
         }
         {
             let mut i = self.lock();
@@ -283,13 +274,14 @@ impl SoftQp {
         } else {
             Data::Socket
         };
-        let needs_recv = hdr.op == op::SEND || (hdr.op == op::WRITE && hdr.flags & flag::IMM != 0);
+        let needs_recv = needs_recv(&hdr);
+        let cost = stall_cost(&hdr, &data);
         loop {
             let exec = self.exec.lock().unwrap_or_else(|e| e.into_inner());
             let (stall, room) = {
                 let i = self.lock();
                 let stall = !i.stalled.is_empty() || (needs_recv && !self.has_recv(&i));
-                (stall, i.stalled_bytes + stall_cost(&hdr, &data) <= STALL_BYTES)
+                (stall, i.stalled_bytes + cost <= STALL_BYTES)
             };
             if !stall {
                 let (ok, events) = self.execute(Some(rx), hdr, data);
@@ -298,7 +290,6 @@ impl SoftQp {
                 return ok;
             }
             if room {
-                let cost = stall_cost(&hdr, &data);
                 let data = match data {
                     Data::Socket => {
                         let Ok(buf) = rx.take_vec(hdr.payload as usize) else { return false };
@@ -370,8 +361,7 @@ impl SoftQp {
             let next = {
                 let mut i = self.lock();
                 let Some(front) = i.stalled.front() else { break };
-                let needs_recv = front.hdr.op == op::SEND || (front.hdr.op == op::WRITE && front.hdr.flags & flag::IMM != 0);
-                if needs_recv && !self.has_recv(&i) {
+                if needs_recv(&front.hdr) && !self.has_recv(&i) {
                     break;
                 }
                 let next = i.stalled.pop_front().expect("front exists");
@@ -442,6 +432,11 @@ impl SoftQp {
 }
 
 /// What a request held until a receive comes costs the connection (see STALL_BYTES).
+/// Whether a peer request consumes a receive (a send, or a write with immediate data).
+fn needs_recv(hdr: &Hdr) -> bool {
+    hdr.op == op::SEND || (hdr.op == op::WRITE && hdr.flags & flag::IMM != 0)
+}
+
 pub(super) fn stall_cost(hdr: &Hdr, data: &Data) -> usize {
     STALL_OVERHEAD
         + match data {
