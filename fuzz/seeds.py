@@ -2,7 +2,7 @@
 """Writes the seed corpus of the soft_wire fuzz target (fuzz/corpus/soft_wire/): handshakes
 followed by representative frames, in the target's input format (see the top of
 fuzz_targets/soft_wire.rs). The wire's MAGIC and VERSION, for the seed that sends a raw HELLO,
-are read from src/providers/soft/wire.rs.
+are read from src/device/soft/wire.rs.
 
 Usage: fuzz/seeds.py   (rewrites the directory; commit the result)
 """

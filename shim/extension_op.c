@@ -2,9 +2,9 @@
 /* Part of dat2: the variadic entry point dat_extension_op.
  *
  * Only C can accept "..." and pass a real va_list on, so this is the one exported function
- * written in C. The Rust side (src/ext.rs) checks the handle, resolves the provider and keeps
+ * written in C. The Rust side (src/api/ext.rs) checks the handle, resolves the provider and keeps
  * the registry's books; this file only moves the arguments. It includes no DAT header: the few
- * types it needs are spelled out below and must match src/ext.rs. */
+ * types it needs are spelled out below and must match src/api/ext.rs. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,7 +12,7 @@
 typedef uint32_t dat2_return;
 typedef dat2_return (*dat2_extended_op_fn)(void *handle, int op, va_list args);
 
-/* Mirrors ExtCall in src/ext.rs. */
+/* Mirrors ExtCall in src/api/ext.rs. */
 struct dat2_ext_call {
     dat2_extended_op_fn func;
     void *handle;
@@ -60,7 +60,7 @@ dat2_return dat_extension_op(void *handle, int op, ...)
     return status;
 }
 
-/* Argument readers for the built-in providers' handle_extendedop_func (src/core/ext.rs),
+/* Argument readers for the built-in providers' handle_extendedop_func (src/builtin/ext.rs),
  * which receives the va_list as an opaque pointer. On x86_64 a va_list parameter is a
  * pointer to the caller's state, so each call advances the caller's list. */
 __attribute__((visibility("hidden"))) uint64_t dat2_va_u64(va_list args);

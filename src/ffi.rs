@@ -101,7 +101,7 @@ pub unsafe fn bounded_cstr<'a>(ptr: *const core::ffi::c_char, max: usize) -> Opt
 }
 
 /// Like [`guard`], for bodies written with `?`: `Err(code)` and `Ok(code)` are both returned.
-pub fn entry<F: FnOnce() -> Result<DAT_RETURN, DAT_RETURN>>(f: F) -> DAT_RETURN {
+pub fn guard_try<F: FnOnce() -> Result<DAT_RETURN, DAT_RETURN>>(f: F) -> DAT_RETURN {
     guard(|| match f() {
         Ok(r) | Err(r) => r,
     })

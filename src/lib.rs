@@ -1,27 +1,23 @@
 //! dat2: a memory-safe drop-in replacement for the uDAPL 2.0 library `libdat2.so.2`.
 //!
-//! One module per DAT object family holds that family's exported entry points; `registry`
-//! finds providers and checks handles; `abi` mirrors the C types; `ffi` is the C boundary.
+//! The layers, from the C caller down (the README's Layout section has the full map):
+//! - [`api`]: the exported C functions, one module per DAT object family. Each checks its
+//!   handles and calls the owning provider's `DAT_PROVIDER` table.
+//! - [`registry`]: `dat.conf`, loading C providers, the built-in providers' entries, the table
+//!   of live handles, and the registry's own exports.
+//! - [`builtin`]: the DAT semantics of the built-in providers (objects, states, events, memory
+//!   registration), written once over the [`device::Device`] trait; C providers never pass
+//!   through it.
+//! - [`device`]: the device trait and one folder per device (`soft`, `verbs`).
+//! - Beside them: [`abi`] (the `#[repr(C)]` mirrors and constants), [`ffi`] (the C boundary:
+//!   the panic guard and argument checks), [`log`] (`DAT_DBG_TYPE`) and [`util`] (helpers that
+//!   know no DAT object and no device).
 
 pub mod abi;
-mod context;
-pub mod core;
+mod api;
+pub mod builtin;
 pub mod device;
-mod cno;
-mod cr;
-mod dispatch;
-mod error;
-mod ep;
-mod evd;
-mod ext;
 pub mod ffi;
-mod ia;
-mod lmr;
 pub mod log;
-pub mod mr;
-pub mod providers;
-mod pz;
 pub mod registry;
-mod rmr;
-mod sp;
-mod srq;
+pub mod util;

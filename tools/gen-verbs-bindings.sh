@@ -1,9 +1,9 @@
 #!/bin/sh
-# gen-verbs-bindings.sh [OUT]: regenerate src/providers/verbs/sys.rs, the C layouts of
+# gen-verbs-bindings.sh [OUT]: regenerate src/device/verbs/sys.rs, the C layouts of
 # rdma-core (libibverbs and librdmacm) that the verbs device uses, with bindgen.
 #
 # Only types and constants are generated: no function is declared, because the device
-# loads libibverbs.so.1 and librdmacm.so.1 at run time (see src/providers/verbs/api.rs).
+# loads libibverbs.so.1 and librdmacm.so.1 at run time (see src/device/verbs/api.rs).
 # The size and offset checks bindgen emits are compile-time constants, so a layout that
 # does not match the installed headers stops the build.
 #
@@ -12,7 +12,7 @@
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:-$top/src/providers/verbs/sys.rs}
+out=${1:-$top/src/device/verbs/sys.rs}
 bindgen=${BINDGEN:-bindgen}
 command -v "$bindgen" >/dev/null 2>&1 || bindgen=$HOME/.cargo/bin/bindgen
 command -v "$bindgen" >/dev/null 2>&1 || {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A hostile peer of dat2-soft: it speaks the soft device's wire protocol itself (the
-48-byte header and the HELLO of src/providers/soft/wire.rs, and the claims at the Unix-socket
+48-byte header and the HELLO of src/device/soft/wire.rs, and the claims at the Unix-socket
 rendezvous of rendezvous.rs) and attacks a dat2 process (target.c) as a server, and as a
 client.
 
@@ -41,7 +41,7 @@ SECRET_HEX = "53" * 16  # 'S'
 # The targets' address-space limit (RLIMIT_AS); none under AddressSanitizer, whose shadow
 # memory reserves terabytes (the sanitize pass builds target.c with it).
 TARGET_AS = None if os.environ.get("DAT2_PASS") == "sanitize" else 3 << 30
-# The bounds of src/providers/soft (README "Security"): what a peer may make the target hold.
+# The bounds of src/device/soft (README "Security"): what a peer may make the target hold.
 STALL_BYTES = 4 << 20  # requests waiting for a receive, per connection
 RNR_WAIT = 1.0  # seconds such a request that does not fit waits for a receive
 RD_IN = 4  # READ/atomic requests outstanding (the EP's default max_rdma_read_in)

@@ -9,7 +9,7 @@
 use std::sync::{OnceLock, RwLock};
 
 use crate::abi::*;
-use crate::core::idmap::IdMap;
+use crate::util::idmap::IdMap;
 
 /// The type of a tracked handle, numbered as `DAT_HANDLE_TYPE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

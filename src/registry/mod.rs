@@ -24,7 +24,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWrit
 
 use crate::abi::*;
 use crate::dbg_log;
-use crate::ffi::{bounded_cstr, entry, guard};
+use crate::ffi::{bounded_cstr, guard};
 use crate::log::DbgType;
 
 pub use dynamic::DrEntry;
@@ -223,106 +223,21 @@ pub fn remove_ia(slot: usize) -> Option<IaSlot> {
     removed
 }
 
-// ---------------------------------------------------------------------------------------------
-// Exported entry points of the registry.
+/// The providers the static registry lists, as `dat_registry_list_providers` returns them.
+pub fn list_providers() -> Vec<DAT_PROVIDER_INFO> {
+    statics::list()
+}
 
-/// The argument checks of `dat_registry_add_provider` and `_remove_provider`.
-fn provider_args(provider: *const DAT_PROVIDER, info: *const DAT_PROVIDER_INFO) -> Result<(), DAT_RETURN> {
-    if provider.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
+/// `dats_get_ia_handle`'s conversion: a small integer gives the provider's IA; a provider IA
+/// pointer gives its small integer.
+pub fn convert_ia_handle(value: usize) -> Option<usize> {
+    let reg = read();
+    if value < reg.ias.capacity() {
+        reg.ias.get(value).map(|s| s.raw)
+    } else {
+        reg.ias.find_raw(value)
     }
-    if info.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
-    check_state()
 }
-
-extern "C" fn dat_registry_add_provider(provider: *const DAT_PROVIDER, info: *const DAT_PROVIDER_INFO) -> DAT_RETURN {
-    entry(|| {
-        provider_args(provider, info)?;
-        // SAFETY: a provider registering itself passes its own table and info (both non-NULL,
-        // checked above), as the provider API requires.
-        Ok(unsafe { dynamic::add(provider, info) })
-    })
-}
-
-extern "C" fn dat_registry_remove_provider(provider: *const DAT_PROVIDER, info: *const DAT_PROVIDER_INFO) -> DAT_RETURN {
-    entry(|| {
-        provider_args(provider, info)?;
-        // SAFETY: `info` is non-NULL and, per the provider API, a readable DAT_PROVIDER_INFO.
-        let key = unsafe { Key::from_info(info) };
-        Ok(dynamic::remove(&key))
-    })
-}
-
-extern "C" fn dat_registry_list_providers(
-    max_to_return: DAT_COUNT,
-    entries_returned: *mut DAT_COUNT,
-    list: *mut *mut DAT_PROVIDER_INFO,
-) -> DAT_RETURN {
-    guard(|| {
-        if let Err(e) = check_state() {
-            return e;
-        }
-        if entries_returned.is_null() {
-            return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-        }
-        let infos = statics::list();
-        if max_to_return == 0 {
-            // SAFETY: checked non-NULL above; the caller provides a DAT_COUNT to write.
-            unsafe { entries_returned.write(infos.len() as DAT_COUNT) };
-            return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
-        }
-        if list.is_null() {
-            return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-        }
-        // A negative maximum lists nothing, as the original does.
-        let n = infos.len().min(max_to_return.max(0) as usize);
-        // SAFETY: the caller provides `max_to_return` (>= n) pointers in `list`.
-        let targets = unsafe { core::slice::from_raw_parts(list, n) };
-        if targets.iter().any(|p| p.is_null()) {
-            return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-        }
-        for (target, info) in targets.iter().zip(&infos) {
-            // SAFETY: each element is non-NULL (checked) and points to a caller-owned struct.
-            unsafe { target.write(*info) };
-        }
-        // SAFETY: checked non-NULL above.
-        unsafe { entries_returned.write(n as DAT_COUNT) };
-        DAT_SUCCESS
-    })
-}
-
-/// Converts between consumer IA handles and provider IA pointers, in both directions: a small
-/// integer gives the provider's IA; a provider IA pointer gives its small integer.
-extern "C" fn dats_get_ia_handle(handle: DAT_IA_HANDLE, out: *mut DAT_IA_HANDLE) -> DAT_RETURN {
-    guard(|| {
-        let bad = dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
-        if handle.is_null() {
-            return bad;
-        }
-        if out.is_null() {
-            return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-        }
-        let reg = read();
-        let value = handle as usize;
-        let converted = if value < reg.ias.capacity() {
-            reg.ias.get(value).map(|s| s.raw)
-        } else {
-            reg.ias.find_raw(value)
-        };
-        match converted {
-            Some(v) => {
-                // SAFETY: checked non-NULL above; the caller provides a handle to write.
-                unsafe { out.write(v as DAT_IA_HANDLE) };
-                DAT_SUCCESS
-            }
-            None => bad,
-        }
-    })
-}
-
-crate::export_c!(dat_registry_add_provider, dat_registry_remove_provider, dat_registry_list_providers, dats_get_ia_handle);
 
 /// Copies an IA name argument, checking its length (`DAT_NAME_MAX_LENGTH` includes the NUL).
 ///

@@ -6,7 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 use libloading::os::unix::{Library, Symbol, RTLD_GLOBAL, RTLD_NOW};
 
 use super::config::ConfEntry;
-use crate::core::builtin::{self, Kind as BuiltinKind};
+use crate::builtin::provider::{self as builtin, Kind as BuiltinKind};
 use super::{write, Key};
 use crate::abi::*;
 use crate::dbg_log;

@@ -1,0 +1,83 @@
+//! Local memory regions: `dat_lmr_create`, `dat_lmr_query`, `dat_lmr_free`,
+//! `dat_lmr_sync_rdma_read`, `dat_lmr_sync_rdma_write`.
+
+use crate::abi::*;
+use crate::call;
+use crate::api::dispatch;
+use crate::ffi::guard_try;
+use crate::registry::{self, handles, handles::Kind};
+
+#[allow(clippy::too_many_arguments)]
+extern "C" fn dat_lmr_create(
+    ia_handle: DAT_IA_HANDLE,
+    mem_type: DAT_MEM_TYPE,
+    region: DAT_REGION_DESCRIPTION,
+    length: DAT_VLEN,
+    pz: DAT_PZ_HANDLE,
+    privileges: DAT_MEM_PRIV_FLAGS,
+    va_type: DAT_VA_TYPE,
+    lmr: *mut DAT_LMR_HANDLE,
+    lmr_context: *mut DAT_LMR_CONTEXT,
+    rmr_context: *mut DAT_RMR_CONTEXT,
+    registered_length: *mut DAT_VLEN,
+    registered_address: *mut DAT_VADDR,
+) -> DAT_RETURN {
+    guard_try(|| {
+        let ia = registry::ia(ia_handle)?;
+        handles::check(pz, Kind::Pz, DAT_INVALID_HANDLE_PZ)?;
+        if mem_type == DAT_MEM_TYPE_LMR {
+            // SAFETY: for DAT_MEM_TYPE_LMR the region names an LMR handle; reading the union
+            // field only copies a pointer, which is then looked up, never dereferenced.
+            let original = unsafe { region.for_lmr_handle };
+            handles::check(original, Kind::Lmr, DAT_INVALID_HANDLE_LMR)?;
+        }
+        Ok(dispatch::create(lmr, Kind::Lmr, ia.slot, ia.provider, |out| {
+            call!(
+                ia.provider,
+                lmr_create_func,
+                ia.raw,
+                mem_type,
+                region,
+                length,
+                pz,
+                privileges,
+                va_type,
+                out,
+                lmr_context,
+                rmr_context,
+                registered_length,
+                registered_address
+            )
+        }))
+    })
+}
+
+extern "C" fn dat_lmr_query(lmr: DAT_LMR_HANDLE, mask: DAT_LMR_PARAM_MASK, param: *mut DAT_LMR_PARAM) -> DAT_RETURN {
+    guard_try(|| {
+        let t = handles::check(lmr, Kind::Lmr, DAT_INVALID_HANDLE_LMR)?;
+        Ok(call!(t.provider, lmr_query_func, lmr, mask, param))
+    })
+}
+
+extern "C" fn dat_lmr_free(lmr: DAT_LMR_HANDLE) -> DAT_RETURN {
+    guard_try(|| {
+        let t = handles::check(lmr, Kind::Lmr, DAT_INVALID_HANDLE_LMR)?;
+        Ok(dispatch::free(lmr, call!(t.provider, lmr_free_func, lmr)))
+    })
+}
+
+extern "C" fn dat_lmr_sync_rdma_read(ia_handle: DAT_IA_HANDLE, segments: *const DAT_LMR_TRIPLET, count: DAT_VLEN) -> DAT_RETURN {
+    guard_try(|| {
+        let ia = registry::ia(ia_handle)?;
+        Ok(call!(ia.provider, lmr_sync_rdma_read_func, ia.raw, segments, count))
+    })
+}
+
+extern "C" fn dat_lmr_sync_rdma_write(ia_handle: DAT_IA_HANDLE, segments: *const DAT_LMR_TRIPLET, count: DAT_VLEN) -> DAT_RETURN {
+    guard_try(|| {
+        let ia = registry::ia(ia_handle)?;
+        Ok(call!(ia.provider, lmr_sync_rdma_write_func, ia.raw, segments, count))
+    })
+}
+
+crate::export_c!(dat_lmr_create, dat_lmr_query, dat_lmr_free, dat_lmr_sync_rdma_read, dat_lmr_sync_rdma_write);

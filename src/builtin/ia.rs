@@ -1,0 +1,319 @@
+//! IA semantics: open (with its async EVD), query (honest attributes from the device), close
+//! (graceful refuses while objects remain; abrupt frees everything).
+
+use core::ffi::c_char;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::provider::{self as builtin, Builtin};
+use super::table::{self, Obj};
+use super::{evd, fill_cstr, put};
+use crate::abi::*;
+use crate::device::Device;
+use crate::lookup;
+
+pub struct Ia {
+    /// The provider-side IA handle (a table cell), as the registry holds it.
+    pub handle: usize,
+    pub builtin: &'static Builtin,
+    pub thread_safe: bool,
+    pub dev: Arc<dyn Device>,
+    /// The async EVD, and whether this IA created it (then it dies with the IA).
+    pub async_evd: AtomicUsize,
+    pub owns_async_evd: bool,
+    /// The IA address `DAT_IA_ATTR.ia_address_ptr` points at.
+    pub address: Box<libc::sockaddr_storage>,
+    pub context: Mutex<u64>,
+    /// lmr_context -> LMR handle, for the segment checks of the sync calls.
+    pub lkeys: Mutex<crate::util::idmap::IdMap<u32, usize>>,
+    /// The provider-specific attributes of the latest `dat_ia_query` (the consumer's copy of
+    /// DAT_PROVIDER_ATTR points into them until the next query or the IA's close).
+    pub named: Mutex<NamedAttrs>,
+}
+
+#[derive(Default)]
+pub struct NamedAttrs {
+    strings: Vec<std::ffi::CString>,
+    list: Vec<DAT_NAMED_ATTR>,
+}
+
+// SAFETY: the pointers in `list` point into `strings`, owned alongside them.
+unsafe impl Send for NamedAttrs {}
+
+impl Ia {
+    /// The small-integer handle the consumer knows this IA by.
+    pub fn consumer_handle(&self) -> DAT_IA_HANDLE {
+        crate::registry::consumer_ia_handle(self.handle)
+    }
+
+    pub fn provider(&self) -> *const DAT_PROVIDER {
+        self.builtin.table(self.thread_safe)
+    }
+}
+
+pub fn ia(handle: DAT_IA_HANDLE) -> Result<Arc<Ia>, DAT_RETURN> {
+    lookup!(handle, Ia, DAT_INVALID_HANDLE_IA)
+}
+
+/// `ia_open_func` of a built-in provider.
+pub fn open(name: *const c_char, thread_safe: bool, qlen: DAT_COUNT, async_evd: *mut DAT_EVD_HANDLE, out: *mut DAT_IA_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    if name.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
+    }
+    if async_evd.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    if out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+    }
+    // SAFETY: the registry passes the consumer's name, already checked to be a short C string.
+    let name = unsafe { CStr::from_ptr(name) };
+    let b = builtin::find(name.to_bytes()).ok_or(dat_error(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED))?;
+    // SAFETY: checked non-NULL; the INOUT async EVD argument.
+    let given = unsafe { async_evd.read() };
+    let dev = b.device()?;
+    if dev.cache_registrations() {
+        // Start the registration cache's unmap monitor now, before the consumer maps and
+        // unmaps memory, so that its thread's stack never lands on memory later registered.
+        let _ = crate::builtin::mr::cache_stats();
+    }
+    let given_evd = if given.is_null() {
+        if qlen <= 0 {
+            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+        }
+        None
+    } else if given as usize == DAT_EVD_OUT_OF_SCOPE {
+        // The consumer wants no async EVD for this IA.
+        Some(None)
+    } else if given as usize == DAT_EVD_ASYNC_EXISTS {
+        // Share the async EVD of another open IA of this provider, if there is one.
+        table::async_evd_of(b).map(Some)
+    } else {
+        let e = lookup!(given, Evd, DAT_INVALID_HANDLE_EVD_ASYNC)?;
+        if e.flags & DAT_EVD_ASYNC_FLAG == 0 || !core::ptr::eq(e.ia.builtin, b) {
+            return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC));
+        }
+        Some(Some(e))
+    };
+    let handle = table::reserve(b.table(thread_safe));
+    let ia = Arc::new(Ia {
+        handle,
+        builtin: b,
+        thread_safe,
+        address: Box::new(dev.address()),
+        dev,
+        async_evd: AtomicUsize::new(given_evd.as_ref().and_then(|e| e.as_ref()).map_or(0, |e| e.handle)),
+        owns_async_evd: given_evd.is_none(),
+        context: Mutex::new(0),
+        lkeys: Mutex::new(crate::util::idmap::IdMap::default()),
+        named: Mutex::new(NamedAttrs::default()),
+    });
+    table::insert(handle, Obj::Ia(ia.clone()));
+    if given_evd.is_none() {
+        match evd::create_object(&ia, qlen, None, DAT_EVD_ASYNC_FLAG) {
+            Ok(e) => ia.async_evd.store(e.handle, Ordering::SeqCst),
+            Err(e) => {
+                table::remove(handle);
+                return Err(e);
+            }
+        }
+    }
+    // SAFETY: both checked non-NULL above.
+    unsafe {
+        put(async_evd, ia.async_evd.load(Ordering::SeqCst) as DAT_EVD_HANDLE);
+        put(out, handle as DAT_IA_HANDLE);
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn query(
+    handle: DAT_IA_HANDLE,
+    async_evd: *mut DAT_EVD_HANDLE,
+    ia_mask: DAT_IA_ATTR_MASK,
+    ia_attr: *mut DAT_IA_ATTR,
+    provider_mask: DAT_PROVIDER_ATTR_MASK,
+    provider_attr: *mut DAT_PROVIDER_ATTR,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia(handle)?;
+    if ia_mask & !DAT_IA_FIELD_ALL != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    }
+    if ia_mask != 0 && ia_attr.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+    }
+    if provider_mask & !DAT_PROVIDER_FIELD_ALL != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+    }
+    if provider_mask != 0 && provider_attr.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6));
+    }
+    if !async_evd.is_null() {
+        // SAFETY: non-NULL consumer out-pointer.
+        unsafe { put(async_evd, ia.async_evd.load(Ordering::SeqCst) as DAT_EVD_HANDLE) };
+    }
+    if ia_mask != 0 {
+        // SAFETY: non-NULL consumer out-pointer.
+        unsafe { put(ia_attr, ia_attributes(&ia)) };
+    }
+    if provider_mask != 0 {
+        // SAFETY: non-NULL consumer out-pointer.
+        unsafe { put(provider_attr, provider_attributes(&ia)) };
+    }
+    Ok(DAT_SUCCESS)
+}
+
+fn clamp(v: u64) -> DAT_COUNT {
+    v.min(i32::MAX as u64) as DAT_COUNT
+}
+
+fn ia_attributes(ia: &Ia) -> DAT_IA_ATTR {
+    let l = ia.dev.limits();
+    let mut a = DAT_IA_ATTR::default();
+    fill_cstr(&mut a.adapter_name, ia.dev.name());
+    fill_cstr(&mut a.vendor_name, ia.dev.vendor());
+    a.hardware_version_major = 2;
+    a.hardware_version_minor = 0;
+    a.firmware_version_major = 2;
+    a.firmware_version_minor = 0;
+    a.ia_address_ptr = &*ia.address as *const libc::sockaddr_storage as DAT_IA_ADDRESS_PTR;
+    a.max_eps = clamp(l.max_qps.into());
+    a.max_dto_per_ep = clamp(l.max_qp_wr.into());
+    a.max_rdma_read_per_ep_in = clamp(l.max_rd_atom.into());
+    a.max_rdma_read_per_ep_out = clamp(l.max_rd_atom.into());
+    a.max_evds = clamp(l.max_cqs.into());
+    a.max_evd_qlen = clamp(l.max_cqe.into());
+    a.max_iov_segments_per_dto = clamp(l.max_sge.into());
+    a.max_lmrs = clamp(l.max_mrs.into());
+    a.max_lmr_block_size = l.max_mr_size.min(u64::from(u32::MAX)) as DAT_SEG_LENGTH;
+    a.max_lmr_virtual_address = u64::MAX;
+    a.max_pzs = clamp(l.max_pds.into());
+    a.max_message_size = l.max_msg_size;
+    a.max_rdma_size = l.max_msg_size;
+    a.max_rmrs = clamp(l.max_mws.into());
+    a.max_rmr_target_address = u64::MAX;
+    a.max_srqs = clamp(l.max_srqs.into());
+    a.max_ep_per_srq = clamp(l.max_qps.into());
+    a.max_recv_per_srq = clamp(l.max_srq_wr.into());
+    a.max_iov_segments_per_rdma_read = clamp(l.max_sge.into());
+    a.max_iov_segments_per_rdma_write = clamp(l.max_sge.into());
+    a.max_rdma_read_in = clamp(l.max_rd_atom.into());
+    a.max_rdma_read_out = clamp(l.max_rd_atom.into());
+    a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
+    a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
+    a.zb_supported = DAT_TRUE;
+    a.extension_supported = DAT_EXTENSION_IB;
+    a.extension_version = DAT_IB_EXTENSION_VERSION;
+    a
+}
+
+fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
+    let mut p = DAT_PROVIDER_ATTR::default();
+    fill_cstr(&mut p.provider_name, &format!("dat2 {}", ia.builtin.kind_name()));
+    p.provider_version_major = 2;
+    p.provider_version_minor = 0;
+    p.dapl_version_major = DAT_VERSION_MAJOR;
+    p.dapl_version_minor = DAT_VERSION_MINOR;
+    p.lmr_mem_types_supported = DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_SHARED_VIRTUAL;
+    p.iov_ownership_on_return = DAT_IOV_CONSUMER;
+    p.dat_qos_supported = DAT_QOS_BEST_EFFORT;
+    p.completion_flags_supported = DAT_COMPLETION_SUPPRESS_FLAG
+        | DAT_COMPLETION_SOLICITED_WAIT_FLAG
+        | DAT_COMPLETION_UNSIGNALLED_FLAG
+        | DAT_COMPLETION_BARRIER_FENCE_FLAG
+        | DAT_COMPLETION_EVD_THRESHOLD_FLAG;
+    p.is_thread_safe = ia.thread_safe as DAT_BOOLEAN;
+    p.max_private_data_size = super::cr::max_private_data(ia);
+    p.supports_multipath = DAT_FALSE;
+    p.ep_creator = DAT_PSP_CREATES_EP_NEVER;
+    p.pz_support = DAT_PZ_UNIQUE;
+    p.optimal_buffer_alignment = ia.dev.limits().page_size as u32;
+    p.evd_stream_merging_supported = [[DAT_TRUE; 6]; 6];
+    p.srq_supported = DAT_TRUE;
+    p.srq_watermarks_supported = DAT_TRUE as DAT_COUNT;
+    p.srq_ep_pz_difference_supported = DAT_TRUE;
+    p.srq_info_supported = DAT_TRUE as DAT_COUNT;
+    p.ep_recv_info_supported = DAT_TRUE as DAT_COUNT;
+    p.lmr_sync_req = DAT_FALSE;
+    p.dto_async_return_guaranteed = DAT_FALSE;
+    p.rdma_write_for_rdma_read_req = DAT_FALSE;
+    p.rdma_read_lmr_rmr_context_exposure = DAT_FALSE;
+    p.rmr_scope_supported = DAT_RMR_SCOPE_EP;
+    p.is_signal_safe = DAT_FALSE;
+    p.ha_supported = DAT_FALSE;
+    p.ha_loadbalancing = DAT_FALSE;
+    let pairs = ia.builtin.provider_specific(&*ia.dev);
+    let mut named = ia.named.lock().unwrap_or_else(|e| e.into_inner());
+    let mut strings = Vec::with_capacity(pairs.len() * 2);
+    for (n, v) in pairs {
+        strings.push(std::ffi::CString::new(n).unwrap_or_default());
+        strings.push(std::ffi::CString::new(v).unwrap_or_default());
+    }
+    // Unchanged attributes keep their storage, so earlier copies stay valid.
+    if named.strings != strings {
+        let list: Vec<DAT_NAMED_ATTR> = strings.chunks(2).map(|c| DAT_NAMED_ATTR { name: c[0].as_ptr(), value: c[1].as_ptr() }).collect();
+        *named = NamedAttrs { strings, list };
+    }
+    p.num_provider_specific_attr = named.list.len() as DAT_COUNT;
+    p.provider_specific_attr = named.list.as_ptr() as *mut DAT_NAMED_ATTR;
+    p
+}
+
+/// Frees every object of `ia`, children before parents.
+fn free_all(ia: &Arc<Ia>) {
+    let mut objs = table::owned_by(ia);
+    let rank = |o: &Obj| match o {
+        Obj::Cr(_) => 0,
+        Obj::Rmr(_) => 0,
+        Obj::Srq(_) => 3,
+        Obj::Rsp(_) => 1,
+        Obj::Ep(_) => 2,
+        Obj::Lmr(_) => 3,
+        Obj::Psp(_) => 4,
+        Obj::Pz(_) => 5,
+        Obj::Evd(_) => 6,
+        Obj::Cno(_) => 7,
+        Obj::Ia(_) => 8,
+    };
+    objs.sort_by_key(|(_, o)| rank(o));
+    for (handle, obj) in objs {
+        super::ops::destroy(handle as DAT_HANDLE, obj);
+    }
+}
+
+pub fn close(handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia(handle)?;
+    match flags {
+        DAT_CLOSE_ABRUPT_FLAG => free_all(&ia),
+        DAT_CLOSE_GRACEFUL_FLAG => {
+            let own_async = if ia.owns_async_evd { ia.async_evd.load(Ordering::SeqCst) } else { 0 };
+            if table::owned_by(&ia).iter().any(|(h, _)| *h != own_async) {
+                return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_IA_IN_USE));
+            }
+            free_all(&ia);
+        }
+        _ => return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2)),
+    }
+    // Every PZ flushed its cached registrations as it went; this catches any left on the device.
+    crate::builtin::mr::flush(&ia.dev, None);
+    table::remove(ia.handle);
+    Ok(DAT_SUCCESS)
+}
+
+/// The event number of the watermark events (an SRQ below its low watermark, an EP above its
+/// soft high watermark). DAT defines no event number of its own for them, only their reasons
+/// (`DAT_SRQ_LOW_WATERMARK_EVENT`, `DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT`, both 2) in the
+/// asynchronous error data, whose `dat_handle` names the SRQ or the EP; the event carries them
+/// under the general asynchronous number, which is not an error of the provider.
+pub const WATERMARK_EVENT: DAT_EVENT_NUMBER = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
+
+/// Posts an asynchronous event about `handle` on the IA's async EVD, if it has one.
+pub fn post_async(ia: &Ia, number: DAT_EVENT_NUMBER, handle: usize, reason: DAT_COUNT) {
+    let async_handle = ia.async_evd.load(Ordering::SeqCst);
+    if let Ok(e) = evd::evd(async_handle as DAT_EVD_HANDLE) {
+        let mut ev = DAT_EVENT::default();
+        ev.event_number = number;
+        ev.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: handle as DAT_HANDLE, reason };
+        e.post(ev);
+    }
+}

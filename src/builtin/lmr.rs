@@ -1,0 +1,304 @@
+//! LMR semantics: the three memory types, privileges, keys, queries and frees.
+//!
+//! - VIRTUAL registers `[va, va+length)`; an equal live registration (same PZ, privileges and
+//!   address type) is reused, each LMR keeping keys of its own.
+//! - LMR registers the memory of an existing LMR again, in another PZ with other privileges;
+//!   the length argument is ignored and the original's range is reported.
+//! - SHARED_VIRTUAL shares one registration among all LMRs with an equal 40-byte cookie.
+//!
+//! `rmr_context` is returned only when a remote privilege is asked for (0 otherwise).
+
+use core::ptr::addr_of_mut;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::ia::{self, Ia};
+use super::pz::{self, Pz};
+use super::table::{self, Obj};
+use super::put;
+use crate::abi::*;
+use crate::dbg_log;
+use crate::device::{Access, DevError};
+use crate::log::DbgType;
+use crate::lookup;
+use crate::builtin::mr::{self, Cookie, RegError, Registration, COOKIE_SIZE};
+
+/// The privilege bits DAT and its IB extension define.
+pub const PRIV_VALID: u32 = Access::ALL;
+
+pub struct Lmr {
+    pub handle: usize,
+    pub ia: Arc<Ia>,
+    pub pz: Arc<Pz>,
+    pub mem_type: DAT_MEM_TYPE,
+    /// The region as the consumer described it (the cookie pointer is replaced by ours).
+    pub region: DAT_REGION_DESCRIPTION,
+    pub length: u64,
+    pub privileges: DAT_MEM_PRIV_FLAGS,
+    pub va_type: DAT_VA_TYPE,
+    pub reg: Registration,
+    pub address: u64,
+    /// Our copy of a shared-memory cookie; `region` points at it.
+    pub cookie: Option<Box<Cookie>>,
+    /// RMRs bound to this LMR; `FREED` once it is being freed.
+    pub bound: AtomicU32,
+    pub context: Mutex<u64>,
+}
+
+// SAFETY: `region` holds pointers only as values reported back to the consumer; the cookie
+// pointer points into our own boxed copy. Everything mutable is atomic or locked.
+unsafe impl Send for Lmr {}
+// SAFETY: as above.
+unsafe impl Sync for Lmr {}
+
+const FREED: u32 = u32::MAX;
+
+impl Lmr {
+    pub fn lmr_context(&self) -> DAT_LMR_CONTEXT {
+        self.reg.mr.lkey
+    }
+    pub fn rmr_context(&self) -> DAT_RMR_CONTEXT {
+        self.reg.mr.rkey
+    }
+    /// Counts an RMR binding to this LMR; fails once the LMR is being freed.
+    pub fn bind(&self) -> Result<(), DAT_RETURN> {
+        self.bound
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| if n == FREED { None } else { Some(n + 1) })
+            .map(|_| ())
+            .map_err(|_| dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR))
+    }
+    pub fn unbind(&self) {
+        let _ = self.bound.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| if n == FREED || n == 0 { None } else { Some(n - 1) });
+    }
+    /// Whether `[addr, addr+len)` lies inside the registered range.
+    pub fn covers(&self, addr: u64, len: u64) -> bool {
+        addr >= self.address && addr.checked_add(len).is_some_and(|end| end <= self.address + self.length)
+    }
+}
+
+pub fn lmr(handle: DAT_LMR_HANDLE) -> Result<Arc<Lmr>, DAT_RETURN> {
+    lookup!(handle, Lmr, DAT_INVALID_HANDLE_LMR)
+}
+
+fn reg_error(e: RegError) -> DAT_RETURN {
+    match e {
+        RegError::Device(DevError::Fault) => dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3),
+        RegError::Device(DevError::NoResources | DevError::InUse | DevError::State | DevError::QueueFull) => {
+            dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION)
+        }
+        RegError::Device(DevError::NotSupported) => dat_error(DAT_MODEL_NOT_SUPPORTED, 0),
+        RegError::CookieLength => dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4),
+        RegError::CookieAddress => dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn create(
+    ia_handle: DAT_IA_HANDLE,
+    mem_type: DAT_MEM_TYPE,
+    region: DAT_REGION_DESCRIPTION,
+    length: DAT_VLEN,
+    pz_handle: DAT_PZ_HANDLE,
+    privileges: DAT_MEM_PRIV_FLAGS,
+    va_type: DAT_VA_TYPE,
+    lmr_out: *mut DAT_LMR_HANDLE,
+    lmr_context: *mut DAT_LMR_CONTEXT,
+    rmr_context: *mut DAT_RMR_CONTEXT,
+    registered_length: *mut DAT_VLEN,
+    registered_address: *mut DAT_VADDR,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia::ia(ia_handle)?;
+    if !matches!(mem_type, DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_SHARED_VIRTUAL) {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    if pz_handle.is_null() {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ));
+    }
+    let pz = pz::pz(pz_handle)?;
+    if !Arc::ptr_eq(&pz.ia, &ia) {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ));
+    }
+    if privileges & !PRIV_VALID != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6));
+    }
+    if !matches!(va_type, DAT_VA_TYPE_VA | DAT_VA_TYPE_ZB) {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7));
+    }
+    if lmr_out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8));
+    }
+    let access = Access(privileges | Access::LOCAL_READ);
+    let zb = va_type == DAT_VA_TYPE_ZB;
+    let mut cookie: Option<Box<Cookie>> = None;
+    let mut region = region;
+    // SAFETY: the union member read matches mem_type; pointers are only copied here.
+    let (address, size) = match mem_type {
+        DAT_MEM_TYPE_VIRTUAL => (unsafe { region.for_va } as u64, length),
+        DAT_MEM_TYPE_LMR => {
+            // SAFETY: as above.
+            let original = lmr(unsafe { region.for_lmr_handle })?;
+            if !Arc::ptr_eq(&original.ia, &ia) {
+                return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR));
+            }
+            (original.address, original.length)
+        }
+        _ => {
+            // SAFETY: as above.
+            let shared = unsafe { region.for_shared_memory };
+            if shared.shared_memory_id.is_null() {
+                return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+            }
+            let mut bytes = [0u8; COOKIE_SIZE];
+            // SAFETY: DAT_LMR_COOKIE points to the consumer's 40-byte identifier.
+            unsafe { core::ptr::copy_nonoverlapping(shared.shared_memory_id as *const u8, bytes.as_mut_ptr(), COOKIE_SIZE) };
+            let boxed = Box::new(bytes);
+            region.for_shared_memory = DAT_SHARED_MEMORY {
+                virtual_address: shared.virtual_address,
+                shared_memory_id: &*boxed as *const Cookie as DAT_LMR_COOKIE,
+            };
+            cookie = Some(boxed);
+            (shared.virtual_address as u64, length)
+        }
+    };
+    if size == 0 {
+        return Err(dat_error(DAT_LENGTH_ERROR, 0));
+    }
+    pz.acquire()?;
+    let reg = match &cookie {
+        Some(c) => mr::register_shared(&ia.dev, c, pz.pd, address, size, access, zb),
+        None => mr::register_range(&ia.dev, pz.pd, address, size, access, zb),
+    };
+    let reg = match reg {
+        Ok(r) => r,
+        Err(e) => {
+            pz.release();
+            dbg_log!(DbgType::PROVIDER_API, "lmr_create [{address:#x}, +{size:#x}) privileges {privileges:#x}: {e:?}");
+            return Err(reg_error(e));
+        }
+    };
+    let (made, reused) = mr::counters();
+    dbg_log!(
+        DbgType::GENERIC,
+        "lmr_create [{address:#x}, +{size:#x}): {} (registrations made {made}, reused {reused})",
+        if reg.reused { "registration reused" } else { "new registration" }
+    );
+    let handle = table::reserve(ia.provider());
+    let lmr = Arc::new(Lmr {
+        handle,
+        ia: ia.clone(),
+        pz,
+        mem_type,
+        region,
+        length: size,
+        privileges,
+        va_type,
+        reg,
+        address,
+        cookie,
+        bound: AtomicU32::new(0),
+        context: Mutex::new(0),
+    });
+    ia.lkeys.lock().unwrap_or_else(|e| e.into_inner()).insert(lmr.lmr_context(), handle);
+    let (lkey, rkey) = (lmr.lmr_context(), lmr.rmr_context());
+    table::insert(handle, Obj::Lmr(lmr));
+    // SAFETY: lmr_out checked non-NULL; the others are written only if non-NULL.
+    unsafe {
+        put(lmr_out, handle as DAT_LMR_HANDLE);
+        crate::ffi::write_opt(lmr_context, lkey);
+        crate::ffi::write_opt(rmr_context, rkey);
+        crate::ffi::write_opt(registered_length, size);
+        crate::ffi::write_opt(registered_address, address);
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn query(handle: DAT_LMR_HANDLE, mask: DAT_LMR_PARAM_MASK, param: *mut DAT_LMR_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
+    let l = lmr(handle)?;
+    super::query_args(u64::from(mask), u64::from(DAT_LMR_FIELD_ALL), param)?;
+    let p = param;
+    // SAFETY: `param` is the consumer's non-NULL DAT_LMR_PARAM; only the fields the mask asks
+    // for are written.
+    unsafe {
+        let set = |bit: DAT_LMR_PARAM_MASK| mask & bit != 0;
+        if set(DAT_LMR_FIELD_IA_HANDLE) {
+            addr_of_mut!((*p).ia_handle).write(l.ia.consumer_handle());
+        }
+        if set(DAT_LMR_FIELD_MEM_TYPE) {
+            addr_of_mut!((*p).mem_type).write(l.mem_type);
+        }
+        if set(DAT_LMR_FIELD_REGION_DESC) {
+            addr_of_mut!((*p).region_desc).write(l.region);
+        }
+        if set(DAT_LMR_FIELD_LENGTH) {
+            addr_of_mut!((*p).length).write(l.length);
+        }
+        if set(DAT_LMR_FIELD_PZ_HANDLE) {
+            addr_of_mut!((*p).pz_handle).write(l.pz.handle as DAT_PZ_HANDLE);
+        }
+        if set(DAT_LMR_FIELD_MEM_PRIV) {
+            addr_of_mut!((*p).mem_priv).write(l.privileges);
+        }
+        if set(DAT_LMR_FIELD_VA_TYPE) {
+            addr_of_mut!((*p).va_type).write(l.va_type);
+        }
+        if set(DAT_LMR_FIELD_LMR_CONTEXT) {
+            addr_of_mut!((*p).lmr_context).write(l.lmr_context());
+        }
+        if set(DAT_LMR_FIELD_RMR_CONTEXT) {
+            addr_of_mut!((*p).rmr_context).write(l.rmr_context());
+        }
+        if set(DAT_LMR_FIELD_REGISTERED_SIZE) {
+            addr_of_mut!((*p).registered_size).write(l.length);
+        }
+        if set(DAT_LMR_FIELD_REGISTERED_ADDRESS) {
+            addr_of_mut!((*p).registered_address).write(l.address);
+        }
+    }
+    Ok(DAT_SUCCESS)
+}
+
+pub fn free(handle: DAT_LMR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let l = lmr(handle)?;
+    match l.bound.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => {}
+        // Another thread is freeing it: to this caller the handle is already gone.
+        Err(FREED) => return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR)),
+        Err(_) => return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE)),
+    }
+    if table::remove(l.handle).is_none() {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR));
+    }
+    destroy(&l);
+    Ok(DAT_SUCCESS)
+}
+
+/// Revokes the LMR's keys at once and releases its PZ (the object has left the table).
+pub fn destroy(l: &Lmr) {
+    l.ia.lkeys.lock().unwrap_or_else(|e| e.into_inner()).remove(&l.lmr_context());
+    mr::release(&l.ia.dev, &l.reg);
+    l.pz.release();
+}
+
+/// `dat_lmr_sync_rdma_read/write`: every segment must lie inside a live LMR of the IA. The
+/// soft device is cache coherent, so nothing else is needed.
+pub fn sync(ia_handle: DAT_IA_HANDLE, segments: *const DAT_LMR_TRIPLET, count: DAT_VLEN) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia::ia(ia_handle)?;
+    if count == 0 {
+        return Ok(DAT_SUCCESS);
+    }
+    if segments.is_null() || count > i32::MAX as u64 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    // SAFETY: the consumer passes `count` triplets.
+    let segs = unsafe { core::slice::from_raw_parts(segments, count as usize) };
+    for s in segs {
+        let handle = ia.lkeys.lock().unwrap_or_else(|e| e.into_inner()).get(&s.lmr_context).copied();
+        let ok = handle
+            .and_then(|h| lmr(h as DAT_LMR_HANDLE).ok())
+            .is_some_and(|l| l.covers(s.virtual_address, u64::from(s.segment_length)));
+        if !ok {
+            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+        }
+    }
+    Ok(DAT_SUCCESS)
+}

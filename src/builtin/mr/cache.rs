@@ -1,0 +1,776 @@
+//! The registration table and cache, generic over [`Device`].
+//!
+//! Three ways a range registration is handled, chosen per device:
+//! - **Share** (a device that does not opt in, such as the soft device): a registration is
+//!   reused while another LMR of the same key is alive, and deregistered with its last LMR.
+//! - **Cache** (a device whose [`Device::cache_registrations`] is true, with the cache on): the
+//!   range is watched by the userfaultfd monitor ([`super::unmap`]) from the moment it is first
+//!   registered. When the last LMR goes and the registration has no remote access (rkey 0), the
+//!   device MR is kept in an LRU instead of being deregistered (unless a request posted with
+//!   its lkey is still outstanding, [`Device::mr_in_use`]: a kept MR's lkey stays valid, and
+//!   such a request would go on using the memory after `dat_lmr_free` returned; the MR is then
+//!   deregistered, which the device completes in error), and a later registration of the
+//!   same (device, PD, range, access, address type) takes it back: a hit. A registration with
+//!   remote access is never kept, so a freed LMR's rkey never stays usable by a peer.
+//!   A watched range that is unmapped, remapped or discarded makes its registrations stale: a
+//!   kept one is deregistered at once, a live one leaves the lookup table (later LMRs register
+//!   afresh) and is deregistered with its last LMR. A range that cannot be watched is
+//!   registered for its LMR alone and never shared or kept.
+//! - **Private** (a device that opts in, with the cache off): every LMR registers on its own,
+//!   since without the monitor nothing proves that the memory under an older registration is
+//!   still the same.
+//!
+//! Kept registrations also go when the LRU bounds (entries, bytes) are passed, when they were
+//! unused for the TTL (a collector thread, started with the first watched registration, which
+//! also applies the monitor's events promptly), when their PD or device is flushed
+//! ([`Cache::flush`], before `dealloc_pd` and at IA close), and when the device runs out of
+//! resources for a new registration.
+//!
+//! One lock guards the table. Registrations are made under it; evicted ones are deregistered
+//! just after it is given back (a deregistration unpins every page, and the collector thread
+//! should not hold up a lookup meanwhile), under a second lock that [`Cache::flush`] and
+//! [`Cache::stats`] wait for, so a flush that returns has left no deregistration in flight.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+
+use super::unmap::{self, Monitor, RingId};
+use super::{dev_id, Cookie, Key, RegError, Registration};
+use crate::util::idmap::IdMap;
+use crate::dbg_log;
+use crate::device::{Access, DevError, Device, Mr, Pd};
+use crate::log::DbgType;
+
+pub const DEFAULT_MAX_ENTRIES: usize = 1024;
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+pub const DEFAULT_TTL: Duration = Duration::from_secs(5);
+/// How long the collector sleeps when it has nothing to expire.
+const IDLE_WAIT: Duration = Duration::from_secs(10);
+/// How soon the background thread tries again when another thread held the cache's lock (that
+/// thread applies the reported changes itself; the collector may still be due).
+const GRACE: Duration = Duration::from_millis(2);
+
+/// The cache's settings (from the environment for the library's own cache).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `DAT2_MR_CACHE` (anything but 0/no/off/false keeps it on).
+    pub enabled: bool,
+    /// `DAT2_MR_CACHE_MAX_ENTRIES`: kept registrations at most (0 keeps none).
+    pub max_entries: usize,
+    /// `DAT2_MR_CACHE_MAX_BYTES`: bytes of kept registrations at most (K, M, G, T suffixes).
+    pub max_bytes: u64,
+    /// `DAT2_MR_CACHE_TTL`: seconds a kept registration may stay unused (0: no collector).
+    pub ttl: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config { enabled: true, max_entries: DEFAULT_MAX_ENTRIES, max_bytes: DEFAULT_MAX_BYTES, ttl: Some(DEFAULT_TTL) }
+    }
+}
+
+fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let lower = s.to_ascii_lowercase();
+    let body = lower.strip_suffix("ib").or_else(|| lower.strip_suffix('b')).unwrap_or(&lower);
+    let (digits, shift) = match body.chars().last()? {
+        'k' => (&body[..body.len() - 1], 10),
+        'm' => (&body[..body.len() - 1], 20),
+        'g' => (&body[..body.len() - 1], 30),
+        't' => (&body[..body.len() - 1], 40),
+        _ => (body, 0),
+    };
+    digits.trim().parse::<u64>().ok()?.checked_mul(1u64 << shift)
+}
+
+impl Config {
+    /// The settings the environment asks for, and a note for each value that was not
+    /// understood (the default is used instead).
+    pub fn from_env() -> (Config, Vec<String>) {
+        Config::parse(|name| std::env::var(name).ok())
+    }
+
+    /// As [`Config::from_env`], reading variables through `get`.
+    pub fn parse(get: impl Fn(&str) -> Option<String>) -> (Config, Vec<String>) {
+        let mut c = Config::default();
+        let mut notes = Vec::new();
+        if let Some(v) = get("DAT2_MR_CACHE") {
+            c.enabled = !matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "no" | "off" | "false");
+        }
+        if let Some(v) = get("DAT2_MR_CACHE_MAX_ENTRIES") {
+            match v.trim().parse::<usize>() {
+                Ok(n) => c.max_entries = n,
+                Err(_) => notes.push(format!("DAT2_MR_CACHE_MAX_ENTRIES={v:?} is not a count; using {DEFAULT_MAX_ENTRIES}")),
+            }
+        }
+        if let Some(v) = get("DAT2_MR_CACHE_MAX_BYTES") {
+            match parse_bytes(&v) {
+                Some(n) => c.max_bytes = n,
+                None => notes.push(format!("DAT2_MR_CACHE_MAX_BYTES={v:?} is not a size; using {DEFAULT_MAX_BYTES}")),
+            }
+        }
+        if let Some(v) = get("DAT2_MR_CACHE_TTL") {
+            match v.trim().parse::<f64>() {
+                Ok(0.0) => c.ttl = None,
+                Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => c.ttl = Some(Duration::from_secs_f64(s)),
+                _ => notes.push(format!("DAT2_MR_CACHE_TTL={v:?} is not a number of seconds; using {}", DEFAULT_TTL.as_secs())),
+            }
+        }
+        (c, notes)
+    }
+}
+
+/// Evictions from the cache, by cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Evictions {
+    /// The memory was unmapped, remapped or discarded (kept registrations deregistered, and
+    /// live ones dropped from the lookup table).
+    pub unmap: u64,
+    /// The entry or byte bound was passed, or the device ran out of resources.
+    pub lru: u64,
+    /// Unused for longer than the TTL.
+    pub collector: u64,
+    /// Their PD or device was flushed (PZ free, IA close).
+    pub flush: u64,
+}
+
+/// What `dat2-info` and the debug log report about the registration cache.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Whether registrations of devices that opt in are cached.
+    pub enabled: bool,
+    /// Why not, when not.
+    pub why_off: Option<String>,
+    /// Registrations taken back from the cache.
+    pub hits: u64,
+    /// Registrations made afresh on a device that opts in, with the cache on.
+    pub misses: u64,
+    pub evictions: Evictions,
+    /// Registrations kept now, and their bytes.
+    pub entries: u64,
+    pub bytes: u64,
+    /// The bounds in force.
+    pub max_entries: u64,
+    pub max_bytes: u64,
+    /// The TTL in milliseconds (0: no collector).
+    pub ttl_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    Unmap,
+    Lru,
+    Collector,
+    Flush,
+}
+
+impl Cause {
+    fn name(self) -> &'static str {
+        match self {
+            Cause::Unmap => "memory unmapped/remapped/discarded",
+            Cause::Lru => "LRU bound",
+            Cause::Collector => "unused past the TTL",
+            Cause::Flush => "flush",
+        }
+    }
+}
+
+struct Entry {
+    key: Key,
+    dev: Arc<dyn Device>,
+    pd: Pd,
+    /// The key sets (one per live LMR) over this registration; new ones derive from the first.
+    members: Vec<Mr>,
+    /// The key set kept while no LMR uses the registration.
+    cached: Option<Mr>,
+    /// The range the registration was made with (a cookie's LMRs must all ask for it).
+    addr: u64,
+    len: u64,
+    /// The page range the monitor watches for this registration.
+    watch: Option<(u64, u64)>,
+    /// Whether lookups find it (false once stale).
+    indexed: bool,
+    /// A range registration without remote access.
+    cacheable: bool,
+    /// LRU position and time of release, while kept.
+    seq: u64,
+    released: Duration,
+}
+
+impl Entry {
+    /// A registration of `[addr, addr+len)` just made for its first LMR.
+    #[allow(clippy::too_many_arguments)]
+    fn new(key: Key, dev: &Arc<dyn Device>, pd: Pd, mr: Mr, addr: u64, len: u64, watch: Option<(u64, u64)>, cacheable: bool) -> Entry {
+        Entry { key, dev: dev.clone(), pd, members: vec![mr], cached: None, addr, len, watch, indexed: true, cacheable, seq: 0, released: coarse_now() }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    entries: IdMap<u64, Entry>,
+    index: IdMap<Key, u64>,
+    /// Kept entries by `seq`, oldest first.
+    lru: BTreeMap<u64, u64>,
+    next_id: u64,
+    next_seq: u64,
+    kept: u64,
+    kept_bytes: u64,
+    /// Evicted registrations still to deregister: [`Locked`] does it once the lock is given
+    /// back, so that a deregistration (a system call that unpins every page) never holds up
+    /// another thread's lookup.
+    doomed: Vec<(Arc<dyn Device>, Mr)>,
+}
+
+/// Deregisters evicted registrations.
+fn dereg_all(doomed: Vec<(Arc<dyn Device>, Mr)>) {
+    for (dev, mr) in doomed {
+        dev.dereg_mr(&mr);
+    }
+}
+
+impl State {
+    /// Deregisters the evicted registrations now (under the lock: a caller that needs their
+    /// resources back before it goes on).
+    fn reap(&mut self) {
+        dereg_all(std::mem::take(&mut self.doomed));
+    }
+}
+
+/// The cache's lock, held; on release it deregisters what was evicted meanwhile, holding the
+/// cache's `reaping` lock (taken before the state's is given back) until it is done, so that
+/// [`Cache::wait_reaped`] can wait for deregistrations in flight.
+struct Locked<'a>(Option<MutexGuard<'a, State>>, &'a Mutex<()>);
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        self.0.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.0.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let Some(mut st) = self.0.take() else { return };
+        if st.doomed.is_empty() {
+            return;
+        }
+        let doomed = std::mem::take(&mut st.doomed);
+        let _reaping = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        drop(st);
+        dereg_all(doomed);
+    }
+}
+
+impl State {
+    fn insert(&mut self, e: Entry) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        if e.indexed {
+            self.index.insert(e.key.clone(), id);
+        }
+        self.entries.insert(id, e);
+        id
+    }
+
+    /// Takes an entry out of every structure.
+    fn remove(&mut self, id: u64) -> Option<Entry> {
+        let e = self.entries.remove(&id)?;
+        if e.indexed && self.index.get(&e.key) == Some(&id) {
+            self.index.remove(&e.key);
+        }
+        if let Some(mr) = &e.cached {
+            self.lru.remove(&e.seq);
+            self.kept -= 1;
+            self.kept_bytes -= mr.len;
+        }
+        Some(e)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Share,
+    Cache(&'static Monitor),
+    Private,
+}
+
+pub struct Cache {
+    config: Config,
+    state: Mutex<State>,
+    /// Held while evicted registrations are deregistered outside `state` (see [`Locked`]).
+    reaping: Mutex<()>,
+    ring: OnceLock<Option<RingId>>,
+    worker: AtomicBool,
+    told_off: AtomicBool,
+    me: Weak<Cache>,
+    registrations: AtomicU64,
+    reuses: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evicted: [AtomicU64; 4],
+}
+
+/// The monotonic clock at its coarse (tick) resolution, which is plenty for a TTL of seconds:
+/// the vDSO answers it from the last tick without reading a clocksource, so it never becomes a
+/// system call, where the fine clock does on hosts (and VMs) whose clocksource the vDSO cannot
+/// read. Every release stamps its entry, so this is on the re-registration path.
+fn coarse_now() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec on the stack; CLOCK_MONOTONIC_COARSE exists
+    // since Linux 2.6.32.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The monitor, if this process may still make ioctls on it.
+fn usable_monitor() -> Option<&'static Monitor> {
+    if unmap::unusable().is_some() {
+        return None;
+    }
+    unmap::monitor().ok()
+}
+
+impl Cache {
+    pub fn new(config: Config) -> Arc<Cache> {
+        Arc::new_cyclic(|me| Cache {
+            config,
+            state: Mutex::new(State::default()),
+            reaping: Mutex::new(()),
+            ring: OnceLock::new(),
+            worker: AtomicBool::new(false),
+            told_off: AtomicBool::new(false),
+            me: me.clone(),
+            registrations: AtomicU64::new(0),
+            reuses: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evicted: Default::default(),
+        })
+    }
+
+    fn lock(&self) -> Locked<'_> {
+        Locked(Some(self.state.lock().unwrap_or_else(|e| e.into_inner())), &self.reaping)
+    }
+
+    /// The lock, unless another thread holds it.
+    fn try_lock(&self) -> Option<Locked<'_>> {
+        let st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(Locked(Some(st), &self.reaping))
+    }
+
+    /// Waits until registrations another thread evicted are deregistered (a PD can be freed
+    /// only after its MRs, and counters read after it are final).
+    fn wait_reaped(&self) {
+        drop(self.reaping.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// The monitor when caching is possible, or why it is not.
+    fn availability(&self) -> Result<&'static Monitor, String> {
+        if !self.config.enabled {
+            return Err("turned off by DAT2_MR_CACHE=0".into());
+        }
+        if let Some(why) = unmap::unusable() {
+            return Err(why);
+        }
+        let m = unmap::monitor()?;
+        self.ring.get_or_init(unmap::claim_ring).ok_or("no free event ring (too many registration caches in this process)")?;
+        Ok(m)
+    }
+
+    fn mode(&self, dev: &Arc<dyn Device>) -> Mode {
+        if !dev.cache_registrations() {
+            return Mode::Share;
+        }
+        match self.availability() {
+            Ok(m) => Mode::Cache(m),
+            Err(why) => {
+                if !self.told_off.swap(true, Relaxed) {
+                    dbg_log!(DbgType::GENERIC, "mr cache: off ({why}); every LMR of {} registers on its own", dev.name());
+                }
+                Mode::Private
+            }
+        }
+    }
+
+    /// Applies the memory changes the monitor reported (see `unmap::settle`).
+    fn sync(&self, st: &mut State) {
+        let Some(Some(ring)) = self.ring.get().copied() else { return };
+        if unmap::forked() {
+            // The parent's events are not about this process's memory.
+            return;
+        }
+        unmap::settle();
+        let mut ranges = Vec::new();
+        let all = unmap::drain(ring, &mut ranges);
+        if ranges.is_empty() && !all {
+            return;
+        }
+        let overlaps = |w: (u64, u64)| all || ranges.iter().any(|&(a, b, _)| a < w.1 && w.0 < b);
+        let changed: Vec<u64> = st.entries.iter().filter(|(_, e)| e.watch.is_some_and(overlaps)).map(|(&id, _)| id).collect();
+        for id in changed {
+            let kept = st.entries.get(&id).is_some_and(|e| e.cached.is_some());
+            if kept {
+                self.evict_after(st, id, Cause::Unmap, &ranges);
+                continue;
+            }
+            let Some(e) = st.entries.get_mut(&id) else { continue };
+            let watch = e.watch.take();
+            let was_indexed = std::mem::replace(&mut e.indexed, false);
+            let (key, addr, len) = (e.key.clone(), e.addr, e.len);
+            if was_indexed && st.index.get(&key) == Some(&id) {
+                st.index.remove(&key);
+            }
+            if let (Some(w), Some(m)) = (watch, usable_monitor()) {
+                m.unwatch_after(w, &ranges);
+            }
+            self.evicted[Cause::Unmap as usize].fetch_add(1, Relaxed);
+            dbg_log!(
+                DbgType::GENERIC,
+                "mr cache: eviction ({}): live registration [{addr:#x}, +{len:#x}) leaves the lookup table; later LMRs register afresh",
+                Cause::Unmap.name()
+            );
+        }
+    }
+
+    /// Deregisters a kept entry (or drops any entry) for `cause`.
+    fn evict(&self, st: &mut State, id: u64, cause: Cause) {
+        self.evict_after(st, id, cause, &[]);
+    }
+
+    /// [`Cache::evict`] after the monitor reported `changed`: the watch is not unregistered
+    /// where the kernel already dropped it.
+    fn evict_after(&self, st: &mut State, id: u64, cause: Cause, changed: &[unmap::Changed]) {
+        let Some(e) = st.remove(id) else { return };
+        if let Some(mr) = e.cached {
+            st.doomed.push((e.dev.clone(), mr));
+        }
+        if let (Some(w), Some(m)) = (e.watch, usable_monitor()) {
+            m.unwatch_after(w, changed);
+        }
+        self.evicted[cause as usize].fetch_add(1, Relaxed);
+        dbg_log!(
+            DbgType::GENERIC,
+            "mr cache: eviction ({}): [{:#x}, +{:#x}) pd {} on {} ({} kept, {} bytes)",
+            cause.name(),
+            e.addr,
+            e.len,
+            e.pd.0,
+            e.dev.name(),
+            st.kept,
+            st.kept_bytes
+        );
+    }
+
+    fn enforce_bounds(&self, st: &mut State) {
+        while st.kept > self.config.max_entries as u64 || st.kept_bytes > self.config.max_bytes {
+            let Some((_, &id)) = st.lru.first_key_value() else { break };
+            self.evict(st, id, Cause::Lru);
+        }
+    }
+
+    /// Deregisters kept entries unused for the TTL; returns how long until the next expires.
+    fn collect(&self, st: &mut State, now: Duration) -> Option<Duration> {
+        let ttl = self.config.ttl?;
+        while let Some((_, &id)) = st.lru.first_key_value() {
+            let deadline = st.entries.get(&id).map_or(now, |e| e.released + ttl);
+            if deadline > now {
+                return Some(deadline - now);
+            }
+            self.evict(st, id, Cause::Collector);
+        }
+        None
+    }
+
+    /// One round of the background thread: events, then the collector. With the lock taken by
+    /// another thread (which applies the events itself), it only asks to be back soon.
+    fn background_pass(&self) -> Duration {
+        let Some(mut st) = self.try_lock() else { return GRACE };
+        self.sync(&mut st);
+        self.collect(&mut st, coarse_now()).unwrap_or(IDLE_WAIT)
+    }
+
+    fn start_worker(&self) {
+        if self.worker.swap(true, Relaxed) {
+            return;
+        }
+        let me = self.me.clone();
+        let spawned = std::thread::Builder::new().name("dat2-mr-cache".into()).spawn(move || {
+            let _stack = unmap::note_own_stack();
+            loop {
+                let generation = unmap::event_generation();
+                let wait = match me.upgrade() {
+                    Some(cache) => cache.background_pass(),
+                    None => return,
+                };
+                unmap::wait_for_events(generation, wait.min(IDLE_WAIT));
+            }
+        });
+        if let Err(e) = spawned {
+            // Evictions then happen on the next call into the cache instead.
+            dbg_log!(DbgType::ERROR, "mr cache: cannot start the collector thread: {e}");
+        }
+    }
+
+    /// Registers `[addr, addr+len)` (see the module comment for how it is shared or kept).
+    pub fn register_range(&self, dev: &Arc<dyn Device>, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Registration, RegError> {
+        let key = Key::Range { dev: dev_id(dev), pd: pd.0, addr, len, access: access.0, zero_based };
+        match self.mode(dev) {
+            Mode::Share => self.share(dev, key, pd, addr, len, access, zero_based),
+            Mode::Private => {
+                let mr = dev.reg_mr(pd, addr, len, access, zero_based).map_err(RegError::Device)?;
+                self.registrations.fetch_add(1, Relaxed);
+                Ok(Registration { mr, entry: 0, reused: false })
+            }
+            Mode::Cache(monitor) => self.cached(dev, key, pd, addr, len, access, zero_based, monitor),
+        }
+    }
+
+    /// Registers shared memory named by `cookie`: the first LMR registers, the others share.
+    #[allow(clippy::too_many_arguments)]
+    pub fn register_shared(&self, dev: &Arc<dyn Device>, cookie: &Cookie, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Registration, RegError> {
+        let key = Key::Cookie { dev: dev_id(dev), cookie: *cookie };
+        self.share(dev, key, pd, addr, len, access, zero_based)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn share(&self, dev: &Arc<dyn Device>, key: Key, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Registration, RegError> {
+        let mut st = self.lock();
+        self.sync(&mut st);
+        if let Some(&id) = st.index.get(&key) {
+            if let Some(e) = st.entries.get_mut(&id) {
+                if e.len != len {
+                    return Err(RegError::CookieLength);
+                }
+                if e.addr != addr {
+                    return Err(RegError::CookieAddress);
+                }
+                if let Some(base) = e.members.first().copied() {
+                    let mr = dev.alias_mr(&base, pd, access, zero_based).map_err(RegError::Device)?;
+                    e.members.push(mr);
+                    self.reuses.fetch_add(1, Relaxed);
+                    return Ok(Registration { mr, entry: id, reused: true });
+                }
+            }
+        }
+        let mr = dev.reg_mr(pd, addr, len, access, zero_based).map_err(RegError::Device)?;
+        self.registrations.fetch_add(1, Relaxed);
+        let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, None, false));
+        Ok(Registration { mr, entry: id, reused: false })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn cached(&self, dev: &Arc<dyn Device>, key: Key, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool, monitor: &'static Monitor) -> Result<Registration, RegError> {
+        let mut st = self.lock();
+        self.sync(&mut st);
+        if let Some(&id) = st.index.get(&key) {
+            let st = &mut *st;
+            if let Some(e) = st.entries.get_mut(&id) {
+                if let Some(mr) = e.cached.take() {
+                    st.lru.remove(&e.seq);
+                    st.kept -= 1;
+                    st.kept_bytes -= mr.len;
+                    e.members.push(mr);
+                    self.hits.fetch_add(1, Relaxed);
+                    self.reuses.fetch_add(1, Relaxed);
+                    return Ok(Registration { mr, entry: id, reused: true });
+                }
+                if let Some(base) = e.members.first().copied() {
+                    let mr = dev.alias_mr(&base, pd, access, zero_based).map_err(RegError::Device)?;
+                    e.members.push(mr);
+                    self.reuses.fetch_add(1, Relaxed);
+                    return Ok(Registration { mr, entry: id, reused: true });
+                }
+            }
+        }
+        self.misses.fetch_add(1, Relaxed);
+        // Watch first: a change after this point is reported, and one before it is what the
+        // device pins.
+        let watch = monitor.watch(addr, len);
+        let mut reg = dev.reg_mr(pd, addr, len, access, zero_based);
+        if reg == Err(DevError::NoResources) {
+            // Kept registrations hold pinned memory and device MRs: give them back and retry.
+            let mine: Vec<u64> = st.lru.values().copied().filter(|id| st.entries.get(id).is_some_and(|e| dev_id(&e.dev) == dev_id(dev))).collect();
+            if !mine.is_empty() {
+                for id in mine {
+                    self.evict(&mut st, id, Cause::Lru);
+                }
+                st.reap();
+                self.wait_reaped();
+                reg = dev.reg_mr(pd, addr, len, access, zero_based);
+            }
+        }
+        let mr = match reg {
+            Ok(mr) => mr,
+            Err(e) => {
+                if let Ok(w) = watch {
+                    monitor.unwatch(w);
+                }
+                return Err(RegError::Device(e));
+            }
+        };
+        self.registrations.fetch_add(1, Relaxed);
+        let w = match watch {
+            Ok(w) => w,
+            Err(why) => {
+                dbg_log!(DbgType::GENERIC, "mr cache: [{addr:#x}, +{len:#x}) cannot be watched ({why}): registered for this LMR only");
+                return Ok(Registration { mr, entry: 0, reused: false });
+            }
+        };
+        let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, Some(w), !access.is_remote()));
+        drop(st);
+        self.start_worker();
+        Ok(Registration { mr, entry: id, reused: false })
+    }
+
+    /// Revokes an LMR's keys; the registration goes with its last LMR, or is kept.
+    pub fn release(&self, dev: &Arc<dyn Device>, reg: &Registration) {
+        if reg.entry == 0 {
+            dev.dereg_mr(&reg.mr);
+            return;
+        }
+        let caching = matches!(self.mode(dev), Mode::Cache(_));
+        // A request still outstanding with the lkey would go on using the memory through a kept
+        // MR after dat_lmr_free returned: such an MR is deregistered (asked before the lock,
+        // since the device looks at its queues).
+        let busy = caching && reg.mr.rkey == 0 && dev.mr_in_use(&reg.mr);
+        let mut guard = self.lock();
+        self.sync(&mut guard);
+        let st = &mut *guard;
+        let Some(e) = st.entries.get_mut(&reg.entry) else {
+            dev.dereg_mr(&reg.mr);
+            return;
+        };
+        e.members.retain(|m| m.id != reg.mr.id);
+        if !e.members.is_empty() {
+            dev.dereg_mr(&reg.mr);
+            return;
+        }
+        let keep = caching
+            && e.indexed
+            && e.watch.is_some()
+            && e.cacheable
+            && reg.mr.rkey == 0
+            && self.config.max_entries > 0
+            && reg.mr.len <= self.config.max_bytes;
+        if keep && busy {
+            dbg_log!(
+                DbgType::GENERIC,
+                "mr cache: [{:#x}, +{:#x}) not kept: a request posted with its lkey is still outstanding",
+                reg.mr.addr,
+                reg.mr.len
+            );
+        }
+        if keep && !busy {
+            st.next_seq += 1;
+            e.seq = st.next_seq;
+            e.released = coarse_now();
+            e.cached = Some(reg.mr);
+            st.lru.insert(e.seq, reg.entry);
+            st.kept += 1;
+            st.kept_bytes += reg.mr.len;
+            self.enforce_bounds(st);
+            return;
+        }
+        dev.dereg_mr(&reg.mr);
+        if let Some(e) = st.remove(reg.entry) {
+            if let (Some(w), Some(m)) = (e.watch, usable_monitor()) {
+                m.unwatch(w);
+            }
+        }
+    }
+
+    /// Deregisters every kept registration of `dev` (of `pd` only, if given); returns how many.
+    pub fn flush(&self, dev: &Arc<dyn Device>, pd: Option<Pd>) -> usize {
+        let mut st = self.lock();
+        self.sync(&mut st);
+        let id = dev_id(dev);
+        let ids: Vec<u64> = st
+            .lru
+            .values()
+            .copied()
+            .filter(|i| st.entries.get(i).is_some_and(|e| dev_id(&e.dev) == id && pd.is_none_or(|p| p == e.pd)))
+            .collect();
+        for i in &ids {
+            self.evict(&mut st, *i, Cause::Flush);
+        }
+        drop(st);
+        self.wait_reaped();
+        ids.len()
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let available = self.availability();
+        let mut st = self.lock();
+        self.sync(&mut st);
+        let (kept, kept_bytes) = (st.kept, st.kept_bytes);
+        drop(st);
+        self.wait_reaped();
+        let n = |c: Cause| self.evicted[c as usize].load(Relaxed);
+        CacheStats {
+            enabled: available.is_ok(),
+            why_off: available.err(),
+            hits: self.hits.load(Relaxed),
+            misses: self.misses.load(Relaxed),
+            evictions: Evictions { unmap: n(Cause::Unmap), lru: n(Cause::Lru), collector: n(Cause::Collector), flush: n(Cause::Flush) },
+            entries: kept,
+            bytes: kept_bytes,
+            max_entries: self.config.max_entries as u64,
+            max_bytes: self.config.max_bytes,
+            ttl_ms: self.config.ttl.map_or(0, |t| t.as_millis() as u64),
+        }
+    }
+
+    /// (registrations made, registrations reused, hits included).
+    pub fn counters(&self) -> (u64, u64) {
+        (self.registrations.load(Relaxed), self.reuses.load(Relaxed))
+    }
+
+    /// Registrations with at least one live LMR in the table.
+    pub fn live(&self) -> usize {
+        self.lock().entries.values().filter(|e| !e.members.is_empty()).count()
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut st = std::mem::take(st);
+        let kept: Vec<u64> = st.lru.values().copied().collect();
+        for id in kept {
+            self.evict(&mut st, id, Cause::Flush);
+        }
+        st.reap();
+        for e in st.entries.values() {
+            if let (Some(w), Some(m)) = (e.watch, usable_monitor()) {
+                m.unwatch(w);
+            }
+        }
+        if let Some(Some(ring)) = self.ring.get().copied() {
+            unmap::release_ring(ring);
+        }
+    }
+}
+
+/// The library's cache, configured from the environment on first use.
+pub fn global() -> &'static Cache {
+    static GLOBAL: OnceLock<Arc<Cache>> = OnceLock::new();
+    GLOBAL.get_or_init(|| {
+        let (config, notes) = Config::from_env();
+        for n in notes {
+            dbg_log!(DbgType::ERROR, "mr cache: {n}");
+        }
+        Cache::new(config)
+    })
+}

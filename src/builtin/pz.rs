@@ -1,0 +1,81 @@
+//! PZ semantics: a protection domain of the device, in use while any EP, LMR or RMR uses it.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::ia::{self, Ia};
+use super::table::{self, Obj};
+use super::put;
+use crate::abi::*;
+use crate::device::Pd;
+use crate::lookup;
+
+pub struct Pz {
+    pub handle: usize,
+    pub ia: Arc<Ia>,
+    pub pd: Pd,
+    /// EPs, LMRs and RMRs using this PZ.
+    pub users: AtomicU32,
+    pub context: Mutex<u64>,
+}
+
+/// `users` once the PZ is being freed: no new user may take it.
+const FREED: u32 = u32::MAX;
+
+impl Pz {
+    /// Takes a use of the PZ; fails (as an invalid handle) once it is being freed.
+    pub fn acquire(&self) -> Result<(), DAT_RETURN> {
+        self.users
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| if n == FREED { None } else { Some(n + 1) })
+            .map(|_| ())
+            .map_err(|_| dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ))
+    }
+    pub fn release(&self) {
+        self.users.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+pub fn pz(handle: DAT_PZ_HANDLE) -> Result<Arc<Pz>, DAT_RETURN> {
+    lookup!(handle, Pz, DAT_INVALID_HANDLE_PZ)
+}
+
+pub fn create(ia_handle: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ia = ia::ia(ia_handle)?;
+    if out.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    let pd = ia.dev.alloc_pd().map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN))?;
+    let handle = table::reserve(ia.provider());
+    table::insert(handle, Obj::Pz(Arc::new(Pz { handle, ia, pd, users: AtomicU32::new(0), context: Mutex::new(0) })));
+    // SAFETY: checked non-NULL.
+    unsafe { put(out, handle as DAT_PZ_HANDLE) };
+    Ok(DAT_SUCCESS)
+}
+
+pub fn query(handle: DAT_PZ_HANDLE, mask: DAT_PZ_PARAM_MASK, param: *mut DAT_PZ_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
+    let pz = pz(handle)?;
+    super::query_args(u64::from(mask), u64::from(DAT_PZ_FIELD_ALL), param)?;
+    // SAFETY: checked non-NULL.
+    unsafe { put(param, DAT_PZ_PARAM { ia_handle: pz.ia.consumer_handle() }) };
+    Ok(DAT_SUCCESS)
+}
+
+pub fn free(handle: DAT_PZ_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+    let pz = pz(handle)?;
+    match pz.users.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => {}
+        // Another thread is freeing it: to this caller the handle is already gone.
+        Err(FREED) => return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ)),
+        Err(_) => return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_PZ_IN_USE)),
+    }
+    destroy(&pz);
+    table::remove(pz.handle);
+    Ok(DAT_SUCCESS)
+}
+
+/// Releases the device PD (the object leaves the table separately), after the registrations
+/// the cache kept in it: a device may refuse to free a PD that still has MRs.
+pub fn destroy(pz: &Pz) {
+    crate::builtin::mr::flush(&pz.ia.dev, Some(pz.pd));
+    pz.ia.dev.dealloc_pd(pz.pd);
+}

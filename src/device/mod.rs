@@ -1,0 +1,324 @@
+//! The device interface the DAT core runs on, modelled on verbs: protection domains, memory
+//! regions, memory windows, queue pairs, shared receive queues and a connection manager.
+//! Completions are not queues of the device: a QP hands each to its `QpEvents` as it happens,
+//! and the core queues them on EVDs. A built-in provider is the core plus one device.
+
+pub mod soft;
+pub mod verbs;
+
+use crate::abi::*;
+
+/// Access rights of a registration, in DAT's privilege bits (`DAT_MEM_PRIV_*`, plus
+/// `DAT_IB_MEM_PRIV_REMOTE_ATOMIC`). Local read is always implied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Access(pub u32);
+
+impl Access {
+    pub const LOCAL_READ: u32 = DAT_MEM_PRIV_LOCAL_READ_FLAG;
+    pub const REMOTE_READ: u32 = DAT_MEM_PRIV_REMOTE_READ_FLAG;
+    pub const LOCAL_WRITE: u32 = DAT_MEM_PRIV_LOCAL_WRITE_FLAG;
+    pub const REMOTE_WRITE: u32 = DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+    pub const REMOTE_ATOMIC: u32 = DAT_IB_MEM_PRIV_REMOTE_ATOMIC;
+    pub const ALL: u32 = Self::LOCAL_READ | Self::REMOTE_READ | Self::LOCAL_WRITE | Self::REMOTE_WRITE | Self::REMOTE_ATOMIC;
+    pub const REMOTE: u32 = Self::REMOTE_READ | Self::REMOTE_WRITE | Self::REMOTE_ATOMIC;
+
+    pub fn has(self, bits: u32) -> bool {
+        self.0 & bits == bits
+    }
+    pub fn is_remote(self) -> bool {
+        self.0 & Self::REMOTE != 0
+    }
+    /// Whether the memory must be writable: local or remote write, or atomics.
+    pub fn needs_write(self) -> bool {
+        self.0 & (Self::LOCAL_WRITE | Self::REMOTE_WRITE | Self::REMOTE_ATOMIC) != 0
+    }
+}
+
+/// A protection domain of the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pd(pub u32);
+
+/// A memory registration's keys and range as the device reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mr {
+    /// Device-private identity of this registration (one per key set).
+    pub id: u64,
+    pub lkey: u32,
+    /// 0 when no remote access was asked for.
+    pub rkey: u32,
+    /// The registered range, which covers the request (a device that pins pages may round it).
+    pub addr: u64,
+    pub len: u64,
+}
+
+/// A memory window (an RMR's device object).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mw {
+    pub id: u64,
+    pub rkey: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DevError {
+    /// The range is not mapped, or lacks the access asked for.
+    Fault,
+    /// The device ran out of something (keys, memory, a limit).
+    NoResources,
+    /// The device does not do this.
+    NotSupported,
+    /// The port or address is taken.
+    InUse,
+    /// The QP is not in a state that allows this.
+    State,
+    /// A work queue is full.
+    QueueFull,
+}
+
+/// Limits the device reports; the core turns them into `DAT_IA_ATTR`.
+#[derive(Clone, Debug)]
+pub struct DeviceLimits {
+    pub max_pds: u32,
+    pub max_mrs: u32,
+    pub max_mr_size: u64,
+    pub max_mws: u32,
+    pub max_qps: u32,
+    pub max_qp_wr: u32,
+    pub max_sge: u32,
+    pub max_cqs: u32,
+    pub max_cqe: u32,
+    pub max_rd_atom: u32,
+    pub max_msg_size: u32,
+    pub max_srqs: u32,
+    pub max_srq_wr: u32,
+    pub mtu: u32,
+    pub page_size: u64,
+    /// The most private data a connect, accept or reject carries.
+    pub max_private_data: u32,
+}
+
+pub trait Device: Send + Sync {
+    /// The adapter name reported in `DAT_IA_ATTR.adapter_name`.
+    fn name(&self) -> &str;
+    fn vendor(&self) -> &str;
+    fn limits(&self) -> &DeviceLimits;
+    /// The IA's own address (what peers connect to).
+    fn address(&self) -> libc::sockaddr_storage;
+
+    /// Delivers the completions that are ready now, on the calling thread: an EVD dequeue that
+    /// finds its queue empty calls it, so that polling consumers do not wait for a device's
+    /// progress thread to wake up.
+    fn progress(&self) {}
+
+    /// A consumer begins (`true`) or ends (`false`) a blocking wait: `dat_evd_wait`,
+    /// `dat_cno_wait`, or a CNO with a proxy agent (which waits for as long as it has one).
+    /// A device whose completions cost a wake-up of their own (verbs: an armed CQ, an event on
+    /// the completion channel, the progress thread) asks for those only while someone waits;
+    /// consumers that poll get their completions through `progress`. On `true` the device
+    /// also delivers what is ready now.
+    fn consumer_waits(&self, _begins: bool) {}
+
+    fn alloc_pd(&self) -> Result<Pd, DevError>;
+    fn dealloc_pd(&self, pd: Pd);
+
+    /// Registers `[addr, addr+len)` in `pd`. `zero_based` makes remote addresses offsets from
+    /// the region's start.
+    fn reg_mr(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError>;
+    /// A second key set over the memory of `mr`, in `pd` with `access`: used to share one
+    /// registration between LMRs while each keeps keys of its own, so that freeing one LMR
+    /// revokes exactly its keys.
+    fn alias_mr(&self, mr: &Mr, pd: Pd, access: Access, zero_based: bool) -> Result<Mr, DevError>;
+    /// Revokes the keys of `mr` at once; the memory registration goes with its last key set.
+    fn dereg_mr(&self, mr: &Mr);
+    /// Whether the core may keep this device's local-only registrations after their last LMR
+    /// is freed, for a later LMR of the same range to reuse (the registration cache, see
+    /// `crate::builtin::mr::cache`). A device that pins memory, and pays for each registration, says
+    /// yes. When it does, the core also shares a registration between LMRs only while the
+    /// memory under it is watched; a kept MR stays registered (its lkey valid) until the core
+    /// deregisters it, and the core flushes a PD's kept MRs before `dealloc_pd`.
+    fn cache_registrations(&self) -> bool {
+        false
+    }
+    /// Whether a request posted with `mr`'s lkey may still be outstanding on a QP or SRQ of
+    /// the device. The registration cache keeps an MR after its last LMR is freed only when
+    /// not: a kept MR's lkey stays valid, and a request still queued with it would touch the
+    /// memory after `dat_lmr_free` returned. Asked only of devices that cache registrations.
+    fn mr_in_use(&self, _mr: &Mr) -> bool {
+        false
+    }
+
+    fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError>;
+    fn dealloc_mw(&self, mw: &Mw);
+
+    /// A QP; with `srq`, its receives come from that shared receive queue.
+    fn create_qp(&self, pd: Pd, caps: QpCaps, srq: Option<std::sync::Arc<dyn Srq>>, events: std::sync::Arc<dyn QpEvents>) -> Result<std::sync::Arc<dyn Qp>, DevError>;
+    fn create_srq(&self, pd: Pd, max_wr: u32, max_sge: u32, events: std::sync::Arc<dyn SrqEvents>) -> Result<std::sync::Arc<dyn Srq>, DevError>;
+    /// Listens for connections on `port` of the device's address (0: any free port).
+    fn listen(&self, port: u16, events: std::sync::Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The data path: queue pairs, their completions, and the connection manager.
+
+/// A scatter/gather element of local memory, named by its lkey.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sge {
+    pub addr: u64,
+    pub len: u32,
+    pub lkey: u32,
+}
+
+/// What a send-queue work request does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WrOp {
+    Send,
+    /// A send that also invalidates the peer's memory window `rkey`.
+    SendInv(u32),
+    /// A send with 32 bits of immediate data.
+    SendImm(u32),
+    Write,
+    WriteImm(u32),
+    Read,
+    CmpSwap { compare: u64, swap: u64 },
+    FetchAdd { add: u64 },
+}
+
+/// A send-queue work request.
+#[derive(Clone, Debug)]
+pub struct SendWr {
+    pub wr_id: u64,
+    pub op: WrOp,
+    pub sges: Vec<Sge>,
+    /// Remote address and key (RDMA and atomics).
+    pub remote: Option<(u64, u32)>,
+    /// Wait for earlier RDMA reads and atomics to complete first.
+    pub fence: bool,
+    pub solicited: bool,
+}
+
+/// What a completion reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WcOp {
+    Send,
+    Write,
+    Read,
+    Recv,
+    /// A receive consumed by an RDMA write with immediate data.
+    RecvImm,
+    CmpSwap,
+    FetchAdd,
+    /// A memory window bind or unbind.
+    Bind,
+}
+
+/// A work completion. `status` is a DAT_DTO_COMPLETION_STATUS.
+#[derive(Clone, Copy, Debug)]
+pub struct Completion {
+    pub wr_id: u64,
+    pub status: u32,
+    pub op: WcOp,
+    pub byte_len: u32,
+    pub imm: Option<u32>,
+    /// The rkey a received send-with-invalidate invalidated.
+    pub invalidated: Option<u32>,
+    /// Receives: the sender posted the message with the solicited flag (`SendWr::solicited`),
+    /// so it wakes a solicited-wait waiter. A device that cannot tell reports true, so that a
+    /// waiter is woken too often rather than never.
+    pub solicited: bool,
+}
+
+/// Connection events of a QP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmEvent {
+    Established { private_data: Vec<u8> },
+    PeerRejected { private_data: Vec<u8> },
+    NonPeerRejected,
+    Unreachable,
+    TimedOut,
+    Disconnected,
+    Broken,
+}
+
+/// Where a QP reports completions and connection events.
+pub trait QpEvents: Send + Sync {
+    fn completion(&self, c: Completion);
+    fn cm(&self, ev: CmEvent);
+}
+
+/// The limits a QP is created with.
+#[derive(Clone, Copy, Debug)]
+pub struct QpCaps {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_rd_atomic: u32,
+    /// RDMA READ and atomic requests the peer may have outstanding at this QP (the EP's
+    /// `max_rdma_read_in`).
+    pub max_rd_in: u32,
+    pub max_message: u32,
+}
+
+/// A reliable-connected queue pair.
+pub trait Qp: Send + Sync {
+    /// Starts an active connection; the outcome arrives as a [`CmEvent`].
+    fn connect(&self, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<std::time::Duration>) -> Result<(), DevError>;
+    fn post_send(&self, wr: SendWr) -> Result<(), DevError>;
+    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError>;
+    /// Graceful (after outstanding work) or abrupt disconnect; posted work is flushed.
+    fn disconnect(&self, graceful: bool);
+    /// The QP's EP is being freed: an abrupt disconnect, and when it returns no request of the
+    /// QP touches memory again.
+    fn destroy(&self) {
+        self.disconnect(false);
+    }
+    /// Binds memory window `mw` of this QP's PD over part of an LMR's registration, for this
+    /// QP only; returns the window's new rkey (the old one stops working). The bind completes
+    /// as work request `wr_id`, in order with the requests posted before it.
+    #[allow(clippy::too_many_arguments)]
+    fn bind_mw(&self, wr_id: u64, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError>;
+    /// Unbinds a window (its rkey stops working at once), completing as work request `wr_id`.
+    fn unbind_mw(&self, wr_id: u64, mw: &Mw);
+    /// The peer's address and port, once connected.
+    fn remote(&self) -> Option<(libc::sockaddr_storage, u16)>;
+    /// The local port of the connection.
+    fn local_port(&self) -> u16;
+    /// How data moves on this connection (for `dat_ep_query`'s provider attributes).
+    fn path(&self) -> &'static str;
+    /// For a device to recognise its own QPs.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// A connection request waiting for the passive side's answer.
+pub trait PendingConnection: Send + Sync {
+    fn private_data(&self) -> &[u8];
+    fn remote(&self) -> (libc::sockaddr_storage, u16);
+    /// Accepts on `qp` (created by this device); the QP then reports Established.
+    fn accept(&self, qp: &std::sync::Arc<dyn Qp>, private_data: &[u8]) -> Result<(), DevError>;
+    fn reject(&self, private_data: &[u8]);
+}
+
+/// Where a listener reports connection requests.
+pub trait ListenEvents: Send + Sync {
+    fn request(&self, conn: std::sync::Arc<dyn PendingConnection>);
+}
+
+/// A listening endpoint of the connection manager; dropping it stops listening.
+pub trait Listener: Send + Sync {
+    fn port(&self) -> u16;
+}
+
+/// Where an SRQ reports that its receives fell below the limit set with [`Srq::set_limit`].
+pub trait SrqEvents: Send + Sync {
+    fn limit_reached(&self);
+}
+
+/// A shared receive queue: receives any of its QPs may consume.
+pub trait Srq: Send + Sync {
+    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError>;
+    /// Arms the limit event: it fires once when fewer than `limit` receives remain (0 disarms).
+    fn set_limit(&self, limit: u32);
+    fn resize(&self, max_wr: u32) -> Result<(), DevError>;
+    /// Receives posted and not yet consumed.
+    fn available(&self) -> usize;
+    fn as_any(&self) -> &dyn std::any::Any;
+}

@@ -1,0 +1,425 @@
+//! `soft`: a software RDMA device inside the library, needing no kernel support or hardware.
+//! Like Soft-RoCE, it enforces in software what an HCA enforces in hardware: registrations
+//! cover only memory that is really mapped with the access asked for, keys are unpredictable
+//! capabilities, and every key names its protection domain, bounds and rights.
+
+pub mod address;
+pub mod io;
+pub mod keytab;
+pub mod lease;
+pub mod listener;
+pub mod memory;
+pub mod peer;
+pub mod qp;
+pub mod rendezvous;
+pub mod shm;
+pub mod srq;
+pub mod wire;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use crate::util::idmap::IdMap;
+use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
+use crate::builtin::mr::keys::KeyGen;
+
+/// One key set: what an lkey or rkey grants.
+#[derive(Clone)]
+pub struct KeySet {
+    pub region: u64,
+    pub pd: u32,
+    pub addr: u64,
+    pub len: u64,
+    pub access: Access,
+    pub zero_based: bool,
+    pub lkey: u32,
+    pub rkey: u32,
+    /// For a memory window: the QP it is bound to (it works on that connection only).
+    pub bound_qp: Option<u64>,
+    /// What every copy admitted by the set holds (lease.rs).
+    pub lease: Arc<lease::SetLease>,
+}
+
+struct Region {
+    writable: bool,
+    sets: u32,
+    /// The registered range's shared file and our alias of it, when it has one (shm.rs).
+    shm: Option<Arc<shm::Backing>>,
+}
+
+#[derive(Default)]
+struct State {
+    next_pd: u32,
+    pds: HashSet<u32>,
+    next_id: u64,
+    regions: IdMap<u64, Region>,
+    sets: IdMap<u64, KeySet>,
+    lkeys: IdMap<u32, u64>,
+    rkeys: IdMap<u32, u64>,
+    /// Memory windows: their PD and current binding (a key set).
+    mws: IdMap<u64, (u32, Option<u64>)>,
+    next_qp: u64,
+}
+
+pub struct SoftDevice {
+    this: Weak<SoftDevice>,
+    name: String,
+    limits: DeviceLimits,
+    address: libc::sockaddr_storage,
+    keys: KeyGen,
+    state: RwLock<State>,
+    /// Makes remote atomics atomic with respect to each other.
+    pub atomics: Mutex<()>,
+    /// Our remote keys, published to peers on this host (see keytab.rs).
+    pub keytab: Option<keytab::KeyTable>,
+}
+
+// SAFETY: sockaddr_storage is plain data; all mutable state is behind the RwLock.
+unsafe impl Send for SoftDevice {}
+// SAFETY: as above.
+unsafe impl Sync for SoftDevice {}
+
+impl SoftDevice {
+    /// A device on the address `params` names (`"<address or netdev> <port>"`).
+    pub fn new(params: &str) -> Result<Arc<SoftDevice>, String> {
+        let address = address::resolve(params)?;
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+        Ok(Arc::new_cyclic(|this| SoftDevice {
+            this: this.clone(),
+            name: "soft0".into(),
+            limits: DeviceLimits {
+                max_pds: 1 << 16,
+                max_mrs: 1 << 22,
+                max_mr_size: 1 << 40,
+                max_mws: 1 << 20,
+                max_qps: 1 << 14,
+                max_qp_wr: 1 << 14,
+                max_sge: 16,
+                max_cqs: 1 << 14,
+                max_cqe: 1 << 20,
+                max_rd_atom: 16,
+                max_msg_size: 1 << 31,
+                max_srqs: 1 << 10,
+                max_srq_wr: 1 << 14,
+                mtu: 4096,
+                page_size: page,
+                max_private_data: 256,
+            },
+            address,
+            keys: KeyGen::new(),
+            state: RwLock::new(State::default()),
+            atomics: Mutex::new(()),
+            keytab: keytab::KeyTable::create(),
+        }))
+    }
+
+    fn me(&self) -> Arc<SoftDevice> {
+        self.this.upgrade().expect("a device in use is alive")
+    }
+
+    /// Binds window `mw` over part of registration `mr` for QP `qp`; returns its new rkey.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind_mw(&self, mw: &Mw, mr: &Mr, pd: u32, qp: u64, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
+        let mut s = self.write();
+        let (mw_pd, old) = *s.mws.get(&mw.id).ok_or(DevError::Fault)?;
+        let region = s.sets.get(&mr.id).ok_or(DevError::Fault)?.region;
+        if mw_pd != pd {
+            return Err(DevError::Fault);
+        }
+        let revoked = old.and_then(|old| self.drop_set(&mut s, old));
+        s.next_id += 1;
+        let id = s.next_id;
+        let rkey = self.keys.next();
+        let set = KeySet { region, pd, addr, len, access, zero_based, lkey: 0, rkey, bound_qp: Some(qp), lease: Default::default() };
+        self.publish(&set, s.regions.get(&region).and_then(|r| r.shm.as_deref()));
+        s.sets.insert(id, set);
+        s.rkeys.insert(rkey, id);
+        if let Some(r) = s.regions.get_mut(&region) {
+            r.sets += 1;
+        }
+        s.mws.insert(mw.id, (mw_pd, Some(id)));
+        drop(s);
+        self.revoke(revoked);
+        Ok(rkey)
+    }
+
+    /// Unbinds a window: its rkey stops working at once.
+    pub fn unbind_mw(&self, mw: &Mw) {
+        let mut s = self.write();
+        let mut revoked = None;
+        if let Some((pd, Some(set))) = s.mws.get(&mw.id).copied() {
+            revoked = self.drop_set(&mut s, set);
+            s.mws.insert(mw.id, (pd, None));
+        }
+        drop(s);
+        self.revoke(revoked);
+    }
+
+    /// A received send-with-invalidate on QP `qp`: the window `rkey`, bound to that QP in PD
+    /// `pd`, stops working.
+    pub fn invalidate(&self, rkey: u32, pd: u32, qp: u64) -> bool {
+        let mut s = self.write();
+        let Some(&set) = s.rkeys.get(&rkey) else { return false };
+        if s.sets.get(&set).is_none_or(|k| k.pd != pd || k.bound_qp != Some(qp)) {
+            return false;
+        }
+        let revoked = self.drop_set(&mut s, set);
+        if let Some(entry) = s.mws.values_mut().find(|(_, b)| *b == Some(set)) {
+            entry.1 = None;
+        }
+        drop(s);
+        self.revoke(revoked);
+        true
+    }
+
+    /// Publishes a remote key set to peers on this host.
+    fn publish(&self, set: &KeySet, shared: Option<&shm::Backing>) {
+        if let (Some(t), true) = (&self.keytab, set.rkey != 0) {
+            let file = shared.and_then(|b| b.source(set.addr, set.len));
+            t.publish(
+                set.rkey,
+                keytab::Grant { pd: set.pd, access: set.access, bound_qp: set.bound_qp.unwrap_or(0), addr: set.addr, len: set.len, zero_based: set.zero_based, file },
+            );
+        }
+    }
+
+    /// Removes a key set: its keys stop working at once. The caller revokes its leases once
+    /// the state's lock is released (`revoke`): copies that the set admitted end first.
+    #[must_use]
+    fn drop_set(&self, s: &mut State, id: u64) -> Option<Revoked> {
+        let set = s.sets.remove(&id)?;
+        let slot = self.keytab.as_ref().and_then(|t| t.withdraw(set.rkey));
+        if set.lkey != 0 {
+            s.lkeys.remove(&set.lkey);
+        }
+        if set.rkey != 0 {
+            s.rkeys.remove(&set.rkey);
+        }
+        let last = match s.regions.get_mut(&set.region) {
+            Some(r) => {
+                r.sets -= 1;
+                r.sets == 0
+            }
+            None => false,
+        };
+        if last {
+            s.regions.remove(&set.region);
+        }
+        Some(Revoked { lease: set.lease, slot })
+    }
+
+    /// Waits until nothing a removed key set admitted still runs: our copies (lease.rs), and
+    /// peers' direct writes through its published rkey (keytab.rs).
+    fn revoke(&self, r: Option<Revoked>) {
+        let Some(r) = r else { return };
+        r.lease.revoke();
+        if let (Some(t), Some(slot)) = (&self.keytab, r.slot) {
+            t.wait_unpinned(slot, lease::PEER_WAIT);
+        }
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What a local key grants, if it is live.
+    pub fn lkey(&self, lkey: u32) -> Option<KeySet> {
+        let s = self.read();
+        s.lkeys.get(&lkey).and_then(|id| s.sets.get(id)).cloned()
+    }
+
+    /// The shared file behind a registration, if it has one (shm.rs).
+    pub fn shared(&self, region: u64) -> Option<Arc<shm::Backing>> {
+        self.read().regions.get(&region).and_then(|r| r.shm.clone())
+    }
+
+    /// What a remote key grants, if it is live.
+    pub fn rkey(&self, rkey: u32) -> Option<KeySet> {
+        let s = self.read();
+        s.rkeys.get(&rkey).and_then(|id| s.sets.get(id)).cloned()
+    }
+
+    fn new_set(&self, s: &mut State, region: u64, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError> {
+        if !s.pds.contains(&pd.0) {
+            return Err(DevError::Fault);
+        }
+        if s.sets.len() >= self.limits.max_mrs as usize {
+            return Err(DevError::NoResources);
+        }
+        s.next_id += 1;
+        let id = s.next_id;
+        let lkey = self.keys.next();
+        let rkey = if access.is_remote() { self.keys.next() } else { 0 };
+        let set = KeySet { region, pd: pd.0, addr, len, access, zero_based, lkey, rkey, bound_qp: None, lease: Default::default() };
+        self.publish(&set, s.regions.get(&region).and_then(|r| r.shm.as_deref()));
+        s.sets.insert(id, set);
+        s.lkeys.insert(lkey, id);
+        if rkey != 0 {
+            s.rkeys.insert(rkey, id);
+        }
+        if let Some(r) = s.regions.get_mut(&region) {
+            r.sets += 1;
+        }
+        Ok(Mr { id, lkey, rkey, addr, len })
+    }
+}
+
+/// A removed key set, to be revoked once the state's lock is released.
+struct Revoked {
+    lease: Arc<lease::SetLease>,
+    /// Its rkey's slot in our published key table.
+    slot: Option<usize>,
+}
+
+impl AsRef<lease::SetLease> for KeySet {
+    fn as_ref(&self) -> &lease::SetLease {
+        &self.lease
+    }
+}
+
+impl Device for SoftDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn vendor(&self) -> &str {
+        "dat2 software RDMA"
+    }
+    fn limits(&self) -> &DeviceLimits {
+        &self.limits
+    }
+    fn address(&self) -> libc::sockaddr_storage {
+        self.address
+    }
+
+    fn alloc_pd(&self) -> Result<Pd, DevError> {
+        let mut s = self.write();
+        if s.pds.len() >= self.limits.max_pds as usize {
+            return Err(DevError::NoResources);
+        }
+        s.next_pd += 1;
+        let pd = s.next_pd;
+        s.pds.insert(pd);
+        Ok(Pd(pd))
+    }
+
+    fn dealloc_pd(&self, pd: Pd) {
+        self.write().pds.remove(&pd.0);
+    }
+
+    fn reg_mr(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError> {
+        if len == 0 || len > self.limits.max_mr_size {
+            return Err(DevError::NoResources);
+        }
+        // Validate outside the lock: it may take a while for a large range.
+        if !memory::accessible(addr, len, access.needs_write(), self.limits.page_size) {
+            return Err(DevError::Fault);
+        }
+        let shm = shm::backing(addr, len, access.needs_write());
+        let mut s = self.write();
+        s.next_id += 1;
+        let region = s.next_id;
+        s.regions.insert(region, Region { writable: access.needs_write(), sets: 0, shm });
+        let mr = self.new_set(&mut s, region, pd, addr, len, access, zero_based);
+        if mr.is_err() {
+            s.regions.remove(&region);
+        }
+        mr
+    }
+
+    fn alias_mr(&self, mr: &Mr, pd: Pd, access: Access, zero_based: bool) -> Result<Mr, DevError> {
+        let (region, addr, len, writable) = {
+            let s = self.read();
+            let set = s.sets.get(&mr.id).ok_or(DevError::Fault)?;
+            let r = s.regions.get(&set.region).ok_or(DevError::Fault)?;
+            (set.region, set.addr, set.len, r.writable)
+        };
+        // The memory may have changed since the first registration: check it again, as an HCA
+        // pins it again for every registration.
+        if !memory::accessible(addr, len, access.needs_write(), self.limits.page_size) {
+            return Err(DevError::Fault);
+        }
+        if access.needs_write() && !writable {
+            if let Some(r) = self.write().regions.get_mut(&region) {
+                r.writable = true;
+            }
+        }
+        let mut s = self.write();
+        if !s.regions.contains_key(&region) {
+            return Err(DevError::Fault);
+        }
+        self.new_set(&mut s, region, pd, addr, len, access, zero_based)
+    }
+
+    fn dereg_mr(&self, mr: &Mr) {
+        let revoked = self.drop_set(&mut self.write(), mr.id);
+        self.revoke(revoked);
+    }
+
+    fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError> {
+        let mut s = self.write();
+        if !s.pds.contains(&pd.0) {
+            return Err(DevError::Fault);
+        }
+        if s.mws.len() >= self.limits.max_mws as usize {
+            return Err(DevError::NoResources);
+        }
+        s.next_id += 1;
+        let id = s.next_id;
+        let rkey = self.keys.next();
+        s.mws.insert(id, (pd.0, None));
+        Ok(Mw { id, rkey })
+    }
+
+    fn dealloc_mw(&self, mw: &Mw) {
+        let mut s = self.write();
+        let revoked = match s.mws.remove(&mw.id) {
+            Some((_, Some(set))) => self.drop_set(&mut s, set),
+            _ => None,
+        };
+        drop(s);
+        self.revoke(revoked);
+    }
+
+    fn create_qp(&self, pd: Pd, caps: QpCaps, srq: Option<Arc<dyn Srq>>, events: Arc<dyn QpEvents>) -> Result<Arc<dyn Qp>, DevError> {
+        let srq = match srq {
+            Some(s) => Some(s.as_any().downcast_ref::<srq::SoftSrq>().map(|_| s.clone()).ok_or(DevError::NotSupported)?),
+            None => None,
+        };
+        // Turn the checked trait object back into the concrete type.
+        let srq = srq.map(|s| {
+            let raw = Arc::into_raw(s) as *const srq::SoftSrq;
+            // SAFETY: the trait object was checked above to be a SoftSrq; the pointer comes
+            // from Arc::into_raw of that same allocation.
+            unsafe { Arc::from_raw(raw) }
+        });
+        let id = {
+            let mut s = self.write();
+            if !s.pds.contains(&pd.0) {
+                return Err(DevError::Fault);
+            }
+            s.next_qp += 1;
+            s.next_qp
+        };
+        Ok(qp::SoftQp::new(self.me(), id, pd.0, caps, srq, events))
+    }
+
+    fn create_srq(&self, pd: Pd, max_wr: u32, max_sge: u32, events: Arc<dyn SrqEvents>) -> Result<Arc<dyn Srq>, DevError> {
+        if !self.read().pds.contains(&pd.0) {
+            return Err(DevError::Fault);
+        }
+        if max_wr > self.limits.max_srq_wr || max_sge > self.limits.max_sge {
+            return Err(DevError::NoResources);
+        }
+        Ok(Arc::new(srq::SoftSrq::new(max_wr, max_sge, events)))
+    }
+
+    fn listen(&self, port: u16, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+        let ip = address::ip_of(&self.address).ok_or(DevError::NotSupported)?;
+        listener::SoftListener::bind(std::net::SocketAddr::new(ip, port), events).map(|l| Box::new(l) as Box<dyn Listener>)
+    }
+}

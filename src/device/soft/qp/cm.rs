@@ -1,0 +1,275 @@
+//! Connection setup of a soft QP, both sides: the active side's connect and handshake, the
+//! passive side's pending request (`Pending`) and accept, the start of the reader and writer
+//! threads, and the end of a connection (`fail`, `flush`).
+
+use super::*;
+
+impl SoftQp {
+    // -----------------------------------------------------------------------------------------
+    // Connection setup.
+
+    /// Takes the connected stream and starts the reader and writer threads. `established`
+    /// (the active side's ESTABLISHED, with the peer's private data) is reported before the
+    /// reader starts, so that nothing the peer does on the connection, a disconnect included,
+    /// can be reported before it. `verified`/`agreed`: the data path (see set_path); the
+    /// passive side learns it later, with READY.
+    /// `peer_rd_in`: how many reads and atomics the peer takes at a time (its handshake's
+    /// `rd_in`).
+    pub(super) fn start(self: &Arc<Self>, stream: TcpStream, verified: Option<(PeerProcess, Claims)>, agreed: bool, peer_rd_in: u32, established: Option<Vec<u8>>) {
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_read_timeout(None);
+        let reader = stream.try_clone();
+        let writer = stream.try_clone();
+        self.set_path(verified, agreed);
+        {
+            let mut i = self.lock();
+            i.local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
+            if let Ok(peer) = stream.peer_addr() {
+                i.remote = Some((crate::device::soft::address::to_storage(peer), peer.port()));
+            }
+            i.stream = Some(stream);
+            i.state = State::Connected;
+            i.rd_limit = self.caps.max_rd_atomic.min(peer_rd_in).max(1);
+        }
+        if let Some(private_data) = established {
+            self.deliver(vec![Event::Cm(CmEvent::Established { private_data })]);
+        }
+        match (reader, writer) {
+            (Ok(r), Ok(w)) => {
+                let me = self.clone();
+                let spawned_w = std::thread::Builder::new().name("dat2-soft-tx".into()).stack_size(256 << 10).spawn(move || me.writer(w));
+                let me = self.clone();
+                let spawned_r = std::thread::Builder::new().name("dat2-soft-rx".into()).stack_size(256 << 10).spawn(move || me.reader(r));
+                if spawned_w.is_err() || spawned_r.is_err() {
+                    self.fail(CmEvent::Broken);
+                }
+            }
+            _ => self.fail(CmEvent::Broken),
+        }
+    }
+
+    pub(super) fn active(self: Arc<Self>, addr: SocketAddr, private_data: Vec<u8>, timeout: Option<Duration>) {
+        let outcome = (|| -> Result<(TcpStream, Hello, Option<(PeerProcess, Claims)>, bool), CmEvent> {
+            // A refused connection is retried briefly: rdma_cm spends about as long resolving
+            // the address and route, and programs such as dtest create their listener only
+            // just before the peer connects.
+            let started = std::time::Instant::now();
+            let stream = loop {
+                let attempt = match timeout {
+                    Some(t) => TcpStream::connect_timeout(&addr, t.saturating_sub(started.elapsed()).max(Duration::from_millis(1))),
+                    None => TcpStream::connect(addr),
+                };
+                match attempt {
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
+                        && started.elapsed() < REFUSED_RETRY.min(timeout.unwrap_or(REFUSED_RETRY)) =>
+                    {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    other => break other,
+                }
+            }
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::ConnectionRefused => CmEvent::NonPeerRejected,
+                _ if timed_out(&e) => CmEvent::TimedOut,
+                _ => CmEvent::Unreachable,
+            })?;
+            let _ = stream.set_nodelay(true);
+            let _ = stream.set_read_timeout(Some(timeout.unwrap_or(Duration::from_secs(3600)).max(Duration::from_millis(1))));
+            // A peer on this host is asked to our rendezvous (rendezvous.rs), where each side
+            // learns from the kernel which process the other is.
+            let rendezvous = peer::other_end(&stream).and_then(|_| Rendezvous::open());
+            let hello = Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), rd_in: self.caps.max_rd_in, private_data, ..Hello::default() };
+            write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
+            let (hdr, body) =
+                read_message(&stream, wire::HELLO_MAX).map_err(|e| if timed_out(&e) { CmEvent::TimedOut } else { CmEvent::NonPeerRejected })?;
+            let answer = Hello::decode(&body).ok_or(CmEvent::NonPeerRejected)?;
+            match hdr.op {
+                op::ACCEPT => {
+                    // The passive side came to the rendezvous before it sent ACCEPT, if at all.
+                    // The other end is looked up only now: when we sent HELLO, the peer may not
+                    // have accepted the connection yet (its socket had no inode).
+                    let end = rendezvous.as_ref().and_then(|_| peer::other_end(&stream));
+                    let verified = rendezvous.as_ref().zip(end).and_then(|(r, e)| r.take(e));
+                    let we_reach = verified.as_ref().is_some_and(|(p, c, channel)| channel.send(&self.claims(&stream)) && p.reaches(c.canary));
+                    let verified = verified.map(|(p, c, _)| (p, c));
+                    let ready = Hello { reaches_peer: we_reach, ..Hello::default() };
+                    write_message(&stream, op::READY, &ready.encode()).map_err(|_| CmEvent::Broken)?;
+                    // Wait until the passive side has reported ESTABLISHED (see op::ESTABLISHED).
+                    // If the connection ends first (the passive side broke it at once), it was
+                    // accepted all the same: we report ESTABLISHED and the reader then finds
+                    // the end.
+                    // Its status says whether the passive side agreed the cross-memory path too.
+                    let agreed = match read_message(&stream, 0) {
+                        Ok((done, _)) if done.op == op::ESTABLISHED && done.acks == 0 => we_reach && done.status == 1,
+                        Err(e) if timed_out(&e) => return Err(CmEvent::TimedOut),
+                        Err(e) if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
+                        ) => false,
+                        _ => return Err(CmEvent::Broken),
+                    };
+                    Ok((stream, answer, verified, agreed))
+                }
+                op::REJECT => Err(CmEvent::PeerRejected { private_data: answer.private_data }),
+                _ => Err(CmEvent::NonPeerRejected),
+            }
+        })();
+        match outcome {
+            Ok((stream, answer, verified, agreed)) => {
+                if self.lock().state != State::Connecting {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    return;
+                }
+                self.start(stream, verified, agreed, answer.rd_in, Some(answer.private_data));
+            }
+            Err(ev) => {
+                let mut i = self.lock();
+                if i.state != State::Connecting {
+                    return;
+                }
+                i.state = State::Closed;
+                drop(i);
+                self.flush(ev);
+            }
+        }
+    }
+
+    /// Completes everything posted as flushed, then reports `ev`.
+    pub(super) fn flush(&self, ev: CmEvent) {
+        let mut events = Vec::new();
+        {
+            let mut i = self.lock();
+            for o in i.outstanding.drain(..) {
+                let status = o.done.unwrap_or(DAT_DTO_ERR_FLUSHED);
+                events.push(Event::Completion(Completion { wr_id: o.wr_id, status, op: o.op, byte_len: 0, imm: None, invalidated: None, solicited: false }));
+            }
+            for (wr_id, _) in i.recvs.drain(..) {
+                events.push(Event::Completion(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op: WcOp::Recv, byte_len: 0, imm: None, invalidated: None, solicited: false }));
+            }
+            i.stalled.clear();
+            i.stalled_bytes = 0;
+            i.deferred.clear();
+            i.outstanding_reads = 0;
+            i.rendezvous = None;
+        }
+        events.push(Event::Cm(ev));
+        self.wake_room();
+        self.deliver(events);
+    }
+
+    /// Tears the connection down because of an error and reports `ev` (once).
+    #[track_caller]
+    pub(super) fn fail(&self, ev: CmEvent) {
+        let at = std::panic::Location::caller();
+        crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: connection ends ({ev:?}) at {}:{}", self.id, at.file(), at.line());
+        {
+            let mut i = self.lock();
+            if i.state == State::Closed {
+                return;
+            }
+            i.state = State::Closed;
+            if let Some(s) = &i.stream {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+        self.close_writer();
+        self.flush(ev);
+    }
+
+    pub(super) fn close_writer(&self) {
+        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.closed = true;
+        q.frames.clear();
+        self.out.cv.notify_all();
+    }
+}
+
+pub(super) fn write_message(stream: &TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
+    let hdr = Hdr::message(kind, body.len());
+    let mut s = stream;
+    s.write_all(&hdr.encode())?;
+    s.write_all(body)
+}
+
+/// Whether a handshake step failed for want of time (a connect or a read past its timeout).
+pub(super) fn timed_out(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+}
+
+/// Reads one handshake message whose body is at most `max` bytes.
+pub(super) fn read_message(stream: &TcpStream, max: u32) -> std::io::Result<(Hdr, Vec<u8>)> {
+    let mut s = stream;
+    let mut h = [0u8; HDR_LEN];
+    s.read_exact(&mut h)?;
+    let hdr = Hdr::decode(&h);
+    if hdr.payload > max {
+        return Err(std::io::ErrorKind::InvalidData.into());
+    }
+    let mut body = vec![0u8; hdr.payload as usize];
+    s.read_exact(&mut body)?;
+    Ok((hdr, body))
+}
+
+/// A connection request received by a listener, waiting for accept or reject.
+pub struct Pending {
+    stream: Mutex<Option<TcpStream>>,
+    hello: Hello,
+    remote: (libc::sockaddr_storage, u16),
+}
+
+// SAFETY: sockaddr_storage is plain data; the stream is behind a mutex.
+unsafe impl Send for Pending {}
+// SAFETY: as above.
+unsafe impl Sync for Pending {}
+
+impl Pending {
+    pub fn new(stream: TcpStream, hello: Hello, peer: SocketAddr) -> Pending {
+        Pending { stream: Mutex::new(Some(stream)), hello, remote: (crate::device::soft::address::to_storage(peer), peer.port()) }
+    }
+}
+
+impl PendingConnection for Pending {
+    fn private_data(&self) -> &[u8] {
+        &self.hello.private_data
+    }
+
+    fn remote(&self) -> (libc::sockaddr_storage, u16) {
+        self.remote
+    }
+
+    fn accept(&self, qp: &Arc<dyn Qp>, private_data: &[u8]) -> Result<(), DevError> {
+        let soft = qp.as_any().downcast_ref::<SoftQp>().ok_or(DevError::NotSupported)?.me();
+        let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take().ok_or(DevError::State)?;
+        {
+            let mut i = soft.lock();
+            if i.state != State::Idle {
+                return Err(DevError::State);
+            }
+            i.state = State::Connecting;
+            i.awaiting_ready = true;
+        }
+        // Come to the active side's rendezvous, if it has one and is on this host, and say who we
+        // are there (rendezvous.rs); we learn who it is when READY comes.
+        let end = (self.hello.rendezvous != 0).then(|| peer::other_end(&stream)).flatten();
+        let channel = end.and_then(|_| Channel::connect(self.hello.rendezvous)).filter(|c| c.send(&soft.claims(&stream)));
+        soft.lock().rendezvous = channel.zip(end);
+        let answer = Hello { private_data: private_data.to_vec(), rd_in: soft.caps.max_rd_in, ..Hello::default() };
+        // Start the connection and queue ACCEPT as its first frame. The reader takes the
+        // peer's READY (whether it can reach our memory) as the peer's first frame and reports
+        // ESTABLISHED then, once the path is decided; until then the EP is COMPLETION_PENDING.
+        soft.start(stream, None, false, self.hello.rd_in, None);
+        let body = answer.encode();
+        soft.send_frame(Frame { hdr: Hdr::message(op::ACCEPT, body.len()), data: FrameData::Bytes(body), last: false });
+        Ok(())
+    }
+
+    fn reject(&self, private_data: &[u8]) {
+        if let Some(stream) = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // Only the private data: nothing about us goes to a peer we turn away.
+            let answer = Hello { private_data: private_data.to_vec(), ..Hello::default() };
+            let _ = write_message(&stream, op::REJECT, &answer.encode());
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+}
+

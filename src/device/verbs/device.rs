@@ -1,0 +1,492 @@
+//! The verbs device: DAT's objects on an rdma-core device port. PDs, MRs and memory windows
+//! are the device's own; QPs, SRQs and the connection manager live in qp.rs, srq.rs and cm.rs.
+//! One progress thread per device waits on the completion channel, the rdma_cm event channel
+//! and the device's async event fd, and hands what arrives to the QPs and SRQs it belongs to.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use super::api::{self, Api};
+use super::cm::{self, CmTarget};
+use super::qp::VerbsQp;
+use super::srq::VerbsSrq;
+use super::sys;
+use super::{probe, Ptr};
+use crate::util::idmap::IdMap;
+use crate::dbg_log;
+use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
+use crate::log::DbgType;
+
+#[derive(Clone, Copy)]
+pub(super) struct MwState {
+    pub mw: Ptr<sys::ibv_mw>,
+    pub rkey: u32,
+    pub bound: bool,
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    next_id: u64,
+    pds: IdMap<u32, Ptr<sys::ibv_pd>>,
+    mrs: IdMap<u64, Ptr<sys::ibv_mr>>,
+    /// Memory windows: the rkey of their latest binding, and whether it is bound now (a
+    /// type-2 window must be invalidated before it is bound again).
+    mws: IdMap<u64, MwState>,
+    /// Completion queues by address, and the QP each serves.
+    pub cqs: IdMap<usize, Weak<VerbsQp>>,
+    /// The same QPs as a list shared with pollers, replaced when a QP comes or goes: a
+    /// polling consumer's empty dequeue takes it without allocating.
+    pub polled: Arc<Vec<Weak<VerbsQp>>>,
+    /// QPs by QP number (async events).
+    pub qps: IdMap<u32, Weak<VerbsQp>>,
+    pub srqs: IdMap<usize, Weak<VerbsSrq>>,
+    /// rdma_cm ids by address: what their events are for.
+    pub ids: IdMap<usize, CmTarget>,
+}
+
+pub struct VerbsDevice {
+    pub(super) this: Weak<VerbsDevice>,
+    pub(super) api: &'static Api,
+    pub(super) ctx: Ptr<sys::ibv_context>,
+    pub(super) port: u8,
+    name: String,
+    vendor: String,
+    limits: DeviceLimits,
+    pub(super) address: libc::sockaddr_storage,
+    pub(super) cm_channel: Ptr<sys::rdma_event_channel>,
+    pub(super) comp_channel: Ptr<sys::ibv_comp_channel>,
+    /// Whether the device binds type-2 memory windows.
+    pub(super) mw_type2: bool,
+    /// Consumers in a blocking wait (`Device::consumer_waits`): a CQ is armed again after its
+    /// event only while there are any, so that completions a consumer polls for do not also
+    /// wake the progress thread.
+    pub(super) waiters: AtomicUsize,
+    pub(super) state: Mutex<State>,
+}
+
+// SAFETY: the rdma-core objects behind the pointers are thread safe (libibverbs and librdmacm
+// serialise internally); our own mutable state is behind the mutex.
+unsafe impl Send for VerbsDevice {}
+// SAFETY: as above.
+unsafe impl Sync for VerbsDevice {}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+pub(super) fn dev_error(e: i32) -> DevError {
+    match e {
+        libc::EFAULT | libc::EACCES | libc::EPERM | libc::EINVAL => DevError::Fault,
+        libc::EOPNOTSUPP | libc::ENOSYS => DevError::NotSupported,
+        libc::EADDRINUSE => DevError::InUse,
+        _ => DevError::NoResources,
+    }
+}
+
+pub(super) fn last_error() -> DevError {
+    dev_error(errno())
+}
+
+/// The remote rights of DAT privileges as verbs access flags.
+fn remote_access(a: Access) -> u32 {
+    [(Access::REMOTE_READ, sys::IBV_ACCESS_REMOTE_READ), (Access::REMOTE_WRITE, sys::IBV_ACCESS_REMOTE_WRITE), (Access::REMOTE_ATOMIC, sys::IBV_ACCESS_REMOTE_ATOMIC)]
+        .iter()
+        .filter(|(bit, _)| a.has(*bit))
+        .fold(0, |f, (_, flag)| f | flag)
+}
+
+/// DAT privileges as verbs access flags. Local read is implicit; remote write and atomics need
+/// local write; every MR may carry memory windows.
+fn mr_access(a: Access) -> u32 {
+    let local = if a.needs_write() { sys::IBV_ACCESS_LOCAL_WRITE } else { 0 };
+    sys::IBV_ACCESS_MW_BIND | local | remote_access(a)
+}
+
+/// The access flags of a window binding (remote rights only).
+pub(super) fn mw_access(a: Access, zero_based: bool) -> u32 {
+    remote_access(a) | if zero_based { sys::IBV_ACCESS_ZERO_BASED } else { 0 }
+}
+
+fn mtu_bytes(mtu: u32) -> u32 {
+    // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
+    if (1..=5).contains(&mtu) {
+        128 << mtu
+    } else {
+        1024
+    }
+}
+
+impl VerbsDevice {
+    /// Opens the device port named by ia_params `"<device> <port>"`. The error says why not:
+    /// no libibverbs, no such device, the port is down, no IP address on it.
+    pub fn new(params: &str) -> Result<Arc<VerbsDevice>, String> {
+        let (dev_name, port) = probe::parse_params(params)?;
+        let api = api::api().map_err(|e| e.to_string())?;
+        if let Some(why) = probe::unusable(&dev_name, port) {
+            return Err(why);
+        }
+        let ctx = open_by_name(api, &dev_name)?;
+        // SAFETY: plain data, filled by the calls below.
+        let mut dattr: sys::ibv_device_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: an open context and a writable attribute struct.
+        if unsafe { (api.ibv.query_device)(ctx.0, &mut dattr) } != 0 {
+            let e = std::io::Error::last_os_error();
+            close(api, ctx);
+            return Err(format!("{dev_name}: ibv_query_device: {e}"));
+        }
+        // SAFETY: plain data.
+        let mut pattr: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: an open context, a port number and a writable attribute struct.
+        if unsafe { api.query_port(ctx.0, port, &mut pattr) } != 0 {
+            let e = std::io::Error::last_os_error();
+            close(api, ctx);
+            return Err(format!("{dev_name} port {port}: ibv_query_port: {e}"));
+        }
+        if pattr.state != sys::IBV_PORT_ACTIVE {
+            close(api, ctx);
+            return Err(format!("{dev_name} port {port}: port is not active (state {})", pattr.state));
+        }
+        let netdev = probe::ports().into_iter().find(|p| p.device == dev_name && p.port == port).and_then(|p| p.netdev);
+        let Some(netdev) = netdev else {
+            close(api, ctx);
+            return Err(format!("{dev_name} port {port}: no network device behind the port, so no IP address for rdma_cm"));
+        };
+        let address = match crate::device::soft::address::resolve(&format!("{netdev} 0")) {
+            Ok(a) => a,
+            Err(_) => {
+                close(api, ctx);
+                return Err(format!("{dev_name} port {port}: network device {netdev} has no IP address"));
+            }
+        };
+        // SAFETY: creating a channel has no preconditions.
+        let cm_channel = unsafe { (api.cm.create_event_channel)() };
+        // SAFETY: an open context.
+        let comp_channel = unsafe { (api.ibv.create_comp_channel)(ctx.0) };
+        if cm_channel.is_null() || comp_channel.is_null() {
+            close(api, ctx);
+            return Err(format!("{dev_name}: cannot create the rdma_cm or completion channel: {}", std::io::Error::last_os_error()));
+        }
+        let vendor = format!("verbs vendor {:#x} part {:#x} fw {}", dattr.vendor_id, dattr.vendor_part_id, cstr_field(&dattr.fw_ver));
+        let page = {
+            // SAFETY: sysconf has no preconditions.
+            unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64
+        };
+        let mw_type2 = dattr.max_mw > 0 && dattr.device_cap_flags & sys::IBV_DEVICE_MEM_WINDOW_TYPE_2B != 0;
+        let limits = DeviceLimits {
+            max_pds: dattr.max_pd.max(0) as u32,
+            max_mrs: dattr.max_mr.max(0) as u32,
+            max_mr_size: dattr.max_mr_size,
+            max_mws: if mw_type2 { dattr.max_mw.max(0) as u32 } else { 0 },
+            max_qps: dattr.max_qp.max(0) as u32,
+            max_qp_wr: dattr.max_qp_wr.max(0) as u32,
+            max_sge: dattr.max_sge.max(0) as u32,
+            max_cqs: dattr.max_cq.max(0) as u32,
+            max_cqe: dattr.max_cqe.max(0) as u32,
+            max_rd_atom: dattr.max_qp_rd_atom.max(0) as u32,
+            max_msg_size: pattr.max_msg_sz,
+            max_srqs: dattr.max_srq.max(0) as u32,
+            max_srq_wr: dattr.max_srq_wr.max(0) as u32,
+            mtu: mtu_bytes(pattr.active_mtu),
+            page_size: page,
+            // An rdma_cm connect request over IB or RoCE carries 56 bytes (accept 196, reject
+            // 148), less the trailer that keeps its length (cm.rs): DAT has one limit for all.
+            max_private_data: (super::cm::PDATA_REQ - super::cm::TRAILER) as u32,
+        };
+        let dev = Arc::new_cyclic(|this| VerbsDevice {
+            this: this.clone(),
+            api,
+            ctx,
+            port,
+            name: dev_name.clone(),
+            vendor,
+            limits,
+            address,
+            cm_channel: Ptr(cm_channel),
+            comp_channel: Ptr(comp_channel),
+            mw_type2,
+            waiters: AtomicUsize::new(0),
+            state: Mutex::new(State::default()),
+        });
+        super::progress::start(&dev).map_err(|e| format!("{dev_name}: cannot start the progress thread: {e}"))?;
+        dbg_log!(DbgType::PROVIDER_API, "verbs: opened {dev_name} port {port} ({netdev}), mw type 2: {mw_type2}");
+        Ok(dev)
+    }
+
+    pub(super) fn name_str(&self) -> &str {
+        &self.name
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn me(&self) -> Arc<VerbsDevice> {
+        self.this.upgrade().expect("a device in use is alive")
+    }
+
+    pub(super) fn pd_ptr(&self, pd: Pd) -> Result<Ptr<sys::ibv_pd>, DevError> {
+        self.lock().pds.get(&pd.0).copied().ok_or(DevError::Fault)
+    }
+
+    pub(super) fn mr_ptr(&self, mr: &Mr) -> Option<Ptr<sys::ibv_mr>> {
+        self.lock().mrs.get(&mr.id).copied()
+    }
+
+    /// A window's pointer, the rkey it has now and whether it is bound.
+    pub(super) fn mw_state(&self, mw: &Mw) -> Option<MwState> {
+        self.lock().mws.get(&mw.id).copied()
+    }
+
+    pub(super) fn set_mw(&self, mw: &Mw, rkey: u32, bound: bool) {
+        if let Some(e) = self.lock().mws.get_mut(&mw.id) {
+            e.rkey = rkey;
+            e.bound = bound;
+        }
+    }
+
+    /// Retires a bound window for a rebind: its rkey stops working at once, and the RMR goes
+    /// on with a fresh window of the same PD. (rxe does not bind a type-2 window again after a
+    /// local invalidation, so a rebind cannot reuse it.)
+    pub(super) fn replace_mw(&self, mw: &Mw) -> Result<MwState, DevError> {
+        let old = self.mw_state(mw).ok_or(DevError::Fault)?;
+        // SAFETY: a live window; its PD outlives it.
+        let pd = unsafe { (*old.mw.0).pd };
+        // SAFETY: a live PD of this device.
+        let fresh = unsafe { api::alloc_mw(pd, sys::IBV_MW_TYPE_2) };
+        if fresh.is_null() {
+            return Err(last_error());
+        }
+        // SAFETY: the old window, replaced in the table below so it is released once.
+        unsafe { api::dealloc_mw(old.mw.0) };
+        // SAFETY: a window just allocated.
+        let st = MwState { mw: Ptr(fresh), rkey: unsafe { (*fresh).rkey }, bound: false };
+        if let Some(e) = self.lock().mws.get_mut(&mw.id) {
+            *e = st;
+        }
+        Ok(st)
+    }
+
+    /// The peer invalidated the window whose rkey is `rkey` (a received send-with-invalidate).
+    pub(super) fn mw_invalidated(&self, rkey: u32) {
+        if let Some(e) = self.lock().mws.values_mut().find(|e| e.bound && e.rkey == rkey) {
+            e.bound = false;
+        }
+    }
+
+    /// rxe reports a received send-with-invalidate with the kernel's flag bit (1 << 2) instead
+    /// of IBV_WC_WITH_INV (1 << 3); in user space that bit is IBV_WC_IP_CSUM_OK, which an RC
+    /// receive never carries.
+    pub(super) fn inv_flags(&self) -> u32 {
+        if self.name.starts_with("rxe") {
+            sys::IBV_WC_WITH_INV | sys::IBV_WC_IP_CSUM_OK
+        } else {
+            sys::IBV_WC_WITH_INV
+        }
+    }
+
+    fn register(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError> {
+        if zero_based && addr % self.limits.page_size != 0 {
+            // Verbs keeps the page offset between address and iova: an unaligned region cannot
+            // start at remote address 0.
+            dbg_log!(DbgType::ERROR, "verbs {}: a zero-based LMR must start on a page boundary ({addr:#x} does not)", self.name);
+            return Err(DevError::NotSupported);
+        }
+        let flags = mr_access(access);
+        match self.register_with(pd, addr, len, access, zero_based, flags) {
+            // Windows need MW_BIND, which the kernel pins as writable: read-only memory is
+            // registered without it (no window can then be bound over it).
+            Err(DevError::Fault) if !access.needs_write() => self.register_with(pd, addr, len, access, zero_based, flags & !sys::IBV_ACCESS_MW_BIND),
+            r => r,
+        }
+    }
+
+    fn register_with(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool, flags: u32) -> Result<Mr, DevError> {
+        let pdp = self.pd_ptr(pd)?;
+        let flags = flags as i32;
+        let mr = if zero_based {
+            let f = self.api.ibv.reg_mr_iova2.ok_or(DevError::NotSupported)?;
+            // SAFETY: a live PD; the range is the consumer's (the kernel checks it is mapped).
+            unsafe { f(pdp.0, addr as *mut libc::c_void, len as usize, 0, flags as u32) }
+        } else {
+            // SAFETY: as above.
+            unsafe { (self.api.ibv.reg_mr)(pdp.0, addr as *mut libc::c_void, len as usize, flags) }
+        };
+        if mr.is_null() {
+            let e = errno();
+            dbg_log!(DbgType::ERROR, "verbs {}: ibv_reg_mr({addr:#x}, {len}) failed: {}", self.name, std::io::Error::from_raw_os_error(e));
+            return Err(dev_error(e));
+        }
+        // SAFETY: a registration just returned by rdma-core.
+        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
+        let mut s = self.lock();
+        s.next_id += 1;
+        let id = s.next_id;
+        s.mrs.insert(id, Ptr(mr));
+        Ok(Mr { id, lkey, rkey: if access.is_remote() { rkey } else { 0 }, addr, len })
+    }
+}
+
+fn cstr_field(b: &[std::os::raw::c_char]) -> String {
+    let bytes: Vec<u8> = b.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn close(api: &Api, ctx: Ptr<sys::ibv_context>) {
+    // SAFETY: a context we opened and nothing else uses.
+    unsafe { (api.ibv.close_device)(ctx.0) };
+}
+
+fn open_by_name(api: &Api, name: &str) -> Result<Ptr<sys::ibv_context>, String> {
+    let mut n = 0;
+    // SAFETY: returns a list we free below.
+    let list = unsafe { (api.ibv.get_device_list)(&mut n) };
+    if list.is_null() {
+        return Err(format!("ibv_get_device_list: {}", std::io::Error::last_os_error()));
+    }
+    let mut ctx = std::ptr::null_mut();
+    for i in 0..n.max(0) as usize {
+        // SAFETY: the list has n entries.
+        let d = unsafe { *list.add(i) };
+        // SAFETY: a device of the list; its name is a NUL-terminated string.
+        let dn = unsafe { std::ffi::CStr::from_ptr((api.ibv.get_device_name)(d)) };
+        if dn.to_bytes() == name.as_bytes() {
+            // SAFETY: a device of the list, opened before the list is freed.
+            ctx = unsafe { (api.ibv.open_device)(d) };
+            break;
+        }
+    }
+    let e = std::io::Error::last_os_error();
+    // SAFETY: the list returned above.
+    unsafe { (api.ibv.free_device_list)(list) };
+    if ctx.is_null() {
+        return Err(if n == 0 { "libibverbs finds no RDMA devices (is the driver's rdma-core provider installed?)".to_string() } else { format!("{name}: cannot open the device: {e}") });
+    }
+    Ok(Ptr(ctx))
+}
+
+impl Device for VerbsDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn vendor(&self) -> &str {
+        &self.vendor
+    }
+    fn limits(&self) -> &DeviceLimits {
+        &self.limits
+    }
+    fn address(&self) -> libc::sockaddr_storage {
+        self.address
+    }
+    fn cache_registrations(&self) -> bool {
+        true
+    }
+
+    fn mr_in_use(&self, mr: &Mr) -> bool {
+        // Collected first: a queue's lock is never taken under the device's.
+        let (qps, srqs): (Vec<_>, Vec<_>) = {
+            let s = self.lock();
+            (s.qps.values().cloned().collect(), s.srqs.values().cloned().collect())
+        };
+        qps.iter().filter_map(Weak::upgrade).any(|q| q.uses_lkey(mr.lkey)) || srqs.iter().filter_map(Weak::upgrade).any(|s| s.uses_lkey(mr.lkey))
+    }
+
+    fn progress(&self) {
+        super::progress::poll_now(self);
+    }
+
+    fn consumer_waits(&self, begins: bool) {
+        if begins {
+            // Counted before arming (see VerbsQp::arm), then armed before polling: whatever
+            // completes after the poll raises an event.
+            self.waiters.fetch_add(1, Ordering::SeqCst);
+            super::progress::arm_all(self);
+            super::progress::poll_now(self);
+        } else {
+            self.waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn alloc_pd(&self) -> Result<Pd, DevError> {
+        // SAFETY: an open context.
+        let pd = unsafe { (self.api.ibv.alloc_pd)(self.ctx.0) };
+        if pd.is_null() {
+            return Err(last_error());
+        }
+        let mut s = self.lock();
+        s.next_id += 1;
+        let id = s.next_id as u32;
+        s.pds.insert(id, Ptr(pd));
+        Ok(Pd(id))
+    }
+
+    fn dealloc_pd(&self, pd: Pd) {
+        let Some(p) = self.lock().pds.remove(&pd.0) else { return };
+        // SAFETY: a PD we allocated; the core frees its objects first.
+        let rc = unsafe { (self.api.ibv.dealloc_pd)(p.0) };
+        if rc != 0 {
+            dbg_log!(DbgType::ERROR, "verbs {}: ibv_dealloc_pd: {}", self.name, std::io::Error::from_raw_os_error(rc));
+        }
+    }
+
+    fn reg_mr(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError> {
+        if len == 0 || len > self.limits.max_mr_size {
+            return Err(DevError::NoResources);
+        }
+        self.register(pd, addr, len, access, zero_based)
+    }
+
+    fn alias_mr(&self, mr: &Mr, pd: Pd, access: Access, zero_based: bool) -> Result<Mr, DevError> {
+        // Keys of its own for the same memory: a second registration (in the same or another PD).
+        self.register(pd, mr.addr, mr.len, access, zero_based)
+    }
+
+    fn dereg_mr(&self, mr: &Mr) {
+        let Some(p) = self.lock().mrs.remove(&mr.id) else { return };
+        // SAFETY: a registration we made, removed from the table so it is released once.
+        let rc = unsafe { (self.api.ibv.dereg_mr)(p.0) };
+        if rc != 0 {
+            dbg_log!(DbgType::ERROR, "verbs {}: ibv_dereg_mr: {}", self.name, std::io::Error::from_raw_os_error(rc));
+        }
+    }
+
+    fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError> {
+        if !self.mw_type2 {
+            return Err(DevError::NotSupported);
+        }
+        let pdp = self.pd_ptr(pd)?;
+        // SAFETY: a live PD.
+        let mw = unsafe { api::alloc_mw(pdp.0, sys::IBV_MW_TYPE_2) };
+        if mw.is_null() {
+            return Err(last_error());
+        }
+        // SAFETY: a window just allocated.
+        let rkey = unsafe { (*mw).rkey };
+        let mut s = self.lock();
+        s.next_id += 1;
+        let id = s.next_id;
+        s.mws.insert(id, MwState { mw: Ptr(mw), rkey, bound: false });
+        Ok(Mw { id, rkey })
+    }
+
+    fn dealloc_mw(&self, mw: &Mw) {
+        let Some(e) = self.lock().mws.remove(&mw.id) else { return };
+        // SAFETY: a window we allocated, removed from the table so it is released once.
+        unsafe { api::dealloc_mw(e.mw.0) };
+    }
+
+    fn create_qp(&self, pd: Pd, caps: QpCaps, srq: Option<Arc<dyn Srq>>, events: Arc<dyn QpEvents>) -> Result<Arc<dyn Qp>, DevError> {
+        let srq = match srq {
+            Some(s) => Some(VerbsSrq::downcast(s).ok_or(DevError::NotSupported)?),
+            None => None,
+        };
+        VerbsQp::create(&self.me(), pd, caps, srq, events).map(|q| q as Arc<dyn Qp>)
+    }
+
+    fn create_srq(&self, pd: Pd, max_wr: u32, max_sge: u32, events: Arc<dyn SrqEvents>) -> Result<Arc<dyn Srq>, DevError> {
+        VerbsSrq::create(&self.me(), pd, max_wr, max_sge, events).map(|s| s as Arc<dyn Srq>)
+    }
+
+    fn listen(&self, port: u16, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+        cm::listen(&self.me(), port, events).map(|l| Box::new(l) as Box<dyn Listener>)
+    }
+}

@@ -1,0 +1,604 @@
+//! Queue pairs of the verbs device: an RC QP with a completion queue of its own, created in
+//! the INIT state so that receives can be posted before the connection exists, and moved to
+//! RTR and RTS with the attributes rdma_cm computes for its connection (cm.rs).
+//!
+//! Immediate data goes into the work request as the consumer gave it and comes out of the
+//! completion as it arrived, without byte swapping, as Debian's dapl does: a node on dat2 and
+//! one on dapl see the same values.
+//!
+//! Work requests carry ids of our own: completions in error do not say which operation they
+//! were, so each id remembers the consumer's id and the kind of operation.
+//!
+//! Solicited events: the sender's solicited flag goes out as `IBV_SEND_SOLICITED`, but a
+//! receive completion cannot say whether its message carried it. rdma-core has no such flag
+//! in `ibv_wc.wc_flags` (GRH, WITH_IMM, IP_CSUM_OK, WITH_INV and the tag-matching bits) nor
+//! among the extended CQ's fields; the only solicited-aware mechanism is arming a CQ with
+//! `ibv_req_notify_cq(cq, 1)`, which says that some solicited (or failed) completion arrived
+//! since arming, not which one, and wakes nobody for the others, so the progress thread would
+//! leave unsolicited receives in the CQ, where `dat_evd_dequeue` never sees them. Every
+//! receive completion is therefore reported as solicited: on an EP configured for solicited
+//! wait, each receive wakes the waiter, as without solicited wait (a wake-up too many, never
+//! one too few).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::device::{dev_error, last_error, mw_access, VerbsDevice};
+use super::inuse::{KeysInUse, WrKeys};
+use super::srq::VerbsSrq;
+use super::{api, sys, Ptr};
+use crate::abi::*;
+use crate::util::idmap::IdMap;
+use crate::dbg_log;
+use crate::device::{Access, CmEvent, Completion, DevError, Mr, Mw, Pd, Qp, QpCaps, QpEvents, SendWr, Sge, WcOp, WrOp};
+use crate::log::DbgType;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Conn {
+    /// Not connected (yet).
+    Idle,
+    /// Active side: resolving the address and route, then waiting for the reply.
+    Connecting,
+    /// Passive side: accepted, waiting for the peer's confirmation.
+    Accepting,
+    Established,
+    /// Ended (reported once).
+    Ended,
+}
+
+pub(super) struct Inner {
+    pub id: Option<Ptr<sys::rdma_cm_id>>,
+    pub conn: Conn,
+    /// Private data for the connect request.
+    pub pdata: Vec<u8>,
+    next_wr: u64,
+    /// Our work request ids: the consumer's id, what the request does (None: a request of
+    /// our own, such as the invalidation before a rebind, whose success is not reported) and
+    /// the lkeys it was posted with.
+    wrs: IdMap<u64, (u64, Option<WcOp>, WrKeys)>,
+    /// The lkeys of the requests in `wrs` (see inuse.rs).
+    keys: KeysInUse,
+    sends_out: u32,
+    /// A graceful disconnect waits for the posted sends.
+    disconnect_when_drained: bool,
+    pub remote: Option<(libc::sockaddr_storage, u16)>,
+    pub local_port: u16,
+}
+
+pub struct VerbsQp {
+    /// Held while the CQ is polled and its completions handed on, so that the progress thread
+    /// and a polling consumer never deliver out of order.
+    pub(super) polling: Mutex<()>,
+    /// The CQ is armed: its next completion raises an event on the completion channel.
+    armed: AtomicBool,
+    pub(super) dev: Arc<VerbsDevice>,
+    pub(super) qp: Ptr<sys::ibv_qp>,
+    cq: Ptr<sys::ibv_cq>,
+    pub(super) qp_num: u32,
+    srq: Option<Arc<VerbsSrq>>,
+    pub(super) events: Arc<dyn QpEvents>,
+    pub(super) caps: QpCaps,
+    inner: Mutex<Inner>,
+}
+
+// SAFETY: the QP and CQ are rdma-core objects usable from any thread; our state is behind
+// the mutex.
+unsafe impl Send for VerbsQp {}
+// SAFETY: as above.
+unsafe impl Sync for VerbsQp {}
+
+fn dto_status(s: u32) -> u32 {
+    match s {
+        sys::IBV_WC_SUCCESS => DAT_DTO_SUCCESS,
+        sys::IBV_WC_WR_FLUSH_ERR => DAT_DTO_ERR_FLUSHED,
+        sys::IBV_WC_LOC_LEN_ERR => DAT_DTO_ERR_LOCAL_LENGTH,
+        sys::IBV_WC_LOC_QP_OP_ERR | sys::IBV_WC_LOC_EEC_OP_ERR => DAT_DTO_ERR_LOCAL_EP,
+        sys::IBV_WC_LOC_PROT_ERR | sys::IBV_WC_MW_BIND_ERR => DAT_DTO_ERR_LOCAL_PROTECTION,
+        sys::IBV_WC_BAD_RESP_ERR => DAT_DTO_ERR_BAD_RESPONSE,
+        sys::IBV_WC_REM_ACCESS_ERR | sys::IBV_WC_REM_INV_REQ_ERR => DAT_DTO_ERR_REMOTE_ACCESS,
+        sys::IBV_WC_REM_OP_ERR => DAT_DTO_ERR_REMOTE_RESPONDER,
+        sys::IBV_WC_RNR_RETRY_EXC_ERR => DAT_DTO_ERR_RECEIVER_NOT_READY,
+        _ => DAT_DTO_ERR_TRANSPORT,
+    }
+}
+
+impl VerbsQp {
+    pub(super) fn create(dev: &Arc<VerbsDevice>, pd: Pd, caps: QpCaps, srq: Option<Arc<VerbsSrq>>, events: Arc<dyn QpEvents>) -> Result<Arc<VerbsQp>, DevError> {
+        let l = crate::device::Device::limits(dev.as_ref());
+        if caps.max_send_wr > l.max_qp_wr || caps.max_recv_wr > l.max_qp_wr || caps.max_send_sge > l.max_sge || caps.max_recv_sge > l.max_sge {
+            return Err(DevError::NoResources);
+        }
+        let pdp = dev.pd_ptr(pd)?;
+        // Room for every send and receive (or SRQ receive) this QP can have outstanding.
+        let recvs = srq.as_ref().map_or(caps.max_recv_wr, |s| s.max_wr());
+        let cqe = (caps.max_send_wr as u64 + recvs as u64 + 16).min(l.max_cqe as u64) as i32;
+        // SAFETY: an open context and our completion channel.
+        let cq = unsafe { (dev.api.ibv.create_cq)(dev.ctx.0, cqe, std::ptr::null_mut(), dev.comp_channel.0, 0) };
+        if cq.is_null() {
+            return Err(last_error());
+        }
+        // SAFETY: plain data.
+        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        init.send_cq = cq;
+        init.recv_cq = cq;
+        init.srq = srq.as_ref().map_or(std::ptr::null_mut(), |s| s.srq.0);
+        init.cap.max_send_wr = caps.max_send_wr;
+        init.cap.max_recv_wr = if srq.is_some() { 0 } else { caps.max_recv_wr };
+        init.cap.max_send_sge = caps.max_send_sge;
+        init.cap.max_recv_sge = if srq.is_some() { 0 } else { caps.max_recv_sge };
+        init.qp_type = sys::IBV_QPT_RC;
+        init.sq_sig_all = 0;
+        // SAFETY: a live PD and an initialised attribute struct.
+        let qp = unsafe { (dev.api.ibv.create_qp)(pdp.0, &mut init) };
+        if qp.is_null() {
+            let e = last_error();
+            // SAFETY: the CQ created above, unused.
+            unsafe { (dev.api.ibv.destroy_cq)(cq) };
+            return Err(e);
+        }
+        // SAFETY: a QP just created.
+        let qp_num = unsafe { (*qp).qp_num };
+        let this = Arc::new(VerbsQp {
+            polling: Mutex::new(()),
+            armed: AtomicBool::new(false),
+            dev: dev.clone(),
+            qp: Ptr(qp),
+            cq: Ptr(cq),
+            qp_num,
+            srq,
+            events,
+            caps,
+            inner: Mutex::new(Inner {
+                id: None,
+                conn: Conn::Idle,
+                pdata: Vec::new(),
+                next_wr: 1,
+                wrs: IdMap::default(),
+                keys: KeysInUse::default(),
+                sends_out: 0,
+                disconnect_when_drained: false,
+                remote: None,
+                local_port: 0,
+            }),
+        });
+        // From here on Drop releases the QP and CQ.
+        {
+            let mut s = dev.lock();
+            s.cqs.insert(cq as usize, Arc::downgrade(&this));
+            s.polled = Arc::new(s.cqs.values().cloned().collect());
+            s.qps.insert(qp_num, Arc::downgrade(&this));
+        }
+        this.modify_init()?;
+        if dev.waiters.load(Ordering::SeqCst) > 0 {
+            this.arm();
+        }
+        Ok(this)
+    }
+
+    /// Arms the CQ unless it is armed. Callers count themselves as waiters (or set
+    /// `disconnect_when_drained`) before arming, and the progress thread clears `armed` before
+    /// it looks at those: so either it arms again, or this call sees the flag clear and arms.
+    pub(super) fn arm(&self) {
+        if self.armed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // SAFETY: our live CQ.
+        if unsafe { api::req_notify_cq(self.cq.0, false) } != 0 {
+            self.armed.store(false, Ordering::SeqCst);
+            dbg_log!(DbgType::ERROR, "verbs QP {}: ibv_req_notify_cq: {}", self.qp_num, std::io::Error::last_os_error());
+        }
+    }
+
+    /// The progress thread took the CQ's event: the CQ is no longer armed. Arms it again if a
+    /// consumer waits or the QP waits for its own completions (a graceful disconnect).
+    pub(super) fn event_taken(&self) {
+        self.armed.store(false, Ordering::SeqCst);
+        if self.dev.waiters.load(Ordering::SeqCst) > 0 || self.lock().disconnect_when_drained {
+            self.arm();
+        }
+    }
+
+    /// The QP's CQ.
+    pub(super) fn cq(&self) -> Ptr<sys::ibv_cq> {
+        self.cq
+    }
+
+    /// Whether a request posted here with `lkey` is still outstanding.
+    pub(super) fn uses_lkey(&self, lkey: u32) -> bool {
+        self.lock().keys.contains(lkey)
+    }
+
+    pub(super) fn on_srq(&self) -> bool {
+        self.srq.is_some()
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn modify_init(&self) -> Result<(), DevError> {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::IBV_QPS_INIT;
+        a.pkey_index = 0;
+        a.port_num = self.dev.port;
+        a.qp_access_flags = sys::IBV_ACCESS_LOCAL_WRITE | sys::IBV_ACCESS_REMOTE_WRITE | sys::IBV_ACCESS_REMOTE_READ | sys::IBV_ACCESS_REMOTE_ATOMIC;
+        let mask = sys::IBV_QP_STATE | sys::IBV_QP_PKEY_INDEX | sys::IBV_QP_PORT | sys::IBV_QP_ACCESS_FLAGS;
+        // SAFETY: our QP and an initialised attribute struct.
+        let rc = unsafe { (self.dev.api.ibv.modify_qp)(self.qp.0, &mut a, mask as i32) };
+        if rc != 0 {
+            dbg_log!(DbgType::ERROR, "verbs QP {}: to INIT: {}", self.qp_num, std::io::Error::from_raw_os_error(rc));
+            return Err(dev_error(rc));
+        }
+        Ok(())
+    }
+
+    /// Moves the QP to `state` with the attributes rdma_cm gives for connection `id`.
+    fn modify_cm(&self, id: Ptr<sys::rdma_cm_id>, state: u32) -> Result<(), i32> {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = state;
+        let mut mask = 0;
+        // SAFETY: a live cm id and writable attributes.
+        if unsafe { (self.dev.api.cm.init_qp_attr)(id.0, &mut a, &mut mask) } != 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL));
+        }
+        if state == sys::IBV_QPS_RTR {
+            a.max_dest_rd_atomic = a.max_dest_rd_atomic.max(1).min(self.caps.max_rd_atomic.max(1) as u8).max(1);
+        }
+        if state == sys::IBV_QPS_RTS {
+            a.max_rd_atomic = a.max_rd_atomic.max(1);
+        }
+        // SAFETY: our QP and the attributes rdma_cm filled in.
+        let rc = unsafe { (self.dev.api.ibv.modify_qp)(self.qp.0, &mut a, mask) };
+        if rc != 0 {
+            return Err(rc);
+        }
+        Ok(())
+    }
+
+    /// RTR then RTS for connection `id`.
+    pub(super) fn ready(&self, id: Ptr<sys::rdma_cm_id>) -> Result<(), i32> {
+        self.modify_cm(id, sys::IBV_QPS_RTR)?;
+        self.modify_cm(id, sys::IBV_QPS_RTS)
+    }
+
+    /// Puts the QP in the error state: everything posted completes as flushed.
+    pub(super) fn to_error(&self) {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::IBV_QPS_ERR;
+        // SAFETY: our QP.
+        unsafe { (self.dev.api.ibv.modify_qp)(self.qp.0, &mut a, sys::IBV_QP_STATE as i32) };
+    }
+
+    /// The connection ended (for `ev`): flush what is posted and tell the core, once.
+    pub(super) fn end(&self, ev: CmEvent) {
+        let id = {
+            let mut i = self.lock();
+            if i.conn == Conn::Ended {
+                return;
+            }
+            i.conn = Conn::Ended;
+            i.disconnect_when_drained = false;
+            i.id
+        };
+        if let Some(id) = id {
+            // SAFETY: our connection's cm id (a no-op error if it never connected).
+            unsafe { (self.dev.api.cm.disconnect)(id.0) };
+        }
+        self.to_error();
+        dbg_log!(DbgType::PROVIDER_API, "verbs QP {}: connection ends ({ev:?})", self.qp_num);
+        self.events.cm(ev);
+    }
+
+    fn new_wr(&self, i: &mut Inner, wr_id: u64, op: Option<WcOp>, keys: WrKeys) -> u64 {
+        let id = i.next_wr;
+        i.next_wr += 1;
+        i.keys.add(&keys);
+        i.wrs.insert(id, (wr_id, op, keys));
+        if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
+            i.sends_out += 1;
+        }
+        id
+    }
+
+    fn forget_wr(&self, i: &mut Inner, id: u64) {
+        if let Some((_, op, keys)) = i.wrs.remove(&id) {
+            i.keys.remove(&keys);
+            if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
+                i.sends_out = i.sends_out.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Posts one send-queue request; `fill` sets its opcode and operation fields.
+    fn post(&self, wr_id: u64, op: Option<WcOp>, sges: &[Sge], flags: u32, fill: impl FnOnce(&mut sys::ibv_send_wr)) -> Result<(), DevError> {
+        let mut list: Vec<sys::ibv_sge> = sges.iter().map(|s| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
+        // SAFETY: plain data.
+        let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
+        wr.num_sge = list.len() as i32;
+        wr.send_flags = flags | sys::IBV_SEND_SIGNALED;
+        fill(&mut wr);
+        let keys = WrKeys::of(sges);
+        let mut i = self.lock();
+        let id = self.new_wr(&mut i, wr_id, op, keys);
+        wr.wr_id = id;
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: our QP; the request and its scatter list live across the call (verbs copies
+        // them into the send queue).
+        let rc = unsafe { api::post_send(self.qp.0, &mut wr, &mut bad) };
+        if rc != 0 {
+            self.forget_wr(&mut i, id);
+            dbg_log!(DbgType::ERROR, "verbs QP {}: ibv_post_send: {}", self.qp_num, std::io::Error::from_raw_os_error(rc));
+            return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
+        }
+        Ok(())
+    }
+
+    /// A completion of this QP's CQ.
+    pub(super) fn on_wc(&self, wc: &sys::ibv_wc) {
+        let status = dto_status(wc.status);
+        if wc.status != sys::IBV_WC_SUCCESS {
+            dbg_log!(DbgType::PROVIDER_API, "verbs QP {}: completion {:#x}: verbs status {} (vendor {:#x}), opcode {} -> DAT status {status}", self.qp_num, wc.wr_id, wc.status, wc.vendor_err, wc.opcode);
+        }
+        let (found, drained) = {
+            let mut i = self.lock();
+            let found = i.wrs.get(&wc.wr_id).map(|&(wr_id, op, _)| (wr_id, op));
+            if found.is_some() {
+                self.forget_wr(&mut i, wc.wr_id);
+            }
+            let drained = i.disconnect_when_drained && i.sends_out == 0;
+            (found, drained)
+        };
+        let (wr_id, op) = match found {
+            Some(f) => f,
+            None => match self.srq.as_ref().and_then(|s| s.take(wc.wr_id)) {
+                Some(core_id) => (core_id, Some(WcOp::Recv)),
+                None => return,
+            },
+        };
+        let ended = self.lock().conn == Conn::Ended;
+        // An error ends the connection, as it does on hardware; so does a flush the connection
+        // did not ask for (rxe reports some local errors as flushes).
+        let breaks = status != DAT_DTO_SUCCESS && (status != DAT_DTO_ERR_FLUSHED || !ended);
+        let Some(mut op) = op else {
+            // Our own request: only its failure matters.
+            if breaks {
+                self.end(CmEvent::Broken);
+            }
+            return;
+        };
+        let with_imm = wc.wc_flags & sys::IBV_WC_WITH_IMM != 0;
+        let with_inv = wc.wc_flags & self.dev.inv_flags() != 0 && op == WcOp::Recv;
+        if status == DAT_DTO_SUCCESS && op == WcOp::Recv && wc.opcode == sys::IBV_WC_RECV_RDMA_WITH_IMM {
+            op = WcOp::RecvImm;
+        }
+        // SAFETY: the union holds the immediate data or the invalidated rkey, as the flags say.
+        let (imm, inv) = unsafe { (wc.__bindgen_anon_1.imm_data, wc.__bindgen_anon_1.invalidated_rkey) };
+        let c = Completion {
+            wr_id,
+            status,
+            op,
+            byte_len: wc.byte_len,
+            imm: with_imm.then_some(imm),
+            invalidated: (with_inv && status == DAT_DTO_SUCCESS).then_some(inv),
+            // Not known on verbs (see the top of this file): receives always notify.
+            solicited: matches!(op, WcOp::Recv | WcOp::RecvImm),
+        };
+        if let Some(k) = c.invalidated {
+            self.dev.mw_invalidated(k);
+        }
+        self.events.completion(c);
+        if breaks {
+            self.end(CmEvent::Broken);
+        } else if drained {
+            self.end(CmEvent::Disconnected);
+        }
+    }
+}
+
+impl Drop for VerbsQp {
+    fn drop(&mut self) {
+        let id = {
+            let mut s = self.dev.lock();
+            s.cqs.remove(&(self.cq.0 as usize));
+            s.polled = Arc::new(s.cqs.values().cloned().collect());
+            s.qps.remove(&self.qp_num);
+            let id = self.inner.get_mut().map(|i| i.id).unwrap_or(None);
+            if let Some(id) = id {
+                s.ids.remove(&(id.0 as usize));
+            }
+            id
+        };
+        let api = self.dev.api;
+        // SAFETY: our objects, released once, the QP before the CQ it uses and the cm id after
+        // the QP (destroying a connected id tells the peer).
+        unsafe {
+            (api.ibv.destroy_qp)(self.qp.0);
+            if let Some(id) = id {
+                (api.cm.destroy_id)(id.0);
+            }
+            (api.ibv.destroy_cq)(self.cq.0);
+        }
+    }
+}
+
+fn copy_sockaddr(p: *const libc::sockaddr) -> libc::sockaddr_storage {
+    // SAFETY: plain data.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    if p.is_null() {
+        return ss;
+    }
+    // SAFETY: rdma_cm keeps addresses in sockaddr_storage-sized unions.
+    let family = i32::from(unsafe { (*p).sa_family });
+    let len = match family {
+        libc::AF_INET => std::mem::size_of::<libc::sockaddr_in>(),
+        libc::AF_INET6 => std::mem::size_of::<libc::sockaddr_in6>(),
+        _ => return ss,
+    };
+    // SAFETY: `len` bytes of a sockaddr of that family.
+    unsafe { std::ptr::copy_nonoverlapping(p as *const u8, &mut ss as *mut _ as *mut u8, len) };
+    ss
+}
+
+/// The peer's address and port, and our local port, of a connected cm id.
+pub(super) fn id_addresses(api: &api::Api, id: Ptr<sys::rdma_cm_id>) -> ((libc::sockaddr_storage, u16), u16) {
+    // SAFETY: a live cm id; the route's addresses are inside it.
+    unsafe {
+        let dst = std::ptr::addr_of!((*id.0).route.addr.__bindgen_anon_2) as *const libc::sockaddr;
+        let remote = copy_sockaddr(dst);
+        let rport = u16::from_be((api.cm.get_dst_port)(id.0));
+        let lport = u16::from_be((api.cm.get_src_port)(id.0));
+        ((remote, rport), lport)
+    }
+}
+
+impl Qp for VerbsQp {
+    fn connect(&self, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+        super::cm::connect(self, addr, port, private_data, timeout)
+    }
+
+    fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
+        let mut flags = 0;
+        if wr.fence {
+            flags |= sys::IBV_SEND_FENCE;
+        }
+        if wr.solicited {
+            flags |= sys::IBV_SEND_SOLICITED;
+        }
+        let remote = wr.remote.unwrap_or((0, 0));
+        let (op, opcode) = match wr.op {
+            WrOp::Send => (WcOp::Send, sys::IBV_WR_SEND),
+            WrOp::SendInv(_) => (WcOp::Send, sys::IBV_WR_SEND_WITH_INV),
+            WrOp::SendImm(_) => (WcOp::Send, sys::IBV_WR_SEND_WITH_IMM),
+            WrOp::Write => (WcOp::Write, sys::IBV_WR_RDMA_WRITE),
+            WrOp::WriteImm(_) => (WcOp::Write, sys::IBV_WR_RDMA_WRITE_WITH_IMM),
+            WrOp::Read => (WcOp::Read, sys::IBV_WR_RDMA_READ),
+            WrOp::CmpSwap { .. } => (WcOp::CmpSwap, sys::IBV_WR_ATOMIC_CMP_AND_SWP),
+            WrOp::FetchAdd { .. } => (WcOp::FetchAdd, sys::IBV_WR_ATOMIC_FETCH_AND_ADD),
+        };
+        self.post(wr.wr_id, Some(op), &wr.sges, flags, |w| {
+            w.opcode = opcode;
+            match wr.op {
+                WrOp::SendInv(rkey) => w.__bindgen_anon_1.invalidate_rkey = rkey,
+                WrOp::SendImm(imm) | WrOp::WriteImm(imm) => w.__bindgen_anon_1.imm_data = imm,
+                _ => {}
+            }
+            match wr.op {
+                WrOp::Write | WrOp::WriteImm(_) | WrOp::Read => {
+                    w.wr.rdma.remote_addr = remote.0;
+                    w.wr.rdma.rkey = remote.1;
+                }
+                WrOp::CmpSwap { compare, swap } => {
+                    w.wr.atomic.remote_addr = remote.0;
+                    w.wr.atomic.rkey = remote.1;
+                    w.wr.atomic.compare_add = compare;
+                    w.wr.atomic.swap = swap;
+                }
+                WrOp::FetchAdd { add } => {
+                    w.wr.atomic.remote_addr = remote.0;
+                    w.wr.atomic.rkey = remote.1;
+                    w.wr.atomic.compare_add = add;
+                }
+                _ => {}
+            }
+        })
+    }
+
+    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
+        let mut list: Vec<sys::ibv_sge> = sges.iter().map(|s| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
+        // SAFETY: plain data.
+        let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
+        wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
+        wr.num_sge = list.len() as i32;
+        let keys = WrKeys::of(&sges);
+        let mut i = self.lock();
+        let id = self.new_wr(&mut i, wr_id, Some(WcOp::Recv), keys);
+        wr.wr_id = id;
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: our QP; the request and its list live across the call.
+        let rc = unsafe { api::post_recv(self.qp.0, &mut wr, &mut bad) };
+        if rc != 0 {
+            self.forget_wr(&mut i, id);
+            return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
+        }
+        Ok(())
+    }
+
+    fn disconnect(&self, graceful: bool) {
+        {
+            let mut i = self.lock();
+            if i.conn == Conn::Ended {
+                return;
+            }
+            if graceful && i.sends_out > 0 && i.conn == Conn::Established {
+                i.disconnect_when_drained = true;
+                drop(i);
+                // The rest comes from the CQ, which nobody may be polling: armed, and what
+                // is there already taken now.
+                self.arm();
+                super::progress::poll_qp(self);
+                return;
+            }
+        }
+        self.end(CmEvent::Disconnected);
+    }
+
+    fn bind_mw(&self, wr_id: u64, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
+        let mrp = self.dev.mr_ptr(mr).ok_or(DevError::Fault)?;
+        let st = self.dev.mw_state(mw).ok_or(DevError::Fault)?;
+        let st = if st.bound { self.dev.replace_mw(mw)? } else { st };
+        let mwp = st.mw;
+        let rkey = api::inc_rkey(st.rkey);
+        self.post(wr_id, Some(WcOp::Bind), &[], 0, |w| {
+            w.opcode = sys::IBV_WR_BIND_MW;
+            // (the bind member of the union this opcode uses)
+            w.__bindgen_anon_2.bind_mw.mw = mwp.0;
+            w.__bindgen_anon_2.bind_mw.rkey = rkey;
+            w.__bindgen_anon_2.bind_mw.bind_info.mr = mrp.0;
+            w.__bindgen_anon_2.bind_mw.bind_info.addr = addr;
+            w.__bindgen_anon_2.bind_mw.bind_info.length = len;
+            w.__bindgen_anon_2.bind_mw.bind_info.mw_access_flags = mw_access(access, zero_based);
+        })?;
+        self.dev.set_mw(mw, rkey, true);
+        Ok(rkey)
+    }
+
+    fn unbind_mw(&self, wr_id: u64, mw: &Mw) {
+        let Some(st) = self.dev.mw_state(mw) else { return };
+        if !st.bound {
+            // Nothing to invalidate (never bound, unbound, or invalidated by the peer).
+            self.events.completion(Completion { wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Bind, byte_len: 0, imm: None, invalidated: None, solicited: false });
+            return;
+        }
+        let posted = self.post(wr_id, Some(WcOp::Bind), &[], 0, |w| {
+            w.opcode = sys::IBV_WR_LOCAL_INV;
+            w.__bindgen_anon_1.invalidate_rkey = st.rkey;
+        });
+        if posted.is_ok() {
+            self.dev.set_mw(mw, st.rkey, false);
+        }
+        if posted.is_err() {
+            self.events.completion(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op: WcOp::Bind, byte_len: 0, imm: None, invalidated: None, solicited: false });
+        }
+    }
+
+    fn remote(&self) -> Option<(libc::sockaddr_storage, u16)> {
+        self.lock().remote
+    }
+
+    fn local_port(&self) -> u16 {
+        self.lock().local_port
+    }
+
+    fn path(&self) -> &'static str {
+        "verbs"
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

@@ -1,0 +1,138 @@
+//! Shared receive queues of the verbs device (`ibv_srq`), with the limit event armed through
+//! `ibv_modify_srq` and reported by the progress thread.
+
+use std::sync::{Arc, Mutex};
+
+use super::device::{dev_error, last_error, VerbsDevice};
+use super::inuse::{KeysInUse, WrKeys};
+use super::{api, sys, Ptr};
+use crate::util::idmap::IdMap;
+use crate::device::{DevError, Pd, Sge, Srq, SrqEvents};
+
+pub struct VerbsSrq {
+    dev: Arc<VerbsDevice>,
+    pub(super) srq: Ptr<sys::ibv_srq>,
+    max_wr: Mutex<u32>,
+    posted: Mutex<Posted>,
+    pub(super) events: Arc<dyn SrqEvents>,
+}
+
+/// The receives posted and not yet completed.
+#[derive(Default)]
+struct Posted {
+    next: u64,
+    /// Our receive ids -> the consumer's, and the lkeys the receive was posted with.
+    ids: IdMap<u64, (u64, WrKeys)>,
+    /// Their lkeys (see inuse.rs).
+    keys: KeysInUse,
+}
+
+// SAFETY: the SRQ is an rdma-core object usable from any thread; state is behind mutexes.
+unsafe impl Send for VerbsSrq {}
+// SAFETY: as above.
+unsafe impl Sync for VerbsSrq {}
+
+impl VerbsSrq {
+    pub(super) fn create(dev: &Arc<VerbsDevice>, pd: Pd, max_wr: u32, max_sge: u32, events: Arc<dyn SrqEvents>) -> Result<Arc<VerbsSrq>, DevError> {
+        let pdp = dev.pd_ptr(pd)?;
+        // SAFETY: plain data.
+        let mut a: sys::ibv_srq_init_attr = unsafe { std::mem::zeroed() };
+        a.attr.max_wr = max_wr.max(1);
+        a.attr.max_sge = max_sge.max(1);
+        // SAFETY: a live PD and initialised attributes.
+        let srq = unsafe { (dev.api.ibv.create_srq)(pdp.0, &mut a) };
+        if srq.is_null() {
+            return Err(last_error());
+        }
+        let s = Arc::new(VerbsSrq { dev: dev.clone(), srq: Ptr(srq), max_wr: Mutex::new(max_wr), posted: Mutex::new(Posted { next: 1, ..Posted::default() }), events });
+        dev.lock().srqs.insert(srq as usize, Arc::downgrade(&s));
+        Ok(s)
+    }
+
+    /// The concrete SRQ behind a trait object made by this device.
+    pub(super) fn downcast(s: Arc<dyn Srq>) -> Option<Arc<VerbsSrq>> {
+        s.as_any().downcast_ref::<VerbsSrq>()?;
+        let raw = Arc::into_raw(s) as *const VerbsSrq;
+        // SAFETY: checked above to be a VerbsSrq; the pointer comes from Arc::into_raw of that
+        // same allocation.
+        Some(unsafe { Arc::from_raw(raw) })
+    }
+
+    pub(super) fn max_wr(&self) -> u32 {
+        *self.max_wr.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A receive of this SRQ completed on one of its QPs: the consumer's id.
+    pub(super) fn take(&self, id: u64) -> Option<u64> {
+        let mut p = self.posted.lock().unwrap_or_else(|e| e.into_inner());
+        let (wr_id, keys) = p.ids.remove(&id)?;
+        p.keys.remove(&keys);
+        Some(wr_id)
+    }
+
+    /// Whether a receive posted here with `lkey` is still outstanding.
+    pub(super) fn uses_lkey(&self, lkey: u32) -> bool {
+        self.posted.lock().unwrap_or_else(|e| e.into_inner()).keys.contains(lkey)
+    }
+}
+
+impl Drop for VerbsSrq {
+    fn drop(&mut self) {
+        self.dev.lock().srqs.remove(&(self.srq.0 as usize));
+        // SAFETY: our SRQ, destroyed once (its QPs hold it alive until they are gone).
+        unsafe { (self.dev.api.ibv.destroy_srq)(self.srq.0) };
+    }
+}
+
+impl Srq for VerbsSrq {
+    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
+        let mut list: Vec<sys::ibv_sge> = sges.iter().map(|s| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
+        // SAFETY: plain data.
+        let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
+        wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
+        wr.num_sge = list.len() as i32;
+        let keys = WrKeys::of(&sges);
+        let mut p = self.posted.lock().unwrap_or_else(|e| e.into_inner());
+        let id = p.next;
+        p.next += 1;
+        wr.wr_id = id;
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: our SRQ; the request and its list live across the call.
+        let rc = unsafe { api::post_srq_recv(self.srq.0, &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
+        }
+        p.keys.add(&keys);
+        p.ids.insert(id, (wr_id, keys));
+        Ok(())
+    }
+
+    fn set_limit(&self, limit: u32) {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_srq_attr = unsafe { std::mem::zeroed() };
+        a.srq_limit = limit;
+        // SAFETY: our SRQ and initialised attributes.
+        unsafe { (self.dev.api.ibv.modify_srq)(self.srq.0, &mut a, sys::IBV_SRQ_LIMIT as i32) };
+    }
+
+    fn resize(&self, max_wr: u32) -> Result<(), DevError> {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_srq_attr = unsafe { std::mem::zeroed() };
+        a.max_wr = max_wr;
+        // SAFETY: our SRQ and initialised attributes.
+        let rc = unsafe { (self.dev.api.ibv.modify_srq)(self.srq.0, &mut a, sys::IBV_SRQ_MAX_WR as i32) };
+        if rc != 0 {
+            return Err(dev_error(rc));
+        }
+        *self.max_wr.lock().unwrap_or_else(|e| e.into_inner()) = max_wr;
+        Ok(())
+    }
+
+    fn available(&self) -> usize {
+        self.posted.lock().unwrap_or_else(|e| e.into_inner()).ids.len()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

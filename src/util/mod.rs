@@ -1,0 +1,3 @@
+//! Small helpers every layer may use, which know no DAT object and no device.
+
+pub mod idmap;
