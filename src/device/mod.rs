@@ -3,10 +3,55 @@
 //! Completions are not queues of the device: a QP hands each to its `QpEvents` as it happens,
 //! and the core queues them on EVDs. A built-in provider is the core plus one device.
 
+pub mod address;
 pub mod soft;
 pub mod verbs;
 
+use std::sync::Arc;
+
 use crate::abi::*;
+
+/// Every device the built-in providers offer, in the order their IAs are listed. Adding a
+/// device is one folder beside `soft/` and `verbs/`, and one line here.
+pub static DRIVERS: &[&dyn Driver] = &[&soft::DRIVER, &verbs::DRIVER];
+
+/// The driver a dat.conf lib_path `builtin:<name>` names.
+pub fn driver(lib_path: &[u8]) -> Option<&'static dyn Driver> {
+    let name = lib_path.strip_prefix(b"builtin:")?;
+    DRIVERS.iter().copied().find(|d| d.name().as_bytes() == name)
+}
+
+/// A kind of device, as the built-in providers know it before any is opened: its name, the IAs
+/// it offers without a dat.conf, the attributes it reports, and how to open one. What a
+/// device reports once open is [`Device::attributes`].
+pub trait Driver: Sync {
+    /// The word after `builtin:` in a dat.conf lib_path, and `DAT2_DEVICE`'s value.
+    fn name(&self) -> &'static str;
+    /// The IAs offered when dat.conf does not name them: (IA name, ia_params).
+    fn probe(&self) -> Vec<(String, String)>;
+    /// The ia_params a dat.conf entry that leaves them empty gets.
+    fn params_or_default(&self, params: &str) -> String {
+        params.to_string()
+    }
+    /// Provider-specific attributes known before the device opens, for an IA on `params`.
+    fn attributes(&self, params: &str) -> Vec<(&'static str, String)>;
+    /// Opens a device on `params`; the error says why not (with the device or address).
+    fn open(&self, params: &str) -> Result<Arc<dyn Device>, String>;
+}
+
+/// The provider-specific attributes every built-in device reports first: the DAT IB
+/// extensions it implements, its connectivity mode and its driver's name.
+pub fn common_attributes(driver: &dyn Driver, mode: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("DAT_EXTENSION_INTERFACE", "TRUE".into()),
+        ("DAT_IB_RDMA_READ", "TRUE".into()),
+        ("DAT_IB_CMP_AND_SWAP", "TRUE".into()),
+        ("DAT_IB_FETCH_AND_ADD", "TRUE".into()),
+        ("DAT_IB_IMMED_DATA", "TRUE".into()),
+        ("DAT_IB_CONNECTIVITY_MODE", mode.into()),
+        ("DAT2_DEVICE", driver.name().into()),
+    ]
+}
 
 /// Access rights of a registration, in DAT's privilege bits (`DAT_MEM_PRIV_*`, plus
 /// `DAT_IB_MEM_PRIV_REMOTE_ATOMIC`). Local read is always implied.
@@ -101,6 +146,11 @@ pub trait Device: Send + Sync {
     fn name(&self) -> &str;
     fn vendor(&self) -> &str;
     fn limits(&self) -> &DeviceLimits;
+    /// Provider-specific attributes of the open device, after the driver's
+    /// ([`Driver::attributes`]) and the transport MTU.
+    fn attributes(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
     /// The IA's own address (what peers connect to).
     fn address(&self) -> libc::sockaddr_storage;
 

@@ -6,7 +6,8 @@ use std::os::unix::ffi::OsStrExt;
 use libloading::os::unix::{Library, Symbol, RTLD_GLOBAL, RTLD_NOW};
 
 use super::config::ConfEntry;
-use crate::builtin::provider::{self as builtin, Kind as BuiltinKind};
+use crate::builtin::provider as builtin;
+use crate::device::{self, Driver};
 use super::{write, Key};
 use crate::abi::*;
 use crate::dbg_log;
@@ -28,7 +29,7 @@ pub struct SrEntry {
     lib: Option<Library>,
     fini: Option<FiniFn>,
     /// Set when lib_path names one of dat2's built-in providers (`builtin:<kind>`).
-    builtin: Option<BuiltinKind>,
+    builtin: Option<&'static dyn Driver>,
     pub ref_count: u32,
 }
 
@@ -42,7 +43,7 @@ fn entry(key: Key, lib_path: &[u8], ia_params: &[u8], origin: String) -> SrEntry
     SrEntry {
         info: Box::new(key.to_info()),
         key,
-        builtin: BuiltinKind::from_lib_path(lib_path),
+        builtin: device::driver(lib_path),
         // The parser rejects embedded NULs, so these cannot fail.
         lib_path: CString::new(lib_path).unwrap_or_default(),
         ia_params: CString::new(ia_params).unwrap_or_default(),

@@ -3,7 +3,6 @@
 //! cover only memory that is really mapped with the access asked for, keys are unpredictable
 //! capabilities, and every key names its protection domain, bounds and rights.
 
-pub mod address;
 pub mod io;
 pub mod keytab;
 pub mod lease;
@@ -15,6 +14,36 @@ pub mod rendezvous;
 pub mod shm;
 pub mod srq;
 pub mod wire;
+
+/// The soft device's driver: `builtin:soft` in dat.conf, and the IA `dat2-soft` without one.
+pub static DRIVER: SoftDriver = SoftDriver;
+
+/// The IA name of the default soft device.
+pub const IA_NAME: &str = "dat2-soft";
+/// The ia_params of `dat2-soft`, and of a `builtin:soft` entry that gives none.
+pub const DEFAULT_PARAMS: &str = "127.0.0.1 0";
+
+pub struct SoftDriver;
+
+impl crate::device::Driver for SoftDriver {
+    fn name(&self) -> &'static str {
+        "soft"
+    }
+    fn probe(&self) -> Vec<(String, String)> {
+        vec![(IA_NAME.to_string(), DEFAULT_PARAMS.to_string())]
+    }
+    fn params_or_default(&self, params: &str) -> String {
+        if params.trim().is_empty() { DEFAULT_PARAMS.to_string() } else { params.to_string() }
+    }
+    fn attributes(&self, params: &str) -> Vec<(&'static str, String)> {
+        let mut v = crate::device::common_attributes(self, "DIRECT");
+        v.push(("DAT2_SOFT_PARAMS", params.into()));
+        v
+    }
+    fn open(&self, params: &str) -> Result<Arc<dyn Device>, String> {
+        SoftDevice::new(params).map(|d| d as Arc<dyn Device>)
+    }
+}
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -82,7 +111,7 @@ unsafe impl Sync for SoftDevice {}
 impl SoftDevice {
     /// A device on the address `params` names (`"<address or netdev> <port>"`).
     pub fn new(params: &str) -> Result<Arc<SoftDevice>, String> {
-        let address = address::resolve(params)?;
+        let address = crate::device::address::resolve(params)?;
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
         Ok(Arc::new_cyclic(|this| SoftDevice {
@@ -283,6 +312,18 @@ impl AsRef<lease::SetLease> for KeySet {
 }
 
 impl Device for SoftDevice {
+    fn attributes(&self) -> Vec<(String, String)> {
+        let shm = if shm::enabled() {
+            format!("on: registrations of {} bytes or more in memfds sealed with F_SEAL_SHRINK", shm::MIN_LEN)
+        } else {
+            "off: DAT2_SOFT_SHM=0".to_string()
+        };
+        let cma = match peer::cma_state() {
+            Ok(()) => "on: with peers of this user on this host that the kernel confirms (Unix-socket rendezvous, SO_PEERCRED, NETLINK_SOCK_DIAG)".to_string(),
+            Err(why) => format!("off: {why}"),
+        };
+        vec![("DAT2_SOFT_SHM".into(), shm), ("DAT2_SOFT_CMA".into(), cma)]
+    }
     fn name(&self) -> &str {
         &self.name
     }
@@ -419,7 +460,7 @@ impl Device for SoftDevice {
     }
 
     fn listen(&self, port: u16, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
-        let ip = address::ip_of(&self.address).ok_or(DevError::NotSupported)?;
+        let ip = crate::device::address::ip_of(&self.address).ok_or(DevError::NotSupported)?;
         listener::SoftListener::bind(std::net::SocketAddr::new(ip, port), events).map(|l| Box::new(l) as Box<dyn Listener>)
     }
 }

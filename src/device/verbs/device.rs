@@ -151,7 +151,7 @@ impl VerbsDevice {
             close(api, ctx);
             return Err(format!("{dev_name} port {port}: no network device behind the port, so no IP address for rdma_cm"));
         };
-        let address = match crate::device::soft::address::resolve(&format!("{netdev} 0")) {
+        let address = match crate::device::address::resolve(&format!("{netdev} 0")) {
             Ok(a) => a,
             Err(_) => {
                 close(api, ctx);
@@ -365,6 +365,9 @@ fn open_by_name(api: &Api, name: &str) -> Result<Ptr<sys::ibv_context>, String> 
 }
 
 impl Device for VerbsDevice {
+    fn attributes(&self) -> Vec<(String, String)> {
+        vec![("DAT_IB_DEVICE_NAME".into(), self.name.clone())]
+    }
     fn name(&self) -> &str {
         &self.name
     }

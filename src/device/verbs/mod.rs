@@ -1,6 +1,6 @@
-//! `verbs`: a device (the `Device` trait) on an rdma-core device port, under the DAT core of the
-//! built-in providers (`src/core/`). libibverbs and librdmacm are loaded at
-//! run time (api.rs), so the library loads, and the soft device works, where they are absent.
+//! `verbs`: a device (the `Device` trait) on an rdma-core device port, under the DAT semantics
+//! of the built-in providers (`src/builtin/`). libibverbs and librdmacm are loaded at run time
+//! (api.rs), so the library loads, and the soft device works, where they are absent.
 
 pub mod api;
 pub mod cm;
@@ -29,3 +29,26 @@ impl<T> Copy for Ptr<T> {}
 unsafe impl<T> Send for Ptr<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for Ptr<T> {}
+
+/// The verbs device's driver: `builtin:verbs` in dat.conf, and `dat2-verbs-<device>-<port>`
+/// for every active port found in sysfs (rdma-core is loaded only when one opens).
+pub static DRIVER: VerbsDriver = VerbsDriver;
+
+pub struct VerbsDriver;
+
+impl crate::device::Driver for VerbsDriver {
+    fn name(&self) -> &'static str {
+        "verbs"
+    }
+    fn probe(&self) -> Vec<(String, String)> {
+        probe::ports().into_iter().filter(|p| p.is_active()).map(|p| (p.ia_name(), format!("{} {}", p.device, p.port))).collect()
+    }
+    fn attributes(&self, params: &str) -> Vec<(&'static str, String)> {
+        let mut v = crate::device::common_attributes(self, "RC");
+        v.push(("DAT2_VERBS_PARAMS", params.into()));
+        v
+    }
+    fn open(&self, params: &str) -> Result<std::sync::Arc<dyn crate::device::Device>, String> {
+        device::VerbsDevice::new(params).map(|d| d as std::sync::Arc<dyn crate::device::Device>)
+    }
+}

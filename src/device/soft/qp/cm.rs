@@ -25,7 +25,7 @@ impl SoftQp {
             let mut i = self.lock();
             i.local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
             if let Ok(peer) = stream.peer_addr() {
-                i.remote = Some((crate::device::soft::address::to_storage(peer), peer.port()));
+                i.remote = Some((crate::device::address::to_storage(peer), peer.port()));
             }
             i.stream = Some(stream);
             i.state = State::Connected;
@@ -224,7 +224,7 @@ unsafe impl Sync for Pending {}
 
 impl Pending {
     pub fn new(stream: TcpStream, hello: Hello, peer: SocketAddr) -> Pending {
-        Pending { stream: Mutex::new(Some(stream)), hello, remote: (crate::device::soft::address::to_storage(peer), peer.port()) }
+        Pending { stream: Mutex::new(Some(stream)), hello, remote: (crate::device::address::to_storage(peer), peer.port()) }
     }
 }
 

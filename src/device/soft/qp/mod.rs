@@ -562,7 +562,7 @@ fn peer_table(peer: &PeerProcess, fd: u32) -> Option<Arc<KeyTable>> {
 
 impl Qp for SoftQp {
     fn connect(&self, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
-        let ip = super::address::ip_of(&addr).ok_or(DevError::NotSupported)?;
+        let ip = crate::device::address::ip_of(&addr).ok_or(DevError::NotSupported)?;
         {
             let mut i = self.lock();
             if i.state != State::Idle {

@@ -1,9 +1,7 @@
-//! The soft device's address: ia_params `"<IPv4/IPv6 address or netdev name> <port>"`, by
-//! default 127.0.0.1.
+//! An IA's address from its ia_params, `"<IPv4/IPv6 address or netdev name> <port>"`: the
+//! soft device's whole ia_params, and the verbs device's netdev behind its port.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
-pub const DEFAULT_PARAMS: &str = "127.0.0.1 0";
 
 /// Parses ia_params into a socket address (a netdev name becomes its first IPv4 address, or
 /// its first IPv6 address if it has none).
