@@ -2,6 +2,7 @@
 //! disconnect, and the connection events the device reports.
 
 use core::ffi::c_void;
+use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use super::sp::port_of;
 use super::dto;
 use crate::abi::*;
 use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp, QpCaps, QpEvents};
+use crate::util::sockaddr;
 
 /// Where an EP's QP reports: the EP, if it still exists.
 struct EpEvents {
@@ -54,23 +56,13 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
     Ok(qp)
 }
 
-/// Copies a consumer's socket address (IPv4 or IPv6).
-fn address_arg(addr: DAT_IA_ADDRESS_PTR) -> Result<libc::sockaddr_storage, DAT_RETURN> {
+/// Reads a consumer's socket address (IPv4 or IPv6).
+fn address_arg(addr: DAT_IA_ADDRESS_PTR) -> Result<SocketAddr, DAT_RETURN> {
     if addr.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
     }
-    // SAFETY: sockaddr_storage is plain data; all-zero is valid.
-    let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
-    // SAFETY: the consumer's address starts with its family.
-    let family = i32::from(unsafe { (*addr).sa_family });
-    let len = match family {
-        libc::AF_INET => core::mem::size_of::<libc::sockaddr_in>(),
-        libc::AF_INET6 => core::mem::size_of::<libc::sockaddr_in6>(),
-        _ => return Err(dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED)),
-    };
-    // SAFETY: a sockaddr of that family is `len` bytes long.
-    unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, &mut ss as *mut _ as *mut u8, len) };
-    Ok(ss)
+    // SAFETY: a non-NULL consumer address is a socket address as long as its family says.
+    unsafe { sockaddr::from_c(addr as *const libc::sockaddr) }.ok_or(dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED))
 }
 
 fn timeout_arg(timeout: DAT_TIMEOUT) -> Option<Duration> {
@@ -88,7 +80,7 @@ fn check_timeout(timeout: DAT_TIMEOUT, arg: DAT_RETURN) -> Result<(), DAT_RETURN
 }
 
 /// Starts an active connection from an EP that is ready for one.
-fn start_connect(ep: &Ep, addr: libc::sockaddr_storage, conn_qual: DAT_CONN_QUAL, timeout: DAT_TIMEOUT, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
+fn start_connect(ep: &Ep, addr: SocketAddr, conn_qual: DAT_CONN_QUAL, timeout: DAT_TIMEOUT, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
     if port_of(conn_qual) == 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     }
@@ -100,12 +92,14 @@ fn start_connect(ep: &Ep, addr: libc::sockaddr_storage, conn_qual: DAT_CONN_QUAL
         let qp = attach_qp(ep, &mut i)?;
         i.state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
         i.breaking = false;
-        *i.remote_address = addr;
+        *i.remote_address = sockaddr::to_c(addr);
         i.remote_port = conn_qual;
         i.active = true;
         qp
     };
-    qp.connect(addr, port_of(conn_qual), pdata, timeout_arg(timeout)).map_err(|e| {
+    let mut service = addr;
+    service.set_port(port_of(conn_qual));
+    qp.connect(service, pdata, timeout_arg(timeout)).map_err(|e| {
         ep.lock().state = DAT_EP_STATE_UNCONNECTED;
         match e {
             DevError::NotSupported => dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED),
@@ -154,7 +148,9 @@ pub fn dup_connect(handle: DAT_EP_HANDLE, dup: DAT_EP_HANDLE, timeout: DAT_TIMEO
         if o.state != DAT_EP_STATE_CONNECTED || !o.active {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
         }
-        (*o.remote_address, o.remote_port)
+        // SAFETY: the EP's own copy of its peer's address, a sockaddr_storage.
+        let addr = unsafe { sockaddr::from_c(&*o.remote_address as *const libc::sockaddr_storage as *const libc::sockaddr) };
+        (addr.ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2))?, o.remote_port)
     };
     start_connect(&ep, addr, conn_qual, timeout, pdata)
 }
@@ -167,9 +163,9 @@ pub fn accept(ep: &Arc<Ep>, pending: &Arc<dyn PendingConnection>, pdata: &[u8]) 
             return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)));
         }
         let qp = attach_qp(ep, &mut i)?;
-        let (remote, port) = pending.remote();
-        *i.remote_address = remote;
-        i.remote_port = DAT_CONN_QUAL::from(port);
+        let remote = pending.remote();
+        *i.remote_address = sockaddr::to_c(remote);
+        i.remote_port = DAT_CONN_QUAL::from(remote.port());
         i.active = false;
         i.state = DAT_EP_STATE_COMPLETION_PENDING;
         i.breaking = false;
@@ -227,10 +223,10 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
                 return;
             }
             i.state = DAT_EP_STATE_CONNECTED;
-            if let Some((addr, port)) = i.qp.as_ref().and_then(|q| q.remote()) {
-                *i.remote_address = addr;
+            if let Some(remote) = i.qp.as_ref().and_then(|q| q.remote()) {
+                *i.remote_address = sockaddr::to_c(remote);
                 if i.remote_port == 0 {
-                    i.remote_port = DAT_CONN_QUAL::from(port);
+                    i.remote_port = DAT_CONN_QUAL::from(remote.port());
                 }
             }
             i.local_port = i.qp.as_ref().map_or(0, |q| DAT_CONN_QUAL::from(q.local_port()));

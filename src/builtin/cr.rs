@@ -42,7 +42,7 @@ pub fn cr(handle: DAT_CR_HANDLE) -> Result<Arc<Cr>, DAT_RETURN> {
 /// A connection request arrived at service point `sp` (a PSP or RSP handle): make it a CR and
 /// tell the consumer on the service point's EVD.
 pub fn arrive(ia: &Arc<Ia>, sp: usize, conn_qual: DAT_CONN_QUAL, evd: &Arc<Evd>, ep: Option<Arc<Ep>>, provider_ep: bool, pending: Arc<dyn PendingConnection>) {
-    let (remote, remote_port) = pending.remote();
+    let remote = pending.remote();
     let private_data: Box<[u8]> = pending.private_data().into();
     let handle = table::reserve(ia.provider());
     let cr = Arc::new(Cr {
@@ -51,8 +51,8 @@ pub fn arrive(ia: &Arc<Ia>, sp: usize, conn_qual: DAT_CONN_QUAL, evd: &Arc<Evd>,
         sp,
         conn_qual,
         pending,
-        remote: Box::new(remote),
-        remote_port,
+        remote: Box::new(crate::util::sockaddr::to_c(remote)),
+        remote_port: remote.port(),
         private_data,
         ep,
         provider_ep,

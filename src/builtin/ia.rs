@@ -101,7 +101,7 @@ pub fn open(name: *const c_char, thread_safe: bool, qlen: DAT_COUNT, async_evd: 
         handle,
         builtin: b,
         thread_safe,
-        address: Box::new(dev.address()),
+        address: Box::new(crate::util::sockaddr::to_c(dev.address())),
         dev,
         async_evd: AtomicUsize::new(given_evd.as_ref().and_then(|e| e.as_ref()).map_or(0, |e| e.handle)),
         owns_async_evd: given_evd.is_none(),

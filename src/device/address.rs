@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Parses ia_params into a socket address (a netdev name becomes its first IPv4 address, or
 /// its first IPv6 address if it has none).
-pub fn resolve(params: &str) -> Result<libc::sockaddr_storage, String> {
+pub fn resolve(params: &str) -> Result<SocketAddr, String> {
     let mut words = params.split_whitespace();
     let host = words.next().unwrap_or("127.0.0.1");
     let port: u16 = match words.next() {
@@ -16,30 +16,7 @@ pub fn resolve(params: &str) -> Result<libc::sockaddr_storage, String> {
         Ok(ip) => ip,
         Err(_) => netdev_address(host).ok_or_else(|| format!("ia_params \"{params}\": '{host}' is neither an IP address nor a network device with an address"))?,
     };
-    Ok(to_storage(SocketAddr::new(ip, port)))
-}
-
-pub fn to_storage(sa: SocketAddr) -> libc::sockaddr_storage {
-    // SAFETY: sockaddr_storage is plain data; all-zero is valid.
-    let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
-    match sa {
-        SocketAddr::V4(v4) => {
-            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr.
-            let sin = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
-            sin.sin_family = libc::AF_INET as libc::sa_family_t;
-            sin.sin_port = v4.port().to_be();
-            sin.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
-        }
-        SocketAddr::V6(v6) => {
-            // SAFETY: as above.
-            let sin6 = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
-            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            sin6.sin6_port = v6.port().to_be();
-            sin6.sin6_addr.s6_addr = v6.ip().octets();
-            sin6.sin6_scope_id = v6.scope_id();
-        }
-    }
-    ss
+    Ok(SocketAddr::new(ip, port))
 }
 
 fn netdev_address(name: &str) -> Option<IpAddr> {
@@ -88,30 +65,10 @@ mod tests {
 
     #[test]
     fn parses_addresses_and_devices() {
-        let ss = resolve("127.0.0.1 0").unwrap();
-        assert_eq!(i32::from(ss.ss_family), libc::AF_INET);
-        let ss = resolve("::1 4791").unwrap();
-        assert_eq!(i32::from(ss.ss_family), libc::AF_INET6);
-        let ss = resolve("lo 0").unwrap();
-        assert_eq!(i32::from(ss.ss_family), libc::AF_INET);
+        assert_eq!(resolve("127.0.0.1 0").unwrap(), "127.0.0.1:0".parse().unwrap());
+        assert_eq!(resolve("::1 4791").unwrap(), "[::1]:4791".parse().unwrap());
+        assert!(resolve("lo 0").unwrap().is_ipv4());
         assert!(resolve("no-such-netdev 0").is_err());
         assert!(resolve("127.0.0.1 x").is_err());
-    }
-}
-
-/// The IP address of a socket address (None for other families).
-pub fn ip_of(ss: &libc::sockaddr_storage) -> Option<IpAddr> {
-    match i32::from(ss.ss_family) {
-        libc::AF_INET => {
-            // SAFETY: the family says this is a sockaddr_in.
-            let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
-            Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: the family says this is a sockaddr_in6.
-            let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
-            Some(IpAddr::V6(sin6.sin6_addr.s6_addr.into()))
-        }
-        _ => None,
     }
 }

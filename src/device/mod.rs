@@ -152,7 +152,7 @@ pub trait Device: Send + Sync {
         Vec::new()
     }
     /// The IA's own address (what peers connect to).
-    fn address(&self) -> libc::sockaddr_storage;
+    fn address(&self) -> std::net::SocketAddr;
 
     /// Delivers the completions that are ready now, on the calling thread: an EVD dequeue that
     /// finds its queue empty calls it, so that polling consumers do not wait for a device's
@@ -310,8 +310,9 @@ pub struct QpCaps {
 
 /// A reliable-connected queue pair.
 pub trait Qp: Send + Sync {
-    /// Starts an active connection; the outcome arrives as a [`CmEvent`].
-    fn connect(&self, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<std::time::Duration>) -> Result<(), DevError>;
+    /// Starts an active connection to `addr` (its port is the peer's service point); the
+    /// outcome arrives as a [`CmEvent`].
+    fn connect(&self, addr: std::net::SocketAddr, private_data: &[u8], timeout: Option<std::time::Duration>) -> Result<(), DevError>;
     fn post_send(&self, wr: SendWr) -> Result<(), DevError>;
     fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError>;
     /// Graceful (after outstanding work) or abrupt disconnect; posted work is flushed.
@@ -329,7 +330,7 @@ pub trait Qp: Send + Sync {
     /// Unbinds a window (its rkey stops working at once), completing as work request `wr_id`.
     fn unbind_mw(&self, wr_id: u64, mw: &Mw);
     /// The peer's address and port, once connected.
-    fn remote(&self) -> Option<(libc::sockaddr_storage, u16)>;
+    fn remote(&self) -> Option<std::net::SocketAddr>;
     /// The local port of the connection.
     fn local_port(&self) -> u16;
     /// How data moves on this connection (for `dat_ep_query`'s provider attributes).
@@ -341,7 +342,7 @@ pub trait Qp: Send + Sync {
 /// A connection request waiting for the passive side's answer.
 pub trait PendingConnection: Send + Sync {
     fn private_data(&self) -> &[u8];
-    fn remote(&self) -> (libc::sockaddr_storage, u16);
+    fn remote(&self) -> std::net::SocketAddr;
     /// Accepts on `qp` (created by this device); the QP then reports Established.
     fn accept(&self, qp: &std::sync::Arc<dyn Qp>, private_data: &[u8]) -> Result<(), DevError>;
     fn reject(&self, private_data: &[u8]);

@@ -1,3 +1,4 @@
 //! Small helpers every layer may use, which know no DAT object and no device.
 
 pub mod idmap;
+pub mod sockaddr;

@@ -85,9 +85,8 @@ impl Device for Mock {
     fn limits(&self) -> &DeviceLimits {
         &self.limits
     }
-    fn address(&self) -> libc::sockaddr_storage {
-        // SAFETY: an all-zero sockaddr_storage is a valid (AF_UNSPEC) value.
-        unsafe { core::mem::zeroed() }
+    fn address(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0))
     }
     fn alloc_pd(&self) -> Result<Pd, DevError> {
         Ok(Pd(1))

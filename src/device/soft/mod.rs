@@ -94,7 +94,7 @@ pub struct SoftDevice {
     this: Weak<SoftDevice>,
     name: String,
     limits: DeviceLimits,
-    address: libc::sockaddr_storage,
+    address: std::net::SocketAddr,
     keys: KeyGen,
     state: RwLock<State>,
     /// Makes remote atomics atomic with respect to each other.
@@ -103,7 +103,7 @@ pub struct SoftDevice {
     pub keytab: Option<keytab::KeyTable>,
 }
 
-// SAFETY: sockaddr_storage is plain data; all mutable state is behind the RwLock.
+// SAFETY: all mutable state is behind the RwLock.
 unsafe impl Send for SoftDevice {}
 // SAFETY: as above.
 unsafe impl Sync for SoftDevice {}
@@ -333,7 +333,7 @@ impl Device for SoftDevice {
     fn limits(&self) -> &DeviceLimits {
         &self.limits
     }
-    fn address(&self) -> libc::sockaddr_storage {
+    fn address(&self) -> std::net::SocketAddr {
         self.address
     }
 
@@ -460,7 +460,8 @@ impl Device for SoftDevice {
     }
 
     fn listen(&self, port: u16, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
-        let ip = crate::device::address::ip_of(&self.address).ok_or(DevError::NotSupported)?;
-        listener::SoftListener::bind(std::net::SocketAddr::new(ip, port), events).map(|l| Box::new(l) as Box<dyn Listener>)
+        let mut addr = self.address;
+        addr.set_port(port);
+        listener::SoftListener::bind(addr, events).map(|l| Box::new(l) as Box<dyn Listener>)
     }
 }

@@ -7,6 +7,7 @@
 //! for QPs it did not create: the active side moves the QP to RTR/RTS when the reply arrives
 //! and confirms with rdma_establish; the passive side does so before rdma_accept.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -89,14 +90,10 @@ fn create_id(dev: &VerbsDevice) -> Result<Ptr<sys::rdma_cm_id>, DevError> {
     Ok(Ptr(id))
 }
 
-fn with_port(mut ss: libc::sockaddr_storage, port: u16) -> libc::sockaddr_storage {
-    // SAFETY: the family says which sockaddr this is; both keep the port at the same offset.
-    match i32::from(ss.ss_family) {
-        libc::AF_INET => unsafe { (*(&mut ss as *mut _ as *mut libc::sockaddr_in)).sin_port = port.to_be() },
-        libc::AF_INET6 => unsafe { (*(&mut ss as *mut _ as *mut libc::sockaddr_in6)).sin6_port = port.to_be() },
-        _ => {}
-    }
-    ss
+/// `addr` with `port`, as a C socket address for rdma_cm.
+fn with_port(mut addr: SocketAddr, port: u16) -> libc::sockaddr_storage {
+    addr.set_port(port);
+    crate::util::sockaddr::to_c(addr)
 }
 
 pub struct VerbsListener {
@@ -153,7 +150,7 @@ pub struct VerbsPending {
     dev: Arc<VerbsDevice>,
     id: Ptr<sys::rdma_cm_id>,
     private_data: Vec<u8>,
-    remote: (libc::sockaddr_storage, u16),
+    remote: SocketAddr,
     initiator_depth: u8,
     responder_resources: u8,
     /// Set once answered: the id then belongs to the QP (accept) or is gone (reject).
@@ -177,7 +174,7 @@ impl PendingConnection for VerbsPending {
         &self.private_data
     }
 
-    fn remote(&self) -> (libc::sockaddr_storage, u16) {
+    fn remote(&self) -> SocketAddr {
         self.remote
     }
 
@@ -249,8 +246,8 @@ impl Drop for VerbsPending {
     }
 }
 
-/// Starts an active connection of `qp` to `addr`:`port`.
-pub(super) fn connect(qp: &VerbsQp, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+/// Starts an active connection of `qp` to `addr`.
+pub(super) fn connect(qp: &VerbsQp, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
     let dev = &qp.dev;
     let id = create_id(dev)?;
     let weak = dev.lock().qps.get(&qp.qp_num).cloned().unwrap_or_default();
@@ -268,7 +265,7 @@ pub(super) fn connect(qp: &VerbsQp, addr: libc::sockaddr_storage, port: u16, pri
     }
     dev.lock().ids.insert(id.0 as usize, CmTarget::Qp(weak.clone()));
     let mut src = with_port(dev.address, 0);
-    let mut dst = with_port(addr, port);
+    let mut dst = crate::util::sockaddr::to_c(addr);
     // SAFETY: our id and two socket addresses that live across the call.
     let rc = unsafe { (dev.api.cm.resolve_addr)(id.0, &mut src as *mut _ as *mut sys::sockaddr, &mut dst as *mut _ as *mut sys::sockaddr, RESOLVE_MS) };
     if rc != 0 {

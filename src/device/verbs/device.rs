@@ -52,7 +52,7 @@ pub struct VerbsDevice {
     name: String,
     vendor: String,
     limits: DeviceLimits,
-    pub(super) address: libc::sockaddr_storage,
+    pub(super) address: std::net::SocketAddr,
     pub(super) cm_channel: Ptr<sys::rdma_event_channel>,
     pub(super) comp_channel: Ptr<sys::ibv_comp_channel>,
     /// Whether the device binds type-2 memory windows.
@@ -377,7 +377,7 @@ impl Device for VerbsDevice {
     fn limits(&self) -> &DeviceLimits {
         &self.limits
     }
-    fn address(&self) -> libc::sockaddr_storage {
+    fn address(&self) -> std::net::SocketAddr {
         self.address
     }
     fn cache_registrations(&self) -> bool {

@@ -20,6 +20,7 @@
 //! wait, each receive wakes the waiter, as without solicited wait (a wake-up too many, never
 //! one too few).
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -62,7 +63,7 @@ pub(super) struct Inner {
     sends_out: u32,
     /// A graceful disconnect waits for the posted sends.
     disconnect_when_drained: bool,
-    pub remote: Option<(libc::sockaddr_storage, u16)>,
+    pub remote: Option<SocketAddr>,
     pub local_port: u16,
 }
 
@@ -426,39 +427,23 @@ impl Drop for VerbsQp {
     }
 }
 
-fn copy_sockaddr(p: *const libc::sockaddr) -> libc::sockaddr_storage {
-    // SAFETY: plain data.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    if p.is_null() {
-        return ss;
-    }
-    // SAFETY: rdma_cm keeps addresses in sockaddr_storage-sized unions.
-    let family = i32::from(unsafe { (*p).sa_family });
-    let len = match family {
-        libc::AF_INET => std::mem::size_of::<libc::sockaddr_in>(),
-        libc::AF_INET6 => std::mem::size_of::<libc::sockaddr_in6>(),
-        _ => return ss,
-    };
-    // SAFETY: `len` bytes of a sockaddr of that family.
-    unsafe { std::ptr::copy_nonoverlapping(p as *const u8, &mut ss as *mut _ as *mut u8, len) };
-    ss
-}
-
 /// The peer's address and port, and our local port, of a connected cm id.
-pub(super) fn id_addresses(api: &api::Api, id: Ptr<sys::rdma_cm_id>) -> ((libc::sockaddr_storage, u16), u16) {
-    // SAFETY: a live cm id; the route's addresses are inside it.
+/// (An id without an IPv4 or IPv6 destination, which rdma_cm does not make, reads as 0.0.0.0.)
+pub(super) fn id_addresses(api: &api::Api, id: Ptr<sys::rdma_cm_id>) -> (SocketAddr, u16) {
+    // SAFETY: a live cm id; the route's addresses are inside it, in sockaddr_storage-sized
+    // unions, so a sockaddr of the family stated is readable.
     unsafe {
         let dst = std::ptr::addr_of!((*id.0).route.addr.__bindgen_anon_2) as *const libc::sockaddr;
-        let remote = copy_sockaddr(dst);
-        let rport = u16::from_be((api.cm.get_dst_port)(id.0));
+        let mut remote = crate::util::sockaddr::from_c(dst).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+        remote.set_port(u16::from_be((api.cm.get_dst_port)(id.0)));
         let lport = u16::from_be((api.cm.get_src_port)(id.0));
-        ((remote, rport), lport)
+        (remote, lport)
     }
 }
 
 impl Qp for VerbsQp {
-    fn connect(&self, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
-        super::cm::connect(self, addr, port, private_data, timeout)
+    fn connect(&self, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+        super::cm::connect(self, addr, private_data, timeout)
     }
 
     fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
@@ -586,7 +571,7 @@ impl Qp for VerbsQp {
         }
     }
 
-    fn remote(&self) -> Option<(libc::sockaddr_storage, u16)> {
+    fn remote(&self) -> Option<SocketAddr> {
         self.lock().remote
     }
 

@@ -25,7 +25,7 @@ impl SoftQp {
             let mut i = self.lock();
             i.local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
             if let Ok(peer) = stream.peer_addr() {
-                i.remote = Some((crate::device::address::to_storage(peer), peer.port()));
+                i.remote = Some(peer);
             }
             i.stream = Some(stream);
             i.state = State::Connected;
@@ -214,7 +214,7 @@ pub(super) fn read_message(stream: &TcpStream, max: u32) -> std::io::Result<(Hdr
 pub struct Pending {
     stream: Mutex<Option<TcpStream>>,
     hello: Hello,
-    remote: (libc::sockaddr_storage, u16),
+    remote: SocketAddr,
 }
 
 // SAFETY: sockaddr_storage is plain data; the stream is behind a mutex.
@@ -224,7 +224,7 @@ unsafe impl Sync for Pending {}
 
 impl Pending {
     pub fn new(stream: TcpStream, hello: Hello, peer: SocketAddr) -> Pending {
-        Pending { stream: Mutex::new(Some(stream)), hello, remote: (crate::device::address::to_storage(peer), peer.port()) }
+        Pending { stream: Mutex::new(Some(stream)), hello, remote: peer }
     }
 }
 
@@ -233,7 +233,7 @@ impl PendingConnection for Pending {
         &self.hello.private_data
     }
 
-    fn remote(&self) -> (libc::sockaddr_storage, u16) {
+    fn remote(&self) -> SocketAddr {
         self.remote
     }
 

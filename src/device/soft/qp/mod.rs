@@ -138,7 +138,7 @@ struct Inner {
     stalled: VecDeque<Stalled>,
     /// The stalled requests' cost (bounded by STALL_BYTES).
     stalled_bytes: usize,
-    remote: Option<(libc::sockaddr_storage, u16)>,
+    remote: Option<SocketAddr>,
     local_port: u16,
     /// The peer process, when the kernel confirmed who it is and each side reaches the other's
     /// memory (peer.rs): both sides agreed the cross-memory path (see `cma`).
@@ -561,8 +561,7 @@ fn peer_table(peer: &PeerProcess, fd: u32) -> Option<Arc<KeyTable>> {
 }
 
 impl Qp for SoftQp {
-    fn connect(&self, addr: libc::sockaddr_storage, port: u16, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
-        let ip = crate::device::address::ip_of(&addr).ok_or(DevError::NotSupported)?;
+    fn connect(&self, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
         {
             let mut i = self.lock();
             if i.state != State::Idle {
@@ -575,7 +574,7 @@ impl Qp for SoftQp {
         std::thread::Builder::new()
             .name("dat2-soft-connect".into())
             .stack_size(256 << 10)
-            .spawn(move || me.active(SocketAddr::new(ip, port), pdata, timeout))
+            .spawn(move || me.active(addr, pdata, timeout))
             .map_err(|_| DevError::NoResources)?;
         Ok(())
     }
@@ -775,7 +774,7 @@ impl Qp for SoftQp {
         self.complete_local(wr_id, WcOp::Bind);
     }
 
-    fn remote(&self) -> Option<(libc::sockaddr_storage, u16)> {
+    fn remote(&self) -> Option<SocketAddr> {
         self.lock().remote
     }
 
