@@ -39,6 +39,8 @@
  *   aftest list     the case names, one a line
  *   aftest NAME     one case: "PASS afterfree:NAME [note]", "FAIL afterfree:NAME why" or
  *                   "SKIP afterfree:NAME why"
+ *   aftest all      every case in this one process (for development)
+ * (the runner of c-tests/common/harness.c), and "aftest peer ..." (below).
  *
  * The peer (the other side of the connection) runs in a thread of this process (_thread), in
  * another process (_fork: the default same-host path, cross-memory attach on the soft device),
@@ -64,8 +66,6 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-const char *dx_first_failure(void);
 
 #define PRIV_LOCAL (DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG)
 #define NO_STATUS 0xffffu
@@ -411,7 +411,7 @@ static int peer_main(int cmd_fd, int rep_fd, struct shared *mem)
     if (wait_ev(n.cr, sz.wait_ms, &ev) != DAT_SUCCESS || ev.event_number != DAT_CONNECTION_REQUEST_EVENT ||
         dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, ep, 0, NULL) != DAT_SUCCESS ||
         wait_ev(n.conn, sz.wait_ms, &ev) != DAT_SUCCESS || ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED) {
-        dx_note("peer: no connection (event 0x%x)", (unsigned)ev.event_number);
+        harness_note("peer: no connection (event 0x%x)", (unsigned)ev.event_number);
         goto out;
     }
     ok = 1;
@@ -492,7 +492,6 @@ static int peer_process(char **argv)
 {
     struct shared mem;
     dx_slot = atoi(argv[2]);
-    dx_case = "peer";
     memset(&mem, 0, sizeof mem);
     mem.fd = atoi(argv[5]);
     mem.len = (size_t)strtoull(argv[6], NULL, 10);
@@ -570,7 +569,7 @@ static void peer_stop(struct peer *pe)
             double end = dx_now() + sizes().wait_ms / 1000.0;
             while (waitpid(pe->pid, &status, WNOHANG) == 0) {
                 if (dx_now() > end) {
-                    dx_note("the peer process did not exit: killed");
+                    harness_note("the peer process did not exit: killed");
                     kill(pe->pid, SIGKILL);
                     waitpid(pe->pid, &status, 0);
                     break;
@@ -649,23 +648,21 @@ struct tally {
  * after the memory was given up), 0 when not, and records failures with EXPECT. */
 typedef int (*once_fn)(enum mode mode, struct tally *t);
 
-static char verdict_note[400];
-
 static void repeat(once_fn once, enum mode mode)
 {
     struct sizes sz = sizes();
     struct tally t;
     memset(&t, 0, sizeof t);
     for (int i = 0; i < sz.iters && t.hits < sz.want_hits; i++) {
-        int before = dx_failures;
+        int before = harness_failures();
         int hit = once(mode, &t);
         t.iters++;
         t.hits += hit > 0;
-        if (dx_failures > before || dx_skip_reason[0])
+        if (harness_failures() > before || harness_skipped())
             break;
     }
-    dx_note("%s: race exercised in %d of %d iterations", mode_name(mode), t.hits, t.iters);
-    snprintf(verdict_note, sizeof verdict_note, "(%s; race exercised in %d of %d iterations%s%s)", mode_name(mode),
+    harness_note("%s: race exercised in %d of %d iterations", mode_name(mode), t.hits, t.iters);
+    harness_verdict_note("(%s; race exercised in %d of %d iterations%s%s)", mode_name(mode),
              t.hits, t.iters, t.last[0] ? "; " : "", t.last);
 }
 
@@ -706,7 +703,7 @@ static int once_read_sink(enum mode mode, struct tally *t)
     EXPECT(got == k, "%d of %d reads completed within %d ms", got, k, sz.wait_ms);
     char s[128];
     statuses(s, sizeof s, st, k);
-    dx_note("read statuses (the last one's sink freed): %s; dat_lmr_free took %.3f ms", s, took * 1000);
+    harness_note("read statuses (the last one's sink freed): %s; dat_lmr_free took %.3f ms", s, took * 1000);
     /* the reads before it: what they moved is right */
     for (int i = 0; i < k - 1; i++)
         if (st[i] == DAT_DTO_SUCCESS) {
@@ -783,7 +780,7 @@ static int once_write_source(enum mode mode, struct tally *t)
     EXPECT(got == k, "%d of %d requests completed within %d ms", got, k, sz.wait_ms);
     char s[128];
     statuses(s, sizeof s, st, k);
-    dx_note("statuses of %d reads and the write whose source was freed: %s; dat_lmr_free took %.3f ms", k - 1, s,
+    harness_note("statuses of %d reads and the write whose source was freed: %s; dat_lmr_free took %.3f ms", k - 1, s,
             took * 1000);
     for (int i = 0; i < k - 1; i++)
         if (st[i] == DAT_DTO_SUCCESS) {
@@ -860,7 +857,7 @@ static int once_recv(enum mode mode, struct tally *t)
     c.ms = (uint32_t)sz.wait_ms;
     if (peer_do(&pe, &c, &rep, sz.wait_ms + 5000))
         EXPECT(rep.n == 2, "%u of the peer's read and send completed within %d ms", rep.n, sz.wait_ms);
-    dx_note("receive %s, the peer's send %s; dat_lmr_free took %.3f ms", st_name(st[0]), st_name(rep.st[1]), took * 1000);
+    harness_note("receive %s, the peer's send %s; dat_lmr_free took %.3f ms", st_name(st[0]), st_name(rep.st[1]), took * 1000);
     struct diff d = diff_pat(r.buf, sz.send, pat);
     hit = st[0] != DAT_DTO_SUCCESS || d.changed > 0;
     if (hit)
@@ -946,7 +943,7 @@ static int once_rmr(enum mode mode, struct tally *t, int free_it)
             if (ev.event_number == DAT_RMR_BIND_COMPLETION_EVENT)
                 break;
         }
-        dx_note("unbind completed %s", st_name(ev.event_data.rmr_completion_event_data.status));
+        harness_note("unbind completed %s", st_name(ev.event_data.rmr_completion_event_data.status));
     }
     double took = dx_now() - t0;
     fill_pat_backwards(m.buf, window, pat);
@@ -958,7 +955,7 @@ static int once_rmr(enum mode mode, struct tally *t, int free_it)
                sz.wait_ms);
     char s[128];
     statuses(s, sizeof s, rep.st, k);
-    dx_note("the peer's writes: %s; %s took %.3f ms", s, free_it ? "dat_rmr_free" : "the unbind", took * 1000);
+    harness_note("the peer's writes: %s; %s took %.3f ms", s, free_it ? "dat_rmr_free" : "the unbind", took * 1000);
     struct diff d = diff_pat(m.buf, window, pat);
     for (int i = 0; i < k; i++)
         if (rep.st[i] != DAT_DTO_SUCCESS)
@@ -1061,7 +1058,7 @@ static int once_teardown(enum mode mode, struct tally *t, int close_ia)
             snprintf(t->last, sizeof t->last, "the peer's send %s", sent);
         else
             snprintf(t->last, sizeof t->last, "the peer's send %s; reads %s; receive %s", sent, sl, rs);
-        dx_note("%s; %s took %.3f ms", t->last, what, took * 1000);
+        harness_note("%s; %s took %.3f ms", t->last, what, took * 1000);
     }
     /* no completion can tell when a wrong device would stop writing: give it time */
     dx_sleep_ms(sz.linger_ms);
@@ -1149,7 +1146,7 @@ static int once_cache(enum mode mode, struct tally *t)
     if (!peer_start(&pe, mode, (size_t)k * sz.big, seed) || !side_up(&n, &ep, &pe, &attr))
         goto out;
     if (!provider_attr(n.ia, "DAT2_MR_CACHE", state, sizeof state) || strncmp(state, "on", 2) != 0) {
-        dx_skip("the IA keeps no registrations (DAT2_MR_CACHE is not on)");
+        harness_skip("the IA keeps no registrations (DAT2_MR_CACHE is not on)");
         goto out;
     }
     if (!mr_make(&n, n.pz, (DAT_VLEN)(k - 1) * sz.big, PRIV_LOCAL, &a) || !mr_make(&n, n.pz, sz.big, PRIV_LOCAL, &b))
@@ -1191,7 +1188,7 @@ static int once_cache(enum mode mode, struct tally *t)
     EXPECT(got == k, "%d of %d reads completed within %d ms", got, k, sz.wait_ms);
     char sl[128];
     statuses(sl, sizeof sl, st, k);
-    dx_note("hits %ld, %ld, %ld; reads %s", h0, h1, h2, sl);
+    harness_note("hits %ld, %ld, %ld; reads %s", h0, h1, h2, sl);
     struct diff d = diff_pat(b.buf, sz.big, pat);
     hit = st[k - 1] != DAT_DTO_SUCCESS || d.changed > 0;
     if (hit)
@@ -1212,80 +1209,68 @@ out:
 
 /* ---- the table ----------------------------------------------------------------------- */
 
-struct test_case {
-    const char *name;
-    once_fn once;
-    enum mode mode;
-};
+/* The peer mode of the case being run (its arg in the table; set by prepare). */
+static enum mode case_mode;
+
+/* The case functions: each repeats its once_ function in the case's mode. */
+#define REPEAT(f)                                                                                                      \
+    static void repeat_##f(void)                                                                                       \
+    {                                                                                                                  \
+        repeat(f, case_mode);                                                                                          \
+    }
+REPEAT(once_read_sink)
+REPEAT(once_write_source)
+REPEAT(once_recv)
+REPEAT(once_rmr_unbind)
+REPEAT(once_rmr_free)
+REPEAT(once_ep_free)
+REPEAT(once_ia_close)
+REPEAT(once_cache)
 
 #define CASES(n, f)                                                                                                   \
-    {#n "_thread", f, M_THREAD}, {#n "_fork", f, M_FORK}, {#n "_tcp", f, M_TCP}, {#n "_shm", f, M_SHM}
+    {#n "_thread", repeat_##f, M_THREAD}, {#n "_fork", repeat_##f, M_FORK}, {#n "_tcp", repeat_##f, M_TCP},         \
+        {#n "_shm", repeat_##f, M_SHM}
 
-static const struct test_case cases[] = {
+static const struct harness_case cases[] = {
     CASES(read_sink_freed, once_read_sink),
     CASES(write_source_freed, once_write_source),
     CASES(recv_freed, once_recv),
-    {"rmr_unbind_fork", once_rmr_unbind, M_FORK},
-    {"rmr_unbind_tcp", once_rmr_unbind, M_TCP},
-    {"rmr_free_fork", once_rmr_free, M_FORK},
-    {"rmr_free_tcp", once_rmr_free, M_TCP},
-    {"ep_free_fork", once_ep_free, M_FORK},
-    {"ep_free_tcp", once_ep_free, M_TCP},
-    {"ia_close_fork", once_ia_close, M_FORK},
-    {"ia_close_tcp", once_ia_close, M_TCP},
-    {"cache_kept_only_when_idle", once_cache, M_THREAD},
+    {"rmr_unbind_fork", repeat_once_rmr_unbind, M_FORK},
+    {"rmr_unbind_tcp", repeat_once_rmr_unbind, M_TCP},
+    {"rmr_free_fork", repeat_once_rmr_free, M_FORK},
+    {"rmr_free_tcp", repeat_once_rmr_free, M_TCP},
+    {"ep_free_fork", repeat_once_ep_free, M_FORK},
+    {"ep_free_tcp", repeat_once_ep_free, M_TCP},
+    {"ia_close_fork", repeat_once_ia_close, M_FORK},
+    {"ia_close_tcp", repeat_once_ia_close, M_TCP},
+    {"cache_kept_only_when_idle", repeat_once_cache, M_THREAD},
 };
-#define NCASES (sizeof cases / sizeof cases[0])
 
-static int run_case(size_t index)
+/* Each case has the TCP ports of its slot (its index); _tcp sets DAT2_SOFT_CMA=0, the others
+ * unset it; _tcp and _shm concern the soft device only. */
+static void prepare(const struct harness_case *c, size_t index)
 {
-    const struct test_case *c = &cases[index];
-    dx_case = c->name;
+    case_mode = (enum mode)c->arg;
     dx_slot = (int)index;
-    dx_failures = 0;
-    dx_skip_reason[0] = 0;
-    verdict_note[0] = 0;
-    if ((c->mode == M_TCP || c->mode == M_SHM) && !dx_on_soft_device()) {
-        printf("SKIP afterfree:%s %s concerns the soft device only (IA %s)\n", c->name,
-               c->mode == M_TCP ? "DAT2_SOFT_CMA=0" : "the shared-file path", dx_ia_name());
-        fflush(stdout);
-        return 0;
+    if ((case_mode == M_TCP || case_mode == M_SHM) && !dx_on_soft_device()) {
+        harness_skip("%s concerns the soft device only (IA %s)",
+                     case_mode == M_TCP ? "DAT2_SOFT_CMA=0" : "the shared-file path", dx_ia_name());
+        return;
     }
-    if (c->mode == M_TCP)
+    if (case_mode == M_TCP)
         setenv("DAT2_SOFT_CMA", "0", 1);
     else
         unsetenv("DAT2_SOFT_CMA");
-    repeat(c->once, c->mode);
-    if (dx_failures)
-        printf("FAIL afterfree:%s %s%s %s\n", c->name, dx_first_failure(), dx_failures > 1 ? " (and more, see the log)" : "",
-               verdict_note);
-    else if (dx_skip_reason[0])
-        printf("SKIP afterfree:%s %s\n", c->name, dx_skip_reason);
-    else
-        printf("PASS afterfree:%s %s\n", c->name, verdict_note);
-    fflush(stdout);
-    return dx_failures != 0;
 }
+
+static const struct harness_group group = {"afterfree", cases, sizeof cases / sizeof cases[0], prepare, NULL};
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 && !(argc == 7 && strcmp(argv[1], "peer") == 0)) {
-        fprintf(stderr, "usage: %s list|CASE\n", argv[0]);
-        return 2;
-    }
     const char *base = getenv("DX_PORT_BASE");
     dx_port_base = base && atoi(base) > 0 ? atoi(base) : 34000;
     signal(SIGPIPE, SIG_IGN);
-    if (strcmp(argv[1], "peer") == 0 && argc == 7)
+    if (argc == 7 && strcmp(argv[1], "peer") == 0)
         return peer_process(argv);
-    if (strcmp(argv[1], "list") == 0) {
-        for (size_t i = 0; i < NCASES; i++)
-            printf("%s\n", cases[i].name);
-        return 0;
-    }
-    for (size_t i = 0; i < NCASES; i++)
-        if (strcmp(argv[1], cases[i].name) == 0)
-            return run_case(i);
-    fprintf(stderr, "no case %s\n", argv[1]);
-    return 2;
+    return harness_main(argc, argv, &group);
 }

@@ -1,6 +1,6 @@
 /*
- * Shared declarations of the data path tests (dxtest): result bookkeeping, the exact
- * codes the rules name, and helpers that build IAs, EPs, connections and registrations
+ * Shared declarations of the data path tests (dxtest, and aftest of c-tests/afterfree): the
+ * exact codes the rules name, and helpers that build IAs, EPs, connections and registrations
  * on the built-in dat2-soft provider (or the IA named by DAT2_TEST_IA).
  */
 #ifndef DX_H
@@ -10,28 +10,19 @@
 #include <dat2/udat.h>
 #include <dat2/dat_ib_extensions.h>
 
+#include "harness.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-/* ---- result bookkeeping --------------------------------------------------- */
+/* ---- result bookkeeping: c-tests/common/harness.h (EXPECT, EXPECT_RC, harness_fail...) ---- */
 
-extern const char *dx_case;
-extern int dx_failures;
-extern char dx_skip_reason[256];
-
-void dx_fail(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void dx_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-int dx_expect_rc(int line, const char *what, DAT_RETURN got, DAT_RETURN want);
 int dx_expect_type(int line, const char *what, DAT_RETURN got, DAT_RETURN want_class_type);
-void dx_skip(const char *why);
 
-/* The call must return exactly `want`. */
-#define EXPECT_RC(expr, want) dx_expect_rc(__LINE__, #expr, (DAT_RETURN)(expr), (DAT_RETURN)(want))
 /* The call must return an error whose class and type (the top 16 bits) are `want`. */
 #define EXPECT_TYPE(expr, want) dx_expect_type(__LINE__, #expr, (DAT_RETURN)(expr), (DAT_RETURN)(want))
-#define EXPECT(cond, ...) ((cond) ? 1 : (dx_fail(__LINE__, __VA_ARGS__), 0))
 
 /* ---- exact codes ---------------------------------------------------------- */
 

@@ -1,73 +1,24 @@
-/* Helpers of the data path tests: bookkeeping, nodes, EPs, connections, registrations. */
+/* Helpers of the data path tests: nodes, EPs, connections, registrations. */
 #include "dx.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
-const char *dx_case;
-int dx_failures;
-char dx_skip_reason[256];
-static char first_failure[600];
 int dx_port_base = 33000;
 int dx_slot;
-
-void dx_fail(int line, const char *fmt, ...)
-{
-    char text[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if (dx_failures++ == 0)
-        snprintf(first_failure, sizeof first_failure, "line %d: %s", line, text);
-    /* every failure is kept in the case's log */
-    printf("# line %d: %s\n", line, text);
-    fflush(stdout);
-}
-
-const char *dx_first_failure(void);
-const char *dx_first_failure(void)
-{
-    return first_failure;
-}
-
-void dx_note(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("# ", stdout);
-    vprintf(fmt, ap);
-    fputs("\n", stdout);
-    va_end(ap);
-    fflush(stdout);
-}
-
-int dx_expect_rc(int line, const char *what, DAT_RETURN got, DAT_RETURN want)
-{
-    if (got == want)
-        return 1;
-    dx_fail(line, "%.200s returned 0x%08x, expected 0x%08x", what, (unsigned)got, (unsigned)want);
-    return 0;
-}
 
 int dx_expect_type(int line, const char *what, DAT_RETURN got, DAT_RETURN want)
 {
     if ((got & 0xffff0000u) == want)
         return 1;
-    dx_fail(line, "%.200s returned 0x%08x, expected class and type 0x%08x", what, (unsigned)got, (unsigned)want);
+    harness_fail(line, "%.200s returned 0x%08x, expected class and type 0x%08x", what, (unsigned)got, (unsigned)want);
     return 0;
-}
-
-void dx_skip(const char *why)
-{
-    snprintf(dx_skip_reason, sizeof dx_skip_reason, "%s", why);
 }
 
 const char *dx_ia_name(void)
@@ -104,7 +55,7 @@ int dx_local_protection(DAT_IA_HANDLE ia, unsigned status)
     if (status == DAT_DTO_ERR_LOCAL_PROTECTION)
         return 1;
     if (status == DAT_DTO_ERR_FLUSHED && dx_on_rxe(ia)) {
-        dx_note("rxe reported the local protection error as a flush");
+        harness_note("rxe reported the local protection error as a flush");
         return 1;
     }
     return 0;
@@ -171,7 +122,7 @@ int node_listen(struct node *n, DAT_CONN_QUAL port)
         rc = dat_psp_create(n->ia, q, n->cr, DAT_PSP_CONSUMER_FLAG, &n->psp);
         if (rc == DAT_SUCCESS) {
             if (i > 0)
-                dx_note("port %llu was taken; listening on %llu", (unsigned long long)port, (unsigned long long)q);
+                harness_note("port %llu was taken; listening on %llu", (unsigned long long)port, (unsigned long long)q);
             n->port = q;
             return 1;
         }
@@ -256,11 +207,11 @@ static int wait_established(int line, DAT_EVD_HANDLE evd, DAT_EP_HANDLE ep, cons
     DAT_EVENT ev;
     DAT_EVENT_NUMBER num = wait_conn_at(line, evd, WAIT_MS, &ev);
     if (num != DAT_CONNECTION_EVENT_ESTABLISHED) {
-        dx_fail(line, "%s: connection event 0x%x, expected ESTABLISHED 0x4001", who, (unsigned)num);
+        harness_fail(line, "%s: connection event 0x%x, expected ESTABLISHED 0x4001", who, (unsigned)num);
         return 0;
     }
     if (ev.event_data.connect_event_data.ep_handle != ep) {
-        dx_fail(line, "%s: ESTABLISHED for EP %p, expected %p", who, ev.event_data.connect_event_data.ep_handle, ep);
+        harness_fail(line, "%s: ESTABLISHED for EP %p, expected %p", who, ev.event_data.connect_event_data.ep_handle, ep);
         return 0;
     }
     return 1;
@@ -312,11 +263,11 @@ int wait_dto_at(int line, DAT_EVD_HANDLE evd, int ms, DAT_DTO_COMPLETION_EVENT_D
     DAT_RETURN rc = wait_ev(evd, ms, &ev);
     memset(d, 0, sizeof *d);
     if (rc != DAT_SUCCESS) {
-        dx_fail(line, "no DTO completion within %d ms (dat_evd_wait 0x%08x)", ms, (unsigned)rc);
+        harness_fail(line, "no DTO completion within %d ms (dat_evd_wait 0x%08x)", ms, (unsigned)rc);
         return 0;
     }
     if (ev.event_number != DAT_DTO_COMPLETION_EVENT) {
-        dx_fail(line, "event 0x%x, expected a DTO completion", (unsigned)ev.event_number);
+        harness_fail(line, "event 0x%x, expected a DTO completion", (unsigned)ev.event_number);
         return 0;
     }
     *d = ev.event_data.dto_completion_event_data;
@@ -327,7 +278,7 @@ DAT_EVENT_NUMBER wait_conn_at(int line, DAT_EVD_HANDLE evd, int ms, DAT_EVENT *e
 {
     DAT_RETURN rc = wait_ev(evd, ms, ev);
     if (rc != DAT_SUCCESS) {
-        dx_fail(line, "no connection event within %d ms (dat_evd_wait 0x%08x)", ms, (unsigned)rc);
+        harness_fail(line, "no connection event within %d ms (dat_evd_wait 0x%08x)", ms, (unsigned)rc);
         return 0;
     }
     return ev->event_number;
@@ -338,12 +289,12 @@ int expect_conn_end_at(int line, DAT_EVD_HANDLE evd, int ms, const char *who)
     DAT_EVENT ev;
     DAT_RETURN rc = wait_ev(evd, ms, &ev);
     if (rc != DAT_SUCCESS) {
-        dx_fail(line, "%s: no BROKEN or DISCONNECTED event within %d ms (dat_evd_wait 0x%08x)", who, ms, (unsigned)rc);
+        harness_fail(line, "%s: no BROKEN or DISCONNECTED event within %d ms (dat_evd_wait 0x%08x)", who, ms, (unsigned)rc);
         return 0;
     }
     if (ev.event_number == DAT_CONNECTION_EVENT_BROKEN || ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED)
         return 1;
-    dx_fail(line, "%s: connection event 0x%x, expected BROKEN 0x4006 or DISCONNECTED 0x4005", who,
+    harness_fail(line, "%s: connection event 0x%x, expected BROKEN 0x4006 or DISCONNECTED 0x4005", who,
             (unsigned)ev.event_number);
     return 0;
 }
@@ -355,7 +306,7 @@ int expect_empty_at(int line, DAT_EVD_HANDLE evd, const char *what)
     DAT_RETURN rc = dat_evd_dequeue(evd, &ev);
     if (rc == RC_QUEUE_EMPTY)
         return 1;
-    dx_fail(line, "%s: dequeue returned 0x%08x (event 0x%x, status %u), expected empty", what, (unsigned)rc,
+    harness_fail(line, "%s: dequeue returned 0x%08x (event 0x%x, status %u), expected empty", what, (unsigned)rc,
             (unsigned)ev.event_number, (unsigned)ev.event_data.dto_completion_event_data.status);
     return 0;
 }

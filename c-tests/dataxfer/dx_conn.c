@@ -274,27 +274,27 @@ void case_conn_established_order(void)
     memset(&s, 0, sizeof s);
     memset(&c, 0, sizeof c);
     if (node_open(&s, PROVIDER, 16, 16) && node_open(&c, PROVIDER, 16, 16) && node_listen(&s, dx_port(0))) {
-        for (int round = 0; round < ROUNDS && dx_failures == 0; round++) {
+        for (int round = 0; round < ROUNDS && harness_failures() == 0; round++) {
             DAT_EP_HANDLE se[K], ce[K];
             int made = 0;
             DAT_EVENT ev;
             for (; made < K; made++)
                 if (!ep_make(&s, NULL, &se[made]) || !ep_make(&c, NULL, &ce[made]))
                     break;
-            for (int i = 0; i < made && dx_failures == 0; i++) {
+            for (int i = 0; i < made && harness_failures() == 0; i++) {
                 DAT_CR_HANDLE cr;
                 if (request(&s, &c, ce[i], NULL, 0, &cr))
                     EXPECT_RC(dat_cr_accept(cr, se[i], 0, NULL), DAT_SUCCESS);
             }
-            for (int i = 0; i < made && dx_failures == 0; i++) {
+            for (int i = 0; i < made && harness_failures() == 0; i++) {
                 DAT_EVENT_NUMBER num = wait_conn_at(__LINE__, c.conn, WAIT_MS, &ev);
                 EXPECT(num == DAT_CONNECTION_EVENT_ESTABLISHED, "client: event 0x%x, expected ESTABLISHED", (unsigned)num);
             }
-            for (int i = 0; i < made && dx_failures == 0; i++)
+            for (int i = 0; i < made && harness_failures() == 0; i++)
                 EXPECT_RC(dat_ep_disconnect(ce[i], DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
             /* The server's queue: every ESTABLISHED, then every end. */
             int established = 0, ended = 0;
-            for (int n = 0; n < 2 * made && dx_failures == 0; n++) {
+            for (int n = 0; n < 2 * made && harness_failures() == 0; n++) {
                 DAT_EVENT_NUMBER num = wait_conn_at(__LINE__, s.conn, WAIT_MS, &ev);
                 if (num == DAT_CONNECTION_EVENT_ESTABLISHED) {
                     EXPECT(ended == 0, "round %d: server ESTABLISHED number %d came after %d connection ends", round,
@@ -306,7 +306,7 @@ void case_conn_established_order(void)
                     ended++;
                 }
             }
-            for (int i = 0; i < made && dx_failures == 0; i++)
+            for (int i = 0; i < made && harness_failures() == 0; i++)
                 EXPECT_CONN_END(c.conn, WAIT_MS, "client");
             EXPECT_EMPTY(s.conn, "server connection EVD");
             EXPECT_EMPTY(c.conn, "client connection EVD");
@@ -483,7 +483,7 @@ void case_conn_peer_killed(void)
     int ended = EXPECT_CONN_END(c.conn, 1000, "the survivor");
     double took = dx_now() - t0;
     EXPECT(!ended || took <= 1.0, "the connection event came %.3f s after the kill", took);
-    dx_note("connection end seen %.3f s after SIGKILL", took);
+    harness_note("connection end seen %.3f s after SIGKILL", took);
     int flushed_recv = 0, flushed_send = 0, other = 0;
     while (wait_ev(c.rcv, 500, &ev) == DAT_SUCCESS) {
         DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;

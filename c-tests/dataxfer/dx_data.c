@@ -124,9 +124,9 @@ static void failed_send_reported(DAT_CONN_QUAL port, DAT_COMPLETION_FLAGS flags,
      * here); a later post with the same flag is flushed, and that failure is reported too */
     DAT_EVENT ev;
     if (wait_ev(p.c.conn, 1000, &ev) == DAT_SUCCESS)
-        dx_note("%s: connection event 0x%x after the local error", what, (unsigned)ev.event_number);
+        harness_note("%s: connection event 0x%x after the local error", what, (unsigned)ev.event_number);
     else
-        dx_note("%s: no connection event within 1 s after the local error", what);
+        harness_note("%s: no connection event within 1 s after the local error", what);
     t = lt(&cm, 0, 100);
     if (EXPECT_RC(dat_ep_post_send(p.ce, 1, &t, ck(78), flags), DAT_SUCCESS) && WAIT_DTO(p.c.req, &d)) {
         EXPECT(d.user_cookie.as_64 == 78 && d.status == DAT_DTO_ERR_FLUSHED,
@@ -394,7 +394,7 @@ void case_recv_too_short(void)
     }
     EXPECT(all_zero(sm.buf + 100, sm.alloc - 100), "bytes beyond the short receive buffer changed");
     if (WAIT_DTO(p.c.req, &d))
-        dx_note("the sender's completion status: %u", (unsigned)d.status);
+        harness_note("the sender's completion status: %u", (unsigned)d.status);
 out:
     mr_drop(&sm);
     mr_drop(&cm);
@@ -492,21 +492,21 @@ static int bind_at(int line, DAT_RMR_HANDLE rmr, const struct mr *m, size_t off,
     DAT_RMR_COOKIE c;
     DAT_EVENT ev;
     c.as_64 = cookie;
-    if (!dx_expect_rc(line, "dat_rmr_bind", dat_rmr_bind(rmr, m->h, &t, DAT_MEM_PRIV_REMOTE_WRITE_FLAG |
+    if (!harness_expect_code(line, "dat_rmr_bind", dat_rmr_bind(rmr, m->h, &t, DAT_MEM_PRIV_REMOTE_WRITE_FLAG |
                                                                          DAT_MEM_PRIV_REMOTE_READ_FLAG,
                                                          DAT_VA_TYPE_VA, ep, c, DAT_COMPLETION_DEFAULT_FLAG, ctx),
                       DAT_SUCCESS))
         return 0;
-    if (!dx_expect_rc(line, "waiting for the bind completion", wait_ev(evd, WAIT_MS, &ev), DAT_SUCCESS))
+    if (!harness_expect_code(line, "waiting for the bind completion", wait_ev(evd, WAIT_MS, &ev), DAT_SUCCESS))
         return 0;
     DAT_RMR_BIND_COMPLETION_EVENT_DATA *b = &ev.event_data.rmr_completion_event_data;
     int ok = 1;
     if (ev.event_number != DAT_RMR_BIND_COMPLETION_EVENT) {
-        dx_fail(line, "bind completion event 0x%x, expected 0x1001", (unsigned)ev.event_number);
+        harness_fail(line, "bind completion event 0x%x, expected 0x1001", (unsigned)ev.event_number);
         return 0;
     }
     if (b->status != DAT_RMR_BIND_SUCCESS || b->user_cookie.as_64 != cookie || b->rmr_handle != rmr) {
-        dx_fail(line, "bind completion status %u cookie %llu rmr %p, expected 0, %llu, %p", (unsigned)b->status,
+        harness_fail(line, "bind completion status %u cookie %llu rmr %p, expected 0, %llu, %p", (unsigned)b->status,
                 (unsigned long long)b->user_cookie.as_64, b->rmr_handle, (unsigned long long)cookie, rmr);
         ok = 0;
     }
@@ -524,7 +524,7 @@ static unsigned write_via(int line, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, struct
     r.rmr_context = key;
     r.virtual_address = addr;
     r.segment_length = len;
-    if (!dx_expect_rc(line, "dat_ep_post_rdma_write", dat_ep_post_rdma_write(ep, 1, &l, ck(1), &r, 0), DAT_SUCCESS))
+    if (!harness_expect_code(line, "dat_ep_post_rdma_write", dat_ep_post_rdma_write(ep, 1, &l, ck(1), &r, 0), DAT_SUCCESS))
         return 99;
     if (!wait_dto_at(line, evd, WAIT_MS, &d))
         return 99;
@@ -592,7 +592,7 @@ void case_rmr_outside_window(void)
         goto out;
     if (dx_on_rxe(p.s.ia)) {
         /* rxe checks an access through a window against the bounds of the window's MR only */
-        dx_skip("rxe checks window accesses against the underlying MR's bounds, not the window's");
+        harness_skip("rxe checks window accesses against the underlying MR's bounds, not the window's");
         goto out;
     }
     if (!BIND(rmr, &sm, 4096, 4096, p.se, p.s.req, 1, &ctx))

@@ -308,7 +308,7 @@ void case_evd_overflow(void)
     }
     EXPECT(overflows >= 1, "no DAT_ASYNC_ERROR_EVD_OVERFLOW (0x8001) on the IA's async EVD");
     EXPECT(other == 0, "%d other events on the async EVD", other);
-    dx_note("overflow events: %d (2 completions did not fit)", overflows);
+    harness_note("overflow events: %d (2 completions did not fit)", overflows);
     /* the two that fit are there, in order */
     int kept = 0;
     while (dat_evd_dequeue(p.c.req, &ev) == DAT_SUCCESS) {

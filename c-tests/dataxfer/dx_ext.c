@@ -23,16 +23,16 @@ static int wait_ext_at(int line, DAT_EVD_HANDLE evd, DAT_EVENT *ev, DAT_IB_EXT_T
 {
     DAT_RETURN rc = wait_ev(evd, WAIT_MS, ev);
     if (rc != DAT_SUCCESS) {
-        dx_fail(line, "no extended completion (dat_evd_wait 0x%08x)", (unsigned)rc);
+        harness_fail(line, "no extended completion (dat_evd_wait 0x%08x)", (unsigned)rc);
         return 0;
     }
     if (ev->event_number != (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT) {
-        dx_fail(line, "event 0x%x (status %u), expected DAT_IB_DTO_EVENT 0x40000", (unsigned)ev->event_number,
+        harness_fail(line, "event 0x%x (status %u), expected DAT_IB_DTO_EVENT 0x40000", (unsigned)ev->event_number,
                 (unsigned)ev->event_data.dto_completion_event_data.status);
         return 0;
     }
     if (ext_of(ev)->type != type) {
-        dx_fail(line, "extended event type %d, expected %d", (int)ext_of(ev)->type, (int)type);
+        harness_fail(line, "extended event type %d, expected %d", (int)ext_of(ev)->type, (int)type);
         return 0;
     }
     return 1;

@@ -32,12 +32,12 @@ static void srq_counts_at(int line, DAT_SRQ_HANDLE srq, DAT_COUNT available, DAT
 {
     DAT_SRQ_PARAM sp;
     memset(&sp, 0x5a, sizeof sp);
-    if (!dx_expect_rc(line, "dat_srq_query",
+    if (!harness_expect_code(line, "dat_srq_query",
                       dat_srq_query(srq, DAT_SRQ_FIELD_AVAILABLE_DTO_COUNT | DAT_SRQ_FIELD_OUTSTANDING_DTO_COUNT, &sp),
                       DAT_SUCCESS))
         return;
     if (sp.available_dto_count != available || sp.outstanding_dto_count != outstanding)
-        dx_fail(line, "SRQ counts: available %d outstanding %d, expected %d and %d", (int)sp.available_dto_count,
+        harness_fail(line, "SRQ counts: available %d outstanding %d, expected %d and %d", (int)sp.available_dto_count,
                 (int)sp.outstanding_dto_count, (int)available, (int)outstanding);
 }
 #define SRQ_COUNTS(srq, a, o) srq_counts_at(__LINE__, srq, a, o)
@@ -384,7 +384,7 @@ void case_threads_four_eps(void)
     for (int t = 0; t < T_EPS; t++)
         for (int k = 0; k < 256; k++)
             if (memcmp(sm.buf + T_RDMA_AREA(t) + (size_t)k * T_WRITE, cm.buf + T_WSRC(t), T_WRITE) != 0) {
-                dx_fail(__LINE__, "RDMA target of thread %d, slot %d, differs", t, k);
+                harness_fail(__LINE__, "RDMA target of thread %d, slot %d, differs", t, k);
                 t = T_EPS;
                 break;
             }
@@ -419,11 +419,11 @@ void case_ipv6_soft6(void)
     DAT_EP_PARAM ep;
     DAT_DTO_COMPLETION_EVENT_DATA d;
     if (!dx_on_soft_device()) {
-        dx_skip("soft6 is a dat.conf entry of the soft device");
+        harness_skip("soft6 is a dat.conf entry of the soft device");
         return;
     }
     if (!have_ipv6_loopback()) {
-        dx_skip("::1 is not configured");
+        harness_skip("::1 is not configured");
         return;
     }
     memset(&p, 0, sizeof p);

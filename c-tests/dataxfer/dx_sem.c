@@ -87,7 +87,7 @@ void case_sem_solicited_wait(void)
     if (!dx_on_soft_device()) {
         /* verbs reports no per-completion "solicited" mark: there every receive wakes a waiter
          * (one wake too many, never one too few; see dat2(7)) */
-        dx_skip("solicited-only waking is the soft device's (verbs completions carry no solicited mark)");
+        harness_skip("solicited-only waking is the soft device's (verbs completions carry no solicited mark)");
         return;
     }
     attr_init(&sattr);
@@ -181,7 +181,7 @@ static void expect_soft_hw_at(int line, DAT_EVD_HANDLE async, DAT_EP_HANDLE ep, 
     DAT_EVENT ev;
     DAT_RETURN rc = wait_ev(async, 2000, &ev);
     if (rc != DAT_SUCCESS) {
-        dx_fail(line, "%s: no async event (dat_evd_wait 0x%08x)", when, (unsigned)rc);
+        harness_fail(line, "%s: no async event (dat_evd_wait 0x%08x)", when, (unsigned)rc);
         return;
     }
     /* DAT gives the watermark events no number of their own: the general asynchronous one,
@@ -189,7 +189,7 @@ static void expect_soft_hw_at(int line, DAT_EVD_HANDLE async, DAT_EP_HANDLE ep, 
     if (ev.event_number != DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR ||
         ev.event_data.asynch_error_event_data.dat_handle != (DAT_HANDLE)ep ||
         ev.event_data.asynch_error_event_data.reason != DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT)
-        dx_fail(line, "%s: event 0x%x handle %p reason %d, expected 0x8005 for EP %p with reason 2", when,
+        harness_fail(line, "%s: event 0x%x handle %p reason %d, expected 0x8005 for EP %p with reason 2", when,
                 (unsigned)ev.event_number, ev.event_data.asynch_error_event_data.dat_handle,
                 (int)ev.event_data.asynch_error_event_data.reason, (void *)ep);
 }
@@ -335,7 +335,7 @@ void case_sem_passive_path(void)
     memset(&s, 0, sizeof s);
     memset(&c, 0, sizeof c);
     if (!dx_on_soft_device()) {
-        dx_skip("DAT2_SOFT_PATH concerns the soft device only");
+        harness_skip("DAT2_SOFT_PATH concerns the soft device only");
         return;
     }
     if (!node_open(&s, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16) || !node_listen(&s, dx_port(0)))

@@ -8,6 +8,9 @@
  *                   or "SKIP dataxfer:NAME why"
  *   dxtest all      run every case in this one process (for development)
  *
+ * (the runner of c-tests/common/harness.c). Every failed check is printed as "# line N: ..."
+ * into the case's log; the verdict names the first.
+ *
  * Most cases open two IAs in one process, a listening "server" and a connecting "client",
  * joined over loopback TCP; a few fork peer processes. Case names ending in _tcp rerun a
  * data case with DAT2_SOFT_CMA=0, so that payloads travel over the socket instead of by
@@ -23,18 +26,11 @@
 
 #include "dx_cases.h"
 
-const char *dx_first_failure(void);
-
-struct test_case {
-    const char *name;
-    void (*fn)(void);
-    int tcp;
-};
-
+/* arg: 1 for a rerun with DAT2_SOFT_CMA=0 */
 #define CASE(n) {#n, case_##n, 0}
 #define CASE_TCP(n) {#n "_tcp", case_##n, 1}
 
-static const struct test_case cases[] = {
+static const struct harness_case cases[] = {
     CASE(evd_qlen),
     CASE(evd_dequeue_empty),
     CASE(evd_wait_timeout),
@@ -109,59 +105,28 @@ static const struct test_case cases[] = {
     CASE(sem_passive_path),
     CASE_TCP(sem_passive_path),
 };
-#define NCASES (sizeof cases / sizeof cases[0])
 
-static int run_case(size_t index)
+/* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and
+ * the others unset it. */
+static void prepare(const struct harness_case *c, size_t index)
 {
-    const struct test_case *c = &cases[index];
-    dx_case = c->name;
     dx_slot = (int)index;
-    dx_failures = 0;
-    dx_skip_reason[0] = 0;
-    if (c->tcp && !dx_on_soft_device()) {
-        printf("SKIP dataxfer:%s DAT2_SOFT_CMA=0 reruns concern the soft device only (IA %s)\n", c->name,
-               dx_ia_name());
-        fflush(stdout);
-        return 0;
+    if (c->arg && !dx_on_soft_device()) {
+        harness_skip("DAT2_SOFT_CMA=0 reruns concern the soft device only (IA %s)", dx_ia_name());
+        return;
     }
-    if (c->tcp)
+    if (c->arg)
         setenv("DAT2_SOFT_CMA", "0", 1);
     else
         unsetenv("DAT2_SOFT_CMA");
-    c->fn();
-    if (dx_failures)
-        printf("FAIL dataxfer:%s %s%s\n", c->name, dx_first_failure(), dx_failures > 1 ? " (and more, see the log)" : "");
-    else if (dx_skip_reason[0])
-        printf("SKIP dataxfer:%s %s\n", c->name, dx_skip_reason);
-    else
-        printf("PASS dataxfer:%s\n", c->name);
-    fflush(stdout);
-    return dx_failures != 0;
 }
+
+static const struct harness_group group = {"dataxfer", cases, sizeof cases / sizeof cases[0], prepare, NULL};
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s list|all|CASE\n", argv[0]);
-        return 2;
-    }
     const char *base = getenv("DX_PORT_BASE");
     if (base && atoi(base) > 0)
         dx_port_base = atoi(base);
-    if (strcmp(argv[1], "list") == 0) {
-        for (size_t i = 0; i < NCASES; i++)
-            printf("%s\n", cases[i].name);
-        return 0;
-    }
-    int bad = 0, found = 0;
-    for (size_t i = 0; i < NCASES; i++)
-        if (strcmp(argv[1], "all") == 0 || strcmp(argv[1], cases[i].name) == 0) {
-            found = 1;
-            bad |= run_case(i);
-        }
-    if (!found) {
-        fprintf(stderr, "no case %s\n", argv[1]);
-        return 2;
-    }
-    return bad;
+    return harness_main(argc, argv, &group);
 }

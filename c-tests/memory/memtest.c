@@ -8,6 +8,9 @@
  *                    or "SKIP memory:NAME why"
  *   memtest all      run every case in this one process (for development)
  *
+ * (the runner of c-tests/common/harness.c). Only a case's first failed check is printed, in
+ * its verdict; MEMTEST_VERBOSE=1 prints each one as a "# line N: ..." line.
+ *
  * Every case opens its own IA on dat2-soft; run.sh starts one process per case so that
  * a crash is reported against the case that caused it. With DAT2_TEST_IA set, the cases run
  * on that IA instead (say dat2-verbs-rxe0-1 in the VM of tests/vm), and the few that check
@@ -16,9 +19,10 @@
 #define _GNU_SOURCE
 #include <dat2/udat.h>
 
+#include "harness.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -29,53 +33,6 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-
-/* ---- result bookkeeping --------------------------------------------------- */
-
-static const char *case_name;
-static int failures;
-static char first_failure[512];
-static char skip_reason[256];
-
-static void fail_msg(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail_msg(int line, const char *fmt, ...)
-{
-    if (failures++ == 0) {
-        char text[448];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(text, sizeof text, fmt, ap);
-        va_end(ap);
-        snprintf(first_failure, sizeof first_failure, "line %d: %s", line, text);
-    }
-    if (getenv("MEMTEST_VERBOSE")) {
-        char text[448];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(text, sizeof text, fmt, ap);
-        va_end(ap);
-        printf("# line %d: %s\n", line, text);
-    }
-}
-
-/* The call `expr` must return exactly `want`. */
-#define EXPECT_RC(expr, want)                                                                  \
-    expect_rc_at(__LINE__, #expr, (DAT_RETURN)(expr), (DAT_RETURN)(want))
-static int expect_rc_at(int line, const char *what, DAT_RETURN got, DAT_RETURN want)
-{
-    if (got == want)
-        return 1;
-    fail_msg(line, "%.200s returned 0x%08x, expected 0x%08x", what, (unsigned)got, (unsigned)want);
-    return 0;
-}
-
-#define EXPECT(cond, ...)                                                                      \
-    ((cond) ? 1 : (fail_msg(__LINE__, __VA_ARGS__), 0))
-
-static __attribute__((unused)) void skip(const char *why)
-{
-    snprintf(skip_reason, sizeof skip_reason, "%s", why);
-}
 
 /* ---- exact codes the rules name --------------------------------------------- */
 
@@ -206,8 +163,8 @@ static int sync_one(int line, DAT_IA_HANDLE ia, DAT_LMR_CONTEXT lctx, void *addr
     t.lmr_context = lctx;
     t.virtual_address = (DAT_VADDR)(uintptr_t)addr;
     t.segment_length = len;
-    int ok = expect_rc_at(line, "dat_lmr_sync_rdma_read(one segment)", dat_lmr_sync_rdma_read(ia, &t, 1), want);
-    ok &= expect_rc_at(line, "dat_lmr_sync_rdma_write(one segment)", dat_lmr_sync_rdma_write(ia, &t, 1), want);
+    int ok = harness_expect_code(line, "dat_lmr_sync_rdma_read(one segment)", dat_lmr_sync_rdma_read(ia, &t, 1), want);
+    ok &= harness_expect_code(line, "dat_lmr_sync_rdma_write(one segment)", dat_lmr_sync_rdma_write(ia, &t, 1), want);
     return ok;
 }
 #define SYNC_ONE(ia, lctx, addr, len, want) sync_one(__LINE__, ia, lctx, addr, len, want)
@@ -1104,7 +1061,7 @@ static void check_query_mask(DAT_LMR_HANDLE lmr, DAT_LMR_PARAM_MASK mask, const 
 {
     DAT_LMR_PARAM p;
     memset(&p, 0xa5, sizeof p);
-    if (!expect_rc_at(__LINE__, "dat_lmr_query(mask)", dat_lmr_query(lmr, mask, &p), DAT_SUCCESS))
+    if (!harness_expect_code(__LINE__, "dat_lmr_query(mask)", dat_lmr_query(lmr, mask, &p), DAT_SUCCESS))
         return;
     const unsigned char *got = (const unsigned char *)&p, *exp = (const unsigned char *)want;
     unsigned char selected[sizeof p];
@@ -1120,7 +1077,7 @@ static void check_query_mask(DAT_LMR_HANDLE lmr, DAT_LMR_PARAM_MASK mask, const 
     }
     for (size_t i = 0; i < sizeof p; i++)
         if (!selected[i] && got[i] != 0xa5) {
-            fail_msg(__LINE__, "mask 0x%x: byte %zu (outside the fields asked for) was written", (unsigned)mask, i);
+            harness_fail(__LINE__, "mask 0x%x: byte %zu (outside the fields asked for) was written", (unsigned)mask, i);
             break;
         }
 }
@@ -1223,10 +1180,10 @@ static int wait_event(int line, DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want, DAT_E
 {
     DAT_COUNT more = 0;
     DAT_RETURN rc = dat_evd_wait(evd, WAIT_US, 1, ev, &more);
-    if (!expect_rc_at(line, "dat_evd_wait", rc, DAT_SUCCESS))
+    if (!harness_expect_code(line, "dat_evd_wait", rc, DAT_SUCCESS))
         return 0;
     if (ev->event_number != want) {
-        fail_msg(line, "event 0x%x, expected 0x%x", (unsigned)ev->event_number, (unsigned)want);
+        harness_fail(line, "event 0x%x, expected 0x%x", (unsigned)ev->event_number, (unsigned)want);
         return 0;
     }
     return 1;
@@ -1270,7 +1227,7 @@ static int bind_rmr(int line, struct pair *p, DAT_RMR_HANDLE rmr, struct lmr_out
     DAT_RMR_COOKIE cookie;
     DAT_EVENT ev;
     cookie.as_64 = 0x1234;
-    if (!expect_rc_at(line, "dat_rmr_bind",
+    if (!harness_expect_code(line, "dat_rmr_bind",
                       dat_rmr_bind(rmr, l->lmr, &t, DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA, p->ep_c, cookie,
                                    DAT_COMPLETION_DEFAULT_FLAG, rctx),
                       DAT_SUCCESS) ||
@@ -1626,7 +1583,7 @@ static void case_reuse_debug_log(void)
     DAT_PZ_HANDLE pz;
     struct lmr_out a, b, s1, s2;
     if (!on_soft_device()) {
-        skip("the \"registration reused\" debug line is the soft device's");
+        harness_skip("the \"registration reused\" debug line is the soft device's");
         return;
     }
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -1776,7 +1733,7 @@ static void case_threads_create_free(void)
         t_shared[i] = malloc(BUF_SIZE);
     for (int i = 0; i < THREADS; i++)
         if (pthread_create(&th[i], NULL, t_worker, (void *)(uintptr_t)(i + 1)) != 0)
-            fail_msg(__LINE__, "pthread_create failed");
+            harness_fail(__LINE__, "pthread_create failed");
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
     EXPECT(t_errors == 0, "%d errors in the threads; first: %s", t_errors, t_first_error);
@@ -1930,13 +1887,8 @@ static void case_ia_close_graceful_then_abrupt(void)
 
 /* ---- driver ------------------------------------------------------------------ */
 
-struct test_case {
-    const char *name;
-    void (*fn)(void);
-};
-
-#define CASE(n) {#n, case_##n}
-static const struct test_case cases[] = {
+#define CASE(n) {#n, case_##n, 0}
+static const struct harness_case cases[] = {
     CASE(ia_address),
     CASE(ia_mem_types),
     CASE(ia_thread_safe_false),
@@ -1994,49 +1946,11 @@ static const struct test_case cases[] = {
     CASE(scale_10k_write),
     CASE(ia_close_graceful_then_abrupt),
 };
-#define NCASES (sizeof cases / sizeof cases[0])
 
-static int run_case(const struct test_case *c)
-{
-    case_name = c->name;
-    failures = 0;
-    first_failure[0] = 0;
-    skip_reason[0] = 0;
-    c->fn();
-    if (failures) {
-        printf("FAIL memory:%s %s%s\n", c->name, first_failure, failures > 1 ? " (and more)" : "");
-        if (failures > 1)
-            printf("# %s: %d failed checks\n", c->name, failures);
-        return 1;
-    }
-    if (skip_reason[0])
-        printf("SKIP memory:%s %s\n", c->name, skip_reason);
-    else
-        printf("PASS memory:%s\n", c->name);
-    return 0;
-}
+/* MEMTEST_VERBOSE=1 prints every failed check; by default only the first (in the verdict). */
+static const struct harness_group group = {"memory", cases, sizeof cases / sizeof cases[0], NULL, "MEMTEST_VERBOSE"};
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s list|all|CASE\n", argv[0]);
-        return 2;
-    }
-    if (strcmp(argv[1], "list") == 0) {
-        for (size_t i = 0; i < NCASES; i++)
-            printf("%s\n", cases[i].name);
-        return 0;
-    }
-    int bad = 0, found = 0;
-    for (size_t i = 0; i < NCASES; i++)
-        if (strcmp(argv[1], "all") == 0 || strcmp(argv[1], cases[i].name) == 0) {
-            found = 1;
-            bad |= run_case(&cases[i]);
-            fflush(stdout);
-        }
-    if (!found) {
-        fprintf(stderr, "no case %s\n", argv[1]);
-        return 2;
-    }
-    return bad;
+    return harness_main(argc, argv, &group);
 }

@@ -3,55 +3,24 @@
 # LMR memory types, privileges, keys, queries, frees, the sync calls, RMRs, registration
 # reuse, threads, 100,000 live LMRs and IA teardown. See memtest.c for the cases.
 #
-# Each case runs in a process of its own, so a crash is charged to the case that caused it.
+# Each case runs in a process of its own (c-tests/common/lib.sh), so a crash is charged to the
+# case that caused it.
 # Environment: DAT2_ROOT, DAT2_BUILD, DAT2_OUT, CC, CFLAGS (see c-tests/run-all.sh), and
 # DAT2_TEST_IA: the IA to test instead of dat2-soft (tests/vm/ctests.sh sets it in the VM);
 # the checks of the soft device's own facts are skipped on any other IA.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-out=${DAT2_OUT:?}
-build=${DAT2_BUILD:?}
-cc=${CC:-gcc}
-cflags=${CFLAGS:-}
-if [ -e "${DAT2_ROOT:-/nonexistent}/include/dat2/udat.h" ]; then
-  hdr="-I$DAT2_ROOT/include"
-else
-  hdr=""
-fi
-logs=$out/cases
-mkdir -p "$logs"
-rc=0
-
-if ! $cc $cflags $hdr -pthread -o "$out/memtest" "$here/memtest.c" -L"$build" -ldat2 2>"$out/build.log"; then
-  echo "FAIL memory:build $(head -c 400 "$out/build.log" | tr '\n' ' ')"
-  exit 1
-fi
-
-# Runs one case with extra environment "$@"; its output is left in $logs/<case>.log.
-run_case() {
-  local name=$1; shift
-  local log=$logs/$name.log
-  env DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$build" "$@" \
-    timeout 300 "$out/memtest" "$name" >"$log" 2>&1
-  local status=$?
-  cat "$log"
-  if [ $status -gt 1 ] || ! grep -q -E "^(PASS|FAIL|SKIP) memory:$name( |\$)" "$log"; then
-    local why="exit status $status"
-    [ $status -eq 124 ] && why="timed out"
-    [ $status -gt 128 ] && [ $status -ne 124 ] && why="killed by signal $((status - 128))"
-    echo "FAIL memory:$name crashed ($why): $(grep -v -E '^(PASS|FAIL|SKIP) ' "$log" | tail -3 | tr '\n' ' ')"
-    rc=1
-  elif grep -q "^FAIL " "$log"; then
-    rc=1
-  fi
-}
-
-for name in $(LD_LIBRARY_PATH="$build" "$out/memtest" list); do
-  case $name in
-    reuse_debug_log) run_case "$name" DAT_DBG_TYPE=0x2 DAT_DBG_DEST=1 ;;
-    *) run_case "$name" ;;
+. "$here/../common/lib.sh"
+harness_init memory
+harness_build memtest "$here/memtest.c"
+case_timeout=300
+show_case_log=1
+case_env() {
+  case $1 in
+    reuse_debug_log) extra=(DAT_DBG_TYPE=0x2 DAT_DBG_DEST=1) ;;
   esac
-done
+}
+run_all
 
 # The debug log (DAT_DBG_TYPE=0x2) names the second create over an equal range, and the
 # second LMR with an equal cookie, as a reused registration (the soft device's log line).
