@@ -49,7 +49,7 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
     let qp = ep.ia.dev.create_qp(pz.pd, caps, srq, Arc::new(EpEvents { ep: ep.weak() })).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
     while let Some(wr_id) = i.unposted.pop_front() {
         if let Some(r) = i.recvs.get(&wr_id) {
-            qp.post_recv(wr_id, ep::sges(&r.iov)).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+            qp.post_recv(wr_id, dto::sges(&r.iov)).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
         }
     }
     i.qp = Some(qp.clone());

@@ -1,12 +1,13 @@
-//! Data transfer on EPs: posting sends and RDMA (checked against the EP's limits at post
-//! time, never overrunning a queue) and turning the device's completions into DTO events, in
-//! order, on the EP's EVDs.
+//! Data transfer on EPs: posting receives (also ahead of a connection), sends and RDMA
+//! (checked against the EP's limits at post time, never overrunning a queue), and turning the
+//! device's completions into DTO events, in order, on the EP's EVDs (flushed ones included).
 
 use std::sync::Arc;
 
-use super::ep::{self, dto_event, ep_state_subtype, Ep, PendingSend, Report, COMPLETION_FLAGS};
+use super::ep::{self, check_watermarks, ep_state_subtype, Ep, EpInner, PendingSend, PostedRecv, Report, COMPLETION_FLAGS};
+use super::evd::Evd;
 use crate::abi::*;
-use crate::device::{Completion, DevError, SendWr, WcOp, WrOp};
+use crate::device::{Completion, DevError, SendWr, Sge, WcOp, WrOp};
 
 /// What a post asks of the device.
 pub struct Post {
@@ -38,7 +39,7 @@ pub fn post(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET
     }
     let (wr_id, segs, qp) = {
         let mut i = ep.lock();
-        let segs = ep::iov_arg(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;
+        let segs = iov_arg(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;
         if flags & !COMPLETION_FLAGS != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
         }
@@ -73,7 +74,7 @@ pub fn post(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET
     let wr = SendWr {
         wr_id,
         op: p.op,
-        sges: ep::sges(&segs),
+        sges: sges(&segs),
         remote: p.remote,
         fence: flags & DAT_COMPLETION_BARRIER_FENCE_FLAG != 0,
         solicited: flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG != 0,
@@ -219,4 +220,121 @@ pub fn post_send_with_invalidate(
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let op = if invalidate != DAT_FALSE { WrOp::SendInv(rmr_context) } else { WrOp::Send };
     post(handle, count, iov, cookie, flags, Post { op, report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov })
+}
+
+// Receives, and DTO events.
+
+/// Checks a local I/O vector argument: `count` triplets at `iov` (`arg` is the count's
+/// subtype; the vector is the next argument).
+pub fn iov_arg(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Vec<DAT_LMR_TRIPLET>, DAT_RETURN> {
+    if count < 0 || count > max {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg));
+    }
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    if iov.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg + 1));
+    }
+    // SAFETY: the consumer passes `count` triplets.
+    Ok(unsafe { core::slice::from_raw_parts(iov, count as usize) }.to_vec())
+}
+
+pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Vec<Sge> {
+    iov.iter().map(|t| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }).collect()
+}
+
+pub fn post_recv(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
+    let ep = ep::ep(handle)?;
+    // As for sends (dto::post): receive completions not collected yet hold their slots.
+    let full = {
+        let i = ep.lock();
+        i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize
+    };
+    if full {
+        ep.ia.dev.progress();
+    }
+    let (wr_id, segs, qp, crossing) = {
+        let mut i = ep.lock();
+        let segs = iov_arg(count, iov, i.attr.max_recv_iov, DAT_INVALID_ARG2)?;
+        if flags & !COMPLETION_FLAGS != 0 {
+            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+        }
+        if i.recv_evd.is_none() {
+            return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_EVD_RECV));
+        }
+        if i.srq.is_some() {
+            // Its receives come from the SRQ (dat_srq_post_recv).
+            return Err(dat_error(DAT_INVALID_STATE, 0));
+        }
+        if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
+            return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
+        }
+        let wr_id = i.next_wr;
+        i.next_wr += 1;
+        i.recvs.insert(wr_id, PostedRecv { cookie, iov: segs.clone(), flags });
+        let qp = i.qp.clone();
+        if qp.is_none() {
+            i.unposted.push_back(wr_id);
+        }
+        let held = i.recvs.len();
+        (wr_id, segs, qp, check_watermarks(&mut i, held))
+    };
+    let posted = qp.map_or(Ok(()), |qp| qp.post_recv(wr_id, sges(&segs)));
+    // After the receive is with the QP: a connection broken by the hard watermark flushes it.
+    crossing.report(&ep);
+    if let Err(e) = posted {
+        let mut i = ep.lock();
+        i.recvs.remove(&wr_id);
+        return Err(match e {
+            DevError::State => {
+                // The connection is gone: the receive completes as flushed.
+                drop(i);
+                flush_one_recv(&ep, cookie);
+                return Ok(DAT_SUCCESS);
+            }
+            _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
+        });
+    }
+    Ok(DAT_SUCCESS)
+}
+
+fn flush_one_recv(ep: &Ep, cookie: DAT_DTO_COOKIE) {
+    let evd = ep.lock().recv_evd.clone();
+    if let Some(evd) = evd {
+        evd.post(dto_event(ep.handle, cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0));
+    }
+}
+
+pub fn dto_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, op: DAT_DTOS, rmr_context: DAT_RMR_CONTEXT) -> DAT_EVENT {
+    let mut ev = DAT_EVENT::default();
+    ev.event_number = DAT_DTO_COMPLETION_EVENT;
+    ev.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
+        ep_handle: ep as DAT_EP_HANDLE,
+        user_cookie: cookie,
+        status,
+        transfered_length: len,
+        operation: op,
+        rmr_context,
+    };
+    ev
+}
+
+/// Takes every posted receive out as a flushed completion event (to post without locks).
+pub fn flush_recvs(ep: &Ep, i: &mut EpInner) -> Vec<DAT_EVENT> {
+    i.unposted.clear();
+    let mut ids: Vec<u64> = i.recvs.keys().copied().collect();
+    ids.sort_unstable();
+    ids.into_iter()
+        .filter_map(|id| i.recvs.remove(&id))
+        .map(|r| dto_event(ep.handle, r.cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0))
+        .collect()
+}
+
+pub fn post_all(evd: Option<Arc<Evd>>, events: Vec<DAT_EVENT>) {
+    if let Some(evd) = evd {
+        for ev in events {
+            evd.post(ev);
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! EP semantics: creation with provider defaults or checked attributes, query and modify,
-//! receives posted ahead of a connection, status, reset and free (posted work completes as
+//! status, reset and free (posted work completes as
 //! flushed on the EP's EVDs).
 
 use core::ptr::addr_of_mut;
@@ -15,7 +15,7 @@ use super::table::{self, Obj};
 use super::put;
 use crate::abi::*;
 use crate::util::idmap::IdMap;
-use crate::device::{DevError, Qp, Sge};
+use crate::device::Qp;
 use crate::lookup;
 
 /// The most private data a connect, accept or reject may carry.
@@ -549,88 +549,6 @@ pub fn ep_state_subtype(state: DAT_EP_STATE) -> DAT_RETURN {
     }
 }
 
-/// Checks a local I/O vector argument: `count` triplets at `iov` (`arg` is the count's
-/// subtype; the vector is the next argument).
-pub fn iov_arg(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Vec<DAT_LMR_TRIPLET>, DAT_RETURN> {
-    if count < 0 || count > max {
-        return Err(dat_error(DAT_INVALID_PARAMETER, arg));
-    }
-    if count == 0 {
-        return Ok(Vec::new());
-    }
-    if iov.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, arg + 1));
-    }
-    // SAFETY: the consumer passes `count` triplets.
-    Ok(unsafe { core::slice::from_raw_parts(iov, count as usize) }.to_vec())
-}
-
-pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Vec<Sge> {
-    iov.iter().map(|t| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }).collect()
-}
-
-pub fn post_recv(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
-    let ep = ep(handle)?;
-    // As for sends (dto::post): receive completions not collected yet hold their slots.
-    let full = {
-        let i = ep.lock();
-        i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize
-    };
-    if full {
-        ep.ia.dev.progress();
-    }
-    let (wr_id, segs, qp, crossing) = {
-        let mut i = ep.lock();
-        let segs = iov_arg(count, iov, i.attr.max_recv_iov, DAT_INVALID_ARG2)?;
-        if flags & !COMPLETION_FLAGS != 0 {
-            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
-        }
-        if i.recv_evd.is_none() {
-            return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_EVD_RECV));
-        }
-        if i.srq.is_some() {
-            // Its receives come from the SRQ (dat_srq_post_recv).
-            return Err(dat_error(DAT_INVALID_STATE, 0));
-        }
-        if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
-            return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
-        }
-        let wr_id = i.next_wr;
-        i.next_wr += 1;
-        i.recvs.insert(wr_id, PostedRecv { cookie, iov: segs.clone(), flags });
-        let qp = i.qp.clone();
-        if qp.is_none() {
-            i.unposted.push_back(wr_id);
-        }
-        let held = i.recvs.len();
-        (wr_id, segs, qp, check_watermarks(&mut i, held))
-    };
-    let posted = qp.map_or(Ok(()), |qp| qp.post_recv(wr_id, sges(&segs)));
-    // After the receive is with the QP: a connection broken by the hard watermark flushes it.
-    crossing.report(&ep);
-    if let Err(e) = posted {
-        let mut i = ep.lock();
-        i.recvs.remove(&wr_id);
-        return Err(match e {
-            DevError::State => {
-                // The connection is gone: the receive completes as flushed.
-                drop(i);
-                flush_one_recv(&ep, cookie);
-                return Ok(DAT_SUCCESS);
-            }
-            _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
-        });
-    }
-    Ok(DAT_SUCCESS)
-}
-
-fn flush_one_recv(ep: &Ep, cookie: DAT_DTO_COOKIE) {
-    let evd = ep.lock().recv_evd.clone();
-    if let Some(evd) = evd {
-        evd.post(dto_event(ep.handle, cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0));
-    }
-}
-
 pub fn get_status(handle: DAT_EP_HANDLE, state: *mut DAT_EP_STATE, recv_idle: *mut DAT_BOOLEAN, request_idle: *mut DAT_BOOLEAN) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep(handle)?;
     let i = ep.lock();
@@ -681,47 +599,14 @@ pub fn reset(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
         DAT_EP_STATE_DISCONNECTED => {
             i.qp = None;
             let evd = i.recv_evd.clone();
-            let flushed = flush_recvs(&ep, &mut i);
+            let flushed = super::dto::flush_recvs(&ep, &mut i);
             i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
             drop(i);
-            post_all(evd, flushed);
+            super::dto::post_all(evd, flushed);
         }
         s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
     }
     Ok(DAT_SUCCESS)
-}
-
-pub fn dto_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, op: DAT_DTOS, rmr_context: DAT_RMR_CONTEXT) -> DAT_EVENT {
-    let mut ev = DAT_EVENT::default();
-    ev.event_number = DAT_DTO_COMPLETION_EVENT;
-    ev.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
-        ep_handle: ep as DAT_EP_HANDLE,
-        user_cookie: cookie,
-        status,
-        transfered_length: len,
-        operation: op,
-        rmr_context,
-    };
-    ev
-}
-
-/// Takes every posted receive out as a flushed completion event (to post without locks).
-pub fn flush_recvs(ep: &Ep, i: &mut EpInner) -> Vec<DAT_EVENT> {
-    i.unposted.clear();
-    let mut ids: Vec<u64> = i.recvs.keys().copied().collect();
-    ids.sort_unstable();
-    ids.into_iter()
-        .filter_map(|id| i.recvs.remove(&id))
-        .map(|r| dto_event(ep.handle, r.cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0))
-        .collect()
-}
-
-pub fn post_all(evd: Option<Arc<Evd>>, events: Vec<DAT_EVENT>) {
-    if let Some(evd) = evd {
-        for ev in events {
-            evd.post(ev);
-        }
-    }
 }
 
 pub fn free(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
@@ -744,7 +629,7 @@ pub fn destroy(ep: &Ep) {
     }
     let mut i = ep.lock();
     let evd = i.recv_evd.clone();
-    let flushed = flush_recvs(ep, &mut i);
+    let flushed = super::dto::flush_recvs(ep, &mut i);
     let sends: Vec<(u64, PendingSend)> = i.sends.drain().collect();
     let request_evd = i.request_evd.clone();
     i.state = DAT_EP_STATE_DISCONNECTED;
@@ -759,8 +644,8 @@ pub fn destroy(ep: &Ep) {
     for slot in [&mut i.recv_evd, &mut i.request_evd, &mut i.connect_evd] {
         swap_evd(slot, None);
     }
-    post_all(evd, flushed);
+    super::dto::post_all(evd, flushed);
     let mut sends = sends;
     sends.sort_unstable_by_key(|(id, _)| *id);
-    post_all(request_evd, sends.iter().map(|(_, s)| super::dto::request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
+    super::dto::post_all(request_evd, sends.iter().map(|(_, s)| super::dto::request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
 }

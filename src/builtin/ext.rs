@@ -47,7 +47,7 @@ pub fn send_immediate_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len:
 pub const DAT2_BIND_AND_SEND_OP: u32 = 0x100;
 
 fn extension_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, op: DAT_DTOS, kind: DAT_IB_EXT_TYPE, imm: u32) -> DAT_EVENT {
-    let mut ev = super::ep::dto_event(ep, cookie, status, len, op, 0);
+    let mut ev = super::dto::dto_event(ep, cookie, status, len, op, 0);
     ev.event_number = DAT_IB_DTO_EVENT;
     let mut data = DAT_IB_EXTENSION_EVENT_DATA::default();
     data.r#type = kind;

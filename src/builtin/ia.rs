@@ -277,7 +277,7 @@ fn free_all(ia: &Arc<Ia>) {
     };
     objs.sort_by_key(|(_, o)| rank(o));
     for (handle, obj) in objs {
-        super::ops::destroy(handle as DAT_HANDLE, obj);
+        table::destroy(handle as DAT_HANDLE, obj);
     }
 }
 

@@ -242,7 +242,7 @@ unsafe extern "C" fn ep_modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param:
     guard_try(|| ep::modify(h, mask, param))
 }
 unsafe extern "C" fn ep_post_recv(h: DAT_EP_HANDLE, n: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> DAT_RETURN {
-    guard_try(|| ep::post_recv(h, n, iov, cookie, flags))
+    guard_try(|| dto::post_recv(h, n, iov, cookie, flags))
 }
 unsafe extern "C" fn ep_get_status(h: DAT_EP_HANDLE, state: *mut DAT_EP_STATE, recv_idle: *mut DAT_BOOLEAN, req_idle: *mut DAT_BOOLEAN) -> DAT_RETURN {
     guard_try(|| ep::get_status(h, state, recv_idle, req_idle))
@@ -321,29 +321,6 @@ unsafe extern "C" fn pz_query(h: DAT_PZ_HANDLE, mask: DAT_PZ_PARAM_MASK, param: 
 }
 unsafe extern "C" fn pz_free(h: DAT_HANDLE) -> DAT_RETURN {
     guard_try(|| pz::free(h))
-}
-
-/// Frees an object of a closing IA, whatever its type, without the checks a consumer's free
-/// gets (an abrupt close frees everything).
-pub fn destroy(handle: DAT_HANDLE, obj: Obj) {
-    if table::remove(handle as usize).is_none() {
-        return;
-    }
-    match obj {
-        Obj::Ia(_) => {}
-        Obj::Pz(p) => pz::destroy(&p),
-        Obj::Lmr(l) => lmr::destroy(&l),
-        Obj::Rmr(r) => rmr::destroy(&r),
-        Obj::Evd(e) => evd::destroy(&e),
-        Obj::Cno(_) => {}
-        Obj::Ep(e) => ep::destroy(&e),
-        Obj::Psp(p) => {
-            p.evd.users.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        Obj::Rsp(r) => sp::destroy_rsp(&r),
-        Obj::Cr(c) => c.pending.reject(&[]),
-        Obj::Srq(_) => {}
-    }
 }
 
 /// A provider table of the core for the IA name `device_name`.

@@ -5,7 +5,8 @@ use core::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::ep::{self, PostedRecv};
+use super::dto;
+use super::ep::PostedRecv;
 use super::ia::{self, Ia};
 use super::pz::{self, Pz};
 use super::table::{self, Obj};
@@ -97,10 +98,10 @@ pub fn create(ia_handle: DAT_IA_HANDLE, pz_handle: DAT_PZ_HANDLE, attr: *mut DAT
 
 pub fn post_recv(handle: DAT_SRQ_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE) -> Result<DAT_RETURN, DAT_RETURN> {
     let s = srq(handle)?;
-    let segs = ep::iov_arg(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
+    let segs = dto::iov_arg(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
     let wr_id = NEXT_WR.fetch_add(1, Ordering::Relaxed);
     s.recvs.lock().unwrap_or_else(|e| e.into_inner()).insert(wr_id, PostedRecv { cookie, iov: segs.clone(), flags: 0 });
-    if s.dev.post_recv(wr_id, ep::sges(&segs)).is_err() {
+    if s.dev.post_recv(wr_id, dto::sges(&segs)).is_err() {
         s.recvs.lock().unwrap_or_else(|e| e.into_inner()).remove(&wr_id);
         return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ));
     }

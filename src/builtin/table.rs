@@ -6,6 +6,9 @@
 //! with a quarantine), so a stale handle keeps failing the lookup instead of silently naming
 //! a new object. Objects live in one map from handle to `Arc`; a lookup clones the `Arc`, so
 //! an object freed by another thread meanwhile stays valid for the call that holds it.
+//!
+//! An abrupt `dat_ia_close` frees every object of the IA through [`destroy`], the one
+//! teardown that knows every type.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -195,4 +198,27 @@ pub fn async_evd_of(b: &super::provider::Builtin) -> Option<Arc<Evd>> {
         },
         _ => None,
     })
+}
+
+/// Frees an object of a closing IA, whatever its type, without the checks a consumer's free
+/// gets (an abrupt close frees everything).
+pub fn destroy(handle: DAT_HANDLE, obj: Obj) {
+    if remove(handle as usize).is_none() {
+        return;
+    }
+    match obj {
+        Obj::Ia(_) => {}
+        Obj::Pz(p) => super::pz::destroy(&p),
+        Obj::Lmr(l) => super::lmr::destroy(&l),
+        Obj::Rmr(r) => super::rmr::destroy(&r),
+        Obj::Evd(e) => super::evd::destroy(&e),
+        Obj::Cno(_) => {}
+        Obj::Ep(e) => super::ep::destroy(&e),
+        Obj::Psp(p) => {
+            p.evd.users.fetch_sub(1, Ordering::SeqCst);
+        }
+        Obj::Rsp(r) => super::sp::destroy_rsp(&r),
+        Obj::Cr(c) => c.pending.reject(&[]),
+        Obj::Srq(_) => {}
+    }
 }
