@@ -11,6 +11,7 @@ use super::table::{self, Obj};
 use super::put;
 use crate::abi::*;
 use crate::lookup;
+use crate::util::sync::{MutexExt, CondvarExt};
 
 pub struct CnoState {
     pub agent: DAT_OS_WAIT_PROXY_AGENT,
@@ -42,7 +43,7 @@ pub fn cno(handle: DAT_CNO_HANDLE) -> Result<Arc<Cno>, DAT_RETURN> {
 /// An attached EVD got an event: call the proxy agent, or wake a waiter.
 pub fn trigger(c: &Cno, evd: usize) {
     let agent = {
-        let s = c.state.lock().unwrap_or_else(|e| e.into_inner());
+        let s = c.state.locked();
         if s.agent.proxy_agent_func.is_none() {
             c.cond.notify_all();
             return;
@@ -57,11 +58,11 @@ pub fn trigger(c: &Cno, evd: usize) {
 
 /// Attaches or detaches an EVD (its own CNO field is kept by the EVD).
 pub fn attach(c: &Cno, evd: &Arc<Evd>) {
-    c.state.lock().unwrap_or_else(|e| e.into_inner()).evds.push(Arc::downgrade(evd));
+    c.state.locked().evds.push(Arc::downgrade(evd));
 }
 
 pub fn detach(c: &Cno, evd: &Evd) {
-    c.state.lock().unwrap_or_else(|e| e.into_inner()).evds.retain(|w| w.upgrade().is_some_and(|e| e.handle != evd.handle));
+    c.state.locked().evds.retain(|w| w.upgrade().is_some_and(|e| e.handle != evd.handle));
 }
 
 /// The first attached, enabled EVD holding events, starting after the last one reported.
@@ -110,7 +111,7 @@ pub fn create(ia_handle: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mu
 
 pub fn modify_agent(handle: DAT_CNO_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT) -> Result<DAT_RETURN, DAT_RETURN> {
     let c = cno(handle)?;
-    let had = std::mem::replace(&mut c.state.lock().unwrap_or_else(|e| e.into_inner()).agent, agent).proxy_agent_func.is_some();
+    let had = std::mem::replace(&mut c.state.locked().agent, agent).proxy_agent_func.is_some();
     let has = agent.proxy_agent_func.is_some();
     if had != has {
         c.ia.dev.consumer_waits(has);
@@ -121,7 +122,7 @@ pub fn modify_agent(handle: DAT_CNO_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT) -> R
 pub fn query(handle: DAT_CNO_HANDLE, mask: DAT_CNO_PARAM_MASK, param: *mut DAT_CNO_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let c = cno(handle)?;
     super::query_args(u64::from(mask), u64::from(DAT_CNO_FIELD_ALL | DAT_CNO_FIELD_PROXY), param)?;
-    let agent = c.state.lock().unwrap_or_else(|e| e.into_inner()).agent;
+    let agent = c.state.locked().agent;
     let proxy_type = if agent.proxy_agent_func.is_some() { DAT_PROXY_TYPE_AGENT } else { DAT_PROXY_TYPE_NONE };
     // SAFETY: checked non-NULL; the whole parameter block is filled.
     unsafe { put(param, DAT_CNO_PARAM { ia_handle: c.ia.consumer_handle(), proxy_type, proxy: DAT_CNO_PARAM_PROXY { agent } }) };
@@ -136,7 +137,7 @@ pub fn wait(handle: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_
     let deadline = deadline(timeout);
     // The device delivers what is ready and keeps completion wake-ups on while we wait.
     c.ia.dev.consumer_waits(true);
-    let mut s = c.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = c.state.locked();
     // Level-triggered: any attached EVD with events satisfies the wait, so a notification is
     // never lost because a waiter was after another EVD.
     s.waiters += 1;
@@ -147,13 +148,13 @@ pub fn wait(handle: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_
             break Ok(DAT_SUCCESS);
         }
         match deadline {
-            None => s = c.cond.wait(s).unwrap_or_else(|e| e.into_inner()),
+            None => s = c.cond.wait_locked(s),
             Some(d) => {
                 let now = Instant::now();
                 if now >= d {
                     break Err(dat_error(DAT_TIMEOUT_EXPIRED, 0));
                 }
-                s = c.cond.wait_timeout(s, d - now).unwrap_or_else(|e| e.into_inner()).0;
+                s = c.cond.wait_timeout_locked(s, d - now).0;
             }
         }
     };
@@ -165,11 +166,11 @@ pub fn wait(handle: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_
 
 pub fn free(handle: DAT_CNO_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     let c = cno(handle)?;
-    if c.users.load(Ordering::SeqCst) != 0 || c.state.lock().unwrap_or_else(|e| e.into_inner()).waiters != 0 {
+    if c.users.load(Ordering::SeqCst) != 0 || c.state.locked().waiters != 0 {
         return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE));
     }
     table::remove(c.handle);
-    if c.state.lock().unwrap_or_else(|e| e.into_inner()).agent.proxy_agent_func.is_some() {
+    if c.state.locked().agent.proxy_agent_func.is_some() {
         c.ia.dev.consumer_waits(false);
     }
     Ok(DAT_SUCCESS)

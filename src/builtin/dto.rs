@@ -8,6 +8,7 @@ use super::ep::{self, check_watermarks, ep_state_subtype, Ep, EpInner, PendingSe
 use super::evd::Evd;
 use crate::abi::*;
 use crate::device::{Completion, DevError, SendWr, Sge, WcOp, WrOp};
+use crate::util::sync::MutexExt;
 
 /// What a post asks of the device.
 pub struct Post {
@@ -118,7 +119,7 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
         if matches!(c.op, WcOp::Recv | WcOp::RecvImm) {
             let own = i.recvs.remove(&c.wr_id);
             let from_srq = own.is_none();
-            let r = own.or_else(|| i.srq.as_ref().and_then(|s| s.recvs.lock().unwrap_or_else(|e| e.into_inner()).remove(&c.wr_id)));
+            let r = own.or_else(|| i.srq.as_ref().and_then(|s| s.recvs.locked().remove(&c.wr_id)));
             let Some(r) = r else { return };
             if from_srq && c.status != DAT_DTO_ERR_FLUSHED {
                 // The EP took a buffer from the SRQ for this message: with its own, that is

@@ -17,6 +17,7 @@ use crate::abi::*;
 use crate::util::idmap::IdMap;
 use crate::device::Qp;
 use crate::lookup;
+use crate::util::sync::MutexExt;
 
 /// The most private data a connect, accept or reject may carry.
 pub const MAX_PRIVATE_DATA: DAT_COUNT = 256;
@@ -153,7 +154,7 @@ pub struct Ep {
 
 impl Ep {
     pub fn lock(&self) -> MutexGuard<'_, EpInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     pub fn weak(&self) -> Weak<Ep> {

@@ -14,6 +14,7 @@ use super::table::{self, Obj};
 use super::put;
 use crate::abi::*;
 use crate::lookup;
+use crate::util::sync::MutexExt;
 
 /// The EVD flags a consumer may ask for.
 const VALID_FLAGS: DAT_EVD_FLAGS =
@@ -54,7 +55,7 @@ pub struct Evd {
 
 impl Evd {
     pub fn lock(&self) -> MutexGuard<'_, EvdState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Delivers an event as a notification event. Returns false when the queue was full (the

@@ -12,6 +12,7 @@ use super::{evd, fill_cstr, put};
 use crate::abi::*;
 use crate::device::Device;
 use crate::lookup;
+use crate::util::sync::MutexExt;
 
 pub struct Ia {
     /// The provider-side IA handle (a table cell), as the registry holds it.
@@ -243,7 +244,7 @@ fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
     p.ha_supported = DAT_FALSE;
     p.ha_loadbalancing = DAT_FALSE;
     let pairs = ia.builtin.provider_specific(&*ia.dev);
-    let mut named = ia.named.lock().unwrap_or_else(|e| e.into_inner());
+    let mut named = ia.named.locked();
     let mut strings = Vec::with_capacity(pairs.len() * 2);
     for (n, v) in pairs {
         strings.push(std::ffi::CString::new(n).unwrap_or_default());

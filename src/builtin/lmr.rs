@@ -22,6 +22,7 @@ use crate::device::{Access, DevError};
 use crate::log::DbgType;
 use crate::lookup;
 use crate::builtin::mr::{self, Cookie, RegError, Registration, COOKIE_SIZE};
+use crate::util::sync::MutexExt;
 
 /// The privilege bits DAT and its IB extension define.
 pub const PRIV_VALID: u32 = Access::ALL;
@@ -198,7 +199,7 @@ pub fn create(
         bound: AtomicU32::new(0),
         context: Mutex::new(0),
     });
-    ia.lkeys.lock().unwrap_or_else(|e| e.into_inner()).insert(lmr.lmr_context(), handle);
+    ia.lkeys.locked().insert(lmr.lmr_context(), handle);
     let (lkey, rkey) = (lmr.lmr_context(), lmr.rmr_context());
     table::insert(handle, Obj::Lmr(lmr));
     // SAFETY: lmr_out checked non-NULL; the others are written only if non-NULL.
@@ -274,7 +275,7 @@ pub fn free(handle: DAT_LMR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
 
 /// Revokes the LMR's keys at once and releases its PZ (the object has left the table).
 pub fn destroy(l: &Lmr) {
-    l.ia.lkeys.lock().unwrap_or_else(|e| e.into_inner()).remove(&l.lmr_context());
+    l.ia.lkeys.locked().remove(&l.lmr_context());
     mr::release(&l.ia.dev, &l.reg);
     l.pz.release();
 }
@@ -292,7 +293,7 @@ pub fn sync(ia_handle: DAT_IA_HANDLE, segments: *const DAT_LMR_TRIPLET, count: D
     // SAFETY: the consumer passes `count` triplets.
     let segs = unsafe { core::slice::from_raw_parts(segments, count as usize) };
     for s in segs {
-        let handle = ia.lkeys.lock().unwrap_or_else(|e| e.into_inner()).get(&s.lmr_context).copied();
+        let handle = ia.lkeys.locked().get(&s.lmr_context).copied();
         let ok = handle
             .and_then(|h| lmr(h as DAT_LMR_HANDLE).ok())
             .is_some_and(|l| l.covers(s.virtual_address, u64::from(s.segment_length)));

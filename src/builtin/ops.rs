@@ -8,6 +8,7 @@ use super::table::{self, Obj};
 use super::{cm, cno, cr, dto, ep, evd, ext, ia, lmr, pz, rmr, sp, srq};
 use crate::abi::*;
 use crate::ffi::guard_try;
+use crate::util::sync::MutexExt;
 
 unsafe extern "C" fn ia_open_nts(name: *const c_char, qlen: DAT_COUNT, evd: *mut DAT_EVD_HANDLE, out: *mut DAT_IA_HANDLE) -> DAT_RETURN {
     guard_try(|| ia::open(name, false, qlen, evd, out))
@@ -35,7 +36,7 @@ fn any(h: DAT_HANDLE) -> Result<Obj, DAT_RETURN> {
 unsafe extern "C" fn set_consumer_context(h: DAT_HANDLE, context: DAT_CONTEXT) -> DAT_RETURN {
     guard_try(|| {
         // SAFETY: DAT_CONTEXT is an 8-byte union; its u64 view covers every member.
-        *any(h)?.context().lock().unwrap_or_else(|e| e.into_inner()) = unsafe { context.as_64 };
+        *any(h)?.context().locked() = unsafe { context.as_64 };
         Ok(DAT_SUCCESS)
     })
 }
@@ -45,7 +46,7 @@ unsafe extern "C" fn get_consumer_context(h: DAT_HANDLE, context: *mut DAT_CONTE
         if context.is_null() {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
         }
-        let v = *o.context().lock().unwrap_or_else(|e| e.into_inner());
+        let v = *o.context().locked();
         // SAFETY: checked non-NULL.
         unsafe { context.write(DAT_CONTEXT { as_64: v }) };
         Ok(DAT_SUCCESS)

@@ -14,6 +14,7 @@ use crate::abi::*;
 use crate::dbg_log;
 use crate::device::{Device, Driver};
 use crate::log::DbgType;
+use crate::util::sync::MutexExt;
 
 pub struct Builtin {
     pub name: CString,
@@ -83,12 +84,12 @@ fn instances() -> &'static Mutex<Vec<&'static Builtin>> {
 }
 
 pub fn find(name: &[u8]) -> Option<&'static Builtin> {
-    instances().lock().unwrap_or_else(|e| e.into_inner()).iter().copied().find(|b| b.name.as_bytes() == name)
+    instances().locked().iter().copied().find(|b| b.name.as_bytes() == name)
 }
 
 /// The instance serving `name`, created (and kept for the life of the process) on first use.
 fn instance(name: &[u8], driver: &'static dyn Driver, params: &str) -> &'static Builtin {
-    let mut all = instances().lock().unwrap_or_else(|e| e.into_inner());
+    let mut all = instances().locked();
     if let Some(b) = all.iter().find(|b| b.name.as_bytes() == name) {
         return b;
     }

@@ -12,6 +12,7 @@ use super::put;
 use crate::abi::*;
 use crate::device::{DevError, Mw};
 use crate::lookup;
+use crate::util::sync::MutexExt;
 
 /// A window's current binding.
 #[derive(Clone)]
@@ -65,7 +66,7 @@ pub fn create(pz_handle: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -> Result<DAT_
 pub fn query(handle: DAT_RMR_HANDLE, mask: DAT_RMR_PARAM_MASK, param: *mut DAT_RMR_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let r = rmr(handle)?;
     super::query_args(u64::from(mask), u64::from(DAT_RMR_FIELD_ALL), param)?;
-    let binding = r.binding.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let binding = r.binding.locked().clone();
     if mask & DAT_RMR_FIELD_LMR_TRIPLET != 0 && binding.is_none() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
     }
@@ -111,7 +112,7 @@ pub fn free(handle: DAT_RMR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
 }
 
 pub fn destroy(r: &Rmr) {
-    if let Some(b) = r.binding.lock().unwrap_or_else(|e| e.into_inner()).take() {
+    if let Some(b) = r.binding.locked().take() {
         b.lmr.unbind();
     }
     r.ia.dev.dealloc_mw(&r.mw);
@@ -189,7 +190,7 @@ pub fn bind(
         i.sends.insert(wr_id, super::ep::PendingSend { cookie, flags, report: super::ep::Report::Bind { rmr: r.handle, cookie } });
         wr_id
     };
-    let mut slot = r.binding.lock().unwrap_or_else(|e| e.into_inner());
+    let mut slot = r.binding.locked();
     let rkey = match &new_binding {
         Some(l) => match qp.bind_mw(
             wr_id,
@@ -235,7 +236,7 @@ pub fn bind_event(rmr: usize, cookie: DAT_RMR_COOKIE, status: u32) -> DAT_EVENT 
 pub fn invalidated(ia: &Arc<Ia>, rkey: u32) {
     for (_, o) in table::owned_by(ia) {
         if let Obj::Rmr(r) = o {
-            let mut b = r.binding.lock().unwrap_or_else(|e| e.into_inner());
+            let mut b = r.binding.locked();
             if b.as_ref().is_some_and(|b| b.rmr_context == rkey) {
                 if let Some(old) = b.take() {
                     old.lmr.unbind();

@@ -15,6 +15,7 @@ use crate::abi::*;
 use crate::util::idmap::IdMap;
 use crate::device::{Srq as DevSrq, SrqEvents};
 use crate::lookup;
+use crate::util::sync::MutexExt;
 
 pub struct Srq {
     pub handle: usize,
@@ -45,7 +46,7 @@ struct Watermark {
 
 impl SrqEvents for Watermark {
     fn limit_reached(&self) {
-        let srq = self.srq.lock().unwrap_or_else(|e| e.into_inner()).upgrade();
+        let srq = self.srq.locked().upgrade();
         if let Some(s) = srq {
             ia::post_async(&s.ia, ia::WATERMARK_EVENT, s.handle, DAT_SRQ_LOW_WATERMARK_EVENT as DAT_COUNT);
         }
@@ -88,7 +89,7 @@ pub fn create(ia_handle: DAT_IA_HANDLE, pz_handle: DAT_PZ_HANDLE, attr: *mut DAT
         users: AtomicU32::new(0),
         context: Mutex::new(0),
     });
-    *watermark.srq.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&s);
+    *watermark.srq.locked() = Arc::downgrade(&s);
     s.dev.set_limit(a.low_watermark as u32);
     table::insert(handle, Obj::Srq(s));
     // SAFETY: checked non-NULL.
@@ -100,9 +101,9 @@ pub fn post_recv(handle: DAT_SRQ_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRI
     let s = srq(handle)?;
     let segs = dto::iov_arg(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
     let wr_id = NEXT_WR.fetch_add(1, Ordering::Relaxed);
-    s.recvs.lock().unwrap_or_else(|e| e.into_inner()).insert(wr_id, PostedRecv { cookie, iov: segs.clone(), flags: 0 });
+    s.recvs.locked().insert(wr_id, PostedRecv { cookie, iov: segs.clone(), flags: 0 });
     if s.dev.post_recv(wr_id, dto::sges(&segs)).is_err() {
-        s.recvs.lock().unwrap_or_else(|e| e.into_inner()).remove(&wr_id);
+        s.recvs.locked().remove(&wr_id);
         return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ));
     }
     Ok(DAT_SUCCESS)
@@ -112,7 +113,7 @@ pub fn query(handle: DAT_SRQ_HANDLE, mask: DAT_SRQ_PARAM_MASK, param: *mut DAT_S
     let s = srq(handle)?;
     super::query_args(u64::from(mask), u64::from(DAT_SRQ_FIELD_ALL), param)?;
     let available = s.dev.available() as DAT_COUNT;
-    let outstanding = s.recvs.lock().unwrap_or_else(|e| e.into_inner()).len() as DAT_COUNT;
+    let outstanding = s.recvs.locked().len() as DAT_COUNT;
     let p = param;
     // SAFETY: the consumer's non-NULL param; only the fields asked for are written.
     unsafe {

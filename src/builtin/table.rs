@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use super::objects::*;
 use crate::abi::*;
 use crate::util::idmap::IdMap;
+use crate::util::sync::{MutexExt, RwLockExt};
 
 #[repr(C)]
 struct Cell {
@@ -40,7 +41,7 @@ fn cells() -> &'static Mutex<Cells> {
 }
 
 fn alloc_cell(provider: *const DAT_PROVIDER) -> usize {
-    let mut c = cells().lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = cells().locked();
     let addr = if c.recycled.len() > QUARANTINE {
         c.recycled.pop_front().unwrap_or_default()
     } else {
@@ -62,7 +63,7 @@ fn free_cell(addr: usize) {
     // SAFETY: `addr` came from alloc_cell and names a leaked cell.
     let cell = unsafe { &*(addr as *const Cell) };
     cell.provider.store(core::ptr::null_mut(), Ordering::Release);
-    cells().lock().unwrap_or_else(|e| e.into_inner()).recycled.push_back(addr);
+    cells().locked().recycled.push_back(addr);
 }
 
 /// Every live object of every built-in IA, by handle.
@@ -149,12 +150,12 @@ pub fn unreserve(handle: usize) {
 
 /// Publishes an object under its reserved handle.
 pub fn insert(handle: usize, obj: Obj) {
-    objects().write().unwrap_or_else(|e| e.into_inner()).insert(handle, obj);
+    objects().write_locked().insert(handle, obj);
 }
 
 /// Removes an object; its handle stops working at once.
 pub fn remove(handle: usize) -> Option<Obj> {
-    let obj = objects().write().unwrap_or_else(|e| e.into_inner()).remove(&handle);
+    let obj = objects().write_locked().remove(&handle);
     if obj.is_some() {
         free_cell(handle);
     }
@@ -162,14 +163,13 @@ pub fn remove(handle: usize) -> Option<Obj> {
 }
 
 pub fn get(handle: DAT_HANDLE) -> Option<Obj> {
-    objects().read().unwrap_or_else(|e| e.into_inner()).get(&(handle as usize)).cloned()
+    objects().read_locked().get(&(handle as usize)).cloned()
 }
 
 /// Every live object owned by `ia` (its async EVD included).
 pub fn owned_by(ia: &Arc<Ia>) -> Vec<(usize, Obj)> {
     objects()
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
+        .read_locked()
         .iter()
         .filter(|(_, o)| !matches!(o, Obj::Ia(_)) && Arc::ptr_eq(o.ia(), ia))
         .map(|(h, o)| (*h, o.clone()))
@@ -190,7 +190,7 @@ macro_rules! lookup {
 
 /// The async EVD of some open IA of the built-in provider `b` (for DAT_EVD_ASYNC_EXISTS).
 pub fn async_evd_of(b: &super::provider::Builtin) -> Option<Arc<Evd>> {
-    let objects = objects().read().unwrap_or_else(|e| e.into_inner());
+    let objects = objects().read_locked();
     objects.values().find_map(|o| match o {
         Obj::Ia(ia) if core::ptr::eq(ia.builtin, b) => match objects.get(&ia.async_evd.load(std::sync::atomic::Ordering::SeqCst)) {
             Some(Obj::Evd(e)) => Some(e.clone()),

@@ -10,6 +10,7 @@ use std::sync::{OnceLock, RwLock};
 
 use crate::abi::*;
 use crate::util::idmap::IdMap;
+use crate::util::sync::RwLockExt;
 
 /// The type of a tracked handle, numbered as `DAT_HANDLE_TYPE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -51,11 +52,11 @@ fn table() -> &'static RwLock<IdMap<usize, Tracked>> {
 }
 
 fn read() -> std::sync::RwLockReadGuard<'static, IdMap<usize, Tracked>> {
-    table().read().unwrap_or_else(|e| e.into_inner())
+    table().read_locked()
 }
 
 fn write() -> std::sync::RwLockWriteGuard<'static, IdMap<usize, Tracked>> {
-    table().write().unwrap_or_else(|e| e.into_inner())
+    table().write_locked()
 }
 
 /// Records a handle a provider returned. A NULL handle is ignored.

@@ -26,6 +26,7 @@ use crate::abi::*;
 use crate::dbg_log;
 use crate::ffi::{bounded_cstr, guard};
 use crate::log::DbgType;
+use crate::util::sync::{MutexExt, RwLockExt};
 
 pub use dynamic::DrEntry;
 pub use ia_table::IaSlot;
@@ -117,17 +118,17 @@ fn cell() -> &'static RwLock<Registry> {
 }
 
 pub fn read() -> RwLockReadGuard<'static, Registry> {
-    cell().read().unwrap_or_else(|e| e.into_inner())
+    cell().read_locked()
 }
 
 pub fn write() -> RwLockWriteGuard<'static, Registry> {
-    cell().write().unwrap_or_else(|e| e.into_inner())
+    cell().write_locked()
 }
 
 /// Serialises IA open and close across threads.
 pub fn lifecycle() -> MutexGuard<'static, ()> {
     static LIFECYCLE: Mutex<()> = Mutex::new(());
-    LIFECYCLE.lock().unwrap_or_else(|e| e.into_inner())
+    LIFECYCLE.locked()
 }
 
 /// `DAT_INVALID_STATE` once the library's destructor has run.

@@ -2,3 +2,4 @@
 
 pub mod idmap;
 pub mod sockaddr;
+pub mod sync;

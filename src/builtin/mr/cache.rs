@@ -42,6 +42,7 @@ use crate::util::idmap::IdMap;
 use crate::dbg_log;
 use crate::device::{Access, DevError, Device, Mr, Pd};
 use crate::log::DbgType;
+use crate::util::sync::MutexExt;
 
 pub const DEFAULT_MAX_ENTRIES: usize = 1024;
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
@@ -263,7 +264,7 @@ impl Drop for Locked<'_> {
             return;
         }
         let doomed = std::mem::take(&mut st.doomed);
-        let _reaping = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        let _reaping = self.1.locked();
         drop(st);
         dereg_all(doomed);
     }
@@ -357,7 +358,7 @@ impl Cache {
     }
 
     fn lock(&self) -> Locked<'_> {
-        Locked(Some(self.state.lock().unwrap_or_else(|e| e.into_inner())), &self.reaping)
+        Locked(Some(self.state.locked()), &self.reaping)
     }
 
     /// The lock, unless another thread holds it.
@@ -373,7 +374,7 @@ impl Cache {
     /// Waits until registrations another thread evicted are deregistered (a PD can be freed
     /// only after its MRs, and counters read after it are final).
     fn wait_reaped(&self) {
-        drop(self.reaping.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(self.reaping.locked());
     }
 
     /// The monitor when caching is possible, or why it is not.
@@ -745,7 +746,7 @@ impl Cache {
 
 impl Drop for Cache {
     fn drop(&mut self) {
-        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let st = self.state.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut st = std::mem::take(st);
         let kept: Vec<u64> = st.lru.values().copied().collect();
         for id in kept {

@@ -21,6 +21,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use crate::util::sync::{MutexExt, CondvarExt};
 
 /// How long revoking waits for verified peers to finish copies they were asked for.
 pub const PEER_WAIT: Duration = Duration::from_secs(2);
@@ -78,7 +79,7 @@ thread_local! {
 }
 
 fn lock(m: &Mutex<Vec<(RawFd, bool)>>) -> std::sync::MutexGuard<'_, Vec<(RawFd, bool)>> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.locked()
 }
 
 fn shut_down(fd: RawFd) {
@@ -165,7 +166,7 @@ impl SetLease {
                 }
             }
             let wait = if waited { Duration::from_millis(50) } else { deadline - now };
-            socks = self.returned.wait_timeout(socks, wait).unwrap_or_else(|e| e.into_inner()).0;
+            socks = self.returned.wait_timeout_locked(socks, wait).0;
         }
         self.waiting.store(false, Ordering::SeqCst);
     }

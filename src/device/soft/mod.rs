@@ -51,6 +51,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use crate::util::idmap::IdMap;
 use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
 use crate::builtin::mr::keys::KeyGen;
+use crate::util::sync::RwLockExt;
 
 /// One key set: what an lkey or rkey grants.
 #[derive(Clone)]
@@ -249,11 +250,11 @@ impl SoftDevice {
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|e| e.into_inner())
+        self.state.write_locked()
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(|e| e.into_inner())
+        self.state.read_locked()
     }
 
     /// What a local key grants, if it is live.

@@ -66,6 +66,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::io;
+use crate::util::sync::MutexExt;
 
 const NETLINK_SOCK_DIAG: libc::c_int = 4;
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -310,7 +311,7 @@ impl Drop for PeerProcess {
     fn drop(&mut self) {
         if let (Some((token, _)), Some(w)) = (&self.gone, watcher()) {
             // Closing the pidfd (after this) takes it out of the epoll set.
-            w.flags.lock().unwrap_or_else(|e| e.into_inner()).remove(token);
+            w.flags.locked().remove(token);
         }
     }
 }
@@ -327,11 +328,11 @@ impl Watcher {
     fn watch(&self, pidfd: &OwnedFd) -> Option<(u64, Arc<AtomicBool>)> {
         let token = self.next.fetch_add(1, Ordering::Relaxed);
         let flag = Arc::new(AtomicBool::new(false));
-        self.flags.lock().unwrap_or_else(|e| e.into_inner()).insert(token, Arc::downgrade(&flag));
+        self.flags.locked().insert(token, Arc::downgrade(&flag));
         let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32, u64: token };
         // SAFETY: both descriptors are open; `ev` is a valid event.
         if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, pidfd.as_raw_fd(), &mut ev) } != 0 {
-            self.flags.lock().unwrap_or_else(|e| e.into_inner()).remove(&token);
+            self.flags.locked().remove(&token);
             return None;
         }
         Some((token, flag))
@@ -342,7 +343,7 @@ impl Watcher {
         loop {
             // SAFETY: `events` is valid for 16 entries.
             let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 16, -1) };
-            let flags = self.flags.lock().unwrap_or_else(|e| e.into_inner());
+            let flags = self.flags.locked();
             for ev in &events[..n.max(0) as usize] {
                 let token = ev.u64;
                 if let Some(flag) = flags.get(&token).and_then(Weak::upgrade) {

@@ -22,6 +22,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::peer::PeerProcess;
+use crate::util::sync::MutexExt;
 
 /// Smaller registrations are not worth a look at /proc (and small transfers gain little).
 pub const MIN_LEN: u64 = 64 << 10;
@@ -201,7 +202,7 @@ fn mapped() -> &'static Mutex<Vec<Weak<PeerFile>>> {
 /// for reading, and for writing too when we write into it (the peer may write with it).
 fn open_peer(peer: &PeerProcess, src: Source, write: bool) -> Option<Arc<PeerFile>> {
     let pid = peer.pid()?;
-    let mut files = mapped().lock().unwrap_or_else(|e| e.into_inner());
+    let mut files = mapped().locked();
     files.retain(|w| w.strong_count() > 0);
     if let Some(f) = files.iter().filter_map(|w| w.upgrade()).find(|f| f.pid == pid && f.fd == src.fd && f.ino == src.ino && f.writable == write) {
         return Some(f);

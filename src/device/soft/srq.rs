@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::qp::SoftQp;
 use crate::device::{DevError, Sge, Srq, SrqEvents};
+use crate::util::sync::MutexExt;
 
 struct State {
     recvs: VecDeque<(u64, Vec<Sge>)>,
@@ -25,7 +26,7 @@ impl SoftSrq {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     pub fn attach(&self, qp: Weak<SoftQp>) {

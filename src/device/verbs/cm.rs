@@ -17,6 +17,7 @@ use super::{sys, Ptr};
 use crate::dbg_log;
 use crate::device::{CmEvent, DevError, ListenEvents, Listener, PendingConnection, Qp};
 use crate::log::DbgType;
+use crate::util::sync::MutexExt;
 
 /// How long address and route resolution may take, in milliseconds.
 const RESOLVE_MS: i32 = 2000;
@@ -164,7 +165,7 @@ unsafe impl Sync for VerbsPending {}
 
 impl VerbsPending {
     fn take(&self) -> bool {
-        let mut a = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        let mut a = self.answered.locked();
         !std::mem::replace(&mut *a, true)
     }
 }

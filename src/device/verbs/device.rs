@@ -16,6 +16,7 @@ use crate::util::idmap::IdMap;
 use crate::dbg_log;
 use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
 use crate::log::DbgType;
+use crate::util::sync::MutexExt;
 
 #[derive(Clone, Copy)]
 pub(super) struct MwState {
@@ -217,7 +218,7 @@ impl VerbsDevice {
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     pub(super) fn me(&self) -> Arc<VerbsDevice> {

@@ -10,6 +10,7 @@ use super::device::VerbsDevice;
 use super::{api, sys, Ptr};
 use crate::dbg_log;
 use crate::log::DbgType;
+use crate::util::sync::MutexExt;
 
 fn nonblocking(fd: i32) -> std::io::Result<()> {
     // SAFETY: fcntl on a descriptor rdma-core gave us.
@@ -100,7 +101,7 @@ pub(super) fn poll_qp(qp: &super::qp::VerbsQp) {
 
 /// Polls a CQ empty, dispatching each completion to its QP, in turn with other pollers.
 fn drain(qp: &Arc<super::qp::VerbsQp>, cq: Ptr<sys::ibv_cq>) {
-    let _turn = qp.polling.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = qp.polling.locked();
     poll_cq(qp, cq);
 }
 

@@ -34,6 +34,7 @@ use crate::util::idmap::IdMap;
 use crate::dbg_log;
 use crate::device::{Access, CmEvent, Completion, DevError, Mr, Mw, Pd, Qp, QpCaps, QpEvents, SendWr, Sge, WcOp, WrOp};
 use crate::log::DbgType;
+use crate::util::sync::MutexExt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Conn {
@@ -215,7 +216,7 @@ impl VerbsQp {
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     fn modify_init(&self) -> Result<(), DevError> {

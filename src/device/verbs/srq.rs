@@ -8,6 +8,7 @@ use super::inuse::{KeysInUse, WrKeys};
 use super::{api, sys, Ptr};
 use crate::util::idmap::IdMap;
 use crate::device::{DevError, Pd, Sge, Srq, SrqEvents};
+use crate::util::sync::MutexExt;
 
 pub struct VerbsSrq {
     dev: Arc<VerbsDevice>,
@@ -59,12 +60,12 @@ impl VerbsSrq {
     }
 
     pub(super) fn max_wr(&self) -> u32 {
-        *self.max_wr.lock().unwrap_or_else(|e| e.into_inner())
+        *self.max_wr.locked()
     }
 
     /// A receive of this SRQ completed on one of its QPs: the consumer's id.
     pub(super) fn take(&self, id: u64) -> Option<u64> {
-        let mut p = self.posted.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = self.posted.locked();
         let (wr_id, keys) = p.ids.remove(&id)?;
         p.keys.remove(&keys);
         Some(wr_id)
@@ -72,7 +73,7 @@ impl VerbsSrq {
 
     /// Whether a receive posted here with `lkey` is still outstanding.
     pub(super) fn uses_lkey(&self, lkey: u32) -> bool {
-        self.posted.lock().unwrap_or_else(|e| e.into_inner()).keys.contains(lkey)
+        self.posted.locked().keys.contains(lkey)
     }
 }
 
@@ -92,7 +93,7 @@ impl Srq for VerbsSrq {
         wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
         wr.num_sge = list.len() as i32;
         let keys = WrKeys::of(&sges);
-        let mut p = self.posted.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = self.posted.locked();
         let id = p.next;
         p.next += 1;
         wr.wr_id = id;
@@ -124,12 +125,12 @@ impl Srq for VerbsSrq {
         if rc != 0 {
             return Err(dev_error(rc));
         }
-        *self.max_wr.lock().unwrap_or_else(|e| e.into_inner()) = max_wr;
+        *self.max_wr.locked() = max_wr;
         Ok(())
     }
 
     fn available(&self) -> usize {
-        self.posted.lock().unwrap_or_else(|e| e.into_inner()).ids.len()
+        self.posted.locked().ids.len()
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -3,6 +3,7 @@
 //! threads, and the end of a connection (`fail`, `flush`).
 
 use super::*;
+use crate::util::sync::MutexExt;
 
 impl SoftQp {
     // -----------------------------------------------------------------------------------------
@@ -177,7 +178,7 @@ impl SoftQp {
     }
 
     pub(super) fn close_writer(&self) {
-        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.out.queue.locked();
         q.closed = true;
         q.frames.clear();
         self.out.cv.notify_all();
@@ -239,7 +240,7 @@ impl PendingConnection for Pending {
 
     fn accept(&self, qp: &Arc<dyn Qp>, private_data: &[u8]) -> Result<(), DevError> {
         let soft = qp.as_any().downcast_ref::<SoftQp>().ok_or(DevError::NotSupported)?.me();
-        let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take().ok_or(DevError::State)?;
+        let stream = self.stream.locked().take().ok_or(DevError::State)?;
         {
             let mut i = soft.lock();
             if i.state != State::Idle {
@@ -264,7 +265,7 @@ impl PendingConnection for Pending {
     }
 
     fn reject(&self, private_data: &[u8]) {
-        if let Some(stream) = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(stream) = self.stream.locked().take() {
             // Only the private data: nothing about us goes to a peer we turn away.
             let answer = Hello { private_data: private_data.to_vec(), ..Hello::default() };
             let _ = write_message(&stream, op::REJECT, &answer.encode());

@@ -2,6 +2,7 @@
 //! (lease.rs), its data landed from the socket, a buffer, or the peer's memory.
 
 use super::*;
+use crate::util::sync::MutexExt;
 
 impl SoftQp {
 
@@ -52,7 +53,7 @@ impl SoftQp {
                 if let Some((_held, dst)) = aliases() {
                     let peer = self.lock().peer.clone().ok_or(())?;
                     let from: Vec<(shm::Source, usize)> = srcs.iter().zip(remote).map(|(s, &(_, l))| (*s, l as usize)).collect();
-                    if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).copy(&peer, &from, &dst, io::TAIL) {
+                    if self.shm_peers.locked().copy(&peer, &from, &dst, io::TAIL) {
                         return Ok(());
                     }
                 }
@@ -222,7 +223,7 @@ impl SoftQp {
                     return (true, vec![Event::Flush(CmEvent::Broken)]);
                 };
                 let original = {
-                    let _atomic = self.dev.atomics.lock().unwrap_or_else(|e| e.into_inner());
+                    let _atomic = self.dev.atomics.locked();
                     let Ok(old) = io::read_u64(addr) else { return (false, Vec::new()) };
                     let new = if hdr.op == op::CMP_SWAP { if old == hdr.a { hdr.b } else { old } } else { old.wrapping_add(hdr.a) };
                     if new != old && io::write_u64(addr, new).is_err() {

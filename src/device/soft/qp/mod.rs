@@ -38,6 +38,7 @@ use super::rendezvous::{Channel, Claims, Rendezvous};
 use super::{shm, KeySet, SoftDevice};
 use crate::abi::*;
 use crate::device::*;
+use crate::util::sync::MutexExt;
 
 mod cm;
 mod exec;
@@ -354,7 +355,7 @@ impl SoftQp {
             let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
             let views: Option<Vec<(*const u8, usize)>> = local.iter().map(|(b, a, n)| Some((b.view(*a, *n)?, *n))).collect();
             if let Some(v) = views {
-                if self.shm_peers.lock().unwrap_or_else(|e| e.into_inner()).put(i.peer.as_deref()?, dst, &v, io::TAIL) {
+                if self.shm_peers.locked().put(i.peer.as_deref()?, dst, &v, io::TAIL) {
                     return Some(());
                 }
             }
@@ -464,14 +465,14 @@ impl SoftQp {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     /// Hands events to the consumer side in order, never while holding the QP's locks; a
     /// re-entrant call (from inside a callback) only queues.
     fn deliver(&self, events: Vec<Event>) {
         {
-            let mut d = self.delivery.lock().unwrap_or_else(|e| e.into_inner());
+            let mut d = self.delivery.locked();
             d.queue.extend(events);
             if d.busy {
                 return;
@@ -480,7 +481,7 @@ impl SoftQp {
         }
         loop {
             let next = {
-                let mut d = self.delivery.lock().unwrap_or_else(|e| e.into_inner());
+                let mut d = self.delivery.locked();
                 match d.queue.pop_front() {
                     Some(e) => e,
                     None => {
@@ -550,7 +551,7 @@ fn peer_table(peer: &PeerProcess, fd: u32) -> Option<Arc<KeyTable>> {
     let file = std::fs::File::from(peer.get_fd(fd)?);
     let meta = file.metadata().ok()?;
     let key = (meta.dev(), meta.ino());
-    let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut tables = TABLES.locked();
     tables.retain(|(_, w)| w.strong_count() > 0);
     if let Some(t) = tables.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
         return Some(t);

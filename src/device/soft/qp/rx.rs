@@ -4,6 +4,7 @@
 //! STALL_BYTES and RNR_WAIT.
 
 use super::*;
+use crate::util::sync::{MutexExt, CondvarExt};
 
 impl SoftQp {
 
@@ -277,7 +278,7 @@ impl SoftQp {
         let needs_recv = needs_recv(&hdr);
         let cost = stall_cost(&hdr, &data);
         loop {
-            let exec = self.exec.lock().unwrap_or_else(|e| e.into_inner());
+            let exec = self.exec.locked();
             let (stall, room) = {
                 let i = self.lock();
                 let stall = !i.stalled.is_empty() || (needs_recv && !self.has_recv(&i));
@@ -318,7 +319,7 @@ impl SoftQp {
 
     pub(super) fn wait_room<'a>(&self, i: MutexGuard<'a, Inner>, d: Duration) -> MutexGuard<'a, Inner> {
         self.room_waiters.fetch_add(1, Ordering::SeqCst);
-        let i = self.room.wait_timeout(i, d).unwrap_or_else(|e| e.into_inner()).0;
+        let i = self.room.wait_timeout_locked(i, d).0;
         self.room_waiters.fetch_sub(1, Ordering::SeqCst);
         i
     }
@@ -354,7 +355,7 @@ impl SoftQp {
 
     /// Runs requests that waited for receives, now that one was posted.
     pub(super) fn drain_stalled(&self) {
-        let _exec = self.exec.lock().unwrap_or_else(|e| e.into_inner());
+        let _exec = self.exec.locked();
         let mut events = Vec::new();
         let mut broken = false;
         loop {
@@ -409,7 +410,7 @@ impl SoftQp {
     /// ACK_BATCH.
     pub(super) fn defer_ack(&self) {
         let full = {
-            let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut q = self.out.queue.locked();
             if q.closed {
                 return;
             }
@@ -422,7 +423,7 @@ impl SoftQp {
     }
 
     pub(super) fn acks_pending(&self) -> bool {
-        self.out.queue.lock().unwrap_or_else(|e| e.into_inner()).acks > 0
+        self.out.queue.locked().acks > 0
     }
 
     /// Sends the pending acknowledgements, unless another frame already took them.

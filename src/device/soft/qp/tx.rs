@@ -3,6 +3,7 @@
 //! writer thread itself; acknowledgements riding on frames (see wire.rs).
 
 use super::*;
+use crate::util::sync::{MutexExt, CondvarExt};
 
 impl SoftQp {
     /// Queues a frame for the writer thread (the reader thread's way: it must never block).
@@ -11,7 +12,7 @@ impl SoftQp {
     }
 
     pub(super) fn queue_frame(&self, mut frame: Frame, hold: bool) {
-        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.out.queue.locked();
         if q.closed || !stamp(&mut q, &mut frame) {
             return;
         }
@@ -27,7 +28,7 @@ impl SoftQp {
     }
 
     pub(super) fn release_frames(&self) {
-        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.out.queue.locked();
         q.held = false;
         self.out.cv.notify_one();
     }
@@ -45,7 +46,7 @@ impl SoftQp {
     /// for the writer thread (or drops it when the connection is closed, or it is an ACK with
     /// nothing left to carry).
     fn idle_or_queue(&self, mut frame: Frame) -> Option<(MutexGuard<'_, OutState>, Frame)> {
-        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.out.queue.locked();
         if q.closed || !stamp(&mut q, &mut frame) {
             return None;
         }
@@ -97,7 +98,7 @@ impl SoftQp {
         let fd = q.fd;
         drop(q);
         let ok = self.write_frame(fd, &frame);
-        let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.out.queue.locked();
         q.busy = false;
         if !ok || frame.last {
             q.closed = true;
@@ -142,10 +143,10 @@ impl SoftQp {
 
     pub(super) fn writer(&self, stream: TcpStream) {
         let fd = stream.as_raw_fd();
-        self.out.queue.lock().unwrap_or_else(|e| e.into_inner()).fd = fd;
+        self.out.queue.locked().fd = fd;
         loop {
             let frame = {
-                let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+                let mut q = self.out.queue.locked();
                 loop {
                     if !q.busy && !q.held {
                         if let Some(f) = q.frames.pop_front() {
@@ -156,7 +157,7 @@ impl SoftQp {
                     if q.closed && !q.busy {
                         break None;
                     }
-                    q = self.out.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                    q = self.out.cv.wait_locked(q);
                 }
             };
             let Some(frame) = frame else { return };
@@ -164,7 +165,7 @@ impl SoftQp {
             if ok {
                 self.answered(&frame);
             }
-            let mut q = self.out.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut q = self.out.queue.locked();
             q.busy = false;
             if !ok || frame.last {
                 q.closed = true;
