@@ -6,17 +6,17 @@ use std::fmt::Arguments;
 use std::io::Write;
 use std::sync::OnceLock;
 
-/// The `DAT_DBG_TYPE` bits.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct DbgType(pub u32);
-
-impl DbgType {
-    pub const ERROR: DbgType = DbgType(0x1);
-    pub const GENERIC: DbgType = DbgType(0x2);
-    pub const SR: DbgType = DbgType(0x4);
-    pub const DR: DbgType = DbgType(0x8);
-    pub const PROVIDER_API: DbgType = DbgType(0x10);
-    pub const CONSUMER_API: DbgType = DbgType(0x20);
+bitflags::bitflags! {
+    /// The `DAT_DBG_TYPE` bits.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct DbgType: u32 {
+        const ERROR = 0x1;
+        const GENERIC = 0x2;
+        const SR = 0x4;
+        const DR = 0x8;
+        const PROVIDER_API = 0x10;
+        const CONSUMER_API = 0x20;
+    }
 }
 
 const DEST_STDOUT: u32 = 0x1;
@@ -61,13 +61,13 @@ pub fn parse_c_number(s: &str) -> Option<u32> {
 
 /// True when messages of `kind` are wanted; use it to skip formatting costs.
 pub fn enabled(kind: DbgType) -> bool {
-    config().mask & kind.0 != 0
+    config().mask & kind.bits() != 0
 }
 
 /// Logs one message with the `DAT Registry: ` prefix if `kind` is enabled.
 pub fn log(kind: DbgType, args: Arguments<'_>) {
     let cfg = config();
-    if cfg.mask & kind.0 == 0 {
+    if cfg.mask & kind.bits() == 0 {
         return;
     }
     let line = format!("DAT Registry: {args}\n");

@@ -25,7 +25,7 @@ use crate::builtin::mr::{self, Cookie, RegError, Registration, COOKIE_SIZE};
 use crate::util::sync::MutexExt;
 
 /// The privilege bits DAT and its IB extension define.
-pub const PRIV_VALID: u32 = Access::ALL;
+pub const PRIV_VALID: u32 = Access::all().bits();
 
 pub struct Lmr {
     pub handle: usize,
@@ -128,7 +128,7 @@ pub fn create(
     if lmr_out.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8));
     }
-    let access = Access(privileges | Access::LOCAL_READ);
+    let access = Access::from_bits_retain(privileges) | Access::LOCAL_READ;
     let zb = va_type == DAT_VA_TYPE_ZB;
     let mut cookie: Option<Box<Cookie>> = None;
     let mut region = region;

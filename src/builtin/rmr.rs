@@ -198,7 +198,7 @@ pub fn bind(
             &l.reg.mr,
             t.virtual_address,
             u64::from(t.segment_length),
-            crate::device::Access(mem_priv & crate::device::Access::REMOTE),
+            crate::device::Access::from_bits_retain(mem_priv) & crate::device::Access::REMOTE,
             va_type == DAT_VA_TYPE_ZB,
         ) {
             Ok(k) => k,

@@ -53,29 +53,27 @@ pub fn common_attributes(driver: &dyn Driver, mode: &str) -> Vec<(&'static str, 
     ]
 }
 
-/// Access rights of a registration, in DAT's privilege bits (`DAT_MEM_PRIV_*`, plus
-/// `DAT_IB_MEM_PRIV_REMOTE_ATOMIC`). Local read is always implied.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Access(pub u32);
+bitflags::bitflags! {
+    /// Access rights of a registration, in DAT's privilege bits (`DAT_MEM_PRIV_*`, plus
+    /// `DAT_IB_MEM_PRIV_REMOTE_ATOMIC`). Local read is always implied.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct Access: u32 {
+        const LOCAL_READ = DAT_MEM_PRIV_LOCAL_READ_FLAG;
+        const REMOTE_READ = DAT_MEM_PRIV_REMOTE_READ_FLAG;
+        const LOCAL_WRITE = DAT_MEM_PRIV_LOCAL_WRITE_FLAG;
+        const REMOTE_WRITE = DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+        const REMOTE_ATOMIC = DAT_IB_MEM_PRIV_REMOTE_ATOMIC;
+        const REMOTE = Self::REMOTE_READ.bits() | Self::REMOTE_WRITE.bits() | Self::REMOTE_ATOMIC.bits();
+    }
+}
 
 impl Access {
-    pub const LOCAL_READ: u32 = DAT_MEM_PRIV_LOCAL_READ_FLAG;
-    pub const REMOTE_READ: u32 = DAT_MEM_PRIV_REMOTE_READ_FLAG;
-    pub const LOCAL_WRITE: u32 = DAT_MEM_PRIV_LOCAL_WRITE_FLAG;
-    pub const REMOTE_WRITE: u32 = DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
-    pub const REMOTE_ATOMIC: u32 = DAT_IB_MEM_PRIV_REMOTE_ATOMIC;
-    pub const ALL: u32 = Self::LOCAL_READ | Self::REMOTE_READ | Self::LOCAL_WRITE | Self::REMOTE_WRITE | Self::REMOTE_ATOMIC;
-    pub const REMOTE: u32 = Self::REMOTE_READ | Self::REMOTE_WRITE | Self::REMOTE_ATOMIC;
-
-    pub fn has(self, bits: u32) -> bool {
-        self.0 & bits == bits
-    }
     pub fn is_remote(self) -> bool {
-        self.0 & Self::REMOTE != 0
+        self.intersects(Self::REMOTE)
     }
     /// Whether the memory must be writable: local or remote write, or atomics.
     pub fn needs_write(self) -> bool {
-        self.0 & (Self::LOCAL_WRITE | Self::REMOTE_WRITE | Self::REMOTE_ATOMIC) != 0
+        self.intersects(Self::LOCAL_WRITE | Self::REMOTE_WRITE | Self::REMOTE_ATOMIC)
     }
 }
 

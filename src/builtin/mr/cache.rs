@@ -526,7 +526,7 @@ impl Cache {
 
     /// Registers `[addr, addr+len)` (see the module comment for how it is shared or kept).
     pub fn register_range(&self, dev: &Arc<dyn Device>, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Registration, RegError> {
-        let key = Key::Range { dev: dev_id(dev), pd: pd.0, addr, len, access: access.0, zero_based };
+        let key = Key::Range { dev: dev_id(dev), pd: pd.0, addr, len, access: access.bits(), zero_based };
         match self.mode(dev) {
             Mode::Share => self.share(dev, key, pd, addr, len, access, zero_based),
             Mode::Private => {

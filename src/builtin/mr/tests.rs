@@ -127,8 +127,8 @@ impl Device for Mock {
     }
 }
 
-const LOCAL: Access = Access(Access::LOCAL_READ | Access::LOCAL_WRITE);
-const REMOTE: Access = Access(Access::LOCAL_READ | Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+const LOCAL: Access = Access::LOCAL_READ.union(Access::LOCAL_WRITE);
+const REMOTE: Access = Access::LOCAL_READ.union(Access::LOCAL_WRITE).union(Access::REMOTE_WRITE);
 const PAGE: u64 = 4096;
 
 /// An anonymous private mapping, unmapped on drop unless the test already did.
@@ -252,7 +252,7 @@ fn hit_after_free() {
     assert_eq!(c.stats().entries, 1);
     // Another PD, access or range is another key: a miss.
     let r4 = reg(&c, &dev, 2, m.addr + 100, 3000, LOCAL);
-    let r5 = reg(&c, &dev, 1, m.addr + 100, 3000, Access(Access::LOCAL_READ));
+    let r5 = reg(&c, &dev, 1, m.addr + 100, 3000, Access::LOCAL_READ);
     let r6 = reg(&c, &dev, 1, m.addr, 3000, LOCAL);
     assert!(!r4.reused && !r5.reused && !r6.reused);
     assert_eq!(c.stats().misses, 4);
@@ -702,7 +702,7 @@ fn file_and_shared_mappings_are_not_kept() {
     // SAFETY: a private read-only mapping of our own executable, unmapped below.
     let mapped = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0) };
     assert_ne!(mapped, libc::MAP_FAILED);
-    let r = reg(&c, &dev, 1, mapped as u64, PAGE, Access(Access::LOCAL_READ));
+    let r = reg(&c, &dev, 1, mapped as u64, PAGE, Access::LOCAL_READ);
     c.release(&dev, &r);
     assert_eq!(c.stats().entries, 0, "a file mapping cannot be watched, so it is not kept");
     let r = reg(&c, &dev, 1, shared as u64, PAGE, LOCAL);

@@ -182,7 +182,7 @@ impl KeyTable {
             s.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
             fence(Ordering::Release);
             s.pd.store(g.pd, Ordering::Relaxed);
-            s.access.store(g.access.0, Ordering::Relaxed);
+            s.access.store(g.access.bits(), Ordering::Relaxed);
             s.bound_qp.store(g.bound_qp, Ordering::Relaxed);
             s.addr.store(g.addr, Ordering::Relaxed);
             s.len.store(g.len, Ordering::Relaxed);
@@ -270,7 +270,7 @@ impl KeyTable {
             }
             let g = Grant {
                 pd: s.pd.load(Ordering::Relaxed),
-                access: Access(s.access.load(Ordering::Relaxed)),
+                access: Access::from_bits_retain(s.access.load(Ordering::Relaxed)),
                 bound_qp: s.bound_qp.load(Ordering::Relaxed),
                 addr: s.addr.load(Ordering::Relaxed),
                 len: s.len.load(Ordering::Relaxed),
@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn publish_lookup_withdraw_and_peer_view() {
         let t = KeyTable::create().expect("memfd");
-        let g = Grant { pd: 3, access: Access(Access::REMOTE_WRITE), bound_qp: 0, addr: 0x1000, len: 64, zero_based: false, file: None };
+        let g = Grant { pd: 3, access: Access::REMOTE_WRITE, bound_qp: 0, addr: 0x1000, len: 64, zero_based: false, file: None };
         t.publish(0xdead_beef, g);
         assert_eq!(t.lookup(0xdead_beef), Some(g));
         // A peer takes our descriptor itself (pidfd_getfd): read and write, as we opened it.

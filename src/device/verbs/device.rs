@@ -92,7 +92,7 @@ pub(super) fn last_error() -> DevError {
 fn remote_access(a: Access) -> u32 {
     [(Access::REMOTE_READ, sys::IBV_ACCESS_REMOTE_READ), (Access::REMOTE_WRITE, sys::IBV_ACCESS_REMOTE_WRITE), (Access::REMOTE_ATOMIC, sys::IBV_ACCESS_REMOTE_ATOMIC)]
         .iter()
-        .filter(|(bit, _)| a.has(*bit))
+        .filter(|(bit, _)| a.contains(*bit))
         .fold(0, |f, (_, flag)| f | flag)
 }
 

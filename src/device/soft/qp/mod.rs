@@ -342,7 +342,7 @@ impl SoftQp {
         // The peer's key stays valid while we write through it: its revoke waits for the pin.
         let keys = i.peer_keys.as_ref()?;
         let (g, _pin) = keys.pin(rkey)?;
-        if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.has(Access::REMOTE_WRITE) {
+        if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.contains(Access::REMOTE_WRITE) {
             return None;
         }
         let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
@@ -511,7 +511,7 @@ impl SoftQp {
             .map(|s| {
                 let k = self.dev.lkey(s.lkey)?;
                 let inside = s.addr >= k.addr && s.addr.checked_add(u64::from(s.len)).is_some_and(|e| e <= k.addr + k.len);
-                (k.pd == self.pd && inside && (!write || k.access.has(Access::LOCAL_WRITE))).then_some(k)
+                (k.pd == self.pd && inside && (!write || k.access.contains(Access::LOCAL_WRITE))).then_some(k)
             })
             .collect()
     }
@@ -523,9 +523,9 @@ impl SoftQp {
 
     /// Checks a remote access against our key table; returns the local address it names and
     /// the key set that admits it.
-    fn check_remote(&self, rkey: u32, raddr: u64, len: u64, need: u32) -> Option<(u64, Arc<SetLease>)> {
+    fn check_remote(&self, rkey: u32, raddr: u64, len: u64, need: Access) -> Option<(u64, Arc<SetLease>)> {
         let k: KeySet = self.dev.rkey(rkey)?;
-        if k.pd != self.pd || k.bound_qp.is_some_and(|q| q != self.id) || !k.access.has(need) {
+        if k.pd != self.pd || k.bound_qp.is_some_and(|q| q != self.id) || !k.access.contains(need) {
             return None;
         }
         let addr = if k.zero_based { k.addr.checked_add(raddr)? } else { raddr };
