@@ -15,9 +15,18 @@
 
 pub mod abi;
 mod api;
-pub mod builtin;
-pub mod device;
-pub mod ffi;
-pub mod log;
-pub mod registry;
-pub mod util;
+pub(crate) mod builtin;
+pub(crate) mod device;
+pub(crate) mod ffi;
+pub(crate) mod log;
+pub(crate) mod registry;
+pub(crate) mod util;
+
+/// What the integration tests (`tests/`) and the fuzzer (`fuzz/`) reach inside the library,
+/// and nothing else: the count of live registrations, and the soft device's wire protocol
+/// with the peer checks it drives. The C API is the library's only interface.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::builtin::mr::live;
+    pub use crate::device::soft::{peer, rendezvous, shm, wire};
+}

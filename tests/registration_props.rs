@@ -10,7 +10,7 @@
 //! - `dat_pz_free` fails with DAT_INVALID_STATE | PZ_IN_USE exactly while the model has live
 //!   LMRs in that PZ;
 //! - a freed LMR's lmr_context is refused by `dat_lmr_sync_rdma_read`, a live one's accepted;
-//! - at the end everything frees, the IA closes gracefully and `dat2::builtin::mr::live()` is back
+//! - at the end everything frees, the IA closes gracefully and `dat2::testing::live()` is back
 //!   to where it started (registration reference counts balance).
 //!
 //! The entry points are the exported C functions (the rlib holds their symbols).
@@ -382,14 +382,14 @@ proptest! {
     #[test]
     fn registration_model(pz_count in 2usize..=3, ops in proptest::collection::vec(op(), 1..200)) {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let start = dat2::builtin::mr::live();
+        let start = dat2::testing::live();
         let mut w = open(pz_count)?;
         let result = ops.iter().try_for_each(|op| w.apply(op));
         // Tear down even after a failed step, so that the next case starts clean.
         let teardown = w.teardown();
         result?;
         teardown?;
-        prop_assert_eq!(dat2::builtin::mr::live(), start, "registrations left after everything was freed");
+        prop_assert_eq!(dat2::testing::live(), start, "registrations left after everything was freed");
     }
 }
 
@@ -398,19 +398,19 @@ proptest! {
 #[test]
 fn shared_registration_released_with_last_lmr() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let start = dat2::builtin::mr::live();
+    let start = dat2::testing::live();
     let mut w = open(2).expect("open");
     let addr = buffers()[1].as_ptr() as u64 + 100;
     for _ in 0..10 {
         w.create(addr, 1000, 0, 0x33).expect("create");
     }
     w.create(addr, 1000, 1, 0x33).expect("create in the other PZ");
-    assert_eq!(dat2::builtin::mr::live(), start + 2, "one registration per (range, PZ, privileges)");
+    assert_eq!(dat2::testing::live(), start + 2, "one registration per (range, PZ, privileges)");
     while w.live.len() > 1 {
         w.apply(&Op::Free { pick: 0 }).expect("free");
         w.apply(&Op::Sync { pick: 0 }).expect("sync");
     }
-    assert_eq!(dat2::builtin::mr::live(), start + 1);
+    assert_eq!(dat2::testing::live(), start + 1);
     w.teardown().expect("teardown");
-    assert_eq!(dat2::builtin::mr::live(), start);
+    assert_eq!(dat2::testing::live(), start);
 }

@@ -4,7 +4,7 @@
 //! The process is both sides. Once, it opens a dat2-soft IA through the library's C entry
 //! points, the way a C consumer does (a PSP, EVDs, LMRs over memory laid out below), and the
 //! consumer side is driven from here. Then, for every input, it connects to the PSP over
-//! loopback TCP as a peer would, and speaks the wire protocol (`dat2::device::soft::wire`):
+//! loopback TCP as a peer would, and speaks the wire protocol (`dat2::testing::wire`):
 //! HELLO, the consumer's `dat_cr_accept` on a fresh EP with receives posted, the ACCEPT, our
 //! READY, the ESTABLISHED; then the input's frames. It then closes its sending half and waits
 //! until the library closes the connection, reports the connection's end and completes every
@@ -72,10 +72,10 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use dat2::abi::*;
-use dat2::device::soft::peer;
-use dat2::device::soft::rendezvous::{Claims, Rendezvous};
-use dat2::device::soft::shm::Source;
-use dat2::device::soft::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
+use dat2::testing::peer;
+use dat2::testing::rendezvous::{Claims, Rendezvous};
+use dat2::testing::shm::Source;
+use dat2::testing::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
 use libfuzzer_sys::fuzz_target;
 
 // ---------------------------------------------------------------------------------------------

@@ -273,7 +273,7 @@ pub fn post_recv(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIP
         }
         let wr_id = i.next_wr;
         i.next_wr += 1;
-        i.recvs.insert(wr_id, PostedRecv { cookie, iov: segs.clone(), flags });
+        i.recvs.insert(wr_id, PostedRecv { cookie, iov: segs.clone() });
         let qp = i.qp.clone();
         if qp.is_none() {
             i.unposted.push_back(wr_id);

@@ -33,7 +33,6 @@ pub const COMPLETION_FLAGS: DAT_COMPLETION_FLAGS = DAT_COMPLETION_SUPPRESS_FLAG
 pub struct PostedRecv {
     pub cookie: DAT_DTO_COOKIE,
     pub iov: Vec<DAT_LMR_TRIPLET>,
-    pub flags: DAT_COMPLETION_FLAGS,
 }
 // SAFETY: the cookie is the consumer's opaque value.
 unsafe impl Send for PostedRecv {}

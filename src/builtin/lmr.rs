@@ -40,7 +40,7 @@ pub struct Lmr {
     pub reg: Registration,
     pub address: u64,
     /// Our copy of a shared-memory cookie; `region` points at it.
-    pub cookie: Option<Box<Cookie>>,
+    _cookie: Option<Box<Cookie>>,
     /// RMRs bound to this LMR; `FREED` once it is being freed.
     pub bound: AtomicU32,
     pub context: Mutex<u64>,
@@ -195,7 +195,7 @@ pub fn create(
         va_type,
         reg,
         address,
-        cookie,
+        _cookie: cookie,
         bound: AtomicU32::new(0),
         context: Mutex::new(0),
     });

@@ -22,8 +22,6 @@ pub struct Binding {
     pub mem_priv: DAT_MEM_PRIV_FLAGS,
     pub va_type: DAT_VA_TYPE,
     pub rmr_context: DAT_RMR_CONTEXT,
-    /// The EP handle the window is bound to.
-    pub ep: usize,
 }
 
 pub struct Rmr {
@@ -216,7 +214,7 @@ pub fn bind(
     if let Some(old) = slot.take() {
         old.lmr.unbind();
     }
-    *slot = new_binding.map(|lmr| Binding { lmr, triplet: t, mem_priv, va_type, rmr_context: rkey, ep: ep.handle });
+    *slot = new_binding.map(|lmr| Binding { lmr, triplet: t, mem_priv, va_type, rmr_context: rkey });
     drop(slot);
     if !context_out.is_null() {
         // SAFETY: non-NULL consumer out-pointer.

@@ -21,7 +21,8 @@ pub struct Psp {
     pub conn_qual: DAT_CONN_QUAL,
     pub evd: Arc<Evd>,
     pub flags: DAT_PSP_FLAGS,
-    pub listener: Box<dyn Listener>,
+    /// Listening for as long as the service point lives.
+    _listener: Box<dyn Listener>,
     pub context: Mutex<u64>,
 }
 
@@ -31,7 +32,8 @@ pub struct Rsp {
     pub conn_qual: DAT_CONN_QUAL,
     pub evd: Arc<Evd>,
     pub ep: Arc<Ep>,
-    pub listener: Box<dyn Listener>,
+    /// Listening for as long as the service point lives.
+    _listener: Box<dyn Listener>,
     pub context: Mutex<u64>,
 }
 
@@ -89,7 +91,7 @@ fn new_psp(ia: Arc<Ia>, conn_qual: DAT_CONN_QUAL, evd: Arc<Evd>, flags: DAT_PSP_
     };
     let conn_qual = if conn_qual == 0 { DAT_CONN_QUAL::from(listener.port()) } else { conn_qual };
     evd.users.fetch_add(1, Ordering::SeqCst);
-    table::insert(handle, Obj::Psp(Arc::new(Psp { handle, ia, conn_qual, evd, flags, listener, context: Mutex::new(0) })));
+    table::insert(handle, Obj::Psp(Arc::new(Psp { handle, ia, conn_qual, evd, flags, _listener: listener, context: Mutex::new(0) })));
     Ok((handle, conn_qual))
 }
 
@@ -193,7 +195,7 @@ pub fn rsp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, ep_handle:
         };
         i.state = reserved;
         evd.users.fetch_add(1, Ordering::SeqCst);
-        table::insert(handle, Obj::Rsp(Arc::new(Rsp { handle, ia, conn_qual, evd, ep: ep.clone(), listener, context: Mutex::new(0) })));
+        table::insert(handle, Obj::Rsp(Arc::new(Rsp { handle, ia, conn_qual, evd, ep: ep.clone(), _listener: listener, context: Mutex::new(0) })));
         // SAFETY: checked non-NULL.
         unsafe { put(out, handle as DAT_RSP_HANDLE) };
     }

@@ -101,7 +101,7 @@ pub fn post_recv(handle: DAT_SRQ_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRI
     let s = srq(handle)?;
     let segs = dto::iov_arg(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
     let wr_id = NEXT_WR.fetch_add(1, Ordering::Relaxed);
-    s.recvs.locked().insert(wr_id, PostedRecv { cookie, iov: segs.clone(), flags: 0 });
+    s.recvs.locked().insert(wr_id, PostedRecv { cookie, iov: segs.clone() });
     if s.dev.post_recv(wr_id, dto::sges(&segs)).is_err() {
         s.recvs.locked().remove(&wr_id);
         return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ));

@@ -8,7 +8,6 @@ use crate::log::DbgType;
 
 #[derive(Clone, Copy)]
 pub struct DrEntry {
-    pub provider: *const DAT_PROVIDER,
     /// Copied from the provider table when it registered, as the original does.
     pub ia_open: Option<IaOpenFn>,
     pub extended_op: Option<ExtendedOpFn>,
@@ -42,7 +41,7 @@ pub unsafe fn add(provider: *const DAT_PROVIDER, info: *const DAT_PROVIDER_INFO)
     dbg_log!(DbgType::DR, "provider {} registered", key.display());
     reg.dynamic.push(Registered {
         key,
-        entry: DrEntry { provider, ia_open: table.ia_open_func, extended_op: table.handle_extendedop_func },
+        entry: DrEntry { ia_open: table.ia_open_func, extended_op: table.handle_extendedop_func },
         ref_count: 0,
     });
     DAT_SUCCESS

@@ -111,7 +111,3 @@ pub fn check_optional(handle: DAT_HANDLE, kind: Kind, subtype: DAT_RETURN) -> Re
     check(handle, kind, subtype).map(Some)
 }
 
-/// How many handles are live (for the debug log and tests).
-pub fn count() -> usize {
-    read().len()
-}

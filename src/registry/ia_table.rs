@@ -64,7 +64,4 @@ impl IaTable {
         self.slots.iter().position(|s| s.as_ref().is_some_and(|s| s.raw == raw))
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.slots.iter().all(Option::is_none)
-    }
 }

@@ -83,8 +83,6 @@ impl Key {
 }
 
 pub struct Registry {
-    /// The configuration file that was read, for messages.
-    pub conf_path: String,
     pub statics: Vec<SrEntry>,
     pub dynamic: Vec<dynamic::Registered>,
     pub ias: ia_table::IaTable,
@@ -108,7 +106,6 @@ fn cell() -> &'static RwLock<Registry> {
         dbg_log!(DbgType::SR, "{} provider entries from {conf_path}", statics.len());
         STATE.store(INITIALIZED, Ordering::SeqCst);
         RwLock::new(Registry {
-            conf_path,
             statics,
             dynamic: Vec::new(),
             ias: ia_table::IaTable::new(),

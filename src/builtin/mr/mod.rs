@@ -19,7 +19,7 @@ pub(crate) mod unmap;
 
 use std::sync::Arc;
 
-pub use cache::{CacheStats, Evictions};
+pub use cache::CacheStats;
 
 use crate::device::{Access, DevError, Device, Mr, Pd};
 
