@@ -56,7 +56,7 @@ extern "C" fn dat2_ext_begin(handle: DAT_HANDLE, op: c_int, name: *const c_char,
         }
         let out = if op & DAT_OPEN_EXTENSION_BASE as c_int != 0 {
             // SAFETY: the name is the consumer's C string; at most 256 bytes are read.
-            let Some(name_bytes) = (if name.is_null() { None } else { unsafe { bounded_cstr(name, DAT_NAME_MAX_LENGTH as usize) } })
+            let Some(name_bytes) = (if name.is_null() { None } else { unsafe { bounded_cstr(name, DAT_NAME_MAX_LENGTH) } })
             else {
                 return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_ARG3));
             };

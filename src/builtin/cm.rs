@@ -261,8 +261,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
         super::ia::post_async(&ep.ia, DAT_ASYNC_ERROR_EP_BROKEN, ep.handle, DAT_EP_OTHER_ERROR as DAT_COUNT);
     }
     if let Some(evd) = evd {
-        let mut e = DAT_EVENT::default();
-        e.event_number = number;
+        let mut e = DAT_EVENT { event_number: number, ..Default::default() };
         e.event_data.connect_event_data = DAT_CONNECTION_EVENT_DATA { ep_handle: ep.handle as DAT_EP_HANDLE, private_data_size: len as DAT_COUNT, private_data: ptr };
         evd.post(e);
     }

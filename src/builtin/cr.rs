@@ -57,8 +57,7 @@ pub fn arrive(ia: &Arc<Ia>, sp: usize, conn_qual: DAT_CONN_QUAL, evd: &Arc<Evd>,
         context: Mutex::new(0),
     });
     table::insert(handle, Obj::Cr(cr));
-    let mut ev = DAT_EVENT::default();
-    ev.event_number = DAT_CONNECTION_REQUEST_EVENT;
+    let mut ev = DAT_EVENT { event_number: DAT_CONNECTION_REQUEST_EVENT, ..Default::default() };
     ev.event_data.cr_arrival_event_data = DAT_CR_ARRIVAL_EVENT_DATA {
         sp_handle: DAT_SP_HANDLE { psp_handle: sp as DAT_PSP_HANDLE },
         local_ia_address_ptr: &*ia.address as *const libc::sockaddr_storage as DAT_IA_ADDRESS_PTR,

@@ -308,8 +308,7 @@ fn flush_one_recv(ep: &Ep, cookie: DAT_DTO_COOKIE) {
 }
 
 pub fn dto_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, op: DAT_DTOS, rmr_context: DAT_RMR_CONTEXT) -> DAT_EVENT {
-    let mut ev = DAT_EVENT::default();
-    ev.event_number = DAT_DTO_COMPLETION_EVENT;
+    let mut ev = DAT_EVENT { event_number: DAT_DTO_COMPLETION_EVENT, ..Default::default() };
     ev.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
         ep_handle: ep as DAT_EP_HANDLE,
         user_cookie: cookie,

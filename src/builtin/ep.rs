@@ -383,7 +383,7 @@ pub fn create_object(
 
 pub fn query(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *mut DAT_EP_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep(handle)?;
-    super::query_args(u64::from(mask), u64::from(DAT_EP_FIELD_ALL), param)?;
+    super::query_args(mask, DAT_EP_FIELD_ALL, param)?;
     let i = ep.lock();
     let h = |e: &Option<Arc<Evd>>| e.as_ref().map_or(core::ptr::null_mut(), |e| e.handle as DAT_EVD_HANDLE);
     let p = param;

@@ -98,8 +98,7 @@ impl Evd {
             return;
         }
         if let Ok(async_evd) = evd(async_handle as DAT_EVD_HANDLE) {
-            let mut ev = DAT_EVENT::default();
-            ev.event_number = DAT_ASYNC_ERROR_EVD_OVERFLOW;
+            let mut ev = DAT_EVENT { event_number: DAT_ASYNC_ERROR_EVD_OVERFLOW, ..Default::default() };
             ev.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: self.handle as DAT_HANDLE, reason: 0 };
             async_evd.post(ev);
         }

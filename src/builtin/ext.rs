@@ -49,9 +49,8 @@ pub const DAT2_BIND_AND_SEND_OP: u32 = 0x100;
 fn extension_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, op: DAT_DTOS, kind: DAT_IB_EXT_TYPE, imm: u32) -> DAT_EVENT {
     let mut ev = super::dto::dto_event(ep, cookie, status, len, op, 0);
     ev.event_number = DAT_IB_DTO_EVENT;
-    let mut data = DAT_IB_EXTENSION_EVENT_DATA::default();
-    data.r#type = kind;
-    data.status = if status == DAT_DTO_SUCCESS { DAT_OP_SUCCESS } else { DAT_IB_OP_ERR };
+    let status = if status == DAT_DTO_SUCCESS { DAT_OP_SUCCESS } else { DAT_IB_OP_ERR };
+    let mut data = DAT_IB_EXTENSION_EVENT_DATA { r#type: kind, status, ..Default::default() };
     data.val.immed = DAT_IB_IMMED_DATA { data: imm };
     // SAFETY: the extension data is 64 bytes, exactly the event's extension area (checked by
     // the layout assertions of both types).

@@ -312,8 +312,7 @@ pub const WATERMARK_EVENT: DAT_EVENT_NUMBER = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_
 pub fn post_async(ia: &Ia, number: DAT_EVENT_NUMBER, handle: usize, reason: DAT_COUNT) {
     let async_handle = ia.async_evd.load(Ordering::SeqCst);
     if let Ok(e) = evd::evd(async_handle as DAT_EVD_HANDLE) {
-        let mut ev = DAT_EVENT::default();
-        ev.event_number = number;
+        let mut ev = DAT_EVENT { event_number: number, ..Default::default() };
         ev.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: handle as DAT_HANDLE, reason };
         e.post(ev);
     }

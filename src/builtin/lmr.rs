@@ -132,8 +132,8 @@ pub fn create(
     let zb = va_type == DAT_VA_TYPE_ZB;
     let mut cookie: Option<Box<Cookie>> = None;
     let mut region = region;
-    // SAFETY: the union member read matches mem_type; pointers are only copied here.
     let (address, size) = match mem_type {
+        // SAFETY: the union member read matches mem_type; pointers are only copied here.
         DAT_MEM_TYPE_VIRTUAL => (unsafe { region.for_va } as u64, length),
         DAT_MEM_TYPE_LMR => {
             // SAFETY: as above.

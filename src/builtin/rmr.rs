@@ -224,8 +224,7 @@ pub fn bind(
 }
 
 pub fn bind_event(rmr: usize, cookie: DAT_RMR_COOKIE, status: u32) -> DAT_EVENT {
-    let mut ev = DAT_EVENT::default();
-    ev.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
+    let mut ev = DAT_EVENT { event_number: DAT_RMR_BIND_COMPLETION_EVENT, ..Default::default() };
     ev.event_data.rmr_completion_event_data = DAT_RMR_BIND_COMPLETION_EVENT_DATA { rmr_handle: rmr as DAT_RMR_HANDLE, user_cookie: cookie, status };
     ev
 }

@@ -59,8 +59,8 @@ impl Key {
     }
 
     pub fn to_info(&self) -> DAT_PROVIDER_INFO {
-        let mut ia_name = [0 as core::ffi::c_char; DAT_NAME_MAX_LENGTH as usize];
-        for (dst, &src) in ia_name.iter_mut().zip(self.name.iter().take(DAT_NAME_MAX_LENGTH as usize - 1)) {
+        let mut ia_name = [0 as core::ffi::c_char; DAT_NAME_MAX_LENGTH];
+        for (dst, &src) in ia_name.iter_mut().zip(self.name.iter().take(DAT_NAME_MAX_LENGTH - 1)) {
             *dst = src as core::ffi::c_char;
         }
         DAT_PROVIDER_INFO {
@@ -246,7 +246,7 @@ pub unsafe fn name_arg(name: *const core::ffi::c_char) -> Option<Vec<u8>> {
         return None;
     }
     // SAFETY: per the caller, `name` is a C string; we read at most DAT_NAME_MAX_LENGTH bytes.
-    unsafe { bounded_cstr(name, DAT_NAME_MAX_LENGTH as usize) }.map(<[u8]>::to_vec)
+    unsafe { bounded_cstr(name, DAT_NAME_MAX_LENGTH) }.map(<[u8]>::to_vec)
 }
 
 /// Resolves a handle of any type, as the generic functions (consumer context, handle type,

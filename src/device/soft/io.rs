@@ -280,8 +280,11 @@ impl Rx {
 /// How many bytes at the end of a transfer land in a copy of their own.
 pub const TAIL: usize = 64;
 
+/// A scatter list: (address, length) segments.
+pub type Segs = Vec<(u64, usize)>;
+
 /// Splits a scatter list at byte offset `at`: (the first `at` bytes, the rest).
-pub fn split_at(segs: &[(u64, usize)], at: usize) -> (Vec<(u64, usize)>, Vec<(u64, usize)>) {
+pub fn split_at(segs: &[(u64, usize)], at: usize) -> (Segs, Segs) {
     let (mut head, mut tail) = (Vec::new(), Vec::new());
     let mut off = 0;
     for &(a, l) in segs {
@@ -305,7 +308,7 @@ pub fn split_at(segs: &[(u64, usize)], at: usize) -> (Vec<(u64, usize)>, Vec<(u6
 /// The kernel copies with fast string instructions, whose stores may become visible out of
 /// order, so the last bytes are copied separately, after the rest, as an HCA's in-order DMA
 /// would make them visible.
-pub fn split_tail(segs: &[(u64, usize)]) -> (Vec<(u64, usize)>, Vec<(u64, usize)>) {
+pub fn split_tail(segs: &[(u64, usize)]) -> (Segs, Segs) {
     let total: usize = segs.iter().map(|s| s.1).sum();
     split_at(segs, total.saturating_sub(TAIL))
 }

@@ -274,6 +274,7 @@ impl SoftDevice {
         s.rkeys.get(&rkey).and_then(|id| s.sets.get(id)).cloned()
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn new_set(&self, s: &mut State, region: u64, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError> {
         if !s.pds.contains(&pd.0) {
             return Err(DevError::Fault);

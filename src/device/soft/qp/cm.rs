@@ -50,7 +50,10 @@ impl SoftQp {
     }
 
     pub(super) fn active(self: Arc<Self>, addr: SocketAddr, private_data: Vec<u8>, timeout: Option<Duration>) {
-        let outcome = (|| -> Result<(TcpStream, Hello, Option<(PeerProcess, Claims)>, bool), CmEvent> {
+        /// The connected stream, the peer's ACCEPT, the same-host peer it proved to be (if
+        /// any), and whether it accepted.
+        type Outcome = (TcpStream, Hello, Option<(PeerProcess, Claims)>, bool);
+        let outcome = (|| -> Result<Outcome, CmEvent> {
             // A refused connection is retried briefly: rdma_cm spends about as long resolving
             // the address and route, and programs such as dtest create their listener only
             // just before the peer connects.
