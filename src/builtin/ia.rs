@@ -43,9 +43,19 @@ pub struct NamedAttrs {
 unsafe impl Send for NamedAttrs {}
 
 impl Ia {
-    /// The small-integer handle the consumer knows this IA by.
+    /// The small-integer handle the consumer knows this IA by, asked of the registry the way
+    /// every provider asks it: through libdat2's `dats_get_ia_handle`. The built-in providers
+    /// reach the registry only through its C API, as C providers do. NULL if the IA is not
+    /// (or no longer) open.
     pub fn consumer_handle(&self) -> DAT_IA_HANDLE {
-        crate::registry::consumer_ia_handle(self.handle)
+        extern "C" {
+            fn dats_get_ia_handle(handle: DAT_IA_HANDLE, out: *mut DAT_IA_HANDLE) -> DAT_RETURN;
+        }
+        let mut out: DAT_IA_HANDLE = core::ptr::null_mut();
+        // SAFETY: this library's own export (api/registry.rs), given our IA's handle and a
+        // local to write.
+        let status = unsafe { dats_get_ia_handle(self.handle as DAT_IA_HANDLE, &mut out) };
+        if status == DAT_SUCCESS { out } else { core::ptr::null_mut() }
     }
 
     pub fn provider(&self) -> *const DAT_PROVIDER {

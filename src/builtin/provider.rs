@@ -111,34 +111,12 @@ fn instance(name: &[u8], driver: &'static dyn Driver, params: &str) -> &'static 
     b
 }
 
-/// `dat_provider_init` of a built-in provider: registers the table for the entry's key.
-///
-/// # Safety
-/// `info` must point to the static registry's entry info, which outlives the registration.
-pub unsafe fn init(driver: &'static dyn Driver, info: *const DAT_PROVIDER_INFO, params: &CStr) {
-    // SAFETY: guaranteed by the caller.
-    let key = unsafe { crate::registry::Key::from_info(info) };
-    if key.major != DAT_VERSION_MAJOR || key.minor != DAT_VERSION_MINOR {
-        dbg_log!(DbgType::ERROR, "{}: the built-in providers implement DAT 2.0 only", key.display());
-        return;
-    }
+/// The `DAT_PROVIDER` table of the built-in provider `name` on `driver` (created on first use
+/// and kept for the life of the process), for the registry to register as it registers a C
+/// provider's. `params` empty gives the driver's default.
+pub fn init(driver: &'static dyn Driver, name: &[u8], thread_safe: bool, params: &CStr) -> *const DAT_PROVIDER {
     let params = driver.params_or_default(&params.to_string_lossy());
-    let b = instance(&key.name, driver, &params);
-    // SAFETY: a leaked table and the caller's info.
-    let status = unsafe { crate::registry::add_provider(b.table(key.thread_safe != 0), info) };
-    if status != DAT_SUCCESS {
-        dbg_log!(DbgType::DR, "{}: built-in registration: {status:#x}", key.display());
-    }
-}
-
-/// `dat_provider_fini` of a built-in provider.
-///
-/// # Safety
-/// `info` must point to a readable `DAT_PROVIDER_INFO`.
-pub unsafe fn fini(info: *const DAT_PROVIDER_INFO) {
-    // SAFETY: guaranteed by the caller.
-    let key = unsafe { crate::registry::Key::from_info(info) };
-    crate::registry::remove_provider(&key);
+    instance(name, driver, &params).table(thread_safe)
 }
 
 /// The entries the registry lists after dat.conf's, every driver's in turn: (IA name,

@@ -266,12 +266,6 @@ pub fn any_handle(handle: DAT_HANDLE) -> Option<(DAT_HANDLE, *const DAT_PROVIDER
     handles::lookup(handle).map(|t| (handle, t.provider))
 }
 
-/// The small-integer handle of the open IA whose provider IA is `raw` (NULL if none): what
-/// providers put into query results.
-pub fn consumer_ia_handle(raw: usize) -> DAT_IA_HANDLE {
-    read().ias.find_raw(raw).unwrap_or(0) as DAT_IA_HANDLE
-}
-
 /// Registers a provider table, as `dat_registry_add_provider` does (for built-in providers).
 ///
 /// # Safety

@@ -108,10 +108,18 @@ pub fn open(key: &Key) {
             let e = &reg.statics[index];
             (e.lib_path.clone(), e.ia_params.clone(), e.origin.clone(), &*e.info as *const DAT_PROVIDER_INFO, e.builtin)
         };
-        if let Some(kind) = kind {
+        if let Some(driver) = kind {
             write().statics[index].ref_count = 1;
-            // SAFETY: `info` points into a boxed entry that is never freed.
-            unsafe { builtin::init(kind, info, &params) };
+            if key.major != DAT_VERSION_MAJOR || key.minor != DAT_VERSION_MINOR {
+                dbg_log!(DbgType::ERROR, "{}: the built-in providers implement DAT 2.0 only", key.display());
+                return;
+            }
+            let table = builtin::init(driver, &key.name, key.thread_safe != 0, &params);
+            // SAFETY: a table that lives as long as the process, and the entry's boxed info.
+            let status = unsafe { super::add_provider(table, info) };
+            if status != DAT_SUCCESS {
+                dbg_log!(DbgType::DR, "{}: built-in registration: {status:#x}", key.display());
+            }
             return;
         }
         if path.as_bytes().starts_with(b"builtin:") {
@@ -177,8 +185,7 @@ pub fn close(key: &Key) -> DAT_RETURN {
         }
     };
     if kind.is_some() {
-        // SAFETY: `info` is the entry's boxed info.
-        unsafe { builtin::fini(info) };
+        super::remove_provider(key);
     }
     if let Some(fini) = fini {
         // SAFETY: the library is still loaded (we hold it) and `info` is its boxed entry.

@@ -14,7 +14,6 @@
 //!   ([`cache_stats`]), for the debug log and `dat2-info`.
 
 pub mod cache;
-pub mod keys;
 pub(crate) mod unmap;
 
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 //! capabilities, and every key names its protection domain, bounds and rights.
 
 pub mod io;
+pub mod keys;
 pub mod keytab;
 pub mod lease;
 pub mod listener;
@@ -50,7 +51,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use crate::util::idmap::IdMap;
 use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
-use crate::builtin::mr::keys::KeyGen;
+use keys::KeyGen;
 use crate::util::sync::RwLockExt;
 
 /// One key set: what an lkey or rkey grants.

@@ -1,4 +1,5 @@
-//! Memory keys (lmr_context / rmr_context): 32-bit, unpredictable, and not reused soon.
+//! The soft device's memory keys (lmr_context / rmr_context): 32-bit, unpredictable, and
+//! not reused soon.
 //!
 //! A remote key is a capability, so keys must not be guessable from one another. Each key is a
 //! running counter passed through a keyed 32-bit permutation (a Feistel network whose round
