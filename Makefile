@@ -38,7 +38,7 @@ INFO   := $(BUILD)/dat2-info
 DEB_BUILD :=
 DEB_CHECK := pkg-config groff-base libdapl2 libdapl-dev dapl2-utils iproute2 strace g++
 
-.PHONY: all lib tools run check check-host check-vm check-symbols lint-man install uninstall clean deps-build deps-check
+.PHONY: all lib tools run check check-host check-vm check-symbols lint lint-man install uninstall clean deps-build deps-check
 
 all: lib tools
 
@@ -99,8 +99,8 @@ $(BENCH_VM_REG): bench/vm/reg.c $(HEADERS) | $(BUILD)/$(REAL)
 check:
 	tools/check-all
 
-# The tests that run on this host (no VM): cargo test and the C suite.
-check-host: deps-check lib tools check-symbols lint-man
+# The tests that run on this host (no VM): the style gates, cargo test and the C suite.
+check-host: deps-check lint lib tools check-symbols lint-man
 	$(CARGO) test --release --locked --quiet
 	c-tests/run-all.sh
 
@@ -114,6 +114,15 @@ check-vm: deps-check lib
 # The exported symbol set: exactly the names in dat2.map, each @@DAT_2.0, and the soname.
 check-symbols: lib
 	tools/check-symbols $(BUILD)/$(REAL) src/dat2.map
+
+# Style gates: rustfmt (rustfmt.toml) and clippy with warnings denied ([lints] in Cargo.toml).
+# rustup's default profile has both; a toolchain without them gets them from rustup.
+lint:
+	@$(CARGO) fmt --version >/dev/null 2>&1 && $(CARGO) clippy --version >/dev/null 2>&1 || \
+	  rustup component add rustfmt clippy
+	$(CARGO) fmt --check
+	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
+	$(CARGO) clippy --release --locked --all-targets --quiet -- -D warnings
 
 lint-man:
 	@for f in $(MANS); do \

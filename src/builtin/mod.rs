@@ -1,6 +1,6 @@
-//! The DAT core of the built-in providers: every object's semantics (states, reference counts,
+//! The DAT semantics of the built-in providers: every object's semantics (states, reference counts,
 //! argument checks, exact error codes, events), written once over the [`Device`] interface.
-//! A built-in provider is this core plus one device; the registry sees it as an ordinary
+//! A built-in provider is this layer plus one device; the registry sees it as an ordinary
 //! `DAT_PROVIDER` table ([`entry`]).
 //!
 //! [`Device`]: crate::device::Device

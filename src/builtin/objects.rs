@@ -1,4 +1,4 @@
-//! The object types of the core, gathered for the object table.
+//! The object types of the built-in layer, gathered for the object table.
 
 pub use super::cno::Cno;
 pub use super::cr::Cr;

@@ -1,5 +1,5 @@
 //! The `DAT_PROVIDER` table of the built-in providers: one `extern "C"` function per entry,
-//! each a guarded call into the core. Entries the core does not offer yet stay NULL, which
+//! each a guarded call into the built-in layer. Entries it does not offer yet stay NULL, which
 //! libdat2 reports as DAT_NOT_IMPLEMENTED.
 
 use core::ffi::{c_char, c_void};
@@ -167,7 +167,7 @@ unsafe extern "C" fn ep_post_send_with_invalidate(
     invalidate: DAT_BOOLEAN,
     ctx: DAT_RMR_CONTEXT,
 ) -> DAT_RETURN {
-    // Called through the provider table without libdat2's handle checks: the core's own
+    // Called through the provider table without libdat2's handle checks: the built-in layer's own
     // lookup rejects anything that is not a live EP.
     guard_try(|| dto::post_send_with_invalidate(h, n, iov, cookie, flags, invalidate, ctx))
 }
@@ -324,7 +324,7 @@ unsafe extern "C" fn pz_free(h: DAT_HANDLE) -> DAT_RETURN {
     guard_try(|| pz::free(h))
 }
 
-/// A provider table of the core for the IA name `device_name`.
+/// A provider table of the built-in layer for the IA name `device_name`.
 pub fn table(device_name: *const c_char, thread_safe: bool) -> DAT_PROVIDER {
     let none = core::ptr::null::<c_void>();
     DAT_PROVIDER {

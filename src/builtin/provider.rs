@@ -1,5 +1,5 @@
-//! The built-in providers as the registry sees them: each IA name served by the core has two
-//! `DAT_PROVIDER` tables (DAT_THREADSAFE false and true: the core is thread safe either way,
+//! The built-in providers as the registry sees them: each IA name served here has two
+//! `DAT_PROVIDER` tables (DAT_THREADSAFE false and true: the built-in layer is thread safe either way,
 //! and reports back what the IA was opened as), and a device created on first open.
 //!
 //! Without any dat.conf, every driver in [`crate::device::DRIVERS`] offers the IAs it probes

@@ -52,7 +52,7 @@ pub fn port_of(conn_qual: DAT_CONN_QUAL) -> u16 {
     (conn_qual & 0xffff) as u16
 }
 
-/// Passes connection requests arriving at a service point on to the core.
+/// Passes connection requests arriving at a service point on to the built-in layer.
 struct SpEvents {
     sp: usize,
 }

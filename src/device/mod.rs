@@ -1,7 +1,7 @@
-//! The device interface the DAT core runs on, modelled on verbs: protection domains, memory
+//! The device interface the built-in providers run on, modelled on verbs: protection domains, memory
 //! regions, memory windows, queue pairs, shared receive queues and a connection manager.
 //! Completions are not queues of the device: a QP hands each to its `QpEvents` as it happens,
-//! and the core queues them on EVDs. A built-in provider is the core plus one device.
+//! and the built-in layer queues them on EVDs. A built-in provider is that layer plus one device.
 
 pub mod address;
 pub mod soft;
@@ -117,7 +117,7 @@ pub enum DevError {
     QueueFull,
 }
 
-/// Limits the device reports; the core turns them into `DAT_IA_ATTR`.
+/// Limits the device reports; the built-in layer turns them into `DAT_IA_ATTR`.
 #[derive(Clone, Debug)]
 pub struct DeviceLimits {
     pub max_pds: u32,
@@ -177,12 +177,12 @@ pub trait Device: Send + Sync {
     fn alias_mr(&self, mr: &Mr, pd: Pd, access: Access, zero_based: bool) -> Result<Mr, DevError>;
     /// Revokes the keys of `mr` at once; the memory registration goes with its last key set.
     fn dereg_mr(&self, mr: &Mr);
-    /// Whether the core may keep this device's local-only registrations after their last LMR
+    /// Whether the built-in layer may keep this device's local-only registrations after their last LMR
     /// is freed, for a later LMR of the same range to reuse (the registration cache, see
     /// `crate::builtin::mr::cache`). A device that pins memory, and pays for each registration, says
-    /// yes. When it does, the core also shares a registration between LMRs only while the
-    /// memory under it is watched; a kept MR stays registered (its lkey valid) until the core
-    /// deregisters it, and the core flushes a PD's kept MRs before `dealloc_pd`.
+    /// yes. When it does, it also shares a registration between LMRs only while the
+    /// memory under it is watched; a kept MR stays registered (its lkey valid) until the built-in
+    /// layer deregisters it, and flushes a PD's kept MRs before `dealloc_pd`.
     fn cache_registrations(&self) -> bool {
         false
     }
