@@ -1,7 +1,7 @@
 //! The DAT semantics of the built-in providers: every object's semantics (states, reference counts,
 //! argument checks, exact error codes, events), written once over the [`Device`] interface.
 //! A built-in provider is this layer plus one device; the registry sees it as an ordinary
-//! `DAT_PROVIDER` table ([`entry`]).
+//! `DAT_PROVIDER` table ([`ops`]).
 //!
 //! [`Device`]: crate::device::Device
 //!
