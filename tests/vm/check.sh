@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make check-vm`: boots the Soft-RoCE VM once (tests/vm/run.sh) and runs tests/vm/suite.sh
-# in it, then prints one closing line "vm: N passed, N failed, N skipped" counted from the
+# `make check-vm`: builds on the host what the VM runs (ia-listed, the library's unit test
+# binary), boots the Soft-RoCE VM once (tests/vm/run.sh) and runs tests/vm/suite.sh in it,
+# then prints one closing line "vm: N passed, N failed, N skipped" counted from the
 # "PASS|FAIL|SKIP <case>" lines, with the elapsed time, boot included. A VM that does not
 # report back (timeout, crash) counts as one more failure. Exit status: 0 when nothing
 # failed. The logs stay in build/vm-logs/.
@@ -22,6 +23,21 @@ if gcc -O1 -Wall -Wextra -Werror -I"$root/include" "$here/ia-listed.c" -L"$root/
 else
   echo "vm: cannot build tests/vm/ia-listed.c on the host; the VM will try:" >&2
   cat "$tools/ia-listed.build.log" >&2
+fi
+
+# The library's Rust unit tests that need an RDMA device (the ignored ones under
+# device::verbs::), built on the host too; suite.sh runs them in the VM. The copy keeps
+# the path fixed (cargo names the executable after a hash).
+cargo=${CARGO:-cargo}
+echo "vm: building the library's unit tests (cargo test --no-run)" >&2
+if exe=$(cd "$root" && "$cargo" test --release --locked --lib --no-run --message-format=json \
+    2> "$tools/rust-tests.build.log" |
+  sed -n 's/^{"reason":"compiler-artifact".*"executable":"\([^"]*\)".*$/\1/p' | tail -n 1) &&
+  [ -n "$exe" ] && cp -f "$exe" "$tools/rust-tests"; then
+  export DAT2_VM_RUST_TESTS=$tools/rust-tests
+else
+  echo "vm: cannot build the library's unit tests on the host (see $tools/rust-tests.build.log)" >&2
+  tail -n 20 "$tools/rust-tests.build.log" >&2
 fi
 
 # The programs' logs come back to the host (the VM's own writes vanish with it).

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs inside the VM for `make check-vm` (through tests/vm/check.sh): Debian's programs in
-# their three columns (tests/vm/programs.sh), then the C suite's memory, dataxfer, afterfree
-# and seeds groups against our verbs IA (tests/vm/ctests.sh) when our library lists that IA;
-# until then one SKIP line stands for them. Exits non-zero if either part failed.
+# Runs inside the VM for `make check-vm` (through tests/vm/check.sh): the library's Rust
+# unit tests that need an RDMA device (the ignored tests under device::verbs::, from the test
+# binary check.sh builds on the host, DAT2_VM_RUST_TESTS), one "PASS|FAIL vm:rust:<test>"
+# line each; Debian's programs in their three columns (tests/vm/programs.sh); then the C
+# suite's memory, dataxfer, afterfree and seeds groups against our verbs IA
+# (tests/vm/ctests.sh) when our library lists that IA; until then one SKIP line stands for
+# them. Exits non-zero if any part failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -20,6 +23,46 @@ if [ -z "${DAT2_VM_IA_LISTED:-}" ]; then
 fi
 
 rc=0
+start=$(date +%s)
+rust_filter=device::verbs::
+if [ -z "${DAT2_VM_RUST_TESTS:-}" ]; then
+  echo "FAIL vm:rust the library's unit tests were not built (check.sh sets DAT2_VM_RUST_TESTS)"
+  rc=1
+else
+  # libtest prints "test <path> ... ok|FAILED" per test on stdout (the result stays empty
+  # when the binary dies in a test), kept apart from what rdma-core may write to stderr; both
+  # stay in logs. A run that runs no test fails, and so does one that exits non-zero without
+  # naming a failed test.
+  timeout -k 10 300 "$DAT2_VM_RUST_TESTS" --ignored --test-threads=1 "$rust_filter" \
+    > "$out/rust-tests.log" 2> "$out/rust-tests.stderr.log"
+  trc=$?
+  # (a file, not a process substitution: the guest has no /dev/fd)
+  sed -n 's/^test \([^ ]*\) \.\.\. *\(.*\)$/\1 \2/p' "$out/rust-tests.log" > "$out/rust-tests.results"
+  ran=0 failed=0
+  while read -r name result; do
+    ran=$((ran + 1))
+    if [ "$result" = ok ]; then
+      echo "PASS vm:rust:$name"
+    else
+      echo "FAIL vm:rust:$name ${result:-(no result: the test binary exited $trc)}"
+      failed=$((failed + 1))
+    fi
+  done < "$out/rust-tests.results"
+  if [ "$ran" -eq 0 ]; then
+    echo "FAIL vm:rust no ignored test under $rust_filter ran (exit $trc; see $out/rust-tests.log)"
+    failed=1
+  elif [ "$trc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+    echo "FAIL vm:rust the test binary exited $trc (see $out/rust-tests.log)"
+    failed=1
+  fi
+  if [ "$failed" -gt 0 ]; then
+    rc=1
+    # The panic messages, indented so that none of their lines is counted.
+    sed -n '/^failures:$/,/^test result:/s/^/  | /p' "$out/rust-tests.log" | head -n 40
+  fi
+fi
+echo "# rust tests took $(($(date +%s) - start)) s"
+
 start=$(date +%s)
 "$here/programs.sh" || rc=1
 echo "# programs took $(($(date +%s) - start)) s"

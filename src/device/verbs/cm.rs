@@ -11,7 +11,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use super::device::{dev_error, VerbsDevice};
+use super::device::VerbsDevice;
+use super::errno::{dev_error, last_error};
 use super::qp::{id_addresses, Conn, VerbsQp};
 use super::{sys, Ptr};
 use crate::dbg_log;
@@ -86,7 +87,7 @@ fn create_id(dev: &VerbsDevice) -> Result<Ptr<sys::rdma_cm_id>, DevError> {
     let mut id = std::ptr::null_mut();
     // SAFETY: our event channel; the id is released with rdma_destroy_id.
     if unsafe { (dev.api.cm.create_id)(dev.cm_channel.0, &mut id, std::ptr::null_mut(), sys::RDMA_PS_TCP) } != 0 {
-        return Err(super::device::last_error());
+        return Err(last_error());
     }
     Ok(Ptr(id))
 }
@@ -124,7 +125,7 @@ pub(super) fn listen(dev: &Arc<VerbsDevice>, port: u16, events: Arc<dyn ListenEv
     }
     // SAFETY: a bound id.
     if unsafe { (dev.api.cm.listen)(id.0, 128) } != 0 {
-        return fail(id, super::device::last_error());
+        return fail(id, last_error());
     }
     // SAFETY: a bound id.
     let port = u16::from_be(unsafe { (dev.api.cm.get_src_port)(id.0) });

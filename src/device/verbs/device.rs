@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::api::{self, Api};
 use super::cm::{self, CmTarget};
+use super::errno::{dev_error, errno, last_error};
 use super::qp::VerbsQp;
 use super::srq::VerbsSrq;
 use super::sys;
@@ -70,23 +71,6 @@ pub struct VerbsDevice {
 unsafe impl Send for VerbsDevice {}
 // SAFETY: as above.
 unsafe impl Sync for VerbsDevice {}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
-pub(super) fn dev_error(e: i32) -> DevError {
-    match e {
-        libc::EFAULT | libc::EACCES | libc::EPERM | libc::EINVAL => DevError::Fault,
-        libc::EOPNOTSUPP | libc::ENOSYS => DevError::NotSupported,
-        libc::EADDRINUSE => DevError::InUse,
-        _ => DevError::NoResources,
-    }
-}
-
-pub(super) fn last_error() -> DevError {
-    dev_error(errno())
-}
 
 /// The remote rights of DAT privileges as verbs access flags.
 fn remote_access(a: Access) -> u32 {

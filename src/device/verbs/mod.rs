@@ -5,6 +5,7 @@
 pub mod api;
 pub mod cm;
 pub mod device;
+mod errno;
 mod inuse;
 pub mod probe;
 mod progress;

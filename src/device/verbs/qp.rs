@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::device::{dev_error, last_error, mw_access, VerbsDevice};
+use super::device::{mw_access, VerbsDevice};
+use super::errno::{dev_error, last_error};
 use super::inuse::{KeysInUse, WrKeys};
 use super::srq::VerbsSrq;
 use super::{api, sys, Ptr};

@@ -3,7 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::device::{dev_error, last_error, VerbsDevice};
+use super::device::VerbsDevice;
+use super::errno::{dev_error, last_error};
 use super::inuse::{KeysInUse, WrKeys};
 use super::{api, sys, Ptr};
 use crate::util::idmap::IdMap;
