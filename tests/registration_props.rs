@@ -71,7 +71,7 @@ const BUF_LEN: usize = 4096;
 fn buffers() -> &'static [Box<[u8]>] {
     static BUFS: Mutex<Option<&'static [Box<[u8]>]>> = Mutex::new(None);
     let mut b = BUFS.lock().unwrap();
-    *b.get_or_insert_with(|| {
+    b.get_or_insert_with(|| {
         Box::leak(
             (0..BUFFERS)
                 .map(|_| vec![0u8; BUF_LEN].into_boxed_slice())

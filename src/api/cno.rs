@@ -2,7 +2,7 @@
 //! `dat_cno_free`, `dat_cno_wait`.
 
 use crate::abi::*;
-use crate::call;
+use super::dispatch::call;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};

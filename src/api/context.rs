@@ -2,7 +2,7 @@
 //! `dat_get_consumer_context`, `dat_get_handle_type`.
 
 use crate::abi::*;
-use crate::call;
+use super::dispatch::call;
 use crate::ffi::guard_try;
 use crate::registry;
 

@@ -2,11 +2,8 @@
 
 /// `call!(provider, field, args...)`: calls the entry point `field` of the provider table
 /// `provider` (a `*const DAT_PROVIDER` taken from a checked handle), or returns
-/// `DAT_NOT_IMPLEMENTED` when the provider left it NULL. The arguments are plain values (the
-/// consumer's, after the handle checks), so evaluating them inside the unsafe block, where
-/// clippy's `macro_metavars_in_unsafe` would have them outside, hides nothing.
-#[macro_export]
-#[allow(clippy::macro_metavars_in_unsafe)]
+/// `DAT_NOT_IMPLEMENTED` when the provider left it NULL. A macro private to `api/`: its
+/// arguments are plain values (the consumer's, after the handle checks).
 macro_rules! call {
     ($provider:expr, $field:ident $(, $arg:expr)* $(,)?) => {{
         let provider: *const $crate::abi::DAT_PROVIDER = $provider;
@@ -20,6 +17,7 @@ macro_rules! call {
         }
     }};
 }
+pub(crate) use call;
 
 use crate::abi::*;
 use crate::registry::handles::{self, Kind};

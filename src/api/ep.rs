@@ -4,7 +4,7 @@
 use core::ffi::c_void;
 
 use crate::abi::*;
-use crate::call;
+use super::dispatch::call;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};

@@ -5,7 +5,7 @@
 //! are recorded here as they pass, so that the CR functions can check them.
 
 use crate::abi::*;
-use crate::call;
+use super::dispatch::call;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};

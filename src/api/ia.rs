@@ -3,7 +3,7 @@
 use core::ffi::c_char;
 
 use crate::abi::*;
-use crate::call;
+use super::dispatch::call;
 use crate::dbg_log;
 use crate::ffi::guard;
 use crate::log::DbgType;

@@ -2,7 +2,7 @@
 //! `dat_lmr_sync_rdma_read`, `dat_lmr_sync_rdma_write`.
 
 use crate::abi::*;
-use crate::call;
+use super::dispatch::call;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::{self, handles, handles::Kind};

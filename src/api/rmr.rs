@@ -2,7 +2,7 @@
 //! `dat_rmr_bind`, `dat_rmr_free`.
 
 use crate::abi::*;
-use crate::call;
+use super::dispatch::call;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::{handles, handles::Kind};

@@ -2,7 +2,7 @@
 //! (`dat_rsp_*`).
 
 use crate::abi::*;
-use crate::call;
+use super::dispatch::call;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind};

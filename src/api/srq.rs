@@ -1,7 +1,7 @@
 //! Shared receive queues: create, free, post_recv, query, resize, set_lw.
 
 use crate::abi::*;
-use crate::call;
+use super::dispatch::call;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};

@@ -334,6 +334,8 @@ pub(super) fn on_event(dev: &Arc<VerbsDevice>, ev: CmEv) {
     }
 }
 
+// The resolve calls in the arms below are actions, not conditions to match on.
+#[allow(clippy::collapsible_match)]
 fn on_qp_event(qp: &Arc<VerbsQp>, kind: u32, status: i32, id: Ptr<sys::rdma_cm_id>, private_data: Vec<u8>) {
     let api = qp.dev.api;
     match kind {

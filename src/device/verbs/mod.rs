@@ -11,6 +11,8 @@ pub mod probe;
 mod progress;
 pub mod qp;
 pub mod srq;
+// bindgen's output: its unsafe blocks are generated, not written.
+#[allow(clippy::undocumented_unsafe_blocks)]
 pub mod sys;
 
 /// A raw pointer to an rdma-core object, copyable and sendable; what may be done with it is
