@@ -53,20 +53,14 @@ fn install_panic_hook() {
         let previous = panic::take_hook();
         panic::set_hook(Box::new(move |info| {
             if IN_GUARD.with(|g| g.get()) > 0 {
-                let location = info
-                    .location()
-                    .map(|l| format!("{}:{}", l.file(), l.line()))
-                    .unwrap_or_default();
+                let location = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
                 let payload = info
                     .payload()
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
                     .or_else(|| info.payload().downcast_ref::<String>().cloned())
                     .unwrap_or_default();
-                log::log(
-                    DbgType::ERROR,
-                    format_args!("internal error at {location}: {payload}; returning DAT_INTERNAL_ERROR"),
-                );
+                log::log(DbgType::ERROR, format_args!("internal error at {location}: {payload}; returning DAT_INTERNAL_ERROR"));
             } else {
                 previous(info);
             }

@@ -29,10 +29,7 @@ struct Config {
 
 fn config() -> &'static Config {
     static CONFIG: OnceLock<Config> = OnceLock::new();
-    CONFIG.get_or_init(|| Config {
-        mask: env_number("DAT_DBG_TYPE").unwrap_or(0),
-        dest: env_number("DAT_DBG_DEST").unwrap_or(DEST_STDOUT),
-    })
+    CONFIG.get_or_init(|| Config { mask: env_number("DAT_DBG_TYPE").unwrap_or(0), dest: env_number("DAT_DBG_DEST").unwrap_or(DEST_STDOUT) })
 }
 
 /// Parses an environment variable the way `strtol(s, NULL, 0)` does (decimal, 0x hex, 0 octal).

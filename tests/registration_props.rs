@@ -71,14 +71,7 @@ const BUF_LEN: usize = 4096;
 fn buffers() -> &'static [Box<[u8]>] {
     static BUFS: Mutex<Option<&'static [Box<[u8]>]>> = Mutex::new(None);
     let mut b = BUFS.lock().unwrap();
-    b.get_or_insert_with(|| {
-        Box::leak(
-            (0..BUFFERS)
-                .map(|_| vec![0u8; BUF_LEN].into_boxed_slice())
-                .collect::<Vec<_>>()
-                .into_boxed_slice(),
-        )
-    })
+    b.get_or_insert_with(|| Box::leak((0..BUFFERS).map(|_| vec![0u8; BUF_LEN].into_boxed_slice()).collect::<Vec<_>>().into_boxed_slice()))
 }
 
 /// The registration table is process-wide: one case at a time.
@@ -130,11 +123,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn privileges(bits: u8) -> DAT_MEM_PRIV_FLAGS {
-    PRIV_BITS
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| bits & (1 << i) != 0)
-        .fold(0, |acc, (_, b)| acc | b)
+    PRIV_BITS.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).fold(0, |acc, (_, b)| acc | b)
 }
 
 #[derive(Clone, Debug)]
@@ -171,11 +160,7 @@ impl World {
     }
 
     fn sync(&self, lctx: DAT_LMR_CONTEXT, addr: u64, len: u32) -> DAT_RETURN {
-        let t = DAT_LMR_TRIPLET {
-            virtual_address: addr,
-            segment_length: len,
-            lmr_context: lctx,
-        };
+        let t = DAT_LMR_TRIPLET { virtual_address: addr, segment_length: len, lmr_context: lctx };
         // SAFETY: one triplet on our stack.
         unsafe { dat_lmr_sync_rdma_read(self.ia, &t, 1) }
     }
@@ -211,26 +196,9 @@ impl World {
         prop_assert_ne!(lctx, rctx, "lmr_context equals rmr_context");
         let used = self.keys_in_use();
         prop_assert!(!used.contains_key(&lctx), "lmr_context {:#x} is a key of a live LMR", lctx);
-        prop_assert!(
-            rctx == 0 || !used.contains_key(&rctx),
-            "rmr_context {:#x} is a key of a live LMR",
-            rctx
-        );
-        prop_assert!(
-            reg_addr <= addr && reg_addr + reg_len >= addr + len,
-            "registered range does not cover the request"
-        );
-        self.live.push(LiveLmr {
-            handle,
-            addr,
-            len,
-            pz,
-            privs,
-            lctx,
-            rctx,
-            reg_len,
-            reg_addr,
-        });
+        prop_assert!(rctx == 0 || !used.contains_key(&rctx), "rmr_context {:#x} is a key of a live LMR", rctx);
+        prop_assert!(reg_addr <= addr && reg_addr + reg_len >= addr + len, "registered range does not cover the request");
+        self.live.push(LiveLmr { handle, addr, len, pz, privs, lctx, rctx, reg_len, reg_addr });
         Ok(())
     }
 
@@ -255,12 +223,7 @@ impl World {
                     // SAFETY: a stale handle is only looked up.
                     prop_assert_eq!(unsafe { dat_lmr_free(l.handle) }, HANDLE_LMR, "second free");
                     let rc = self.sync(l.lctx, l.addr, 1);
-                    prop_assert_eq!(
-                        rc & (0x8000_0000 | TYPE_MASK),
-                        0x8000_0000 | INVALID_PARAMETER,
-                        "freed key accepted: {:#x}",
-                        rc
-                    );
+                    prop_assert_eq!(rc & (0x8000_0000 | TYPE_MASK), 0x8000_0000 | INVALID_PARAMETER, "freed key accepted: {:#x}", rc);
                     self.dead_keys.push(l.lctx);
                 }
             }
@@ -290,12 +253,7 @@ impl World {
                     let l = &self.live[pick % self.live.len()];
                     prop_assert_eq!(self.sync(l.lctx, l.addr, l.len as u32), DAT_SUCCESS, "live key refused");
                     let rc = self.sync(l.lctx, l.addr + l.len, 1);
-                    prop_assert_eq!(
-                        rc & (0x8000_0000 | TYPE_MASK),
-                        0x8000_0000 | INVALID_PARAMETER,
-                        "segment after the LMR: {:#x}",
-                        rc
-                    );
+                    prop_assert_eq!(rc & (0x8000_0000 | TYPE_MASK), 0x8000_0000 | INVALID_PARAMETER, "segment after the LMR: {:#x}", rc);
                 }
                 // Keys die with their LMR and are not handed out again soon.
                 let used = self.keys_in_use();
@@ -315,9 +273,7 @@ impl World {
                     prop_assert_eq!(rc, PZ_IN_USE, "pz_free with {} live LMRs", users);
                 } else {
                     prop_assert_eq!(rc, DAT_SUCCESS, "pz_free of an unused PZ");
-                    let mut p = DAT_PZ_PARAM {
-                        ia_handle: DAT_HANDLE_NULL,
-                    };
+                    let mut p = DAT_PZ_PARAM { ia_handle: DAT_HANDLE_NULL };
                     // SAFETY: a stale handle is only looked up.
                     prop_assert_eq!(unsafe { dat_pz_query(self.pzs[pz], DAT_PZ_FIELD_ALL, &mut p) }, HANDLE_PZ);
                     let mut fresh: DAT_PZ_HANDLE = DAT_HANDLE_NULL;
@@ -337,9 +293,7 @@ impl World {
             prop_assert_eq!(unsafe { dat_lmr_free(l.handle) }, DAT_SUCCESS);
         }
         for &pz in &self.pzs {
-            let mut p = DAT_PZ_PARAM {
-                ia_handle: DAT_HANDLE_NULL,
-            };
+            let mut p = DAT_PZ_PARAM { ia_handle: DAT_HANDLE_NULL };
             // SAFETY: live handles and our out-parameter.
             prop_assert_eq!(unsafe { dat_pz_query(pz, DAT_PZ_FIELD_ALL, &mut p) }, DAT_SUCCESS);
             prop_assert_eq!(p.ia_handle, self.ia);
@@ -368,12 +322,7 @@ fn open(pz_count: usize) -> Result<World, TestCaseError> {
         prop_assert_eq!(unsafe { dat_pz_create(ia, &mut pz) }, DAT_SUCCESS);
         pzs.push(pz);
     }
-    Ok(World {
-        ia,
-        pzs,
-        live: Vec::new(),
-        dead_keys: Vec::new(),
-    })
+    Ok(World { ia, pzs, live: Vec::new(), dead_keys: Vec::new() })
 }
 
 proptest! {

@@ -982,10 +982,8 @@ pub const DAT_HA_LB_INTRACOMM: DAT_HA_LB = 2;
 
 pub const DAT_CONNECT_MULTIPATH_REQUESTED_FLAG: DAT_CONNECT_FLAGS = DAT_CONNECT_MULTIPATH_FLAG;
 pub const DAT_CLOSE_DEFAULT: DAT_CLOSE_FLAGS = DAT_CLOSE_ABRUPT_FLAG;
-pub const DAT_MEM_PRIV_READ_FLAG: DAT_MEM_PRIV_FLAGS =
-    DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_REMOTE_READ_FLAG;
-pub const DAT_MEM_PRIV_WRITE_FLAG: DAT_MEM_PRIV_FLAGS =
-    DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+pub const DAT_MEM_PRIV_READ_FLAG: DAT_MEM_PRIV_FLAGS = DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_REMOTE_READ_FLAG;
+pub const DAT_MEM_PRIV_WRITE_FLAG: DAT_MEM_PRIV_FLAGS = DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
 pub const DAT_EP_STATE_ERROR: DAT_EP_STATE = DAT_EP_STATE_DISCONNECTED;
 pub const DAT_DTO_LENGTH_ERROR: DAT_DTO_COMPLETION_STATUS = DAT_DTO_ERR_LOCAL_LENGTH;
 pub const DAT_DTO_FAILURE: DAT_DTO_COMPLETION_STATUS = DAT_DTO_ERR_FLUSHED;
@@ -1164,10 +1162,8 @@ pub const DAT_EVD_ASYNC_EXISTS: usize = 0x1;
 /// Address value of the `DAT_EVD_OUT_OF_SCOPE` pseudo-handle.
 pub const DAT_EVD_OUT_OF_SCOPE: usize = 0x2;
 /// A CNO proxy agent with no instance data and no callback.
-pub const DAT_OS_WAIT_PROXY_AGENT_NULL: DAT_OS_WAIT_PROXY_AGENT = DAT_OS_WAIT_PROXY_AGENT {
-    instance_data: core::ptr::null_mut(),
-    proxy_agent_func: None,
-};
+pub const DAT_OS_WAIT_PROXY_AGENT_NULL: DAT_OS_WAIT_PROXY_AGENT =
+    DAT_OS_WAIT_PROXY_AGENT { instance_data: core::ptr::null_mut(), proxy_agent_func: None };
 
 #[cfg(test)]
 mod tests {
@@ -1179,11 +1175,7 @@ mod tests {
         // repository: ../shared/reference/dat-abi.md next to the checkout).
         let cases = [
             (DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA, 0x8005_000b),
-            (
-                DAT_INVALID_HANDLE,
-                DAT_INVALID_HANDLE_EVD_REQUEST,
-                0x8005_0015,
-            ),
+            (DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST, 0x8005_0015),
             (DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1, 0x8005_001b),
             (DAT_INVALID_PARAMETER, DAT_INVALID_ARG1, 0x8006_0025),
             (DAT_INVALID_PARAMETER, DAT_INVALID_ARG6, 0x8006_002a),
@@ -1210,21 +1202,11 @@ mod tests {
     fn masks_cover_their_fields() {
         assert_eq!(DAT_IA_FIELD_ALL, (1u64 << 38) - 1);
         assert_eq!(DAT_EP_FIELD_ALL, DAT_EP_FIELD_EP_ATTR_ALL | 0xfff);
-        assert_eq!(
-            DAT_PROVIDER_FIELD_ALL,
-            (DAT_PROVIDER_FIELD_PROVIDER_SPECIFIC_ATTR << 1) - 1
-        );
-        assert_eq!(
-            DAT_LMR_FIELD_ALL,
-            (DAT_LMR_FIELD_REGISTERED_ADDRESS << 1) - 1
-        );
+        assert_eq!(DAT_PROVIDER_FIELD_ALL, (DAT_PROVIDER_FIELD_PROVIDER_SPECIFIC_ATTR << 1) - 1);
+        assert_eq!(DAT_LMR_FIELD_ALL, (DAT_LMR_FIELD_REGISTERED_ADDRESS << 1) - 1);
         assert_eq!(
             DAT_EVD_DEFAULT_FLAG,
-            DAT_EVD_CR_FLAG
-                | DAT_EVD_DTO_FLAG
-                | DAT_EVD_CONNECTION_FLAG
-                | DAT_EVD_RMR_BIND_FLAG
-                | DAT_EVD_ASYNC_FLAG
+            DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG
         );
     }
 

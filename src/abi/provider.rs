@@ -12,7 +12,14 @@ use super::types::*;
 type F<T> = Option<T>;
 
 pub type IaOpenFn = unsafe extern "C" fn(*const c_char, DAT_COUNT, *mut DAT_EVD_HANDLE, *mut DAT_IA_HANDLE) -> DAT_RETURN;
-pub type IaQueryFn = unsafe extern "C" fn(DAT_IA_HANDLE, *mut DAT_EVD_HANDLE, DAT_IA_ATTR_MASK, *mut DAT_IA_ATTR, DAT_PROVIDER_ATTR_MASK, *mut DAT_PROVIDER_ATTR) -> DAT_RETURN;
+pub type IaQueryFn = unsafe extern "C" fn(
+    DAT_IA_HANDLE,
+    *mut DAT_EVD_HANDLE,
+    DAT_IA_ATTR_MASK,
+    *mut DAT_IA_ATTR,
+    DAT_PROVIDER_ATTR_MASK,
+    *mut DAT_PROVIDER_ATTR,
+) -> DAT_RETURN;
 pub type IaCloseFn = unsafe extern "C" fn(DAT_IA_HANDLE, DAT_CLOSE_FLAGS) -> DAT_RETURN;
 pub type SetContextFn = unsafe extern "C" fn(DAT_HANDLE, DAT_CONTEXT) -> DAT_RETURN;
 pub type GetContextFn = unsafe extern "C" fn(DAT_HANDLE, *mut DAT_CONTEXT) -> DAT_RETURN;
@@ -33,29 +40,87 @@ pub type EvdWaitFn = unsafe extern "C" fn(DAT_EVD_HANDLE, DAT_TIMEOUT, DAT_COUNT
 pub type HandleCountFn = unsafe extern "C" fn(DAT_HANDLE, DAT_COUNT) -> DAT_RETURN;
 pub type EvdPostSeFn = unsafe extern "C" fn(DAT_EVD_HANDLE, *const DAT_EVENT) -> DAT_RETURN;
 pub type EvdDequeueFn = unsafe extern "C" fn(DAT_EVD_HANDLE, *mut DAT_EVENT) -> DAT_RETURN;
-pub type EpCreateFn = unsafe extern "C" fn(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, *const DAT_EP_ATTR, *mut DAT_EP_HANDLE) -> DAT_RETURN;
+pub type EpCreateFn = unsafe extern "C" fn(
+    DAT_IA_HANDLE,
+    DAT_PZ_HANDLE,
+    DAT_EVD_HANDLE,
+    DAT_EVD_HANDLE,
+    DAT_EVD_HANDLE,
+    *const DAT_EP_ATTR,
+    *mut DAT_EP_HANDLE,
+) -> DAT_RETURN;
 pub type EpQueryFn = unsafe extern "C" fn(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, *mut DAT_EP_PARAM) -> DAT_RETURN;
 pub type EpModifyFn = unsafe extern "C" fn(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, *const DAT_EP_PARAM) -> DAT_RETURN;
-pub type EpConnectFn = unsafe extern "C" fn(DAT_EP_HANDLE, DAT_IA_ADDRESS_PTR, DAT_CONN_QUAL, DAT_TIMEOUT, DAT_COUNT, *const c_void, DAT_QOS, DAT_CONNECT_FLAGS) -> DAT_RETURN;
+pub type EpConnectFn = unsafe extern "C" fn(
+    DAT_EP_HANDLE,
+    DAT_IA_ADDRESS_PTR,
+    DAT_CONN_QUAL,
+    DAT_TIMEOUT,
+    DAT_COUNT,
+    *const c_void,
+    DAT_QOS,
+    DAT_CONNECT_FLAGS,
+) -> DAT_RETURN;
 pub type EpDupConnectFn = unsafe extern "C" fn(DAT_EP_HANDLE, DAT_EP_HANDLE, DAT_TIMEOUT, DAT_COUNT, *const c_void, DAT_QOS) -> DAT_RETURN;
 pub type EpDisconnectFn = unsafe extern "C" fn(DAT_EP_HANDLE, DAT_CLOSE_FLAGS) -> DAT_RETURN;
-pub type EpPostFn = unsafe extern "C" fn(DAT_EP_HANDLE, DAT_COUNT, *mut DAT_LMR_TRIPLET, DAT_DTO_COOKIE, DAT_COMPLETION_FLAGS) -> DAT_RETURN;
-pub type EpPostRdmaFn = unsafe extern "C" fn(DAT_EP_HANDLE, DAT_COUNT, *mut DAT_LMR_TRIPLET, DAT_DTO_COOKIE, *const DAT_RMR_TRIPLET, DAT_COMPLETION_FLAGS) -> DAT_RETURN;
+pub type EpPostFn =
+    unsafe extern "C" fn(DAT_EP_HANDLE, DAT_COUNT, *mut DAT_LMR_TRIPLET, DAT_DTO_COOKIE, DAT_COMPLETION_FLAGS) -> DAT_RETURN;
+pub type EpPostRdmaFn = unsafe extern "C" fn(
+    DAT_EP_HANDLE,
+    DAT_COUNT,
+    *mut DAT_LMR_TRIPLET,
+    DAT_DTO_COOKIE,
+    *const DAT_RMR_TRIPLET,
+    DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN;
 pub type EpGetStatusFn = unsafe extern "C" fn(DAT_EP_HANDLE, *mut DAT_EP_STATE, *mut DAT_BOOLEAN, *mut DAT_BOOLEAN) -> DAT_RETURN;
-pub type LmrCreateFn = unsafe extern "C" fn(DAT_IA_HANDLE, DAT_MEM_TYPE, DAT_REGION_DESCRIPTION, DAT_VLEN, DAT_PZ_HANDLE, DAT_MEM_PRIV_FLAGS, DAT_VA_TYPE, *mut DAT_LMR_HANDLE, *mut DAT_LMR_CONTEXT, *mut DAT_RMR_CONTEXT, *mut DAT_VLEN, *mut DAT_VADDR) -> DAT_RETURN;
+pub type LmrCreateFn = unsafe extern "C" fn(
+    DAT_IA_HANDLE,
+    DAT_MEM_TYPE,
+    DAT_REGION_DESCRIPTION,
+    DAT_VLEN,
+    DAT_PZ_HANDLE,
+    DAT_MEM_PRIV_FLAGS,
+    DAT_VA_TYPE,
+    *mut DAT_LMR_HANDLE,
+    *mut DAT_LMR_CONTEXT,
+    *mut DAT_RMR_CONTEXT,
+    *mut DAT_VLEN,
+    *mut DAT_VADDR,
+) -> DAT_RETURN;
 pub type LmrQueryFn = unsafe extern "C" fn(DAT_LMR_HANDLE, DAT_LMR_PARAM_MASK, *mut DAT_LMR_PARAM) -> DAT_RETURN;
 pub type RmrCreateFn = unsafe extern "C" fn(DAT_PZ_HANDLE, *mut DAT_RMR_HANDLE) -> DAT_RETURN;
 pub type RmrQueryFn = unsafe extern "C" fn(DAT_RMR_HANDLE, DAT_RMR_PARAM_MASK, *mut DAT_RMR_PARAM) -> DAT_RETURN;
-pub type RmrBindFn = unsafe extern "C" fn(DAT_RMR_HANDLE, DAT_LMR_HANDLE, *const DAT_LMR_TRIPLET, DAT_MEM_PRIV_FLAGS, DAT_VA_TYPE, DAT_EP_HANDLE, DAT_RMR_COOKIE, DAT_COMPLETION_FLAGS, *mut DAT_RMR_CONTEXT) -> DAT_RETURN;
+pub type RmrBindFn = unsafe extern "C" fn(
+    DAT_RMR_HANDLE,
+    DAT_LMR_HANDLE,
+    *const DAT_LMR_TRIPLET,
+    DAT_MEM_PRIV_FLAGS,
+    DAT_VA_TYPE,
+    DAT_EP_HANDLE,
+    DAT_RMR_COOKIE,
+    DAT_COMPLETION_FLAGS,
+    *mut DAT_RMR_CONTEXT,
+) -> DAT_RETURN;
 pub type PspCreateFn = unsafe extern "C" fn(DAT_IA_HANDLE, DAT_CONN_QUAL, DAT_EVD_HANDLE, DAT_PSP_FLAGS, *mut DAT_PSP_HANDLE) -> DAT_RETURN;
 pub type PspQueryFn = unsafe extern "C" fn(DAT_PSP_HANDLE, DAT_PSP_PARAM_MASK, *mut DAT_PSP_PARAM) -> DAT_RETURN;
 pub type RspCreateFn = unsafe extern "C" fn(DAT_IA_HANDLE, DAT_CONN_QUAL, DAT_EP_HANDLE, DAT_EVD_HANDLE, *mut DAT_RSP_HANDLE) -> DAT_RETURN;
 pub type RspQueryFn = unsafe extern "C" fn(DAT_RSP_HANDLE, DAT_RSP_PARAM_MASK, *mut DAT_RSP_PARAM) -> DAT_RETURN;
 pub type PzCreateFn = unsafe extern "C" fn(DAT_IA_HANDLE, *mut DAT_PZ_HANDLE) -> DAT_RETURN;
 pub type PzQueryFn = unsafe extern "C" fn(DAT_PZ_HANDLE, DAT_PZ_PARAM_MASK, *mut DAT_PZ_PARAM) -> DAT_RETURN;
-pub type PspCreateAnyFn = unsafe extern "C" fn(DAT_IA_HANDLE, *mut DAT_CONN_QUAL, DAT_EVD_HANDLE, DAT_PSP_FLAGS, *mut DAT_PSP_HANDLE) -> DAT_RETURN;
+pub type PspCreateAnyFn =
+    unsafe extern "C" fn(DAT_IA_HANDLE, *mut DAT_CONN_QUAL, DAT_EVD_HANDLE, DAT_PSP_FLAGS, *mut DAT_PSP_HANDLE) -> DAT_RETURN;
 pub type LmrSyncFn = unsafe extern "C" fn(DAT_IA_HANDLE, *const DAT_LMR_TRIPLET, DAT_VLEN) -> DAT_RETURN;
-pub type EpCreateWithSrqFn = unsafe extern "C" fn(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, DAT_SRQ_HANDLE, *const DAT_EP_ATTR, *mut DAT_EP_HANDLE) -> DAT_RETURN;
+pub type EpCreateWithSrqFn = unsafe extern "C" fn(
+    DAT_IA_HANDLE,
+    DAT_PZ_HANDLE,
+    DAT_EVD_HANDLE,
+    DAT_EVD_HANDLE,
+    DAT_EVD_HANDLE,
+    DAT_SRQ_HANDLE,
+    *const DAT_EP_ATTR,
+    *mut DAT_EP_HANDLE,
+) -> DAT_RETURN;
 pub type EpRecvQueryFn = unsafe extern "C" fn(DAT_EP_HANDLE, *mut DAT_COUNT, *mut DAT_COUNT) -> DAT_RETURN;
 pub type EpSetWatermarkFn = unsafe extern "C" fn(DAT_EP_HANDLE, DAT_COUNT, DAT_COUNT) -> DAT_RETURN;
 pub type SrqCreateFn = unsafe extern "C" fn(DAT_IA_HANDLE, DAT_PZ_HANDLE, *mut DAT_SRQ_ATTR, *mut DAT_SRQ_HANDLE) -> DAT_RETURN;
@@ -65,7 +130,15 @@ pub type SrqQueryFn = unsafe extern "C" fn(DAT_SRQ_HANDLE, DAT_SRQ_PARAM_MASK, *
 /// C shim, which owns the `va_list`; Rust sees it as an opaque pointer.
 pub type ExtendedOpFn = unsafe extern "C" fn(DAT_HANDLE, c_int, *mut c_void) -> DAT_RETURN;
 
-pub type EpPostSendInvFn = unsafe extern "C" fn(DAT_EP_HANDLE, DAT_COUNT, *mut DAT_LMR_TRIPLET, DAT_DTO_COOKIE, DAT_COMPLETION_FLAGS, DAT_BOOLEAN, DAT_RMR_CONTEXT) -> DAT_RETURN;
+pub type EpPostSendInvFn = unsafe extern "C" fn(
+    DAT_EP_HANDLE,
+    DAT_COUNT,
+    *mut DAT_LMR_TRIPLET,
+    DAT_DTO_COOKIE,
+    DAT_COMPLETION_FLAGS,
+    DAT_BOOLEAN,
+    DAT_RMR_CONTEXT,
+) -> DAT_RETURN;
 
 /// Entry points that libdat2 never calls (not exported by DAT 2.0 on Linux); kept opaque.
 type Unused = *const c_void;

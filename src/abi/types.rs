@@ -708,8 +708,7 @@ pub struct DAT_PROVIDER_ATTR {
 // ---------------------------------------------------------------------------
 
 /// `dat_provider_init(info, instance_data)` exported by a provider library.
-pub type DAT_PROVIDER_INIT_FUNC =
-    Option<unsafe extern "C" fn(*const DAT_PROVIDER_INFO, *const c_char)>;
+pub type DAT_PROVIDER_INIT_FUNC = Option<unsafe extern "C" fn(*const DAT_PROVIDER_INFO, *const c_char)>;
 /// `dat_provider_fini(info)` exported by a provider library.
 pub type DAT_PROVIDER_FINI_FUNC = Option<unsafe extern "C" fn(*const DAT_PROVIDER_INFO)>;
 /// `enum dat_ha_relationship`.

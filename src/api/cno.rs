@@ -1,8 +1,8 @@
 //! Consumer notification objects: `dat_cno_create`, `dat_cno_modify_agent`, `dat_cno_query`,
 //! `dat_cno_free`, `dat_cno_wait`.
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};

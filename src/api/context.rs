@@ -1,8 +1,8 @@
 //! The functions that take a handle of any type: `dat_set_consumer_context`,
 //! `dat_get_consumer_context`, `dat_get_handle_type`.
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::ffi::guard_try;
 use crate::registry;
 

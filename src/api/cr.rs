@@ -4,8 +4,8 @@
 
 use core::ffi::c_void;
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};
@@ -28,7 +28,12 @@ extern "C" fn dat_cr_query(handle: DAT_CR_HANDLE, mask: DAT_CR_PARAM_MASK, param
     })
 }
 
-extern "C" fn dat_cr_accept(handle: DAT_CR_HANDLE, ep: DAT_EP_HANDLE, private_data_size: DAT_COUNT, private_data: *const c_void) -> DAT_RETURN {
+extern "C" fn dat_cr_accept(
+    handle: DAT_CR_HANDLE,
+    ep: DAT_EP_HANDLE,
+    private_data_size: DAT_COUNT,
+    private_data: *const c_void,
+) -> DAT_RETURN {
     guard_try(|| {
         let t = cr(handle)?;
         handles::check_optional(ep, Kind::Ep, DAT_INVALID_HANDLE_EP)?;

@@ -3,8 +3,8 @@
 
 use core::ffi::c_void;
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};
@@ -104,7 +104,18 @@ extern "C" fn dat_ep_connect(
 ) -> DAT_RETURN {
     guard_try(|| {
         let t = ep(handle)?;
-        Ok(call!(t.provider, ep_connect_func, handle, remote_address, remote_conn_qual, timeout, private_data_size, private_data, qos, flags))
+        Ok(call!(
+            t.provider,
+            ep_connect_func,
+            handle,
+            remote_address,
+            remote_conn_qual,
+            timeout,
+            private_data_size,
+            private_data,
+            qos,
+            flags
+        ))
     })
 }
 

@@ -4,8 +4,8 @@
 //! Connection requests reach the consumer as events carrying a new CR handle; those handles
 //! are recorded here as they pass, so that the CR functions can check them.
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};

@@ -32,7 +32,13 @@ pub struct ExtCall {
 /// The IB open-query op: the one open op whose first argument after the name returns an IA.
 const OPEN_QUERY_OP: c_int = 0x1000;
 
-extern "C" fn dat2_ext_begin(handle: DAT_HANDLE, op: c_int, name: *const c_char, ia_out: *mut DAT_HANDLE, call: *mut ExtCall) -> DAT_RETURN {
+extern "C" fn dat2_ext_begin(
+    handle: DAT_HANDLE,
+    op: c_int,
+    name: *const c_char,
+    ia_out: *mut DAT_HANDLE,
+    call: *mut ExtCall,
+) -> DAT_RETURN {
     guard_try(|| {
         if call.is_null() {
             return Err(dat_error(DAT_INTERNAL_ERROR, 0));
@@ -56,8 +62,7 @@ extern "C" fn dat2_ext_begin(handle: DAT_HANDLE, op: c_int, name: *const c_char,
         }
         let out = if op & DAT_OPEN_EXTENSION_BASE as c_int != 0 {
             // SAFETY: the name is the consumer's C string; at most 256 bytes are read.
-            let Some(name_bytes) = (if name.is_null() { None } else { unsafe { bounded_cstr(name, DAT_NAME_MAX_LENGTH) } })
-            else {
+            let Some(name_bytes) = (if name.is_null() { None } else { unsafe { bounded_cstr(name, DAT_NAME_MAX_LENGTH) } }) else {
                 return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_ARG3));
             };
             let key = Key { name: name_bytes.to_vec(), major: DAT_VERSION_MAJOR, minor: DAT_VERSION_MINOR, thread_safe: DAT_FALSE };

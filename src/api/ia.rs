@@ -2,8 +2,8 @@
 
 use core::ffi::c_char;
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::dbg_log;
 use crate::ffi::guard;
 use crate::log::DbgType;
@@ -118,7 +118,8 @@ extern "C" fn dat_ia_close(ia_handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> 
         // its device name they form the key the IA is released under.
         // SAFETY: DAT_PROVIDER_ATTR is plain data; all-zero is a valid value.
         let mut pattr: DAT_PROVIDER_ATTR = unsafe { core::mem::zeroed() };
-        let q = call!(ia.provider, ia_query_func, ia.raw, core::ptr::null_mut(), 0, core::ptr::null_mut(), DAT_PROVIDER_FIELD_ALL, &mut pattr);
+        let q =
+            call!(ia.provider, ia_query_func, ia.raw, core::ptr::null_mut(), 0, core::ptr::null_mut(), DAT_PROVIDER_FIELD_ALL, &mut pattr);
         if q != DAT_SUCCESS {
             return q;
         }

@@ -1,8 +1,8 @@
 //! Local memory regions: `dat_lmr_create`, `dat_lmr_query`, `dat_lmr_free`,
 //! `dat_lmr_sync_rdma_read`, `dat_lmr_sync_rdma_write`.
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::{self, handles, handles::Kind};

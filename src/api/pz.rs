@@ -1,7 +1,7 @@
 //! Protection zones: `dat_pz_create`, `dat_pz_query`, `dat_pz_free`.
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::{self, handles, handles::Kind};

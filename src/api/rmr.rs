@@ -1,8 +1,8 @@
 //! Remote memory regions (memory windows): `dat_rmr_create`, `dat_rmr_query`,
 //! `dat_rmr_bind`, `dat_rmr_free`.
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::{handles, handles::Kind};

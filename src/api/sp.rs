@@ -1,8 +1,8 @@
 //! Service points: public (`dat_psp_*`, including `dat_psp_create_any`) and reserved
 //! (`dat_rsp_*`).
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind};

@@ -1,7 +1,7 @@
 //! Shared receive queues: create, free, post_recv, query, resize, set_lw.
 
-use crate::abi::*;
 use super::dispatch::call;
+use crate::abi::*;
 use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};
@@ -11,7 +11,12 @@ fn srq(handle: DAT_SRQ_HANDLE) -> Result<Tracked, DAT_RETURN> {
     handles::check(handle, Kind::Srq, DAT_INVALID_HANDLE_SRQ)
 }
 
-extern "C" fn dat_srq_create(ia_handle: DAT_IA_HANDLE, pz: DAT_PZ_HANDLE, attr: *mut DAT_SRQ_ATTR, srq_out: *mut DAT_SRQ_HANDLE) -> DAT_RETURN {
+extern "C" fn dat_srq_create(
+    ia_handle: DAT_IA_HANDLE,
+    pz: DAT_PZ_HANDLE,
+    attr: *mut DAT_SRQ_ATTR,
+    srq_out: *mut DAT_SRQ_HANDLE,
+) -> DAT_RETURN {
     guard_try(|| {
         let ia = registry::ia(ia_handle)?;
         handles::check(pz, Kind::Pz, DAT_INVALID_HANDLE_PZ)?;

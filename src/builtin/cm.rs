@@ -7,9 +7,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::cr;
+use super::dto;
 use super::ep::{self, configured, ep_state_subtype, Ep, EpInner};
 use super::sp::port_of;
-use super::dto;
 use crate::abi::*;
 use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp, QpCaps, QpEvents};
 use crate::util::sockaddr;
@@ -46,7 +46,11 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
         max_message: ep.ia.dev.limits().max_msg_size,
     };
     let srq = i.srq.as_ref().map(|s| s.dev.clone());
-    let qp = ep.ia.dev.create_qp(pz.pd, caps, srq, Arc::new(EpEvents { ep: ep.weak() })).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+    let qp = ep
+        .ia
+        .dev
+        .create_qp(pz.pd, caps, srq, Arc::new(EpEvents { ep: ep.weak() }))
+        .map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
     while let Some(wr_id) = i.unposted.pop_front() {
         if let Some(r) = i.recvs.get(&wr_id) {
             qp.post_recv(wr_id, dto::sges(&r.iov)).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
@@ -80,7 +84,13 @@ fn check_timeout(timeout: DAT_TIMEOUT, arg: DAT_RETURN) -> Result<(), DAT_RETURN
 }
 
 /// Starts an active connection from an EP that is ready for one.
-fn start_connect(ep: &Ep, addr: SocketAddr, conn_qual: DAT_CONN_QUAL, timeout: DAT_TIMEOUT, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
+fn start_connect(
+    ep: &Ep,
+    addr: SocketAddr,
+    conn_qual: DAT_CONN_QUAL,
+    timeout: DAT_TIMEOUT,
+    pdata: &[u8],
+) -> Result<DAT_RETURN, DAT_RETURN> {
     if port_of(conn_qual) == 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     }
@@ -136,7 +146,14 @@ pub fn connect(
     start_connect(&ep, addr, conn_qual, timeout, pdata)
 }
 
-pub fn dup_connect(handle: DAT_EP_HANDLE, dup: DAT_EP_HANDLE, timeout: DAT_TIMEOUT, size: DAT_COUNT, data: *const c_void, qos: DAT_QOS) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn dup_connect(
+    handle: DAT_EP_HANDLE,
+    dup: DAT_EP_HANDLE,
+    timeout: DAT_TIMEOUT,
+    size: DAT_COUNT,
+    data: *const c_void,
+    qos: DAT_QOS,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
     let other = ep::ep(dup)?;
     check_timeout(timeout, DAT_INVALID_ARG3)?;
@@ -262,7 +279,8 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
     }
     if let Some(evd) = evd {
         let mut e = DAT_EVENT { event_number: number, ..Default::default() };
-        e.event_data.connect_event_data = DAT_CONNECTION_EVENT_DATA { ep_handle: ep.handle as DAT_EP_HANDLE, private_data_size: len as DAT_COUNT, private_data: ptr };
+        e.event_data.connect_event_data =
+            DAT_CONNECTION_EVENT_DATA { ep_handle: ep.handle as DAT_EP_HANDLE, private_data_size: len as DAT_COUNT, private_data: ptr };
         evd.post(e);
     }
     if let Some(c) = crossing {

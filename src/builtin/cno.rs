@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use super::evd::{deadline, Evd};
 use super::ia::{self, Ia};
-use super::table::{self, Obj};
 use super::put;
+use super::table::{self, Obj};
 use crate::abi::*;
 use crate::lookup;
-use crate::util::sync::{MutexExt, CondvarExt};
+use crate::util::sync::{CondvarExt, MutexExt};
 
 pub struct CnoState {
     pub agent: DAT_OS_WAIT_PROXY_AGENT,

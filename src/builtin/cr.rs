@@ -40,7 +40,15 @@ pub fn cr(handle: DAT_CR_HANDLE) -> Result<Arc<Cr>, DAT_RETURN> {
 
 /// A connection request arrived at service point `sp` (a PSP or RSP handle): make it a CR and
 /// tell the consumer on the service point's EVD.
-pub fn arrive(ia: &Arc<Ia>, sp: usize, conn_qual: DAT_CONN_QUAL, evd: &Arc<Evd>, ep: Option<Arc<Ep>>, provider_ep: bool, pending: Arc<dyn PendingConnection>) {
+pub fn arrive(
+    ia: &Arc<Ia>,
+    sp: usize,
+    conn_qual: DAT_CONN_QUAL,
+    evd: &Arc<Evd>,
+    ep: Option<Arc<Ep>>,
+    provider_ep: bool,
+    pending: Arc<dyn PendingConnection>,
+) {
     let remote = pending.remote();
     let private_data: Box<[u8]> = pending.private_data().into();
     let handle = table::reserve(ia.provider());
@@ -120,11 +128,7 @@ pub fn private_data<'a>(size: DAT_COUNT, data: *const c_void, arg: DAT_RETURN, m
 
 pub fn accept(handle: DAT_CR_HANDLE, ep_handle: DAT_EP_HANDLE, size: DAT_COUNT, data: *const c_void) -> Result<DAT_RETURN, DAT_RETURN> {
     let c = cr(handle)?;
-    let ep = if ep_handle.is_null() {
-        c.ep.clone().ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2))?
-    } else {
-        ep::ep(ep_handle)?
-    };
+    let ep = if ep_handle.is_null() { c.ep.clone().ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2))? } else { ep::ep(ep_handle)? };
     if !Arc::ptr_eq(&ep.ia, &c.ia) {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
     }

@@ -22,12 +22,23 @@ pub struct Post {
 impl Post {
     /// The completion flags' argument position: after the remote triplet for RDMA.
     fn flags_arg(&self) -> DAT_RETURN {
-        if self.remote.is_some() { DAT_INVALID_ARG6 } else { DAT_INVALID_ARG5 }
+        if self.remote.is_some() {
+            DAT_INVALID_ARG6
+        } else {
+            DAT_INVALID_ARG5
+        }
     }
 }
 
 /// Posts a send-queue request; `count`/`iov` are the consumer's local vector.
-pub fn post(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS, p: Post) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn post(
+    handle: DAT_EP_HANDLE,
+    count: DAT_COUNT,
+    iov: *const DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+    p: Post,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
     // Completions nobody has collected yet (a consumer that suppresses them never dequeues)
     // may still hold send-queue slots: the device delivers what is ready first.
@@ -162,8 +173,21 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
     }
 }
 
-pub fn post_send(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
-    post(handle, count, iov, cookie, flags, Post { op: WrOp::Send, report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov })
+pub fn post_send(
+    handle: DAT_EP_HANDLE,
+    count: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    post(
+        handle,
+        count,
+        iov,
+        cookie,
+        flags,
+        Post { op: WrOp::Send, report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov },
+    )
 }
 
 /// An RDMA write or read: the local vector, and the remote triplet (argument 5).
@@ -245,7 +269,13 @@ pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Vec<Sge> {
     iov.iter().map(|t| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }).collect()
 }
 
-pub fn post_recv(handle: DAT_EP_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn post_recv(
+    handle: DAT_EP_HANDLE,
+    count: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
     // As for sends (dto::post): receive completions not collected yet hold their slots.
     let full = {

@@ -9,14 +9,14 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::evd::Evd;
 use super::ia::{self, Ia};
+use super::put;
 use super::pz::{self, Pz};
 use super::srq::{self, Srq};
 use super::table::{self, Obj};
-use super::put;
 use crate::abi::*;
-use crate::util::idmap::IdMap;
 use crate::device::Qp;
 use crate::lookup;
+use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
 /// The most private data a connect, accept or reject may carry.
@@ -236,7 +236,8 @@ fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, 
 /// solicited wait and threshold waiting exclusive modes of `recv_completion_flags`; a value
 /// that names both (such as 0x1f, "every flag") keeps the default, threshold waiting.
 pub fn solicited_wait(attr: &DAT_EP_ATTR) -> bool {
-    attr.recv_completion_flags & (DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG) == DAT_COMPLETION_SOLICITED_WAIT_FLAG
+    attr.recv_completion_flags & (DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG)
+        == DAT_COMPLETION_SOLICITED_WAIT_FLAG
 }
 
 /// Counts the EP's receive stream on its receive EVD (`add`) or stops counting it, when it is
@@ -322,7 +323,11 @@ pub fn create_with_srq(
     let mut handle: DAT_EP_HANDLE = core::ptr::null_mut();
     // The attributes are this call's seventh argument.
     create(ia_handle, pz_handle, recv, request, connect, attr, &mut handle).map_err(|e| {
-        if e == dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6) { dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7) } else { e }
+        if e == dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6) {
+            dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7)
+        } else {
+            e
+        }
     })?;
     let ep = ep(handle)?;
     s.users.fetch_add(1, Ordering::SeqCst);
@@ -477,7 +482,11 @@ pub fn modify(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_
     } else {
         None
     };
-    let recv = if mask & DAT_EP_FIELD_RECV_EVD_HANDLE != 0 { Some(evd_arg(ia, p.recv_evd_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV)?) } else { None };
+    let recv = if mask & DAT_EP_FIELD_RECV_EVD_HANDLE != 0 {
+        Some(evd_arg(ia, p.recv_evd_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV)?)
+    } else {
+        None
+    };
     let request = if mask & DAT_EP_FIELD_REQUEST_EVD_HANDLE != 0 {
         Some(evd_arg(ia, p.request_evd_handle, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST)?)
     } else {
@@ -549,7 +558,12 @@ pub fn ep_state_subtype(state: DAT_EP_STATE) -> DAT_RETURN {
     }
 }
 
-pub fn get_status(handle: DAT_EP_HANDLE, state: *mut DAT_EP_STATE, recv_idle: *mut DAT_BOOLEAN, request_idle: *mut DAT_BOOLEAN) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn get_status(
+    handle: DAT_EP_HANDLE,
+    state: *mut DAT_EP_STATE,
+    recv_idle: *mut DAT_BOOLEAN,
+    request_idle: *mut DAT_BOOLEAN,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep(handle)?;
     let i = ep.lock();
     // SAFETY: each out-pointer is written only if the consumer passed one.

@@ -10,15 +10,20 @@ use std::time::{Duration, Instant};
 
 use super::cno::{self, Cno};
 use super::ia::{self, Ia};
-use super::table::{self, Obj};
 use super::put;
+use super::table::{self, Obj};
 use crate::abi::*;
 use crate::lookup;
 use crate::util::sync::MutexExt;
 
 /// The EVD flags a consumer may ask for.
-const VALID_FLAGS: DAT_EVD_FLAGS =
-    DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG | DAT_EVD_EXTENSION_BASE;
+const VALID_FLAGS: DAT_EVD_FLAGS = DAT_EVD_SOFTWARE_FLAG
+    | DAT_EVD_CR_FLAG
+    | DAT_EVD_DTO_FLAG
+    | DAT_EVD_CONNECTION_FLAG
+    | DAT_EVD_RMR_BIND_FLAG
+    | DAT_EVD_ASYNC_FLAG
+    | DAT_EVD_EXTENSION_BASE;
 
 /// A queued event. `DAT_EVENT` carries raw handles, which are plain values here.
 #[derive(Clone, Copy)]
@@ -84,7 +89,11 @@ impl Evd {
             if s.waiter {
                 self.cond.notify_all();
             }
-            if s.enabled { s.cno.clone() } else { None }
+            if s.enabled {
+                s.cno.clone()
+            } else {
+                None
+            }
         };
         if let Some(c) = cno {
             cno::trigger(&c, self.handle);
@@ -138,7 +147,13 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
     Ok(e)
 }
 
-pub fn create(ia_handle: DAT_IA_HANDLE, qlen: DAT_COUNT, cno_handle: DAT_CNO_HANDLE, flags: DAT_EVD_FLAGS, out: *mut DAT_EVD_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn create(
+    ia_handle: DAT_IA_HANDLE,
+    qlen: DAT_COUNT,
+    cno_handle: DAT_CNO_HANDLE,
+    flags: DAT_EVD_FLAGS,
+    out: *mut DAT_EVD_HANDLE,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia::ia(ia_handle)?;
     let cno = if cno_handle.is_null() { None } else { Some(cno::cno(cno_handle)?) };
     if out.is_null() {
@@ -212,7 +227,13 @@ pub fn deadline(timeout: DAT_TIMEOUT) -> Option<Instant> {
     (timeout != DAT_TIMEOUT_INFINITE).then(|| Instant::now() + Duration::from_micros(u64::from(timeout)))
 }
 
-pub fn wait(handle: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: DAT_COUNT, event: *mut DAT_EVENT, nmore: *mut DAT_COUNT) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn wait(
+    handle: DAT_EVD_HANDLE,
+    timeout: DAT_TIMEOUT,
+    threshold: DAT_COUNT,
+    event: *mut DAT_EVENT,
+    nmore: *mut DAT_COUNT,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let e = evd(handle)?;
     if event.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));

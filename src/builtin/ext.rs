@@ -73,12 +73,19 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                     let imm = dat2_va_int(args) as u32;
                     let flags = dat2_va_int(args) as DAT_COMPLETION_FLAGS;
                     let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG6)?;
-                    dto::post(handle, count, iov, cookie, flags, Post {
-                        op: WrOp::WriteImm(imm),
-                        report: Report::Extension(DAT_IB_RDMA_WRITE_IMMED),
-                        remote: Some((addr, key)),
-                        max_iov: |a| a.max_rdma_write_iov,
-                    })
+                    dto::post(
+                        handle,
+                        count,
+                        iov,
+                        cookie,
+                        flags,
+                        Post {
+                            op: WrOp::WriteImm(imm),
+                            report: Report::Extension(DAT_IB_RDMA_WRITE_IMMED),
+                            remote: Some((addr, key)),
+                            max_iov: |a| a.max_rdma_write_iov,
+                        },
+                    )
                 }
                 DAT_IB_CMP_AND_SWAP_OP | DAT_IB_FETCH_AND_ADD_OP => {
                     let swap_op = op as u32 == DAT_IB_CMP_AND_SWAP_OP;
@@ -94,7 +101,14 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                     } else {
                         (WrOp::FetchAdd { add: a }, DAT_IB_FETCH_AND_ADD)
                     };
-                    dto::post(handle, 1, local, cookie, flags, Post { op: wr, report: Report::Extension(kind), remote: Some((addr, key)), max_iov: |a| a.max_request_iov })
+                    dto::post(
+                        handle,
+                        1,
+                        local,
+                        cookie,
+                        flags,
+                        Post { op: wr, report: Report::Extension(kind), remote: Some((addr, key)), max_iov: |a| a.max_request_iov },
+                    )
                 }
                 DAT2_BIND_AND_SEND_OP => {
                     let rmr = dat2_va_ptr(args);
@@ -162,7 +176,14 @@ fn bind_and_send(
     }
     let mut context: DAT_RMR_CONTEXT = 0;
     super::rmr::bind(rmr, lmr, window, privileges, va_type, ep, DAT_RMR_COOKIE { as_64: 0 }, DAT_COMPLETION_SUPPRESS_FLAG, &mut context)?;
-    dto::post(ep, count, iov, cookie, flags, Post { op: WrOp::SendImm(context), report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov })?;
+    dto::post(
+        ep,
+        count,
+        iov,
+        cookie,
+        flags,
+        Post { op: WrOp::SendImm(context), report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov },
+    )?;
     if !context_out.is_null() {
         // SAFETY: non-NULL consumer out-pointer.
         unsafe { context_out.write(context) };

@@ -55,7 +55,11 @@ impl Ia {
         // SAFETY: this library's own export (api/registry.rs), given our IA's handle and a
         // local to write.
         let status = unsafe { dats_get_ia_handle(self.handle as DAT_IA_HANDLE, &mut out) };
-        if status == DAT_SUCCESS { out } else { core::ptr::null_mut() }
+        if status == DAT_SUCCESS {
+            out
+        } else {
+            core::ptr::null_mut()
+        }
     }
 
     pub fn provider(&self) -> *const DAT_PROVIDER {
@@ -68,7 +72,13 @@ pub fn ia(handle: DAT_IA_HANDLE) -> Result<Arc<Ia>, DAT_RETURN> {
 }
 
 /// `ia_open_func` of a built-in provider.
-pub fn open(name: *const c_char, thread_safe: bool, qlen: DAT_COUNT, async_evd: *mut DAT_EVD_HANDLE, out: *mut DAT_IA_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn open(
+    name: *const c_char,
+    thread_safe: bool,
+    qlen: DAT_COUNT,
+    async_evd: *mut DAT_EVD_HANDLE,
+    out: *mut DAT_IA_HANDLE,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     if name.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
     }

@@ -13,15 +13,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::ia::{self, Ia};
+use super::put;
 use super::pz::{self, Pz};
 use super::table::{self, Obj};
-use super::put;
 use crate::abi::*;
+use crate::builtin::mr::{self, Cookie, RegError, Registration, COOKIE_SIZE};
 use crate::dbg_log;
 use crate::device::{Access, DevError};
 use crate::log::DbgType;
 use crate::lookup;
-use crate::builtin::mr::{self, Cookie, RegError, Registration, COOKIE_SIZE};
 use crate::util::sync::MutexExt;
 
 /// The privilege bits DAT and its IB extension define.
@@ -153,10 +153,8 @@ pub fn create(
             // SAFETY: DAT_LMR_COOKIE points to the consumer's 40-byte identifier.
             unsafe { core::ptr::copy_nonoverlapping(shared.shared_memory_id as *const u8, bytes.as_mut_ptr(), COOKIE_SIZE) };
             let boxed = Box::new(bytes);
-            region.for_shared_memory = DAT_SHARED_MEMORY {
-                virtual_address: shared.virtual_address,
-                shared_memory_id: &*boxed as *const Cookie as DAT_LMR_COOKIE,
-            };
+            region.for_shared_memory =
+                DAT_SHARED_MEMORY { virtual_address: shared.virtual_address, shared_memory_id: &*boxed as *const Cookie as DAT_LMR_COOKIE };
             cookie = Some(boxed);
             (shared.virtual_address as u64, length)
         }
@@ -294,9 +292,8 @@ pub fn sync(ia_handle: DAT_IA_HANDLE, segments: *const DAT_LMR_TRIPLET, count: D
     let segs = unsafe { core::slice::from_raw_parts(segments, count as usize) };
     for s in segs {
         let handle = ia.lkeys.locked().get(&s.lmr_context).copied();
-        let ok = handle
-            .and_then(|h| lmr(h as DAT_LMR_HANDLE).ok())
-            .is_some_and(|l| l.covers(s.virtual_address, u64::from(s.segment_length)));
+        let ok =
+            handle.and_then(|h| lmr(h as DAT_LMR_HANDLE).ok()).is_some_and(|l| l.covers(s.virtual_address, u64::from(s.segment_length)));
         if !ok {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
         }

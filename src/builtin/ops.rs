@@ -89,19 +89,46 @@ unsafe extern "C" fn ep_connect(
 ) -> DAT_RETURN {
     guard_try(|| cm::connect(h, addr, q, timeout, size, data, qos, flags))
 }
-unsafe extern "C" fn ep_dup_connect(h: DAT_EP_HANDLE, dup: DAT_EP_HANDLE, timeout: DAT_TIMEOUT, size: DAT_COUNT, data: *const c_void, qos: DAT_QOS) -> DAT_RETURN {
+unsafe extern "C" fn ep_dup_connect(
+    h: DAT_EP_HANDLE,
+    dup: DAT_EP_HANDLE,
+    timeout: DAT_TIMEOUT,
+    size: DAT_COUNT,
+    data: *const c_void,
+    qos: DAT_QOS,
+) -> DAT_RETURN {
     guard_try(|| cm::dup_connect(h, dup, timeout, size, data, qos))
 }
 unsafe extern "C" fn ep_disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
     guard_try(|| cm::disconnect(h, flags))
 }
-unsafe extern "C" fn ep_post_send(h: DAT_EP_HANDLE, n: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> DAT_RETURN {
+unsafe extern "C" fn ep_post_send(
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN {
     guard_try(|| dto::post_send(h, n, iov, cookie, flags))
 }
-unsafe extern "C" fn ep_post_rdma_read(h: DAT_EP_HANDLE, n: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, remote: *const DAT_RMR_TRIPLET, flags: DAT_COMPLETION_FLAGS) -> DAT_RETURN {
+unsafe extern "C" fn ep_post_rdma_read(
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: *const DAT_RMR_TRIPLET,
+    flags: DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN {
     guard_try(|| dto::post_rdma_read(h, n, iov, cookie, remote, flags))
 }
-unsafe extern "C" fn ep_post_rdma_write(h: DAT_EP_HANDLE, n: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, remote: *const DAT_RMR_TRIPLET, flags: DAT_COMPLETION_FLAGS) -> DAT_RETURN {
+unsafe extern "C" fn ep_post_rdma_write(
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: *const DAT_RMR_TRIPLET,
+    flags: DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN {
     guard_try(|| dto::post_rdma_write(h, n, iov, cookie, remote, flags))
 }
 unsafe extern "C" fn ep_recv_query(h: DAT_EP_HANDLE, n: *mut DAT_COUNT, span: *mut DAT_COUNT) -> DAT_RETURN {
@@ -188,7 +215,13 @@ unsafe extern "C" fn cno_wait(h: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd: *mut
     guard_try(|| cno::wait(h, timeout, evd))
 }
 
-unsafe extern "C" fn evd_create(h: DAT_IA_HANDLE, qlen: DAT_COUNT, cno: DAT_CNO_HANDLE, flags: DAT_EVD_FLAGS, out: *mut DAT_EVD_HANDLE) -> DAT_RETURN {
+unsafe extern "C" fn evd_create(
+    h: DAT_IA_HANDLE,
+    qlen: DAT_COUNT,
+    cno: DAT_CNO_HANDLE,
+    flags: DAT_EVD_FLAGS,
+    out: *mut DAT_EVD_HANDLE,
+) -> DAT_RETURN {
     guard_try(|| evd::create(h, qlen, cno, flags, out))
 }
 unsafe extern "C" fn evd_query(h: DAT_EVD_HANDLE, mask: DAT_EVD_PARAM_MASK, param: *mut DAT_EVD_PARAM) -> DAT_RETURN {
@@ -209,7 +242,13 @@ unsafe extern "C" fn evd_set_unwaitable(h: DAT_HANDLE) -> DAT_RETURN {
 unsafe extern "C" fn evd_clear_unwaitable(h: DAT_HANDLE) -> DAT_RETURN {
     guard_try(|| evd::set_waitable(h, true))
 }
-unsafe extern "C" fn evd_wait(h: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: DAT_COUNT, event: *mut DAT_EVENT, nmore: *mut DAT_COUNT) -> DAT_RETURN {
+unsafe extern "C" fn evd_wait(
+    h: DAT_EVD_HANDLE,
+    timeout: DAT_TIMEOUT,
+    threshold: DAT_COUNT,
+    event: *mut DAT_EVENT,
+    nmore: *mut DAT_COUNT,
+) -> DAT_RETURN {
     guard_try(|| evd::wait(h, timeout, threshold, event, nmore))
 }
 unsafe extern "C" fn evd_resize(h: DAT_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
@@ -242,10 +281,21 @@ unsafe extern "C" fn ep_query(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: 
 unsafe extern "C" fn ep_modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_EP_PARAM) -> DAT_RETURN {
     guard_try(|| ep::modify(h, mask, param))
 }
-unsafe extern "C" fn ep_post_recv(h: DAT_EP_HANDLE, n: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE, flags: DAT_COMPLETION_FLAGS) -> DAT_RETURN {
+unsafe extern "C" fn ep_post_recv(
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN {
     guard_try(|| dto::post_recv(h, n, iov, cookie, flags))
 }
-unsafe extern "C" fn ep_get_status(h: DAT_EP_HANDLE, state: *mut DAT_EP_STATE, recv_idle: *mut DAT_BOOLEAN, req_idle: *mut DAT_BOOLEAN) -> DAT_RETURN {
+unsafe extern "C" fn ep_get_status(
+    h: DAT_EP_HANDLE,
+    state: *mut DAT_EP_STATE,
+    recv_idle: *mut DAT_BOOLEAN,
+    req_idle: *mut DAT_BOOLEAN,
+) -> DAT_RETURN {
     guard_try(|| ep::get_status(h, state, recv_idle, req_idle))
 }
 unsafe extern "C" fn ep_free(h: DAT_HANDLE) -> DAT_RETURN {
@@ -292,10 +342,22 @@ unsafe extern "C" fn rmr_free(h: DAT_HANDLE) -> DAT_RETURN {
     guard_try(|| rmr::free(h))
 }
 
-unsafe extern "C" fn psp_create(h: DAT_IA_HANDLE, q: DAT_CONN_QUAL, evd: DAT_EVD_HANDLE, flags: DAT_PSP_FLAGS, out: *mut DAT_PSP_HANDLE) -> DAT_RETURN {
+unsafe extern "C" fn psp_create(
+    h: DAT_IA_HANDLE,
+    q: DAT_CONN_QUAL,
+    evd: DAT_EVD_HANDLE,
+    flags: DAT_PSP_FLAGS,
+    out: *mut DAT_PSP_HANDLE,
+) -> DAT_RETURN {
     guard_try(|| sp::psp_create(h, q, evd, flags, out))
 }
-unsafe extern "C" fn psp_create_any(h: DAT_IA_HANDLE, q: *mut DAT_CONN_QUAL, evd: DAT_EVD_HANDLE, flags: DAT_PSP_FLAGS, out: *mut DAT_PSP_HANDLE) -> DAT_RETURN {
+unsafe extern "C" fn psp_create_any(
+    h: DAT_IA_HANDLE,
+    q: *mut DAT_CONN_QUAL,
+    evd: DAT_EVD_HANDLE,
+    flags: DAT_PSP_FLAGS,
+    out: *mut DAT_PSP_HANDLE,
+) -> DAT_RETURN {
     guard_try(|| sp::psp_create_any(h, q, evd, flags, out))
 }
 unsafe extern "C" fn psp_query(h: DAT_PSP_HANDLE, mask: DAT_PSP_PARAM_MASK, param: *mut DAT_PSP_PARAM) -> DAT_RETURN {
@@ -304,7 +366,13 @@ unsafe extern "C" fn psp_query(h: DAT_PSP_HANDLE, mask: DAT_PSP_PARAM_MASK, para
 unsafe extern "C" fn psp_free(h: DAT_HANDLE) -> DAT_RETURN {
     guard_try(|| sp::psp_free(h))
 }
-unsafe extern "C" fn rsp_create(h: DAT_IA_HANDLE, q: DAT_CONN_QUAL, ep: DAT_EP_HANDLE, evd: DAT_EVD_HANDLE, out: *mut DAT_RSP_HANDLE) -> DAT_RETURN {
+unsafe extern "C" fn rsp_create(
+    h: DAT_IA_HANDLE,
+    q: DAT_CONN_QUAL,
+    ep: DAT_EP_HANDLE,
+    evd: DAT_EVD_HANDLE,
+    out: *mut DAT_RSP_HANDLE,
+) -> DAT_RETURN {
     guard_try(|| sp::rsp_create(h, q, ep, evd, out))
 }
 unsafe extern "C" fn rsp_query(h: DAT_RSP_HANDLE, mask: DAT_RSP_PARAM_MASK, param: *mut DAT_RSP_PARAM) -> DAT_RETURN {

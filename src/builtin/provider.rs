@@ -64,15 +64,18 @@ impl Builtin {
                 (None, false) => "off".to_string(),
             };
             let e = c.evictions;
-            v.extend([
-                ("DAT2_MR_CACHE", state),
-                ("DAT2_MR_CACHE_HITS", c.hits.to_string()),
-                ("DAT2_MR_CACHE_MISSES", c.misses.to_string()),
-                ("DAT2_MR_CACHE_EVICTIONS", format!("unmap={} lru={} collector={} flush={}", e.unmap, e.lru, e.collector, e.flush)),
-                ("DAT2_MR_CACHE_ENTRIES", format!("{}/{}", c.entries, c.max_entries)),
-                ("DAT2_MR_CACHE_BYTES", format!("{}/{}", c.bytes, c.max_bytes)),
-                ("DAT2_MR_CACHE_TTL_MS", c.ttl_ms.to_string()),
-            ].map(|(n, v)| (n.to_string(), v)));
+            v.extend(
+                [
+                    ("DAT2_MR_CACHE", state),
+                    ("DAT2_MR_CACHE_HITS", c.hits.to_string()),
+                    ("DAT2_MR_CACHE_MISSES", c.misses.to_string()),
+                    ("DAT2_MR_CACHE_EVICTIONS", format!("unmap={} lru={} collector={} flush={}", e.unmap, e.lru, e.collector, e.flush)),
+                    ("DAT2_MR_CACHE_ENTRIES", format!("{}/{}", c.entries, c.max_entries)),
+                    ("DAT2_MR_CACHE_BYTES", format!("{}/{}", c.bytes, c.max_bytes)),
+                    ("DAT2_MR_CACHE_TTL_MS", c.ttl_ms.to_string()),
+                ]
+                .map(|(n, v)| (n.to_string(), v)),
+            );
         }
         v
     }
@@ -95,10 +98,8 @@ fn instance(name: &[u8], driver: &'static dyn Driver, params: &str) -> &'static 
     }
     let cname = CString::new(name).unwrap_or_default();
     let device_name = Box::leak(cname.clone().into_boxed_c_str()).as_ptr();
-    let tables = [
-        &*Box::leak(Box::new(super::ops::table(device_name, false))),
-        &*Box::leak(Box::new(super::ops::table(device_name, true))),
-    ];
+    let tables =
+        [&*Box::leak(Box::new(super::ops::table(device_name, false))), &*Box::leak(Box::new(super::ops::table(device_name, true)))];
     let b: &'static Builtin = Box::leak(Box::new(Builtin {
         name: cname,
         driver,

@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::ia::{self, Ia};
-use super::table::{self, Obj};
 use super::put;
+use super::table::{self, Obj};
 use crate::abi::*;
 use crate::device::Pd;
 use crate::lookup;

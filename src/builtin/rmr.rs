@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use super::ia::Ia;
 use super::lmr::Lmr;
+use super::put;
 use super::pz::{self, Pz};
 use super::table::{self, Obj};
-use super::put;
 use crate::abi::*;
 use crate::device::{DevError, Mw};
 use crate::lookup;
@@ -225,7 +225,8 @@ pub fn bind(
 
 pub fn bind_event(rmr: usize, cookie: DAT_RMR_COOKIE, status: u32) -> DAT_EVENT {
     let mut ev = DAT_EVENT { event_number: DAT_RMR_BIND_COMPLETION_EVENT, ..Default::default() };
-    ev.event_data.rmr_completion_event_data = DAT_RMR_BIND_COMPLETION_EVENT_DATA { rmr_handle: rmr as DAT_RMR_HANDLE, user_cookie: cookie, status };
+    ev.event_data.rmr_completion_event_data =
+        DAT_RMR_BIND_COMPLETION_EVENT_DATA { rmr_handle: rmr as DAT_RMR_HANDLE, user_cookie: cookie, status };
     ev
 }
 

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use super::ep::{self, Ep};
 use super::evd::Evd;
 use super::ia::{self, Ia};
-use super::table::{self, Obj};
 use super::put;
+use super::table::{self, Obj};
 use crate::abi::*;
 use crate::device::{DevError, ListenEvents, Listener, PendingConnection};
 use crate::lookup;
@@ -61,7 +61,11 @@ impl ListenEvents for SpEvents {
     fn request(&self, conn: Arc<dyn PendingConnection>) {
         match table::get(self.sp as DAT_HANDLE) {
             Some(Obj::Psp(psp)) => {
-                let ep = if psp.flags == DAT_PSP_PROVIDER_FLAG { ep::create_object(&psp.ia, None, None, None, None, ep::default_attr(&psp.ia)).ok() } else { None };
+                let ep = if psp.flags == DAT_PSP_PROVIDER_FLAG {
+                    ep::create_object(&psp.ia, None, None, None, None, ep::default_attr(&psp.ia)).ok()
+                } else {
+                    None
+                };
                 let provider_ep = ep.is_some();
                 super::cr::arrive(&psp.ia, psp.handle, psp.conn_qual, &psp.evd, ep, provider_ep, conn);
             }
@@ -95,7 +99,13 @@ fn new_psp(ia: Arc<Ia>, conn_qual: DAT_CONN_QUAL, evd: Arc<Evd>, flags: DAT_PSP_
     Ok((handle, conn_qual))
 }
 
-pub fn psp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, evd: DAT_EVD_HANDLE, flags: DAT_PSP_FLAGS, out: *mut DAT_PSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn psp_create(
+    ia_handle: DAT_IA_HANDLE,
+    conn_qual: DAT_CONN_QUAL,
+    evd: DAT_EVD_HANDLE,
+    flags: DAT_PSP_FLAGS,
+    out: *mut DAT_PSP_HANDLE,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia::ia(ia_handle)?;
     let evd = cr_evd(&ia, evd)?;
     if !matches!(flags, DAT_PSP_CONSUMER_FLAG | DAT_PSP_PROVIDER_FLAG) {
@@ -113,7 +123,13 @@ pub fn psp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, evd: DAT_E
     Ok(DAT_SUCCESS)
 }
 
-pub fn psp_create_any(ia_handle: DAT_IA_HANDLE, conn_qual: *mut DAT_CONN_QUAL, evd: DAT_EVD_HANDLE, flags: DAT_PSP_FLAGS, out: *mut DAT_PSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn psp_create_any(
+    ia_handle: DAT_IA_HANDLE,
+    conn_qual: *mut DAT_CONN_QUAL,
+    evd: DAT_EVD_HANDLE,
+    flags: DAT_PSP_FLAGS,
+    out: *mut DAT_PSP_HANDLE,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia::ia(ia_handle)?;
     if conn_qual.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
@@ -165,7 +181,13 @@ pub fn psp_free(handle: DAT_PSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     Ok(DAT_SUCCESS)
 }
 
-pub fn rsp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, ep_handle: DAT_EP_HANDLE, evd: DAT_EVD_HANDLE, out: *mut DAT_RSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn rsp_create(
+    ia_handle: DAT_IA_HANDLE,
+    conn_qual: DAT_CONN_QUAL,
+    ep_handle: DAT_EP_HANDLE,
+    evd: DAT_EVD_HANDLE,
+    out: *mut DAT_RSP_HANDLE,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia::ia(ia_handle)?;
     let ep = ep::ep(ep_handle)?;
     if !Arc::ptr_eq(&ep.ia, &ia) {
@@ -195,7 +217,10 @@ pub fn rsp_create(ia_handle: DAT_IA_HANDLE, conn_qual: DAT_CONN_QUAL, ep_handle:
         };
         i.state = reserved;
         evd.users.fetch_add(1, Ordering::SeqCst);
-        table::insert(handle, Obj::Rsp(Arc::new(Rsp { handle, ia, conn_qual, evd, ep: ep.clone(), _listener: listener, context: Mutex::new(0) })));
+        table::insert(
+            handle,
+            Obj::Rsp(Arc::new(Rsp { handle, ia, conn_qual, evd, ep: ep.clone(), _listener: listener, context: Mutex::new(0) })),
+        );
         // SAFETY: checked non-NULL.
         unsafe { put(out, handle as DAT_RSP_HANDLE) };
     }

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex, Weak};
 use super::dto;
 use super::ep::PostedRecv;
 use super::ia::{self, Ia};
+use super::put;
 use super::pz::{self, Pz};
 use super::table::{self, Obj};
-use super::put;
 use crate::abi::*;
-use crate::util::idmap::IdMap;
 use crate::device::{Srq as DevSrq, SrqEvents};
 use crate::lookup;
+use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
 pub struct Srq {
@@ -53,7 +53,12 @@ impl SrqEvents for Watermark {
     }
 }
 
-pub fn create(ia_handle: DAT_IA_HANDLE, pz_handle: DAT_PZ_HANDLE, attr: *mut DAT_SRQ_ATTR, out: *mut DAT_SRQ_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn create(
+    ia_handle: DAT_IA_HANDLE,
+    pz_handle: DAT_PZ_HANDLE,
+    attr: *mut DAT_SRQ_ATTR,
+    out: *mut DAT_SRQ_HANDLE,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia::ia(ia_handle)?;
     let pz = pz::pz(pz_handle)?;
     if !Arc::ptr_eq(&pz.ia, &ia) {
@@ -65,7 +70,13 @@ pub fn create(ia_handle: DAT_IA_HANDLE, pz_handle: DAT_PZ_HANDLE, attr: *mut DAT
     // SAFETY: the consumer's attributes.
     let a = unsafe { attr.read() };
     let l = ia.dev.limits();
-    if a.max_recv_dtos <= 0 || a.max_recv_dtos as u32 > l.max_srq_wr || a.max_recv_iov <= 0 || a.max_recv_iov as u32 > l.max_sge || a.low_watermark < 0 || a.low_watermark > a.max_recv_dtos {
+    if a.max_recv_dtos <= 0
+        || a.max_recv_dtos as u32 > l.max_srq_wr
+        || a.max_recv_iov <= 0
+        || a.max_recv_iov as u32 > l.max_sge
+        || a.low_watermark < 0
+        || a.low_watermark > a.max_recv_dtos
+    {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     }
     if out.is_null() {
@@ -97,7 +108,12 @@ pub fn create(ia_handle: DAT_IA_HANDLE, pz_handle: DAT_PZ_HANDLE, attr: *mut DAT
     Ok(DAT_SUCCESS)
 }
 
-pub fn post_recv(handle: DAT_SRQ_HANDLE, count: DAT_COUNT, iov: *mut DAT_LMR_TRIPLET, cookie: DAT_DTO_COOKIE) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn post_recv(
+    handle: DAT_SRQ_HANDLE,
+    count: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let s = srq(handle)?;
     let segs = dto::iov_arg(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
     let wr_id = NEXT_WR.fetch_add(1, Ordering::Relaxed);

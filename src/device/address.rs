@@ -14,7 +14,8 @@ pub fn resolve(params: &str) -> Result<SocketAddr, String> {
     };
     let ip = match host.parse::<IpAddr>() {
         Ok(ip) => ip,
-        Err(_) => netdev_address(host).ok_or_else(|| format!("ia_params \"{params}\": '{host}' is neither an IP address nor a network device with an address"))?,
+        Err(_) => netdev_address(host)
+            .ok_or_else(|| format!("ia_params \"{params}\": '{host}' is neither an IP address nor a network device with an address"))?,
     };
     Ok(SocketAddr::new(ip, port))
 }

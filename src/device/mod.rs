@@ -198,8 +198,20 @@ pub trait Device: Send + Sync {
     fn dealloc_mw(&self, mw: &Mw);
 
     /// A QP; with `srq`, its receives come from that shared receive queue.
-    fn create_qp(&self, pd: Pd, caps: QpCaps, srq: Option<std::sync::Arc<dyn Srq>>, events: std::sync::Arc<dyn QpEvents>) -> Result<std::sync::Arc<dyn Qp>, DevError>;
-    fn create_srq(&self, pd: Pd, max_wr: u32, max_sge: u32, events: std::sync::Arc<dyn SrqEvents>) -> Result<std::sync::Arc<dyn Srq>, DevError>;
+    fn create_qp(
+        &self,
+        pd: Pd,
+        caps: QpCaps,
+        srq: Option<std::sync::Arc<dyn Srq>>,
+        events: std::sync::Arc<dyn QpEvents>,
+    ) -> Result<std::sync::Arc<dyn Qp>, DevError>;
+    fn create_srq(
+        &self,
+        pd: Pd,
+        max_wr: u32,
+        max_sge: u32,
+        events: std::sync::Arc<dyn SrqEvents>,
+    ) -> Result<std::sync::Arc<dyn Srq>, DevError>;
     /// Listens for connections on `port` of the device's address (0: any free port).
     fn listen(&self, port: u16, events: std::sync::Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError>;
 }
@@ -226,8 +238,13 @@ pub enum WrOp {
     Write,
     WriteImm(u32),
     Read,
-    CmpSwap { compare: u64, swap: u64 },
-    FetchAdd { add: u64 },
+    CmpSwap {
+        compare: u64,
+        swap: u64,
+    },
+    FetchAdd {
+        add: u64,
+    },
 }
 
 /// A send-queue work request.

@@ -50,16 +50,8 @@ pub struct ConfError {
     pub detail: String,
 }
 
-const FIELDS: [&str; 8] = [
-    "ia_name",
-    "api_version",
-    "threadsafety",
-    "default",
-    "lib_path",
-    "provider_version",
-    "ia_params",
-    "platform_params",
-];
+const FIELDS: [&str; 8] =
+    ["ia_name", "api_version", "threadsafety", "default", "lib_path", "provider_version", "ia_params", "platform_params"];
 
 /// The longest IA name DAT allows, NUL excluded (`DAT_NAME_MAX_LENGTH` - 1).
 const NAME_MAX: usize = 255;
@@ -166,8 +158,8 @@ fn parse_line(line: &[u8], lineno: usize) -> Result<Option<ConfEntry>, ConfError
     if lib_path.is_empty() || lib_path.contains(&0) {
         return Err(err("lib_path", format!("'{}'", show(&lib_path))));
     }
-    let (provider_id, provider_major, provider_minor) = parse_provider_version(&tokens[5])
-        .ok_or_else(|| err("provider_version", format!("'{}'", show(&tokens[5]))))?;
+    let (provider_id, provider_major, provider_minor) =
+        parse_provider_version(&tokens[5]).ok_or_else(|| err("provider_version", format!("'{}'", show(&tokens[5]))))?;
     if tokens[6].contains(&0) {
         return Err(err("ia_params", "embedded NUL".into()));
     }
@@ -255,21 +247,10 @@ pub fn load() -> (String, Vec<ConfEntry>) {
     };
     let (entries, errors) = parse(&text);
     for e in &errors {
-        dbg_log!(
-            DbgType::ERROR,
-            "{path}:{}: corrupt dat.conf entry field: {} ({}); line skipped",
-            e.line,
-            e.field,
-            e.detail
-        );
+        dbg_log!(DbgType::ERROR, "{path}:{}: corrupt dat.conf entry field: {} ({}); line skipped", e.line, e.field, e.detail);
     }
     for e in entries.iter().filter(|e| !e.is_loadable()) {
-        dbg_log!(
-            DbgType::SR,
-            "{path}:{}: entry '{}' ignored (not a user-DAT default entry)",
-            e.line,
-            String::from_utf8_lossy(&e.ia_name)
-        );
+        dbg_log!(DbgType::SR, "{path}:{}: entry '{}' ignored (not a user-DAT default entry)", e.line, String::from_utf8_lossy(&e.ia_name));
     }
     (path, entries)
 }

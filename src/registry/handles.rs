@@ -110,4 +110,3 @@ pub fn check_optional(handle: DAT_HANDLE, kind: Kind, subtype: DAT_RETURN) -> Re
     }
     check(handle, kind, subtype).map(Some)
 }
-

@@ -63,5 +63,4 @@ impl IaTable {
     pub fn find_raw(&self, raw: usize) -> Option<usize> {
         self.slots.iter().position(|s| s.as_ref().is_some_and(|s| s.raw == raw))
     }
-
 }

@@ -50,12 +50,7 @@ impl Key {
         // SAFETY: the caller guarantees `info` is readable.
         let info = unsafe { &*info };
         let name = info.ia_name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-        Key {
-            name,
-            major: info.dapl_version_major,
-            minor: info.dapl_version_minor,
-            thread_safe: info.is_thread_safe,
-        }
+        Key { name, major: info.dapl_version_major, minor: info.dapl_version_minor, thread_safe: info.is_thread_safe }
     }
 
     pub fn to_info(&self) -> DAT_PROVIDER_INFO {
@@ -63,12 +58,7 @@ impl Key {
         for (dst, &src) in ia_name.iter_mut().zip(self.name.iter().take(DAT_NAME_MAX_LENGTH - 1)) {
             *dst = src as core::ffi::c_char;
         }
-        DAT_PROVIDER_INFO {
-            ia_name,
-            dapl_version_major: self.major,
-            dapl_version_minor: self.minor,
-            is_thread_safe: self.thread_safe,
-        }
+        DAT_PROVIDER_INFO { ia_name, dapl_version_major: self.major, dapl_version_minor: self.minor, is_thread_safe: self.thread_safe }
     }
 
     pub fn display(&self) -> String {
@@ -105,12 +95,7 @@ fn cell() -> &'static RwLock<Registry> {
         let statics = statics::from_config(&conf_path, entries);
         dbg_log!(DbgType::SR, "{} provider entries from {conf_path}", statics.len());
         STATE.store(INITIALIZED, Ordering::SeqCst);
-        RwLock::new(Registry {
-            statics,
-            dynamic: Vec::new(),
-            ias: ia_table::IaTable::new(),
-            ext_opens: HashMap::new(),
-        })
+        RwLock::new(Registry { statics, dynamic: Vec::new(), ias: ia_table::IaTable::new(), ext_opens: HashMap::new() })
     })
 }
 

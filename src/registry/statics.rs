@@ -6,11 +6,11 @@ use std::os::unix::ffi::OsStrExt;
 use libloading::os::unix::{Library, Symbol, RTLD_GLOBAL, RTLD_NOW};
 
 use super::config::ConfEntry;
-use crate::builtin::provider as builtin;
-use crate::device::{self, Driver};
 use super::{write, Key};
 use crate::abi::*;
+use crate::builtin::provider as builtin;
 use crate::dbg_log;
+use crate::device::{self, Driver};
 use crate::log::DbgType;
 
 /// `void dat_provider_init(const DAT_PROVIDER_INFO *, const char *instance_data)`.
@@ -164,12 +164,7 @@ pub fn open(key: &Key) {
 pub fn close(key: &Key) -> DAT_RETURN {
     let (lib, fini, info, kind) = {
         let mut reg = write();
-        let Some(e) = reg
-            .statics
-            .iter_mut()
-            .filter(|e| e.key == *key)
-            .max_by_key(|e| e.ref_count > 0)
-        else {
+        let Some(e) = reg.statics.iter_mut().filter(|e| e.key == *key).max_by_key(|e| e.ref_count > 0) else {
             return dat_error(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
         };
         match e.ref_count {

@@ -38,10 +38,10 @@ use std::time::Duration;
 
 use super::unmap::{self, Monitor, RingId};
 use super::{dev_id, Cookie, Key, RegError, Registration};
-use crate::util::idmap::IdMap;
 use crate::dbg_log;
 use crate::device::{Access, DevError, Device, Mr, Pd};
 use crate::log::DbgType;
+use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
 pub const DEFAULT_MAX_ENTRIES: usize = 1024;
@@ -204,7 +204,20 @@ impl Entry {
     /// A registration of `[addr, addr+len)` just made for its first LMR.
     #[allow(clippy::too_many_arguments)]
     fn new(key: Key, dev: &Arc<dyn Device>, pd: Pd, mr: Mr, addr: u64, len: u64, watch: Option<(u64, u64)>, cacheable: bool) -> Entry {
-        Entry { key, dev: dev.clone(), pd, members: vec![mr], cached: None, addr, len, watch, indexed: true, cacheable, seq: 0, released: coarse_now() }
+        Entry {
+            key,
+            dev: dev.clone(),
+            pd,
+            members: vec![mr],
+            cached: None,
+            addr,
+            len,
+            watch,
+            indexed: true,
+            cacheable,
+            seq: 0,
+            released: coarse_now(),
+        }
     }
 }
 
@@ -525,7 +538,15 @@ impl Cache {
     }
 
     /// Registers `[addr, addr+len)` (see the module comment for how it is shared or kept).
-    pub fn register_range(&self, dev: &Arc<dyn Device>, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Registration, RegError> {
+    pub fn register_range(
+        &self,
+        dev: &Arc<dyn Device>,
+        pd: Pd,
+        addr: u64,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+    ) -> Result<Registration, RegError> {
         let key = Key::Range { dev: dev_id(dev), pd: pd.0, addr, len, access: access.bits(), zero_based };
         match self.mode(dev) {
             Mode::Share => self.share(dev, key, pd, addr, len, access, zero_based),
@@ -540,13 +561,31 @@ impl Cache {
 
     /// Registers shared memory named by `cookie`: the first LMR registers, the others share.
     #[allow(clippy::too_many_arguments)]
-    pub fn register_shared(&self, dev: &Arc<dyn Device>, cookie: &Cookie, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Registration, RegError> {
+    pub fn register_shared(
+        &self,
+        dev: &Arc<dyn Device>,
+        cookie: &Cookie,
+        pd: Pd,
+        addr: u64,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+    ) -> Result<Registration, RegError> {
         let key = Key::Cookie { dev: dev_id(dev), cookie: *cookie };
         self.share(dev, key, pd, addr, len, access, zero_based)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn share(&self, dev: &Arc<dyn Device>, key: Key, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Registration, RegError> {
+    fn share(
+        &self,
+        dev: &Arc<dyn Device>,
+        key: Key,
+        pd: Pd,
+        addr: u64,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+    ) -> Result<Registration, RegError> {
         let mut st = self.lock();
         self.sync(&mut st);
         if let Some(&id) = st.index.get(&key) {
@@ -572,7 +611,17 @@ impl Cache {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn cached(&self, dev: &Arc<dyn Device>, key: Key, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool, monitor: &'static Monitor) -> Result<Registration, RegError> {
+    fn cached(
+        &self,
+        dev: &Arc<dyn Device>,
+        key: Key,
+        pd: Pd,
+        addr: u64,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+        monitor: &'static Monitor,
+    ) -> Result<Registration, RegError> {
         let mut st = self.lock();
         self.sync(&mut st);
         if let Some(&id) = st.index.get(&key) {
@@ -602,7 +651,8 @@ impl Cache {
         let mut reg = dev.reg_mr(pd, addr, len, access, zero_based);
         if reg == Err(DevError::NoResources) {
             // Kept registrations hold pinned memory and device MRs: give them back and retry.
-            let mine: Vec<u64> = st.lru.values().copied().filter(|id| st.entries.get(id).is_some_and(|e| dev_id(&e.dev) == dev_id(dev))).collect();
+            let mine: Vec<u64> =
+                st.lru.values().copied().filter(|id| st.entries.get(id).is_some_and(|e| dev_id(&e.dev) == dev_id(dev))).collect();
             if !mine.is_empty() {
                 for id in mine {
                     self.evict(&mut st, id, Cause::Lru);

@@ -62,12 +62,27 @@ pub fn counters() -> (u64, u64) {
 
 /// Registers `[addr, addr+len)`, reusing a live (or cached) registration of the same range,
 /// PD, access and address type.
-pub fn register_range(dev: &Arc<dyn Device>, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Registration, RegError> {
+pub fn register_range(
+    dev: &Arc<dyn Device>,
+    pd: Pd,
+    addr: u64,
+    len: u64,
+    access: Access,
+    zero_based: bool,
+) -> Result<Registration, RegError> {
     cache::global().register_range(dev, pd, addr, len, access, zero_based)
 }
 
 /// Registers shared memory named by `cookie`: the first LMR registers, the others share.
-pub fn register_shared(dev: &Arc<dyn Device>, cookie: &Cookie, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Registration, RegError> {
+pub fn register_shared(
+    dev: &Arc<dyn Device>,
+    cookie: &Cookie,
+    pd: Pd,
+    addr: u64,
+    len: u64,
+    access: Access,
+    zero_based: bool,
+) -> Result<Registration, RegError> {
     cache::global().register_shared(dev, cookie, pd, addr, len, access, zero_based)
 }
 

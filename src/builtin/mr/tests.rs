@@ -145,7 +145,16 @@ impl Map {
         let len = pages * PAGE;
         // SAFETY: a new anonymous mapping; a hint address is only a hint unless MAP_FIXED_NOREPLACE
         // is passed, which never replaces an existing mapping.
-        let p = unsafe { libc::mmap(hint as *mut _, len as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra, -1, 0) };
+        let p = unsafe {
+            libc::mmap(
+                hint as *mut _,
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra,
+                -1,
+                0,
+            )
+        };
         assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
         Map { addr: p as u64, len }
     }
@@ -196,7 +205,8 @@ fn touch_within_5s(addr: u64) -> bool {
 
 #[test]
 fn config_from_environment_values() {
-    let env = |pairs: &'static [(&'static str, &'static str)]| move |n: &str| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.to_string());
+    let env =
+        |pairs: &'static [(&'static str, &'static str)]| move |n: &str| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.to_string());
     let (c, notes) = Config::parse(env(&[]));
     assert_eq!(c, Config::default());
     assert!(notes.is_empty());
@@ -207,13 +217,15 @@ fn config_from_environment_values() {
         assert!(!Config::parse(env(pairs)).0.enabled, "{off}");
     }
     assert!(Config::parse(env(&[("DAT2_MR_CACHE", "1")])).0.enabled);
-    let (c, notes) = Config::parse(env(&[("DAT2_MR_CACHE_MAX_ENTRIES", "7"), ("DAT2_MR_CACHE_MAX_BYTES", "64M"), ("DAT2_MR_CACHE_TTL", "0.5")]));
+    let (c, notes) =
+        Config::parse(env(&[("DAT2_MR_CACHE_MAX_ENTRIES", "7"), ("DAT2_MR_CACHE_MAX_BYTES", "64M"), ("DAT2_MR_CACHE_TTL", "0.5")]));
     assert_eq!((c.max_entries, c.max_bytes, c.ttl), (7, 64 << 20, Some(Duration::from_millis(500))));
     assert!(notes.is_empty());
     assert_eq!(Config::parse(env(&[("DAT2_MR_CACHE_MAX_BYTES", "2GiB")])).0.max_bytes, 2 << 30);
     assert_eq!(Config::parse(env(&[("DAT2_MR_CACHE_MAX_BYTES", "4096")])).0.max_bytes, 4096);
     assert_eq!(Config::parse(env(&[("DAT2_MR_CACHE_TTL", "0")])).0.ttl, None);
-    let (c, notes) = Config::parse(env(&[("DAT2_MR_CACHE_MAX_ENTRIES", "many"), ("DAT2_MR_CACHE_MAX_BYTES", "1X"), ("DAT2_MR_CACHE_TTL", "-3")]));
+    let (c, notes) =
+        Config::parse(env(&[("DAT2_MR_CACHE_MAX_ENTRIES", "many"), ("DAT2_MR_CACHE_MAX_BYTES", "1X"), ("DAT2_MR_CACHE_TTL", "-3")]));
     assert_eq!((c.max_entries, c.max_bytes, c.ttl), (Config::default().max_entries, Config::default().max_bytes, Config::default().ttl));
     assert_eq!(notes.len(), 3, "{notes:?}");
 }
@@ -511,7 +523,16 @@ fn out_of_resources_gives_back_kept_registrations() {
 fn map_again_at(addr: u64, pages: u64) -> Option<Map> {
     let len = pages * PAGE;
     // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; the result is checked.
-    let p = unsafe { libc::mmap(addr as *mut _, len as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE, -1, 0) };
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut _,
+            len as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
     if p == libc::MAP_FAILED {
         return None;
     }
@@ -624,7 +645,15 @@ fn mremap_evicts() {
     // Move the pages elsewhere (growing them too); the old range is gone.
     let dest = Map::new(4);
     // SAFETY: moves the test's own mapping onto the test's own destination mapping.
-    let moved = unsafe { libc::mremap(m.addr as *mut _, 2 * PAGE as usize, 4 * PAGE as usize, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, dest.addr as *mut libc::c_void) };
+    let moved = unsafe {
+        libc::mremap(
+            m.addr as *mut _,
+            2 * PAGE as usize,
+            4 * PAGE as usize,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            dest.addr as *mut libc::c_void,
+        )
+    };
     assert_eq!(moved as u64, dest.addr, "mremap: {}", std::io::Error::last_os_error());
     core::mem::forget(m);
     let s = c.stats();
@@ -696,11 +725,14 @@ fn file_and_shared_mappings_are_not_kept() {
     let dev = dev_of(&mock);
     let len = 2 * PAGE as usize;
     // SAFETY: new shared anonymous mapping, unmapped below.
-    let shared = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0) };
+    let shared = unsafe {
+        libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+    };
     assert_ne!(shared, libc::MAP_FAILED);
     let file = std::fs::File::open("/proc/self/exe").unwrap();
     // SAFETY: a private read-only mapping of our own executable, unmapped below.
-    let mapped = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0) };
+    let mapped =
+        unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0) };
     assert_ne!(mapped, libc::MAP_FAILED);
     let r = reg(&c, &dev, 1, mapped as u64, PAGE, Access::LOCAL_READ);
     c.release(&dev, &r);

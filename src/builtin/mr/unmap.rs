@@ -402,7 +402,15 @@ pub(crate) fn wait_for_events(generation: u32, timeout: Duration) {
     let ts = libc::timespec { tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t, tv_nsec: timeout.subsec_nanos() as _ };
     // SAFETY: FUTEX_WAIT on a static atomic with a relative timeout on the stack; it only
     // sleeps while the value still equals `generation`.
-    unsafe { libc::syscall(libc::SYS_futex, EVENT_GEN.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, generation, &ts as *const libc::timespec) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            EVENT_GEN.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            generation,
+            &ts as *const libc::timespec,
+        )
+    };
 }
 
 /// Whether this process is a fork child of the one that opened the monitor.

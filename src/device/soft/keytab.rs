@@ -142,7 +142,16 @@ impl KeyTable {
             unsafe { (p as *mut u8).add(BYTES) as *const AtomicU32 }
         } else {
             // SAFETY: the pins' part of the file (BYTES is a multiple of the page size), shared.
-            let q = unsafe { libc::mmap(core::ptr::null_mut(), PIN_BYTES, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), BYTES as libc::off_t) };
+            let q = unsafe {
+                libc::mmap(
+                    core::ptr::null_mut(),
+                    PIN_BYTES,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    file.as_raw_fd(),
+                    BYTES as libc::off_t,
+                )
+            };
             if q == libc::MAP_FAILED {
                 // SAFETY: unmapping the slots mapped just above.
                 unsafe { libc::munmap(p, len) };
@@ -227,7 +236,10 @@ impl KeyTable {
         let start = Instant::now();
         while self.pin_count(i).load(Ordering::SeqCst) != 0 {
             if start.elapsed() >= limit {
-                crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft: a peer held a key's slot pinned for {limit:?}; its revoke goes on");
+                crate::dbg_log!(
+                    crate::log::DbgType::PROVIDER_API,
+                    "soft: a peer held a key's slot pinned for {limit:?}; its revoke goes on"
+                );
                 return;
             }
             std::thread::sleep(Duration::from_micros(50));
@@ -277,7 +289,9 @@ impl KeyTable {
                 zero_based: s.zero_based.load(Ordering::Relaxed) != 0,
                 file: match s.file_fd.load(Ordering::Relaxed) {
                     0 => None,
-                    fd => Some(super::shm::Source { fd, ino: s.file_ino.load(Ordering::Relaxed), offset: s.file_off.load(Ordering::Relaxed) }),
+                    fd => {
+                        Some(super::shm::Source { fd, ino: s.file_ino.load(Ordering::Relaxed), offset: s.file_off.load(Ordering::Relaxed) })
+                    }
                 },
             };
             fence(Ordering::Acquire);

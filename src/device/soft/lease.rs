@@ -16,12 +16,12 @@
 //!   the connection is shut down too. Only a peer of our own uid that stops answering for
 //!   that long (stopped, or hung) could still copy after the revoke returns.
 
+use crate::util::sync::{CondvarExt, MutexExt};
 use std::cell::Cell;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-use crate::util::sync::{MutexExt, CondvarExt};
 
 /// How long revoking waits for verified peers to finish copies they were asked for.
 pub const PEER_WAIT: Duration = Duration::from_secs(2);
@@ -154,13 +154,21 @@ impl SetLease {
             if Instant::now() >= deadline + GIVE_UP {
                 // Nothing of ours waits this long once its socket is shut down: a lease was
                 // lost. Returning is better than never returning.
-                crate::dbg_log!(crate::log::DbgType::ERROR, "soft: {} copies still hold a revoked key after {:?}; the revoke returns", self.users.load(Ordering::SeqCst), PEER_WAIT + GIVE_UP);
+                crate::dbg_log!(
+                    crate::log::DbgType::ERROR,
+                    "soft: {} copies still hold a revoked key after {:?}; the revoke returns",
+                    self.users.load(Ordering::SeqCst),
+                    PEER_WAIT + GIVE_UP
+                );
                 break;
             }
             let now = Instant::now();
             if now >= deadline && !waited {
                 waited = true;
-                crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft: a peer did not finish copying within {PEER_WAIT:?} of a revoke: its connection is shut down");
+                crate::dbg_log!(
+                    crate::log::DbgType::PROVIDER_API,
+                    "soft: a peer did not finish copying within {PEER_WAIT:?} of a revoke: its connection is shut down"
+                );
                 for &(fd, _) in socks.iter() {
                     shut_down(fd);
                 }

@@ -172,7 +172,8 @@ fn serve(accepting: TcpListener, closed: Arc<AtomicBool>, events: Arc<dyn Listen
             paused_until = None;
             loop {
                 if waiting.len() >= HALF_OPEN_MAX {
-                    let (k, oldest) = waiting.iter().enumerate().min_by_key(|(_, h)| h.since).map(|(k, h)| (k, h.since)).unwrap_or((0, Instant::now()));
+                    let (k, oldest) =
+                        waiting.iter().enumerate().min_by_key(|(_, h)| h.since).map(|(k, h)| (k, h.since)).unwrap_or((0, Instant::now()));
                     if oldest.elapsed() < EVICT_AGE {
                         break;
                     }

@@ -30,7 +30,8 @@ pub fn readable(addr: u64, len: u64, page: u64) -> Result<bool, ()> {
         }
         // SAFETY: `local` points into our scratch buffer (one byte each); the kernel only reads
         // the remote ranges and reports faults as a short count or EFAULT.
-        let n = unsafe { libc::process_vm_readv(libc::getpid(), local.as_ptr(), local.len() as u64, remote.as_ptr(), remote.len() as u64, 0) };
+        let n =
+            unsafe { libc::process_vm_readv(libc::getpid(), local.as_ptr(), local.len() as u64, remote.as_ptr(), remote.len() as u64, 0) };
         if n < 0 {
             let err = std::io::Error::last_os_error().raw_os_error();
             return match err {
@@ -226,7 +227,9 @@ mod tests {
         }
         let v = vec![7u8; 1 << 20];
         // SAFETY: fresh anonymous memory for the test: 3 pages, the middle one read-only.
-        let p = unsafe { libc::mmap(core::ptr::null_mut(), 3 * 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        let p = unsafe {
+            libc::mmap(core::ptr::null_mut(), 3 * 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
         assert_ne!(p, libc::MAP_FAILED);
         let a = p as u64;
         // SAFETY: our own mapping.
@@ -234,7 +237,11 @@ mod tests {
         let text = Mappings::Text(read_maps());
         for &(addr, len) in &[(v.as_ptr() as u64, v.len() as u64), (a, 4096), (a, 3 * 4096), (a + 4096, 4096), (a + 8192, 4096)] {
             for write in [false, true] {
-                assert_eq!(maps.covered(addr, addr + len, write), text.covered(addr, addr + len, write), "[{addr:#x}, +{len:#x}) write {write}");
+                assert_eq!(
+                    maps.covered(addr, addr + len, write),
+                    text.covered(addr, addr + len, write),
+                    "[{addr:#x}, +{len:#x}) write {write}"
+                );
             }
         }
         // Mappings no other thread can change: our read-only page, and the library's own code

@@ -34,7 +34,11 @@ impl crate::device::Driver for SoftDriver {
         vec![(IA_NAME.to_string(), DEFAULT_PARAMS.to_string())]
     }
     fn params_or_default(&self, params: &str) -> String {
-        if params.trim().is_empty() { DEFAULT_PARAMS.to_string() } else { params.to_string() }
+        if params.trim().is_empty() {
+            DEFAULT_PARAMS.to_string()
+        } else {
+            params.to_string()
+        }
     }
     fn attributes(&self, params: &str) -> Vec<(&'static str, String)> {
         let mut v = crate::device::common_attributes(self, "DIRECT");
@@ -49,10 +53,10 @@ impl crate::device::Driver for SoftDriver {
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use crate::util::idmap::IdMap;
 use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
-use keys::KeyGen;
+use crate::util::idmap::IdMap;
 use crate::util::sync::RwLockExt;
+use keys::KeyGen;
 
 /// One key set: what an lkey or rkey grants.
 #[derive(Clone)]
@@ -151,7 +155,17 @@ impl SoftDevice {
 
     /// Binds window `mw` over part of registration `mr` for QP `qp`; returns its new rkey.
     #[allow(clippy::too_many_arguments)]
-    pub fn bind_mw(&self, mw: &Mw, mr: &Mr, pd: u32, qp: u64, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {
+    pub fn bind_mw(
+        &self,
+        mw: &Mw,
+        mr: &Mr,
+        pd: u32,
+        qp: u64,
+        addr: u64,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+    ) -> Result<u32, DevError> {
         let mut s = self.write();
         let (mw_pd, old) = *s.mws.get(&mw.id).ok_or(DevError::Fault)?;
         let region = s.sets.get(&mr.id).ok_or(DevError::Fault)?.region;
@@ -210,7 +224,15 @@ impl SoftDevice {
             let file = shared.and_then(|b| b.source(set.addr, set.len));
             t.publish(
                 set.rkey,
-                keytab::Grant { pd: set.pd, access: set.access, bound_qp: set.bound_qp.unwrap_or(0), addr: set.addr, len: set.len, zero_based: set.zero_based, file },
+                keytab::Grant {
+                    pd: set.pd,
+                    access: set.access,
+                    bound_qp: set.bound_qp.unwrap_or(0),
+                    addr: set.addr,
+                    len: set.len,
+                    zero_based: set.zero_based,
+                    file,
+                },
             );
         }
     }
@@ -322,7 +344,10 @@ impl Device for SoftDevice {
             "off: DAT2_SOFT_SHM=0".to_string()
         };
         let cma = match peer::cma_state() {
-            Ok(()) => "on: with peers of this user on this host that the kernel confirms (Unix-socket rendezvous, SO_PEERCRED, NETLINK_SOCK_DIAG)".to_string(),
+            Ok(()) => {
+                "on: with peers of this user on this host that the kernel confirms (Unix-socket rendezvous, SO_PEERCRED, NETLINK_SOCK_DIAG)"
+                    .to_string()
+            }
             Err(why) => format!("off: {why}"),
         };
         vec![("DAT2_SOFT_SHM".into(), shm), ("DAT2_SOFT_CMA".into(), cma)]

@@ -190,7 +190,9 @@ pub fn other_end(stream: &TcpStream) -> Option<OtherEnd> {
     let local = stream.local_addr().ok()?;
     let remote = stream.peer_addr().ok()?;
     let (family, ours, theirs) = match (local, remote) {
-        (std::net::SocketAddr::V4(l), std::net::SocketAddr::V4(r)) => (libc::AF_INET, v4_words(*l.ip(), l.port()), v4_words(*r.ip(), r.port())),
+        (std::net::SocketAddr::V4(l), std::net::SocketAddr::V4(r)) => {
+            (libc::AF_INET, v4_words(*l.ip(), l.port()), v4_words(*r.ip(), r.port()))
+        }
         (std::net::SocketAddr::V6(l), std::net::SocketAddr::V6(r)) => match (l.ip().to_ipv4_mapped(), r.ip().to_ipv4_mapped()) {
             (Some(li), Some(ri)) => (libc::AF_INET, v4_words(li, l.port()), v4_words(ri, r.port())),
             _ => (libc::AF_INET6, (l.ip().octets(), l.port()), (r.ip().octets(), r.port())),
@@ -227,7 +229,14 @@ pub fn other_end(stream: &TcpStream) -> Option<OtherEnd> {
     kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
     // SAFETY: `req` and `kernel` are valid for the lengths given.
     let sent = unsafe {
-        libc::sendto(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0, &kernel as *const _ as *const libc::sockaddr, core::mem::size_of::<libc::sockaddr_nl>() as u32)
+        libc::sendto(
+            sock.as_raw_fd(),
+            req.as_ptr().cast(),
+            req.len(),
+            0,
+            &kernel as *const _ as *const libc::sockaddr,
+            core::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
     };
     if sent != req.len() as isize {
         return None;

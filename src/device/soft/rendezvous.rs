@@ -65,7 +65,13 @@ impl Claims {
     fn decode(b: &[u8; CLAIMS_LEN]) -> Option<Claims> {
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default());
-        (u32_at(0) == MAGIC).then(|| Claims { sock_fd: u32_at(4), canary: u64_at(8), keytab_fd: u32_at(16), pd: u32_at(20), qp: u64_at(24) })
+        (u32_at(0) == MAGIC).then(|| Claims {
+            sock_fd: u32_at(4),
+            canary: u64_at(8),
+            keytab_fd: u32_at(16),
+            pd: u32_at(20),
+            qp: u64_at(24),
+        })
     }
 }
 
@@ -96,7 +102,9 @@ fn peer_process(fd: &OwnedFd) -> Option<(u32, Option<OwnedFd>)> {
     let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
     let mut len = core::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: `cred` is valid for `len` bytes.
-    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred as *mut _ as *mut libc::c_void, &mut len) };
+    let r = unsafe {
+        libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred as *mut _ as *mut libc::c_void, &mut len)
+    };
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     if r != 0 || cred.pid <= 0 || cred.uid != me || me == overflow_uid() {
@@ -105,7 +113,8 @@ fn peer_process(fd: &OwnedFd) -> Option<(u32, Option<OwnedFd>)> {
     let mut pidfd: libc::c_int = -1;
     let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `pidfd` is valid for `len` bytes.
-    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, SO_PEERPIDFD, &mut pidfd as *mut _ as *mut libc::c_void, &mut len) };
+    let r =
+        unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, SO_PEERPIDFD, &mut pidfd as *mut _ as *mut libc::c_void, &mut len) };
     // SAFETY: a descriptor the kernel just gave us (close-on-exec).
     Some((cred.pid as u32, (r == 0 && pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })))
 }
@@ -152,7 +161,14 @@ impl Rendezvous {
         // Every queued connection, until the queue is empty: the first that verifies wins.
         for _ in 0..BACKLOG + 1 {
             // SAFETY: accept4 on our listening socket; it returns a new descriptor or -1.
-            let fd = unsafe { libc::accept4(self.listener.as_raw_fd(), core::ptr::null_mut(), core::ptr::null_mut(), libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) };
+            let fd = unsafe {
+                libc::accept4(
+                    self.listener.as_raw_fd(),
+                    core::ptr::null_mut(),
+                    core::ptr::null_mut(),
+                    libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                )
+            };
             if fd < 0 {
                 return None;
             }

@@ -72,14 +72,19 @@ impl Backing {
     /// Where the program's bytes at `[addr, addr+len)` are in the file, if inside the range.
     pub fn source(&self, addr: u64, len: u64) -> Option<Source> {
         let end = addr.checked_add(len)?;
-        (addr >= self.addr && end <= self.addr + self.len).then(|| Source { fd: self.file.as_raw_fd() as u32, ino: self.ino, offset: self.offset + (addr - self.addr) })
+        (addr >= self.addr && end <= self.addr + self.len).then(|| Source {
+            fd: self.file.as_raw_fd() as u32,
+            ino: self.ino,
+            offset: self.offset + (addr - self.addr),
+        })
     }
 
     /// Our alias of the program's bytes at `[addr, addr+len)` for reading, if inside the range.
     pub fn view(&self, addr: u64, len: usize) -> Option<*const u8> {
         let end = addr.checked_add(len as u64)?;
         // SAFETY: inside our mapping, as in `alias`.
-        (addr >= self.addr && end <= self.addr + self.len).then(|| unsafe { self.map.add(self.delta + (addr - self.addr) as usize) } as *const u8)
+        (addr >= self.addr && end <= self.addr + self.len)
+            .then(|| unsafe { self.map.add(self.delta + (addr - self.addr) as usize) } as *const u8)
     }
 
     /// Our writable alias of the program's bytes at `[addr, addr+len)`, if inside the range.
@@ -204,7 +209,9 @@ fn open_peer(peer: &PeerProcess, src: Source, write: bool) -> Option<Arc<PeerFil
     let pid = peer.pid()?;
     let mut files = mapped().locked();
     files.retain(|w| w.strong_count() > 0);
-    if let Some(f) = files.iter().filter_map(|w| w.upgrade()).find(|f| f.pid == pid && f.fd == src.fd && f.ino == src.ino && f.writable == write) {
+    if let Some(f) =
+        files.iter().filter_map(|w| w.upgrade()).find(|f| f.pid == pid && f.fd == src.fd && f.ino == src.ino && f.writable == write)
+    {
         return Some(f);
     }
     let file = File::from(peer.get_fd(src.fd)?);

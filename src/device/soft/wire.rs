@@ -155,7 +155,12 @@ impl Hello {
         if u32_at(0) != MAGIC || u32_at(4) != VERSION {
             return None;
         }
-        Some(Hello { reaches_peer: u32_at(8) != 0, rd_in: u32_at(12), rendezvous: u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()), private_data: b[HELLO_LEN..].to_vec() })
+        Some(Hello {
+            reaches_peer: u32_at(8) != 0,
+            rd_in: u32_at(12),
+            rendezvous: u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()),
+            private_data: b[HELLO_LEN..].to_vec(),
+        })
     }
 }
 
@@ -175,8 +180,20 @@ pub fn request_shape_ok(h: &Hdr, max_message: u32) -> bool {
     let entry = if shm { SHARED_SEG_LEN } else { SEG_LEN };
     let list_ok = h.payload as usize % entry == 0 && h.payload as usize <= LIST_MAX * entry && (h.payload > 0 || h.length == 0);
     match h.op {
-        op::SEND | op::WRITE => if cma { list_ok } else { h.payload == h.length },
-        op::READ => if cma { list_ok } else { h.payload == 0 },
+        op::SEND | op::WRITE => {
+            if cma {
+                list_ok
+            } else {
+                h.payload == h.length
+            }
+        }
+        op::READ => {
+            if cma {
+                list_ok
+            } else {
+                h.payload == 0
+            }
+        }
         op::CMP_SWAP | op::FETCH_ADD => !cma && h.payload == 0 && h.length == 8,
         _ => false,
     }
@@ -220,7 +237,9 @@ pub fn encode_shared(segs: &[(u64, u32)], srcs: &[super::shm::Source]) -> Vec<u8
 pub fn decode_shared(b: &[u8]) -> (Vec<(u64, u32)>, Vec<super::shm::Source>) {
     let u64_at = |c: &[u8], i: usize| u64::from_le_bytes(c[i..i + 8].try_into().unwrap_or_default());
     let u32_at = |c: &[u8], i: usize| u32::from_le_bytes(c[i..i + 4].try_into().unwrap_or_default());
-    b.chunks_exact(32).map(|c| ((u64_at(c, 0), u32_at(c, 8)), super::shm::Source { fd: u32_at(c, 12), ino: u64_at(c, 16), offset: u64_at(c, 24) })).unzip()
+    b.chunks_exact(32)
+        .map(|c| ((u64_at(c, 0), u32_at(c, 8)), super::shm::Source { fd: u32_at(c, 12), ino: u64_at(c, 16), offset: u64_at(c, 24) }))
+        .unzip()
 }
 
 #[cfg(test)]
@@ -229,10 +248,25 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let h = Hdr { op: op::WRITE, flags: flag::CMA, status: 6, payload: 24, length: 4096, raddr: 1 << 40, rkey: 0xdead_beef, imm: 7, acks: 3, a: 1, b: u64::MAX };
+        let h = Hdr {
+            op: op::WRITE,
+            flags: flag::CMA,
+            status: 6,
+            payload: 24,
+            length: 4096,
+            raddr: 1 << 40,
+            rkey: 0xdead_beef,
+            imm: 7,
+            acks: 3,
+            a: 1,
+            b: u64::MAX,
+        };
         assert_eq!(Hdr::decode(&h.encode()), h);
         let segs = vec![(0x1000u64, 7u32), (1 << 40, u32::MAX)];
-        let srcs = vec![super::super::shm::Source { fd: 3, ino: 99, offset: 5 }, super::super::shm::Source { fd: 1 << 20, ino: u64::MAX, offset: 1 << 33 }];
+        let srcs = vec![
+            super::super::shm::Source { fd: 3, ino: 99, offset: 5 },
+            super::super::shm::Source { fd: 1 << 20, ino: u64::MAX, offset: 1 << 33 },
+        ];
         assert_eq!(decode_shared(&encode_shared(&segs, &srcs)), (segs, srcs));
         let hello = Hello { rendezvous: 0x1234_5678_9abc, reaches_peer: true, rd_in: 4, private_data: vec![1, 2, 3] };
         assert_eq!(Hello::decode(&hello.encode()), Some(hello));

@@ -53,9 +53,7 @@ impl fmt::Display for LoadError {
         match self {
             // dlerror usually names the file already (as asked for, or the path found for
             // it: "/lib/x86_64-linux-gnu/libibverbs.so.1: file too short"); do not say it twice.
-            LoadError::Open { library, reason } if reason.contains(library.as_str()) => {
-                f.write_str(reason)
-            }
+            LoadError::Open { library, reason } if reason.contains(library.as_str()) => f.write_str(reason),
             LoadError::Open { library, reason } => write!(f, "{library}: {reason}"),
             LoadError::Symbol { library, symbol, reason } if reason.is_empty() => {
                 write!(f, "{library}: missing symbol {symbol}")

@@ -65,26 +65,13 @@ fn connect(api: &Api, qp: *mut ibv_qp, remote: u32, gid: ibv_gid, gid_index: u8)
         },
         ..Default::default()
     };
-    let mask = IBV_QP_STATE
-        | IBV_QP_AV
-        | IBV_QP_PATH_MTU
-        | IBV_QP_DEST_QPN
-        | IBV_QP_RQ_PSN
-        | IBV_QP_MAX_DEST_RD_ATOMIC
-        | IBV_QP_MIN_RNR_TIMER;
+    let mask =
+        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
     // SAFETY: `qp` is live and `attr` local.
     assert_eq!(unsafe { (api.ibv.modify_qp)(qp, &mut attr, mask as c_int) }, 0, "to RTR");
-    let mut attr = ibv_qp_attr {
-        qp_state: IBV_QPS_RTS,
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        sq_psn: 0,
-        max_rd_atomic: 1,
-        ..Default::default()
-    };
-    let mask =
-        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+    let mut attr =
+        ibv_qp_attr { qp_state: IBV_QPS_RTS, timeout: 14, retry_cnt: 7, rnr_retry: 7, sq_psn: 0, max_rd_atomic: 1, ..Default::default() };
+    let mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
     // SAFETY: as above.
     assert_eq!(unsafe { (api.ibv.modify_qp)(qp, &mut attr, mask as c_int) }, 0, "to RTS");
 }
@@ -201,7 +188,12 @@ fn on_a_device_the_inline_verbs_work() {
         let mut bind = ibv_mw_bind {
             wr_id: 0,
             send_flags: IBV_SEND_SIGNALED,
-            bind_info: ibv_mw_bind_info { mr: dst_mr, addr: dst.as_ptr() as u64 + 32, length: 32, mw_access_flags: IBV_ACCESS_REMOTE_WRITE },
+            bind_info: ibv_mw_bind_info {
+                mr: dst_mr,
+                addr: dst.as_ptr() as u64 + 32,
+                length: 32,
+                mw_access_flags: IBV_ACCESS_REMOTE_WRITE,
+            },
         };
         assert_eq!(bind_mw(b.qp, mw, &mut bind), libc::EINVAL);
         let old_rkey = (*mw).rkey;

@@ -269,7 +269,9 @@ pub(super) fn connect(qp: &VerbsQp, addr: SocketAddr, private_data: &[u8], timeo
     let mut src = with_port(dev.address, 0);
     let mut dst = crate::util::sockaddr::to_c(addr);
     // SAFETY: our id and two socket addresses that live across the call.
-    let rc = unsafe { (dev.api.cm.resolve_addr)(id.0, &mut src as *mut _ as *mut sys::sockaddr, &mut dst as *mut _ as *mut sys::sockaddr, RESOLVE_MS) };
+    let rc = unsafe {
+        (dev.api.cm.resolve_addr)(id.0, &mut src as *mut _ as *mut sys::sockaddr, &mut dst as *mut _ as *mut sys::sockaddr, RESOLVE_MS)
+    };
     if rc != 0 {
         let e = std::io::Error::last_os_error();
         dbg_log!(DbgType::ERROR, "verbs QP {}: rdma_resolve_addr: {e}", qp.qp_num);
@@ -389,10 +391,17 @@ fn on_qp_event(qp: &Arc<VerbsQp>, kind: u32, status: i32, id: Ptr<sys::rdma_cm_i
             }
         }
         sys::RDMA_CM_EVENT_REJECTED => {
-            let ev = if status == REJ_CONSUMER_DEFINED { CmEvent::PeerRejected { private_data: unframe(private_data, PDATA_REJ) } } else { CmEvent::NonPeerRejected };
+            let ev = if status == REJ_CONSUMER_DEFINED {
+                CmEvent::PeerRejected { private_data: unframe(private_data, PDATA_REJ) }
+            } else {
+                CmEvent::NonPeerRejected
+            };
             qp.end(ev);
         }
-        sys::RDMA_CM_EVENT_ADDR_ERROR | sys::RDMA_CM_EVENT_ROUTE_ERROR | sys::RDMA_CM_EVENT_UNREACHABLE | sys::RDMA_CM_EVENT_CONNECT_ERROR => {
+        sys::RDMA_CM_EVENT_ADDR_ERROR
+        | sys::RDMA_CM_EVENT_ROUTE_ERROR
+        | sys::RDMA_CM_EVENT_UNREACHABLE
+        | sys::RDMA_CM_EVENT_CONNECT_ERROR => {
             let ev = if status == -libc::ETIMEDOUT || status == libc::ETIMEDOUT { CmEvent::TimedOut } else { CmEvent::Unreachable };
             qp.end(ev);
         }

@@ -13,10 +13,10 @@ use super::qp::VerbsQp;
 use super::srq::VerbsSrq;
 use super::sys;
 use super::{probe, Ptr};
-use crate::util::idmap::IdMap;
 use crate::dbg_log;
 use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
 use crate::log::DbgType;
+use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
 #[derive(Clone, Copy)]
@@ -74,10 +74,14 @@ unsafe impl Sync for VerbsDevice {}
 
 /// The remote rights of DAT privileges as verbs access flags.
 fn remote_access(a: Access) -> u32 {
-    [(Access::REMOTE_READ, sys::IBV_ACCESS_REMOTE_READ), (Access::REMOTE_WRITE, sys::IBV_ACCESS_REMOTE_WRITE), (Access::REMOTE_ATOMIC, sys::IBV_ACCESS_REMOTE_ATOMIC)]
-        .iter()
-        .filter(|(bit, _)| a.contains(*bit))
-        .fold(0, |f, (_, flag)| f | flag)
+    [
+        (Access::REMOTE_READ, sys::IBV_ACCESS_REMOTE_READ),
+        (Access::REMOTE_WRITE, sys::IBV_ACCESS_REMOTE_WRITE),
+        (Access::REMOTE_ATOMIC, sys::IBV_ACCESS_REMOTE_ATOMIC),
+    ]
+    .iter()
+    .filter(|(bit, _)| a.contains(*bit))
+    .fold(0, |f, (_, flag)| f | flag)
 }
 
 /// DAT privileges as verbs access flags. Local read is implicit; remote write and atomics need
@@ -280,7 +284,9 @@ impl VerbsDevice {
         match self.register_with(pd, addr, len, access, zero_based, flags) {
             // Windows need MW_BIND, which the kernel pins as writable: read-only memory is
             // registered without it (no window can then be bound over it).
-            Err(DevError::Fault) if !access.needs_write() => self.register_with(pd, addr, len, access, zero_based, flags & !sys::IBV_ACCESS_MW_BIND),
+            Err(DevError::Fault) if !access.needs_write() => {
+                self.register_with(pd, addr, len, access, zero_based, flags & !sys::IBV_ACCESS_MW_BIND)
+            }
             r => r,
         }
     }
@@ -344,7 +350,11 @@ fn open_by_name(api: &Api, name: &str) -> Result<Ptr<sys::ibv_context>, String> 
     // SAFETY: the list returned above.
     unsafe { (api.ibv.free_device_list)(list) };
     if ctx.is_null() {
-        return Err(if n == 0 { "libibverbs finds no RDMA devices (is the driver's rdma-core provider installed?)".to_string() } else { format!("{name}: cannot open the device: {e}") });
+        return Err(if n == 0 {
+            "libibverbs finds no RDMA devices (is the driver's rdma-core provider installed?)".to_string()
+        } else {
+            format!("{name}: cannot open the device: {e}")
+        });
     }
     Ok(Ptr(ctx))
 }
@@ -375,7 +385,8 @@ impl Device for VerbsDevice {
             let s = self.lock();
             (s.qps.values().cloned().collect(), s.srqs.values().cloned().collect())
         };
-        qps.iter().filter_map(Weak::upgrade).any(|q| q.uses_lkey(mr.lkey)) || srqs.iter().filter_map(Weak::upgrade).any(|s| s.uses_lkey(mr.lkey))
+        qps.iter().filter_map(Weak::upgrade).any(|q| q.uses_lkey(mr.lkey))
+            || srqs.iter().filter_map(Weak::upgrade).any(|s| s.uses_lkey(mr.lkey))
     }
 
     fn progress(&self) {

@@ -14,8 +14,8 @@
 //! small map update per distinct lkey of a request, and no allocation for a request of one
 //! or two segments.
 
-use crate::util::idmap::IdMap;
 use crate::device::Sge;
+use crate::util::idmap::IdMap;
 
 /// The distinct lkeys of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]

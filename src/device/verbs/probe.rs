@@ -33,7 +33,8 @@ fn read_trimmed(p: &Path) -> Option<String> {
 }
 
 fn sorted_names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
     v.sort();
     v
 }
@@ -75,7 +76,9 @@ pub fn parse_params(params: &str) -> Result<(String, u8), String> {
     let mut w = params.split_whitespace();
     let device = w.next().ok_or_else(|| format!("ia_params \"{params}\": no device name (expected \"<device> <port>\")"))?;
     let port = match w.next() {
-        Some(p) => p.parse::<u8>().ok().filter(|&p| p > 0).ok_or_else(|| format!("ia_params \"{params}\": port '{p}' is not a port number"))?,
+        Some(p) => {
+            p.parse::<u8>().ok().filter(|&p| p > 0).ok_or_else(|| format!("ia_params \"{params}\": port '{p}' is not a port number"))?
+        }
         None => 1,
     };
     Ok((device.to_string(), port))
@@ -95,7 +98,10 @@ pub fn unusable(device: &str, port: u8) -> Option<String> {
         return Some(format!("{SYSFS}/{device}/ports/{port}: no such port"));
     };
     if !p.is_active() {
-        return Some(format!("{SYSFS}/{device}/ports/{port}: port is {}", if p.state.is_empty() { "in an unknown state" } else { &p.state }));
+        return Some(format!(
+            "{SYSFS}/{device}/ports/{port}: port is {}",
+            if p.state.is_empty() { "in an unknown state" } else { &p.state }
+        ));
     }
     None
 }

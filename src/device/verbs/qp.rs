@@ -31,10 +31,10 @@ use super::inuse::{KeysInUse, WrKeys};
 use super::srq::VerbsSrq;
 use super::{api, sys, Ptr};
 use crate::abi::*;
-use crate::util::idmap::IdMap;
 use crate::dbg_log;
 use crate::device::{Access, CmEvent, Completion, DevError, Mr, Mw, Pd, Qp, QpCaps, QpEvents, SendWr, Sge, WcOp, WrOp};
 use crate::log::DbgType;
+use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,9 +107,19 @@ fn dto_status(s: u32) -> u32 {
 }
 
 impl VerbsQp {
-    pub(super) fn create(dev: &Arc<VerbsDevice>, pd: Pd, caps: QpCaps, srq: Option<Arc<VerbsSrq>>, events: Arc<dyn QpEvents>) -> Result<Arc<VerbsQp>, DevError> {
+    pub(super) fn create(
+        dev: &Arc<VerbsDevice>,
+        pd: Pd,
+        caps: QpCaps,
+        srq: Option<Arc<VerbsSrq>>,
+        events: Arc<dyn QpEvents>,
+    ) -> Result<Arc<VerbsQp>, DevError> {
         let l = crate::device::Device::limits(dev.as_ref());
-        if caps.max_send_wr > l.max_qp_wr || caps.max_recv_wr > l.max_qp_wr || caps.max_send_sge > l.max_sge || caps.max_recv_sge > l.max_sge {
+        if caps.max_send_wr > l.max_qp_wr
+            || caps.max_recv_wr > l.max_qp_wr
+            || caps.max_send_sge > l.max_sge
+            || caps.max_recv_sge > l.max_sge
+        {
             return Err(DevError::NoResources);
         }
         let pdp = dev.pd_ptr(pd)?;
@@ -226,7 +236,8 @@ impl VerbsQp {
         a.qp_state = sys::IBV_QPS_INIT;
         a.pkey_index = 0;
         a.port_num = self.dev.port;
-        a.qp_access_flags = sys::IBV_ACCESS_LOCAL_WRITE | sys::IBV_ACCESS_REMOTE_WRITE | sys::IBV_ACCESS_REMOTE_READ | sys::IBV_ACCESS_REMOTE_ATOMIC;
+        a.qp_access_flags =
+            sys::IBV_ACCESS_LOCAL_WRITE | sys::IBV_ACCESS_REMOTE_WRITE | sys::IBV_ACCESS_REMOTE_READ | sys::IBV_ACCESS_REMOTE_ATOMIC;
         let mask = sys::IBV_QP_STATE | sys::IBV_QP_PKEY_INDEX | sys::IBV_QP_PORT | sys::IBV_QP_ACCESS_FLAGS;
         // SAFETY: our QP and an initialised attribute struct.
         let rc = unsafe { (self.dev.api.ibv.modify_qp)(self.qp.0, &mut a, mask as i32) };
@@ -317,7 +328,14 @@ impl VerbsQp {
     }
 
     /// Posts one send-queue request; `fill` sets its opcode and operation fields.
-    fn post(&self, wr_id: u64, op: Option<WcOp>, sges: &[Sge], flags: u32, fill: impl FnOnce(&mut sys::ibv_send_wr)) -> Result<(), DevError> {
+    fn post(
+        &self,
+        wr_id: u64,
+        op: Option<WcOp>,
+        sges: &[Sge],
+        flags: u32,
+        fill: impl FnOnce(&mut sys::ibv_send_wr),
+    ) -> Result<(), DevError> {
         let mut list: Vec<sys::ibv_sge> = sges.iter().map(|s| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
         // SAFETY: plain data.
         let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
@@ -345,7 +363,15 @@ impl VerbsQp {
     pub(super) fn on_wc(&self, wc: &sys::ibv_wc) {
         let status = dto_status(wc.status);
         if wc.status != sys::IBV_WC_SUCCESS {
-            dbg_log!(DbgType::PROVIDER_API, "verbs QP {}: completion {:#x}: verbs status {} (vendor {:#x}), opcode {} -> DAT status {status}", self.qp_num, wc.wr_id, wc.status, wc.vendor_err, wc.opcode);
+            dbg_log!(
+                DbgType::PROVIDER_API,
+                "verbs QP {}: completion {:#x}: verbs status {} (vendor {:#x}), opcode {} -> DAT status {status}",
+                self.qp_num,
+                wc.wr_id,
+                wc.status,
+                wc.vendor_err,
+                wc.opcode
+            );
         }
         let (found, drained) = {
             let mut i = self.lock();
@@ -558,7 +584,15 @@ impl Qp for VerbsQp {
         let Some(st) = self.dev.mw_state(mw) else { return };
         if !st.bound {
             // Nothing to invalidate (never bound, unbound, or invalidated by the peer).
-            self.events.completion(Completion { wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Bind, byte_len: 0, imm: None, invalidated: None, solicited: false });
+            self.events.completion(Completion {
+                wr_id,
+                status: DAT_DTO_SUCCESS,
+                op: WcOp::Bind,
+                byte_len: 0,
+                imm: None,
+                invalidated: None,
+                solicited: false,
+            });
             return;
         }
         let posted = self.post(wr_id, Some(WcOp::Bind), &[], 0, |w| {
@@ -569,7 +603,15 @@ impl Qp for VerbsQp {
             self.dev.set_mw(mw, st.rkey, false);
         }
         if posted.is_err() {
-            self.events.completion(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op: WcOp::Bind, byte_len: 0, imm: None, invalidated: None, solicited: false });
+            self.events.completion(Completion {
+                wr_id,
+                status: DAT_DTO_ERR_FLUSHED,
+                op: WcOp::Bind,
+                byte_len: 0,
+                imm: None,
+                invalidated: None,
+                solicited: false,
+            });
         }
     }
 

@@ -7,8 +7,8 @@ use super::device::VerbsDevice;
 use super::errno::{dev_error, last_error};
 use super::inuse::{KeysInUse, WrKeys};
 use super::{api, sys, Ptr};
-use crate::util::idmap::IdMap;
 use crate::device::{DevError, Pd, Sge, Srq, SrqEvents};
+use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
 pub struct VerbsSrq {
@@ -35,7 +35,13 @@ unsafe impl Send for VerbsSrq {}
 unsafe impl Sync for VerbsSrq {}
 
 impl VerbsSrq {
-    pub(super) fn create(dev: &Arc<VerbsDevice>, pd: Pd, max_wr: u32, max_sge: u32, events: Arc<dyn SrqEvents>) -> Result<Arc<VerbsSrq>, DevError> {
+    pub(super) fn create(
+        dev: &Arc<VerbsDevice>,
+        pd: Pd,
+        max_wr: u32,
+        max_sge: u32,
+        events: Arc<dyn SrqEvents>,
+    ) -> Result<Arc<VerbsSrq>, DevError> {
         let pdp = dev.pd_ptr(pd)?;
         // SAFETY: plain data.
         let mut a: sys::ibv_srq_init_attr = unsafe { std::mem::zeroed() };
@@ -46,7 +52,13 @@ impl VerbsSrq {
         if srq.is_null() {
             return Err(last_error());
         }
-        let s = Arc::new(VerbsSrq { dev: dev.clone(), srq: Ptr(srq), max_wr: Mutex::new(max_wr), posted: Mutex::new(Posted { next: 1, ..Posted::default() }), events });
+        let s = Arc::new(VerbsSrq {
+            dev: dev.clone(),
+            srq: Ptr(srq),
+            max_wr: Mutex::new(max_wr),
+            posted: Mutex::new(Posted { next: 1, ..Posted::default() }),
+            events,
+        });
         dev.lock().srqs.insert(srq as usize, Arc::downgrade(&s));
         Ok(s)
     }

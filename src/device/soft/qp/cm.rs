@@ -16,7 +16,14 @@ impl SoftQp {
     /// passive side learns it later, with READY.
     /// `peer_rd_in`: how many reads and atomics the peer takes at a time (its handshake's
     /// `rd_in`).
-    pub(super) fn start(self: &Arc<Self>, stream: TcpStream, verified: Option<(PeerProcess, Claims)>, agreed: bool, peer_rd_in: u32, established: Option<Vec<u8>>) {
+    pub(super) fn start(
+        self: &Arc<Self>,
+        stream: TcpStream,
+        verified: Option<(PeerProcess, Claims)>,
+        agreed: bool,
+        peer_rd_in: u32,
+        established: Option<Vec<u8>>,
+    ) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(None);
         let reader = stream.try_clone();
@@ -64,8 +71,9 @@ impl SoftQp {
                     None => TcpStream::connect(addr),
                 };
                 match attempt {
-                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
-                        && started.elapsed() < REFUSED_RETRY.min(timeout.unwrap_or(REFUSED_RETRY)) =>
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::ConnectionRefused
+                            && started.elapsed() < REFUSED_RETRY.min(timeout.unwrap_or(REFUSED_RETRY)) =>
                     {
                         std::thread::sleep(Duration::from_millis(10));
                     }
@@ -82,10 +90,16 @@ impl SoftQp {
             // A peer on this host is asked to our rendezvous (rendezvous.rs), where each side
             // learns from the kernel which process the other is.
             let rendezvous = peer::other_end(&stream).and_then(|_| Rendezvous::open());
-            let hello = Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), rd_in: self.caps.max_rd_in, private_data, ..Hello::default() };
+            let hello = Hello {
+                rendezvous: rendezvous.as_ref().map_or(0, |r| r.token),
+                rd_in: self.caps.max_rd_in,
+                private_data,
+                ..Hello::default()
+            };
             write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
             let (hdr, body) =
-                read_message(&stream, wire::HELLO_MAX).map_err(|e| if timed_out(&e) { CmEvent::TimedOut } else { CmEvent::NonPeerRejected })?;
+                read_message(&stream, wire::HELLO_MAX)
+                    .map_err(|e| if timed_out(&e) { CmEvent::TimedOut } else { CmEvent::NonPeerRejected })?;
             let answer = Hello::decode(&body).ok_or(CmEvent::NonPeerRejected)?;
             match hdr.op {
                 op::ACCEPT => {
@@ -94,7 +108,8 @@ impl SoftQp {
                     // have accepted the connection yet (its socket had no inode).
                     let end = rendezvous.as_ref().and_then(|_| peer::other_end(&stream));
                     let verified = rendezvous.as_ref().zip(end).and_then(|(r, e)| r.take(e));
-                    let we_reach = verified.as_ref().is_some_and(|(p, c, channel)| channel.send(&self.claims(&stream)) && p.reaches(c.canary));
+                    let we_reach =
+                        verified.as_ref().is_some_and(|(p, c, channel)| channel.send(&self.claims(&stream)) && p.reaches(c.canary));
                     let verified = verified.map(|(p, c, _)| (p, c));
                     let ready = Hello { reaches_peer: we_reach, ..Hello::default() };
                     write_message(&stream, op::READY, &ready.encode()).map_err(|_| CmEvent::Broken)?;
@@ -106,10 +121,16 @@ impl SoftQp {
                     let agreed = match read_message(&stream, 0) {
                         Ok((done, _)) if done.op == op::ESTABLISHED && done.acks == 0 => we_reach && done.status == 1,
                         Err(e) if timed_out(&e) => return Err(CmEvent::TimedOut),
-                        Err(e) if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
-                        ) => false,
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                std::io::ErrorKind::UnexpectedEof
+                                    | std::io::ErrorKind::ConnectionReset
+                                    | std::io::ErrorKind::ConnectionAborted
+                            ) =>
+                        {
+                            false
+                        }
                         _ => return Err(CmEvent::Broken),
                     };
                     Ok((stream, answer, verified, agreed))
@@ -145,10 +166,26 @@ impl SoftQp {
             let mut i = self.lock();
             for o in i.outstanding.drain(..) {
                 let status = o.done.unwrap_or(DAT_DTO_ERR_FLUSHED);
-                events.push(Event::Completion(Completion { wr_id: o.wr_id, status, op: o.op, byte_len: 0, imm: None, invalidated: None, solicited: false }));
+                events.push(Event::Completion(Completion {
+                    wr_id: o.wr_id,
+                    status,
+                    op: o.op,
+                    byte_len: 0,
+                    imm: None,
+                    invalidated: None,
+                    solicited: false,
+                }));
             }
             for (wr_id, _) in i.recvs.drain(..) {
-                events.push(Event::Completion(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op: WcOp::Recv, byte_len: 0, imm: None, invalidated: None, solicited: false }));
+                events.push(Event::Completion(Completion {
+                    wr_id,
+                    status: DAT_DTO_ERR_FLUSHED,
+                    op: WcOp::Recv,
+                    byte_len: 0,
+                    imm: None,
+                    invalidated: None,
+                    solicited: false,
+                }));
             }
             i.stalled.clear();
             i.stalled_bytes = 0;
@@ -276,4 +313,3 @@ impl PendingConnection for Pending {
         }
     }
 }
-

@@ -5,13 +5,19 @@ use super::*;
 use crate::util::sync::MutexExt;
 
 impl SoftQp {
-
     /// Moves a request's data into our memory at `segs`; the last bytes land last (see
     /// `io::split_tail`).
     /// `aliases` gives our own mappings of `segs` when they are in shared files (shm.rs).
     /// `sets`: the key sets that admitted `segs`, leased for the copy (lease.rs); if one was
     /// revoked, nothing is consumed and the answer is `Landing::Revoked`.
-    pub(super) fn land(&self, rx: Option<&mut io::Rx>, data: &Data, segs: &[(u64, usize)], sets: &[Arc<SetLease>], aliases: impl FnOnce() -> Option<Aliases>) -> Result<(), Landing> {
+    pub(super) fn land(
+        &self,
+        rx: Option<&mut io::Rx>,
+        data: &Data,
+        segs: &[(u64, usize)],
+        sets: &[Arc<SetLease>],
+        aliases: impl FnOnce() -> Option<Aliases>,
+    ) -> Result<(), Landing> {
         let via = match (data, &rx) {
             (Data::Socket, Some(rx)) => Via::Socket(rx.fd()),
             _ => Via::Memory,
@@ -20,7 +26,13 @@ impl SoftQp {
         self.land_leased(rx, data, segs, aliases).map_err(|_| Landing::Failed)
     }
 
-    pub(super) fn land_leased(&self, rx: Option<&mut io::Rx>, data: &Data, segs: &[(u64, usize)], aliases: impl FnOnce() -> Option<Aliases>) -> Result<(), ()> {
+    pub(super) fn land_leased(
+        &self,
+        rx: Option<&mut io::Rx>,
+        data: &Data,
+        segs: &[(u64, usize)],
+        aliases: impl FnOnce() -> Option<Aliases>,
+    ) -> Result<(), ()> {
         let total: usize = segs.iter().map(|s| s.1).sum();
         let (head, tail) = io::split_tail(segs);
         let pull = |remote: &[(u64, u32)]| {
@@ -160,7 +172,15 @@ impl SoftQp {
                         }
                         Err(Landing::Failed) => {
                             // The connection ends; the receive it took completes with it.
-                            let c = Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op: WcOp::Recv, byte_len: 0, imm: None, invalidated: None, solicited: false };
+                            let c = Completion {
+                                wr_id,
+                                status: DAT_DTO_ERR_FLUSHED,
+                                op: WcOp::Recv,
+                                byte_len: 0,
+                                imm: None,
+                                invalidated: None,
+                                solicited: false,
+                            };
                             return (false, vec![Event::Completion(c)]);
                         }
                         // The receive's memory was revoked (dat_lmr_free) before the data came.
@@ -225,7 +245,15 @@ impl SoftQp {
                 let original = {
                     let _atomic = self.dev.atomics.locked();
                     let Ok(old) = io::read_u64(addr) else { return (false, Vec::new()) };
-                    let new = if hdr.op == op::CMP_SWAP { if old == hdr.a { hdr.b } else { old } } else { old.wrapping_add(hdr.a) };
+                    let new = if hdr.op == op::CMP_SWAP {
+                        if old == hdr.a {
+                            hdr.b
+                        } else {
+                            old
+                        }
+                    } else {
+                        old.wrapping_add(hdr.a)
+                    };
                     if new != old && io::write_u64(addr, new).is_err() {
                         return (false, Vec::new());
                     }

@@ -30,11 +30,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::io;
-use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
 use super::keytab::KeyTable;
 use super::lease::{Leases, SetLease, Via};
 use super::peer::{self, OtherEnd, PeerProcess};
 use super::rendezvous::{Channel, Claims, Rendezvous};
+use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
 use super::{shm, KeySet, SoftDevice};
 use crate::abi::*;
 use crate::device::*;
@@ -262,7 +262,14 @@ fn status_u8(s: u32) -> u8 {
 }
 
 impl SoftQp {
-    pub fn new(dev: Arc<SoftDevice>, id: u64, pd: u32, caps: QpCaps, srq: Option<Arc<super::srq::SoftSrq>>, events: Arc<dyn QpEvents>) -> Arc<SoftQp> {
+    pub fn new(
+        dev: Arc<SoftDevice>,
+        id: u64,
+        pd: u32,
+        caps: QpCaps,
+        srq: Option<Arc<super::srq::SoftSrq>>,
+        events: Arc<dyn QpEvents>,
+    ) -> Arc<SoftQp> {
         let qp = Arc::new_cyclic(|this| SoftQp {
             this: this.clone(),
             srq: srq.clone(),
@@ -294,7 +301,10 @@ impl SoftQp {
             exec: Mutex::new(()),
             shm_peers: Mutex::new(shm::Peers::default()),
             delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
-            out: Outbound { queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, held: false, fd: -1, acks: 0 }), cv: Condvar::new() },
+            out: Outbound {
+                queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, held: false, fd: -1, acks: 0 }),
+                cv: Condvar::new(),
+            },
             room: Condvar::new(),
             room_waiters: AtomicU32::new(0),
             reads_in: AtomicU32::new(0),
@@ -332,7 +342,16 @@ impl SoftQp {
     /// connection, and the peer's memory reachable, we write it ourselves. None: send the
     /// request the ordinary way (where the target checks everything).
     #[allow(clippy::too_many_arguments)]
-    fn write_direct(&self, i: &Inner, rkey: u32, raddr: u64, len: u64, segs: &[(u64, usize)], keys: &[KeySet], local: Option<&[(Arc<shm::Backing>, u64, usize)]>) -> Option<()> {
+    fn write_direct(
+        &self,
+        i: &Inner,
+        rkey: u32,
+        raddr: u64,
+        len: u64,
+        segs: &[(u64, usize)],
+        keys: &[KeySet],
+        local: Option<&[(Arc<shm::Backing>, u64, usize)]>,
+    ) -> Option<()> {
         if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma() {
             return None;
         }
@@ -395,11 +414,27 @@ impl SoftQp {
                 let c = Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op, byte_len: 0, imm: None, invalidated: None, solicited: false };
                 return self.deliver(vec![Event::Completion(c)]);
             }
-            i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(DAT_DTO_SUCCESS), leases: None });
+            i.outstanding.push_back(Outstanding {
+                wr_id,
+                op,
+                sges: Vec::new(),
+                len: 0,
+                reply: 0,
+                done: Some(DAT_DTO_SUCCESS),
+                leases: None,
+            });
             while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
                 let o = i.outstanding.pop_front().expect("front exists");
                 let status = o.done.unwrap_or(DAT_DTO_SUCCESS);
-                events.push(Event::Completion(Completion { wr_id: o.wr_id, status, op: o.op, byte_len: 0, imm: None, invalidated: None, solicited: false }));
+                events.push(Event::Completion(Completion {
+                    wr_id: o.wr_id,
+                    status,
+                    op: o.op,
+                    byte_len: 0,
+                    imm: None,
+                    invalidated: None,
+                    solicited: false,
+                }));
             }
         }
         self.deliver(events);
@@ -499,7 +534,6 @@ impl SoftQp {
         }
     }
 
-
     // -----------------------------------------------------------------------------------------
     // Key checks.
 
@@ -537,9 +571,7 @@ impl SoftQp {
     fn leases(&self, sets: &[Arc<SetLease>], via: Via) -> Option<Leases> {
         super::lease::take_all(&self.lease, sets, via)
     }
-
 }
-
 
 /// The peer key tables this process has mapped, shared by all connections to that process:
 /// the peer's descriptor `fd`, taken from the verified process (the same file: device and
@@ -616,12 +648,27 @@ impl Qp for SoftQp {
         // memcpy, faster than our own process_vm_writev below.
         let carries_data = matches!(wr.op, WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) | WrOp::Write | WrOp::WriteImm(_));
         let local: Option<Vec<(Arc<shm::Backing>, u64, usize)>> = (i.cma() && carries_data && len >= shm::MIN_LEN)
-            .then(|| wr.sges.iter().filter(|s| s.len > 0).zip(&keys).map(|(s, k)| Some((self.dev.shared(k.region)?, s.addr, s.len as usize))).collect())
+            .then(|| {
+                wr.sges
+                    .iter()
+                    .filter(|s| s.len > 0)
+                    .zip(&keys)
+                    .map(|(s, k)| Some((self.dev.shared(k.region)?, s.addr, s.len as usize)))
+                    .collect()
+            })
             .flatten();
         let shared: Option<Vec<shm::Source>> = local.as_ref().and_then(|l| l.iter().map(|(b, a, n)| b.source(*a, *n as u64)).collect());
         if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs, &keys, local.as_deref()).is_some() {
             drop(i);
-            let c = Completion { wr_id: wr.wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len as u32, imm: None, invalidated: None, solicited: false };
+            let c = Completion {
+                wr_id: wr.wr_id,
+                status: DAT_DTO_SUCCESS,
+                op: WcOp::Write,
+                byte_len: len as u32,
+                imm: None,
+                invalidated: None,
+                solicited: false,
+            };
             self.deliver(vec![Event::Completion(c)]);
             return Ok(());
         }

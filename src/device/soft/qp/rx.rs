@@ -4,10 +4,9 @@
 //! STALL_BYTES and RNR_WAIT.
 
 use super::*;
-use crate::util::sync::{MutexExt, CondvarExt};
+use crate::util::sync::{CondvarExt, MutexExt};
 
 impl SoftQp {
-
     // -----------------------------------------------------------------------------------------
     // The reader: the progress engine.
 
@@ -161,7 +160,15 @@ impl SoftQp {
                 let o = i.outstanding.pop_front().expect("front exists");
                 let st = o.done.unwrap_or(DAT_DTO_SUCCESS);
                 let byte_len = if st == DAT_DTO_SUCCESS { o.len } else { 0 };
-                events.push(Event::Completion(Completion { wr_id: o.wr_id, status: st, op: o.op, byte_len, imm: None, invalidated: None, solicited: false }));
+                events.push(Event::Completion(Completion {
+                    wr_id: o.wr_id,
+                    status: st,
+                    op: o.op,
+                    byte_len,
+                    imm: None,
+                    invalidated: None,
+                    solicited: false,
+                }));
             }
         }
         self.deliver(events);
@@ -240,7 +247,14 @@ impl SoftQp {
     /// is checked before anything is read or allocated for it (wire::request_shape_ok).
     pub(super) fn on_request(&self, rx: &mut io::Rx, hdr: Hdr) -> bool {
         if !wire::request_shape_ok(&hdr, self.caps.max_message) {
-            crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: a malformed request (op {}, payload {}, length {})", self.id, hdr.op, hdr.payload, hdr.length);
+            crate::dbg_log!(
+                crate::log::DbgType::PROVIDER_API,
+                "soft QP {}: a malformed request (op {}, payload {}, length {})",
+                self.id,
+                hdr.op,
+                hdr.payload,
+                hdr.length
+            );
             return false;
         }
         if self.lock().state == State::Closed {
@@ -251,12 +265,24 @@ impl SoftQp {
         let cma = hdr.flags & flag::CMA != 0;
         if (cma || hdr.flags & flag::SHM != 0) && !(cma && self.lock().cma() && matches!(hdr.op, op::SEND | op::WRITE | op::READ)) {
             // A path the handshake did not agree (see peer.rs): a protocol violation.
-            crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: a request flagged CMA/SHM on a connection without that path", self.id);
+            crate::dbg_log!(
+                crate::log::DbgType::PROVIDER_API,
+                "soft QP {}: a request flagged CMA/SHM on a connection without that path",
+                self.id
+            );
             return false;
         }
-        if matches!(hdr.op, op::READ | op::CMP_SWAP | op::FETCH_ADD) && !cma && self.reads_in.fetch_add(1, Ordering::SeqCst) >= self.caps.max_rd_in {
+        if matches!(hdr.op, op::READ | op::CMP_SWAP | op::FETCH_ADD)
+            && !cma
+            && self.reads_in.fetch_add(1, Ordering::SeqCst) >= self.caps.max_rd_in
+        {
             // More reads in flight than we said we take (responder resources).
-            crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: more than {} reads or atomics outstanding", self.id, self.caps.max_rd_in);
+            crate::dbg_log!(
+                crate::log::DbgType::PROVIDER_API,
+                "soft QP {}: more than {} reads or atomics outstanding",
+                self.id,
+                self.caps.max_rd_in
+            );
             return false;
         }
         let data = if cma {
@@ -307,7 +333,11 @@ impl SoftQp {
             drop(exec);
             if !self.await_room(needs_recv) {
                 if self.lock().state != State::Closed {
-                    crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: no receive for {RNR_WAIT:?} with {STALL_BYTES} bytes of requests waiting: receiver not ready", self.id);
+                    crate::dbg_log!(
+                        crate::log::DbgType::PROVIDER_API,
+                        "soft QP {}: no receive for {RNR_WAIT:?} with {STALL_BYTES} bytes of requests waiting: receiver not ready",
+                        self.id
+                    );
                     // The answer goes out (the connection ends after it); the reader stops.
                     self.respond(DAT_DTO_ERR_RECEIVER_NOT_READY, FrameData::None, 0, false);
                     self.flush(CmEvent::Broken);

@@ -3,7 +3,7 @@
 //! writer thread itself; acknowledgements riding on frames (see wire.rs).
 
 use super::*;
-use crate::util::sync::{MutexExt, CondvarExt};
+use crate::util::sync::{CondvarExt, MutexExt};
 
 impl SoftQp {
     /// Queues a frame for the writer thread (the reader thread's way: it must never block).
@@ -127,7 +127,11 @@ impl SoftQp {
             FrameData::Memory(m, sets) => {
                 leases = self.leases(sets, Via::Socket(fd));
                 if leases.is_none() {
-                    crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "soft QP {}: memory revoked before it was sent: the connection ends", self.id);
+                    crate::dbg_log!(
+                        crate::log::DbgType::PROVIDER_API,
+                        "soft QP {}: memory revoked before it was sent: the connection ends",
+                        self.id
+                    );
                     return false;
                 }
                 parts.extend_from_slice(m);
