@@ -375,8 +375,16 @@ int dx_shm_mappings(void)
     return n;
 }
 
+/* Frees the LMR (if the case has not) before its memory, as a consumer must: freeing registered
+ * memory first would leave a peer's transfer of it, or the device's thread finishing one,
+ * reading freed memory (ASan saw the soft device's writer thread in sendmsg do that when the
+ * LMR was left to the IA's close). The result is not checked: a case may have freed it. */
 void mr_drop(struct mr *m)
 {
+    if (m->h != DAT_HANDLE_NULL) {
+        (void)dat_lmr_free(m->h);
+        m->h = DAT_HANDLE_NULL;
+    }
     if (m->shared)
         munmap(m->buf, m->alloc);
     else

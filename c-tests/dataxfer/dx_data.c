@@ -272,7 +272,8 @@ static void remote_error(enum remote_kind kind)
     case RK_NO_WRITE:
         break;
     case RK_FREED:
-        EXPECT_RC(dat_lmr_free(sm.h), DAT_SUCCESS);
+        if (EXPECT_RC(dat_lmr_free(sm.h), DAT_SUCCESS))
+            sm.h = DAT_HANDLE_NULL;
         break;
     }
     DAT_LMR_TRIPLET l = lt(&cm, 0, 200);
@@ -679,8 +680,8 @@ void case_rmr_lmr_free_bound(void)
     EXPECT_RC(dat_lmr_free(sm.h), RC_STATE_LMR_IN_USE);
     /* still registered: the window works */
     EXPECT(WRITE_VIA(p.ce, p.c.req, &cm, ADDR(&sm, 4096), ctx, 64) == DAT_DTO_SUCCESS, "write after the refused free");
-    if (BIND(rmr, &sm, 4096, 0, p.se, p.s.req, 2, NULL))
-        EXPECT_RC(dat_lmr_free(sm.h), DAT_SUCCESS);
+    if (BIND(rmr, &sm, 4096, 0, p.se, p.s.req, 2, NULL) && EXPECT_RC(dat_lmr_free(sm.h), DAT_SUCCESS))
+        sm.h = DAT_HANDLE_NULL;
     EXPECT_RC(dat_rmr_free(rmr), DAT_SUCCESS);
 out:
     mr_drop(&sm);

@@ -151,8 +151,11 @@ static void shm_remote_error(int kind)
     memcpy(snap, sm.buf, sm.alloc);
     DAT_LMR_TRIPLET l = lt(&cm, 0, 131072);
     DAT_RMR_TRIPLET r = rt(&sm, kind == 0 ? 3 * 65536 : 0, 131072);
-    if (kind == 1 && !EXPECT_RC(dat_lmr_free(sm.h), DAT_SUCCESS))
-        goto out;
+    if (kind == 1) {
+        if (!EXPECT_RC(dat_lmr_free(sm.h), DAT_SUCCESS))
+            goto out;
+        sm.h = DAT_HANDLE_NULL;
+    }
     if (EXPECT_RC(dat_ep_post_rdma_write(p.ce, 1, &l, ck(1), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) &&
         WAIT_DTO(p.c.req, &d))
         EXPECT(d.status == DAT_DTO_ERR_REMOTE_ACCESS, "%s: write completed with status %u, expected %u", names[kind],
