@@ -13,6 +13,9 @@
 #   DAT2_OUT    a scratch directory private to this group and this pass
 #   CC, CFLAGS  the C compiler and flags to build test programs with
 #   DAT2_PASS   "plain" or "sanitize" (ASan+UBSan flags already in CFLAGS)
+# c-tests/common/lib.sh holds what the groups' run.sh share (this environment, the verdict
+# lines, building C programs, running the cases of a c-tests/common/harness.c program each in a
+# process of its own).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DAT2_BUILD:-$root/build}

@@ -38,10 +38,12 @@ ref=$ref_root/dat2
 mkdir -p "$out"
 rm -f "$out"/abi.c "$out"/abi-debian* "$out"/abi-ours* "$out"/abi.diff
 
-status=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1 ${2:-}"; status=1; }
-skip() { echo "SKIP $1 ${2:-}"; }
+# The verdict lines of c-tests/common/lib.sh (pass, fail, skip; rc), without a prefix: this
+# group's case names have none. (Not harness_init: the group runs on its own too, with the
+# defaults above.)
+. "$here/../common/lib.sh"
+label=""
+rc=0
 # First lines of a log, folded onto one line for the FAIL message.
 brief() { head -c 400 "$1" | tr '\n' ' '; }
 
@@ -130,7 +132,7 @@ abi_cases="abi-no-fallback abi-system-headers abi-names abi-generate abi-compile
 abi-run-debian abi-run-ours abi-diff"
 if [ $have_ref = 0 ] || [ $have_py = 0 ]; then
     for c in $abi_cases; do skip "$c" "needs $ref (libdapl-dev) and python3"; done
-    exit $status
+    exit $rc
 fi
 
 # Every dat2 header must resolve to ours, never fall back to /usr/include.
@@ -189,7 +191,7 @@ if ! "${py[@]}" gen --ref "$ref_root" --ours "$inc" --work "$out" --cc "$cc" \
     for c in abi-compile-debian abi-compile-ours abi-run-debian abi-run-ours abi-diff; do
         skip "$c" "no program"
     done
-    exit $status
+    exit $rc
 fi
 pass abi-generate
 
@@ -227,4 +229,4 @@ if [ -s "$out/abi-debian.out" ] && [ -s "$out/abi-ours.out" ]; then
 else
     skip abi-diff "missing output"
 fi
-exit $status
+exit $rc

@@ -5,10 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const struct harness_group *group;
-static int failures;
-static char first_failure[600];
+static const char *label;                 /* the verdicts' prefix: the group's name or -l's */
+static const struct harness_case *current; /* the case being run */
+static int failures;      /* failed checks of the current case, of every kind */
+static int loose;         /* of them, the harness_fail calls (not reported by a check's line) */
+static int checks;        /* checks with a verdict line of their own made by the current case */
+static char first_failure[600]; /* the first harness_fail's text */
 static char skip_reason[256];
 static char verdict_note[400];
 
@@ -25,7 +31,8 @@ void harness_fail(int line, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    if (failures++ == 0)
+    failures++;
+    if (loose++ == 0)
         snprintf(first_failure, sizeof first_failure, "line %d: %s", line, text);
     if (print_each_failure()) {
         printf("# line %d: %s\n", line, text);
@@ -78,11 +85,79 @@ int harness_expect_code(int line, const char *what, unsigned long got, unsigned 
     return 0;
 }
 
+/* "LABEL:CASE:NAME" (or "LABEL:NAME" outside a case). */
+static void check_verdict(const char *verdict, const char *name)
+{
+    if (current)
+        printf("%s %s:%s:%s", verdict, label, current->name, name);
+    else
+        printf("%s %s:%s", verdict, label, name);
+}
+
+int harness_check(const char *name, int ok, const char *fmt, ...)
+{
+    checks++;
+    if (ok) {
+        check_verdict("PASS", name);
+        printf("\n");
+    } else {
+        va_list ap;
+        failures++;
+        check_verdict("FAIL", name);
+        printf(" ");
+        va_start(ap, fmt);
+        vprintf(fmt, ap);
+        va_end(ap);
+        printf("\n");
+    }
+    fflush(stdout);
+    return ok;
+}
+
+void harness_pass(const char *name)
+{
+    harness_check(name, 1, "%s", "");
+}
+
+/* A child's exit statuses: no check failed in it, or one did. */
+enum { CHILD_PASSED = 10, CHILD_FAILED = 11 };
+
+int harness_isolated(const char *name, void (*fn)(void *arg), void *arg)
+{
+    int status;
+    pid_t pid;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        failures = loose = 0;
+        first_failure[0] = 0;
+        fn(arg);
+        if (loose)
+            harness_check(name, 0, "%s", first_failure);
+        fflush(stdout);
+        _exit(failures ? CHILD_FAILED : CHILD_PASSED);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return harness_check(name, 0, "fork/wait failed");
+    checks++;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == CHILD_PASSED)
+        return 1;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == CHILD_FAILED) {
+        failures++;
+        return 0;
+    }
+    return harness_check(name, 0, "child %s %d", WIFSIGNALED(status) ? "killed by signal" : "exited with",
+                         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
 /* Runs one case and prints its verdict; returns 1 if it failed. */
 static int run_case(const struct harness_group *g, size_t index)
 {
     const struct harness_case *c = &g->cases[index];
-    failures = 0;
+    current = c;
+    failures = loose = checks = 0;
     first_failure[0] = 0;
     skip_reason[0] = 0;
     verdict_note[0] = 0;
@@ -91,25 +166,33 @@ static int run_case(const struct harness_group *g, size_t index)
     if (!failures && !skip_reason[0])
         c->fn();
     const char *sep = verdict_note[0] ? " " : "";
-    if (failures) {
-        const char *more = failures < 2 ? "" : print_each_failure() ? " (and more, see the log)" : " (and more)";
-        printf("FAIL %s:%s %s%s%s%s\n", g->name, c->name, first_failure, more, sep, verdict_note);
-        if (failures > 1 && !print_each_failure())
-            printf("# %s: %d failed checks\n", c->name, failures);
+    if (loose) {
+        const char *more = loose < 2 ? "" : print_each_failure() ? " (and more, see the log)" : " (and more)";
+        printf("FAIL %s:%s %s%s%s%s\n", label, c->name, first_failure, more, sep, verdict_note);
+        if (loose > 1 && !print_each_failure())
+            printf("# %s: %d failed checks\n", c->name, loose);
     } else if (skip_reason[0]) {
-        printf("SKIP %s:%s %s\n", g->name, c->name, skip_reason);
-    } else {
-        printf("PASS %s:%s%s%s\n", g->name, c->name, sep, verdict_note);
+        printf("SKIP %s:%s %s\n", label, c->name, skip_reason);
+    } else if (!checks) {
+        printf("PASS %s:%s%s%s\n", label, c->name, sep, verdict_note);
     }
     fflush(stdout);
+    current = NULL;
     return failures != 0;
 }
 
 int harness_main(int argc, char **argv, const struct harness_group *g)
 {
+    const char *self = argv[0];
     group = g;
+    label = g->name;
+    if (argc == 4 && strcmp(argv[1], "-l") == 0) {
+        label = argv[2];
+        argv += 2;
+        argc -= 2;
+    }
     if (argc != 2) {
-        fprintf(stderr, "usage: %s list|all|CASE\n", argv[0]);
+        fprintf(stderr, "usage: %s [-l LABEL] list|all|CASE\n", self);
         return 2;
     }
     if (strcmp(argv[1], "list") == 0) {

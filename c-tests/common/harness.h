@@ -1,23 +1,32 @@
 /*
- * The runner shared by the C test programs whose cases each run in a process of their own
- * (memory/memtest, dataxfer/dxtest, afterfree/aftest): the case table, the bookkeeping of
- * failed checks and skips, the verdict lines and main's command line.
+ * The runner shared by the C test programs of c-tests/ (memory/memtest, dataxfer/dxtest,
+ * afterfree/aftest, fakeprov/fptest): the case table, the bookkeeping of failed checks and
+ * skips, the verdict lines and main's command line.
  *
- *   PROGRAM list     print the case names, one a line
- *   PROGRAM NAME     run one case; prints "PASS GROUP:NAME", "FAIL GROUP:NAME why" or
- *                    "SKIP GROUP:NAME why"; exits 1 if it failed, 0 otherwise
- *   PROGRAM all      run every case in this one process (for development)
+ *   PROGRAM [-l LABEL] list   print the case names, one a line
+ *   PROGRAM [-l LABEL] NAME   run one case; prints "PASS GROUP:NAME", "FAIL GROUP:NAME why" or
+ *                             "SKIP GROUP:NAME why"; exits 1 if it failed, 0 otherwise
+ *   PROGRAM [-l LABEL] all    run every case in this one process (for development)
  *
- * Anything else (no argument, an unknown name) exits 2. c-tests/common/lib.sh runs each case
- * of the list in a process of its own, so that a crash or a hang is charged to the case that
- * caused it; a verdict, and each "# ..." line, is flushed as soon as it is printed, so that
- * what a case printed before crashing is in its log.
+ * -l LABEL prints LABEL instead of the group's name in the verdicts: fakeprov runs one program
+ * against Debian's libdat2 and against ours, as "debian:..." and "dat2:...". Anything else (no
+ * argument, an unknown name) exits 2. c-tests/common/lib.sh runs each case of the list in a
+ * process of its own, so that a crash or a hang is charged to the case that caused it; a
+ * verdict, and each "# ..." line, is flushed as soon as it is printed, so that what a case
+ * printed before crashing is in its log.
  *
  * A program defines its table and calls harness_main from its main:
  *
  *   static const struct harness_case cases[] = {{"name", case_name, 0}, ...};
  *   static const struct harness_group group = {"memory", cases, sizeof cases / sizeof cases[0], NULL, NULL};
  *   int main(int argc, char **argv) { return harness_main(argc, argv, &group); }
+ *
+ * Checks. A case that is one long sequence of dependent steps over shared state (fakeprov's
+ * "good": every libdat2 call in turn, each checked against what the provider saw) reports each
+ * step with a verdict line of its own: harness_check prints "PASS GROUP:CASE:NAME" or
+ * "FAIL GROUP:CASE:NAME why" at once, and harness_isolated runs a step that may crash in a
+ * child process. A case that made checks prints no verdict line of its own at its end, unless
+ * harness_fail (its FAIL line) or harness_skip (its SKIP line) was called in it.
  */
 #ifndef HARNESS_H
 #define HARNESS_H
@@ -31,7 +40,7 @@ struct harness_case {
 };
 
 struct harness_group {
-    const char *name; /* the verdicts' prefix: "memory" prints "PASS memory:NAME" */
+    const char *name; /* the verdicts' prefix: "memory" prints "PASS memory:NAME" (see -l) */
     const struct harness_case *cases;
     size_t ncases;
     /* Optional: called before each case's fn with the case and its index in the table (to set
@@ -60,6 +69,19 @@ void harness_verdict_note(const char *fmt, ...) __attribute__((format(printf, 1,
 int harness_failures(void);
 /* Whether the current case was marked skipped. */
 int harness_skipped(void);
+
+/* A check with a verdict line of its own (see "Checks" above): prints "PASS GROUP:CASE:NAME"
+ * if ok, else "FAIL GROUP:CASE:NAME why" and counts a failed check of the current case.
+ * Returns ok. */
+int harness_check(const char *name, int ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The check NAME passed: prints "PASS GROUP:CASE:NAME". */
+void harness_pass(const char *name);
+/* Runs fn(arg) in a child process, so that a crash costs one check, not the whole case: the
+ * checks fn makes print their verdicts from the child, and its failed ones count in the current
+ * case; a harness_fail in fn is reported as the failed check NAME. A child that does not come
+ * back normally (a signal, an exit of its own) is the failed check NAME ("child killed by
+ * signal N", "child exited with N"). Returns 1 if no check failed in it. */
+int harness_isolated(const char *name, void (*fn)(void *arg), void *arg);
 
 /* A call that must return exactly `want`: 1 if it did, else a failed check and 0. */
 int harness_expect_code(int line, const char *what, unsigned long got, unsigned long want);

@@ -10,26 +10,21 @@
 #
 # dapltest is a prebuilt binary (not instrumented), so it runs in the plain pass only.
 set -u
-out=${DAT2_OUT:?}
-build=${DAT2_BUILD:?}
-pass=${DAT2_PASS:-plain}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common/lib.sh"
+harness_init dapltest
 dapltest=${DAPLTEST:-$(command -v dapltest || echo /usr/bin/dapltest)}
 # test name and the number of cases dapltest runs for it
 tests="hwconn:4 endpoint:3 pz:3 mem:5 queryinfo:18 connmgt:2"
-rc=0
 
 names() { for t in $tests; do echo "fft-${t%%:*}"; done; echo limit; }
-if [ "$pass" != plain ]; then
-  for n in $(names); do echo "SKIP dapltest:$n prebuilt binary, not instrumented: runs in the plain pass only"; done
-  exit 0
-fi
-if [ ! -x "$dapltest" ]; then
-  for n in $(names); do echo "SKIP dapltest:$n dapltest not installed (apt-get install dapl2-utils)"; done
-  exit 0
-fi
+# shellcheck disable=SC2046 # one name a word
+plain_only "prebuilt binary, not instrumented: runs in the plain pass only" $(names)
+# shellcheck disable=SC2046
+[ -x "$dapltest" ] || skip_all "dapltest not installed (apt-get install dapl2-utils)" $(names)
 # The limit test's service points use fixed qualifiers (dapltest's own), so run where no
 # other program can hold those ports.
-. "$DAT2_ROOT/c-tests/netns.sh"
+. "$root/c-tests/netns.sh"
 
 # dapltest listens on its port (-n, default 62000) and the limit test on up to 1000 ports
 # after it. Another dapltest on this machine (say a -T S server) would make ours fail with
@@ -87,10 +82,9 @@ for t in $tests; do
   status=$?
   why=$(fft_problems "$log" "$status" "$want" | tr '\n' ' ')
   if [ -z "$why" ]; then
-    echo "PASS dapltest:fft-$name"
+    pass "fft-$name"
   else
-    echo "FAIL dapltest:fft-$name $why(log: $log)"
-    rc=1
+    fail "fft-$name" "$why(log: $log)"
   fi
 done
 
@@ -108,9 +102,8 @@ for line in "IAs opened: 1000" "PZs created: 1000" "CNOs created: 1000" "EVDs cr
   grep -q "LimitTest: $line" "$log" || why+="no \"$line\"; "
 done
 if [ -z "$why" ]; then
-  echo "PASS dapltest:limit"
+  pass limit
 else
-  echo "FAIL dapltest:limit $why(log: $log)"
-  rc=1
+  fail limit "$why(log: $log)"
 fi
 exit $rc

@@ -5,24 +5,18 @@
 # Output is compared after normalising pids, thread ids, host names and timings.
 # Plain pass only: the prebuilt programs are not built with the sanitizers.
 set -u
-out=${DAT2_OUT:?}
-pass=${DAT2_PASS:-plain}
-if [ "$pass" != plain ]; then
-  echo "SKIP dropin:all prebuilt Debian programs run in the plain pass only"
-  exit 0
-fi
-if [ ! -e "${DAT2_BUILD:-}/libdat2.so.2" ]; then
-  echo "FAIL dropin:library no libdat2.so.2 in ${DAT2_BUILD:-(DAT2_BUILD unset)}"
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common/lib.sh"
+harness_init dropin
+plain_only "prebuilt Debian programs run in the plain pass only" all
+if [ ! -e "$build/libdat2.so.2" ]; then
+  fail library "no libdat2.so.2 in $build"
   exit 1
 fi
 progs=(dtest dtestx dtestcm dtestsrq dapltest)
 for p in "${progs[@]}"; do
-  if ! command -v "$p" >/dev/null; then
-    echo "SKIP dropin:all $p not found (apt-get install dapl2-utils)"
-    exit 0
-  fi
+  command -v "$p" >/dev/null || skip_all "$p not found (apt-get install dapl2-utils)" all
 done
-rc=0
 
 conf=$out/dat.conf
 cat >"$conf" <<'EOF'
@@ -41,14 +35,14 @@ normalise() {
 }
 
 n=0
-run_case() { # command words...
+compare_run() { # command words...
   local slug
   slug=$(echo "$*" | tr -c 'A-Za-z0-9_.\n-' '_')
   n=$((n + 1))
   local d="$out/$n-$1-debian" o="$out/$n-$1-dat2"
   env -u LD_LIBRARY_PATH -u DAT_DBG_TYPE DAT_OVERRIDE="$conf" timeout 20 "$@" >"$d.out" 2>"$d.err" </dev/null
   echo $? >"$d.rc"
-  env -u DAT_DBG_TYPE LD_LIBRARY_PATH="$DAT2_BUILD" DAT_OVERRIDE="$conf" timeout 20 "$@" >"$o.out" 2>"$o.err" </dev/null
+  env -u DAT_DBG_TYPE LD_LIBRARY_PATH="$build" DAT_OVERRIDE="$conf" timeout 20 "$@" >"$o.out" 2>"$o.err" </dev/null
   echo $? >"$o.rc"
   local why=""
   [ "$(cat "$d.rc")" = "$(cat "$o.rc")" ] || why="exit status debian=$(cat "$d.rc") dat2=$(cat "$o.rc");"
@@ -59,33 +53,32 @@ run_case() { # command words...
   if ! diff <(normalise "$d.err") <(normalise "$o.err") >"$o.stderr.diff"; then
     why="$why stderr differs: $(head -4 "$o.stderr.diff" | tr '\n' '|')"
   fi
-  if [ -z "$why" ]; then echo "PASS dropin:$slug"; else echo "FAIL dropin:$slug $why"; rc=1; fi
+  if [ -z "$why" ]; then pass "$slug"; else fail "$slug" "$why"; fi
 }
 
 for prov in nosuch ofa-v2-ib0 ofa-v2-mlx4_0-1 ofa-v2-mlx4_0-1u; do
-  run_case dtest -P "$prov"
-  run_case dtestx -P "$prov"
-  run_case dtestcm -P "$prov"
-  run_case dtestsrq -P "$prov"
-  run_case dapltest -T F -D "$prov" -f hwconn
-  run_case dapltest -T F -D "$prov" -f queryinfo
-  run_case dapltest -T F -D "$prov" -f endpoint
-  run_case dapltest -T F -D "$prov" -f mem
-  run_case dapltest -T L -D "$prov" -m 2
-  run_case dapltest -T S -D "$prov"
+  compare_run dtest -P "$prov"
+  compare_run dtestx -P "$prov"
+  compare_run dtestcm -P "$prov"
+  compare_run dtestsrq -P "$prov"
+  compare_run dapltest -T F -D "$prov" -f hwconn
+  compare_run dapltest -T F -D "$prov" -f queryinfo
+  compare_run dapltest -T F -D "$prov" -f endpoint
+  compare_run dapltest -T F -D "$prov" -f mem
+  compare_run dapltest -T L -D "$prov" -m 2
+  compare_run dapltest -T S -D "$prov"
 done
 # default provider names built into the programs
-run_case dtest
-run_case dtestx
-run_case dapltest -T F -f hwconn
+compare_run dtest
+compare_run dtestx
+compare_run dapltest -T F -f hwconn
 
 # The programs reference dat_*@DAT_2.0: our library must define that version.
 for p in "${progs[@]}"; do
   if cat "$out"/*-"$p"-dat2.err | grep -q "no version information available"; then
-    echo "FAIL dropin:no-version-warning:$p $(grep -h 'no version information' "$out"/*-"$p"-dat2.err | head -1)"
-    rc=1
+    fail "no-version-warning:$p" "$(grep -h 'no version information' "$out"/*-"$p"-dat2.err | head -1)"
   else
-    echo "PASS dropin:no-version-warning:$p"
+    pass "no-version-warning:$p"
   fi
 done
 exit $rc

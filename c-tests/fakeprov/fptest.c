@@ -2,36 +2,35 @@
  * Drives every exported libdat2 function against the fake provider and checks,
  * through the provider's journal, that the provider saw exactly the arguments
  * the consumer passed (IA handles translated to the provider's own IA pointer).
+ * Its two cases, run with the common runner (c-tests/common/harness.h):
  *
- *   fptest LABEL good PROVIDER.so   cases that any conforming libdat2 passes
- *   fptest LABEL bad  PROVIDER.so   invalid handles: DAT_INVALID_HANDLE with the
- *                                   argument's subtype, provider never called
+ *   fptest [-l LABEL] good   cases that any conforming libdat2 passes
+ *   fptest [-l LABEL] bad    invalid handles: DAT_INVALID_HANDLE with the argument's
+ *                            subtype, provider never called (each call in a child
+ *                            process of its own)
  *
- * Output: one "PASS LABEL:..." or "FAIL LABEL:... why" line per case.
- * The dat.conf given through DAT_OVERRIDE must name the provider as "fake-ia".
+ * Each is a sequence of checks over shared state: one "PASS LABEL:CASE:..." or
+ * "FAIL LABEL:CASE:... why" line per check (LABEL: debian or dat2, see run.sh).
+ * FPTEST_PROVIDER names the provider library (libfakeprov.so); the dat.conf given
+ * through DAT_OVERRIDE must name it as "fake-ia". FPTEST_LIB (good only): the real
+ * path of the libdat2 the run must be using.
  */
 #define _GNU_SOURCE /* dladdr */
 #include <netinet/in.h>
 #include <dat2/udat.h>
 #include <dat2/dat_ib_extensions.h>
 #include <dlfcn.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "fakeprov.h"
+#include "harness.h"
 
 extern DAT_RETURN dats_get_ia_handle(DAT_IA_HANDLE handle, DAT_IA_HANDLE *out);
 
 #define IA_NAME "fake-ia"
 #define ANY 0xA5A5A5A5DEADBEEFull /* expected-argument wildcard */
-
-static const char *label;
-static int nfail;
 
 static fake_ncalls_fn j_count;
 static fake_call_at_fn j_at;
@@ -39,24 +38,7 @@ static fake_reset_fn j_reset;
 static fake_fail_later_fn j_fail_later;
 static fake_provider_fn j_provider;
 
-/* ---- reporting -------------------------------------------------------- */
-
-static void pass(const char *name)
-{
-	printf("PASS %s:%s\n", label, name);
-}
-
-static void fail(const char *name, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("FAIL %s:%s ", label, name);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	nfail++;
-}
+/* ---- reporting (checks of the common runner: harness_check, harness_pass) ---- */
 
 static void render(char *buf, size_t len, const struct fake_call *c)
 {
@@ -129,7 +111,7 @@ static int check_calls(const char *name, DAT_RETURN rc, DAT_RETURN want_rc,
 	for (int i = 0; ok && i < n; i++)
 		ok = same_call(j_at(i), &exp[i]);
 	if (ok) {
-		pass(name);
+		harness_pass(name);
 		return 1;
 	}
 	render_journal(got, sizeof got);
@@ -143,30 +125,17 @@ static int check_calls(const char *name, DAT_RETURN rc, DAT_RETURN want_rc,
 		strncat(wanted, i ? " " : "", sizeof wanted - strlen(wanted) - 1);
 		strncat(wanted, one, sizeof wanted - strlen(wanted) - 1);
 	}
-	fail(name, "rc=%#x (want %#x); provider saw: %s; wanted: %s", rc, want_rc, got,
-	     n ? wanted : "(no provider calls)");
+	harness_check(name, 0, "rc=%#x (want %#x); provider saw: %s; wanted: %s", rc, want_rc, got,
+		      n ? wanted : "(no provider calls)");
 	return 0;
 }
 
-#define EXPECT(name, rc, want_rc, ...) \
+/* The check NAME: the call returned want_rc and the provider saw exactly the calls given, in
+ * order (fptest's own: harness.h's EXPECT checks a condition). */
+#define EXPECT_CALLS(name, rc, want_rc, ...) \
 	check_calls(name, rc, want_rc, (const struct fake_call[]){__VA_ARGS__}, \
 		    (int)(sizeof((const struct fake_call[]){__VA_ARGS__}) / sizeof(struct fake_call)))
-#define EXPECT_NONE(name, rc, want_rc) check_calls(name, rc, want_rc, NULL, 0)
-
-static void check(const char *name, int cond, const char *fmt, ...)
-{
-	char why[512];
-	va_list ap;
-
-	if (cond) {
-		pass(name);
-		return;
-	}
-	va_start(ap, fmt);
-	vsnprintf(why, sizeof why, fmt, ap);
-	va_end(ap);
-	fail(name, "%s", why);
-}
+#define EXPECT_NO_CALLS(name, rc, want_rc) check_calls(name, rc, want_rc, NULL, 0)
 
 static uint64_t out0(int i)
 {
@@ -186,23 +155,31 @@ static int count_fn(const char *fn)
 
 /* ---- loading ---------------------------------------------------------- */
 
-static void load_provider(const char *path)
+/* The runner's prepare hook: loads FPTEST_PROVIDER, whose journal the checks read; a failure
+ * is the failed check "load", and ends the case. */
+static void load_provider(const struct harness_case *c, size_t index)
 {
-	void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	const char *path = getenv("FPTEST_PROVIDER");
+	void *h;
 
+	(void)c;
+	(void)index;
+	if (!path) {
+		harness_check("load", 0, "FPTEST_PROVIDER is not set");
+		return;
+	}
+	h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
 	if (!h) {
-		printf("FAIL %s:load %s\n", label, dlerror());
-		exit(1);
+		harness_check("load", 0, "%s", dlerror());
+		return;
 	}
 	j_count = (fake_ncalls_fn)dlsym(h, "fake_ncalls");
 	j_at = (fake_call_at_fn)dlsym(h, "fake_call_at");
 	j_reset = (fake_reset_fn)dlsym(h, "fake_reset");
 	j_fail_later = (fake_fail_later_fn)dlsym(h, "fake_fail_later");
 	j_provider = (fake_provider_fn)dlsym(h, "fake_provider");
-	if (!j_count || !j_at || !j_reset || !j_fail_later || !j_provider) {
-		printf("FAIL %s:load journal functions missing\n", label);
-		exit(1);
-	}
+	if (!j_count || !j_at || !j_reset || !j_fail_later || !j_provider)
+		harness_check("load", 0, "journal functions missing");
 }
 
 /* ---- shared objects --------------------------------------------------- */
@@ -300,10 +277,10 @@ static uint64_t open_ia(const char *name, DAT_COUNT qlen, DAT_EVD_HANDLE *async,
 			ok = ok && !strcmp(j_at(i)->fn, "ia_query") && j_at(i)->a[0] == r;
 	}
 	if (ok) {
-		pass(name);
+		harness_pass(name);
 	} else {
 		render_journal(why, sizeof why);
-		fail(name, "rc=%#x handle=%p async=%p; provider saw: %s", rc, *out, *async, why);
+		harness_check(name, 0, "rc=%#x handle=%p async=%p; provider saw: %s", rc, *out, *async, why);
 	}
 	return r;
 }
@@ -316,15 +293,15 @@ static void close_ia(const char *name, DAT_IA_HANDLE h, uint64_t r, DAT_CLOSE_FL
 	j_reset();
 	rc = dat_ia_close(h, flags);
 	if (last)
-		EXPECT(name, rc, DAT_SUCCESS,
-		       C("ia_query", r, 0, 0, 0, DAT_PROVIDER_FIELD_ALL, 1),
-		       C("ia_close", r, (uint64_t)flags),
-		       CS("provider_fini", IA_NAME, ANY),
-		       C("remove_provider", 0));
+		EXPECT_CALLS(name, rc, DAT_SUCCESS,
+			     C("ia_query", r, 0, 0, 0, DAT_PROVIDER_FIELD_ALL, 1),
+			     C("ia_close", r, (uint64_t)flags),
+			     CS("provider_fini", IA_NAME, ANY),
+			     C("remove_provider", 0));
 	else
-		EXPECT(name, rc, DAT_SUCCESS,
-		       C("ia_query", r, 0, 0, 0, DAT_PROVIDER_FIELD_ALL, 1),
-		       C("ia_close", r, (uint64_t)flags));
+		EXPECT_CALLS(name, rc, DAT_SUCCESS,
+			     C("ia_query", r, 0, 0, 0, DAT_PROVIDER_FIELD_ALL, 1),
+			     C("ia_close", r, (uint64_t)flags));
 }
 
 /* ====================================================================== */
@@ -346,8 +323,8 @@ static void good_registry(void)
 		if (!strcmp(infos[i].ia_name, IA_NAME) && infos[i].dapl_version_major == 2 &&
 		    infos[i].dapl_version_minor == 0 && infos[i].is_thread_safe == DAT_FALSE)
 			found++;
-	check("good:dat_registry_list_providers", rc == DAT_SUCCESS && found == 1,
-	      "rc=%#x count=%d matching entries=%d", rc, n, found);
+	harness_check("dat_registry_list_providers", rc == DAT_SUCCESS && found == 1,
+		      "rc=%#x count=%d matching entries=%d", rc, n, found);
 }
 
 static void good_strerror(void)
@@ -355,9 +332,9 @@ static void good_strerror(void)
 	const char *maj = NULL, *min = NULL;
 	DAT_RETURN rc = dat_strerror(0x8005000c, &maj, &min);
 
-	check("good:dat_strerror", rc == DAT_SUCCESS && maj && min &&
-	      !strcmp(maj, "DAT_INVALID_HANDLE") && !strcmp(min, "DAT_INVALID_HANDLE_EP"),
-	      "rc=%#x major=%s minor=%s", rc, maj ? maj : "(null)", min ? min : "(null)");
+	harness_check("dat_strerror", rc == DAT_SUCCESS && maj && min &&
+		      !strcmp(maj, "DAT_INVALID_HANDLE") && !strcmp(min, "DAT_INVALID_HANDLE_EP"),
+		      "rc=%#x major=%s minor=%s", rc, maj ? maj : "(null)", min ? min : "(null)");
 }
 
 static void good_ia(void)
@@ -372,51 +349,51 @@ static void good_ia(void)
 	DAT_RETURN rc;
 
 	aevd = NULL;
-	raw = open_ia("good:dat_ia_openv", 7, &aevd, &ia, 1, 1);
+	raw = open_ia("dat_ia_openv", 7, &aevd, &ia, 1, 1);
 	if (!raw) {
-		fail("good:setup", "cannot continue without an IA");
+		harness_check("setup", 0, "cannot continue without an IA");
 		exit(1);
 	}
 
 	rc = dats_get_ia_handle(ia, &x);
-	check("good:dats_get_ia_handle:to_raw", rc == DAT_SUCCESS && U(x) == raw,
-	      "rc=%#x got %p want %#llx", rc, x, (unsigned long long)raw);
+	harness_check("dats_get_ia_handle:to_raw", rc == DAT_SUCCESS && U(x) == raw,
+		      "rc=%#x got %p want %#llx", rc, x, (unsigned long long)raw);
 	x = NULL;
 	rc = dats_get_ia_handle((DAT_IA_HANDLE)(uintptr_t)raw, &x);
-	check("good:dats_get_ia_handle:to_small", rc == DAT_SUCCESS && x == ia,
-	      "rc=%#x got %p want %p", rc, x, ia);
+	harness_check("dats_get_ia_handle:to_small", rc == DAT_SUCCESS && x == ia,
+		      "rc=%#x got %p want %p", rc, x, ia);
 
 	j_reset();
 	memset(&attr, 0, sizeof attr);
 	memset(&pattr, 0, sizeof pattr);
 	rc = dat_ia_query(ia, &qevd, 0x1234, &attr, 0x40000000, &pattr);
-	if (EXPECT("good:dat_ia_query", rc, DAT_SUCCESS, C("ia_query", raw, 1, 0x1234, 1, 0x40000000, 1)))
-		check("good:dat_ia_query:outputs", qevd == aevd && attr.max_eps == 0x4242 &&
-		      !strcmp(pattr.provider_name, "fakeprov"),
-		      "async evd %p (want %p) max_eps %#x provider %s", qevd, aevd, attr.max_eps,
-		      pattr.provider_name);
+	if (EXPECT_CALLS("dat_ia_query", rc, DAT_SUCCESS, C("ia_query", raw, 1, 0x1234, 1, 0x40000000, 1)))
+		harness_check("dat_ia_query:outputs", qevd == aevd && attr.max_eps == 0x4242 &&
+			      !strcmp(pattr.provider_name, "fakeprov"),
+			      "async evd %p (want %p) max_eps %#x provider %s", qevd, aevd, attr.max_eps,
+			      pattr.provider_name);
 
 	/* the async EVD the provider created in ia_open is a usable handle */
 	j_reset();
 	rc = dat_evd_query(aevd, DAT_EVD_FIELD_ALL, &evp);
-	if (EXPECT("good:async_evd_usable", rc, DAT_SUCCESS, C("evd_query", U(aevd), DAT_EVD_FIELD_ALL, 1)))
-		check("good:async_evd_usable:ia_handle", evp.ia_handle == ia, "ia_handle %p", evp.ia_handle);
+	if (EXPECT_CALLS("async_evd_usable", rc, DAT_SUCCESS, C("evd_query", U(aevd), DAT_EVD_FIELD_ALL, 1)))
+		harness_check("async_evd_usable:ia_handle", evp.ia_handle == ia, "ia_handle %p", evp.ia_handle);
 
 	j_reset();
 	ctx.as_64 = 0xC0FFEE;
 	rc = dat_set_consumer_context(ia, ctx);
-	EXPECT("good:dat_set_consumer_context:ia", rc, DAT_SUCCESS,
-	       C("set_consumer_context", raw, 0xC0FFEE));
+	EXPECT_CALLS("dat_set_consumer_context:ia", rc, DAT_SUCCESS,
+		     C("set_consumer_context", raw, 0xC0FFEE));
 	j_reset();
 	ctx.as_64 = 0;
 	rc = dat_get_consumer_context(ia, &ctx);
-	if (EXPECT("good:dat_get_consumer_context:ia", rc, DAT_SUCCESS, C("get_consumer_context", raw, 1)))
-		check("good:dat_get_consumer_context:ia:value", ctx.as_64 == 0xC0FFEE, "got %#llx",
-		      (unsigned long long)ctx.as_64);
+	if (EXPECT_CALLS("dat_get_consumer_context:ia", rc, DAT_SUCCESS, C("get_consumer_context", raw, 1)))
+		harness_check("dat_get_consumer_context:ia:value", ctx.as_64 == 0xC0FFEE, "got %#llx",
+			      (unsigned long long)ctx.as_64);
 	j_reset();
 	rc = dat_get_handle_type(ia, &type);
-	if (EXPECT("good:dat_get_handle_type:ia", rc, DAT_SUCCESS, C("get_handle_type", raw, 1)))
-		check("good:dat_get_handle_type:ia:value", type == DAT_HANDLE_TYPE_IA, "got %d", type);
+	if (EXPECT_CALLS("dat_get_handle_type:ia", rc, DAT_SUCCESS, C("get_handle_type", raw, 1)))
+		harness_check("dat_get_handle_type:ia:value", type == DAT_HANDLE_TYPE_IA, "got %d", type);
 }
 
 static void good_pz_cno_evd(void)
@@ -430,80 +407,80 @@ static void good_pz_cno_evd(void)
 
 	j_reset();
 	rc = dat_pz_create(ia, &pz);
-	EXPECT("good:dat_pz_create", rc, DAT_SUCCESS, C("pz_create", raw, 1));
-	check("good:dat_pz_create:handle", pz && U(pz) == out0(0), "pz %p", pz);
+	EXPECT_CALLS("dat_pz_create", rc, DAT_SUCCESS, C("pz_create", raw, 1));
+	harness_check("dat_pz_create:handle", pz && U(pz) == out0(0), "pz %p", pz);
 	j_reset();
 	pzp.ia_handle = NULL;
 	rc = dat_pz_query(pz, DAT_PZ_FIELD_ALL, &pzp);
-	if (EXPECT("good:dat_pz_query", rc, DAT_SUCCESS, C("pz_query", U(pz), DAT_PZ_FIELD_ALL, 1)))
-		check("good:dat_pz_query:ia_handle", pzp.ia_handle == ia, "ia_handle %p", pzp.ia_handle);
+	if (EXPECT_CALLS("dat_pz_query", rc, DAT_SUCCESS, C("pz_query", U(pz), DAT_PZ_FIELD_ALL, 1)))
+		harness_check("dat_pz_query:ia_handle", pzp.ia_handle == ia, "ia_handle %p", pzp.ia_handle);
 
 	j_reset();
 	rc = dat_cno_create(ia, agent(0x1111, 0x2222), &cno);
-	EXPECT("good:dat_cno_create", rc, DAT_SUCCESS, C("cno_create", raw, 0x1111, 0x2222, 1));
-	check("good:dat_cno_create:handle", cno && U(cno) == out0(0), "cno %p", cno);
+	EXPECT_CALLS("dat_cno_create", rc, DAT_SUCCESS, C("cno_create", raw, 0x1111, 0x2222, 1));
+	harness_check("dat_cno_create:handle", cno && U(cno) == out0(0), "cno %p", cno);
 	j_reset();
 	rc = dat_cno_modify_agent(cno, agent(0x3333, 0x4444));
-	EXPECT("good:dat_cno_modify_agent", rc, DAT_SUCCESS, C("cno_modify_agent", U(cno), 0x3333, 0x4444));
+	EXPECT_CALLS("dat_cno_modify_agent", rc, DAT_SUCCESS, C("cno_modify_agent", U(cno), 0x3333, 0x4444));
 	j_reset();
 	rc = dat_cno_query(cno, DAT_CNO_FIELD_ALL, &cnop);
-	if (EXPECT("good:dat_cno_query", rc, DAT_SUCCESS, C("cno_query", U(cno), DAT_CNO_FIELD_ALL, 1)))
-		check("good:dat_cno_query:ia_handle", cnop.ia_handle == ia, "ia_handle %p", cnop.ia_handle);
+	if (EXPECT_CALLS("dat_cno_query", rc, DAT_SUCCESS, C("cno_query", U(cno), DAT_CNO_FIELD_ALL, 1)))
+		harness_check("dat_cno_query:ia_handle", cnop.ia_handle == ia, "ia_handle %p", cnop.ia_handle);
 
 	j_reset();
 	rc = dat_evd_create(ia, 17, cno, DAT_EVD_DEFAULT_FLAG, &evd);
-	EXPECT("good:dat_evd_create", rc, DAT_SUCCESS,
-	       C("evd_create", raw, 17, U(cno), DAT_EVD_DEFAULT_FLAG, 1));
-	check("good:dat_evd_create:handle", evd && U(evd) == out0(0), "evd %p", evd);
+	EXPECT_CALLS("dat_evd_create", rc, DAT_SUCCESS,
+		     C("evd_create", raw, 17, U(cno), DAT_EVD_DEFAULT_FLAG, 1));
+	harness_check("dat_evd_create:handle", evd && U(evd) == out0(0), "evd %p", evd);
 	j_reset();
 	rc = dat_evd_create(ia, 5, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &crevd);
-	EXPECT("good:dat_evd_create:null_cno", rc, DAT_SUCCESS,
-	       C("evd_create", raw, 5, 0, DAT_EVD_CR_FLAG, 1));
+	EXPECT_CALLS("dat_evd_create:null_cno", rc, DAT_SUCCESS,
+		     C("evd_create", raw, 5, 0, DAT_EVD_CR_FLAG, 1));
 	j_reset();
 	dat_evd_create(ia, 6, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dtoevd);
 	dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &connevd);
-	check("good:evd_setup", dtoevd && connevd && j_count() == 2, "dto %p conn %p", dtoevd, connevd);
+	harness_check("evd_setup", dtoevd && connevd && j_count() == 2, "dto %p conn %p", dtoevd, connevd);
 
 	j_reset();
 	memset(&evp, 0, sizeof evp);
 	rc = dat_evd_query(evd, DAT_EVD_FIELD_ALL, &evp);
-	if (EXPECT("good:dat_evd_query", rc, DAT_SUCCESS, C("evd_query", U(evd), DAT_EVD_FIELD_ALL, 1)))
-		check("good:dat_evd_query:outputs", evp.ia_handle == ia && evp.evd_qlen == 17 &&
-		      evp.cno_handle == cno && evp.evd_flags == DAT_EVD_DEFAULT_FLAG,
-		      "ia %p qlen %d cno %p flags %#x", evp.ia_handle, evp.evd_qlen, evp.cno_handle,
-		      evp.evd_flags);
+	if (EXPECT_CALLS("dat_evd_query", rc, DAT_SUCCESS, C("evd_query", U(evd), DAT_EVD_FIELD_ALL, 1)))
+		harness_check("dat_evd_query:outputs", evp.ia_handle == ia && evp.evd_qlen == 17 &&
+			      evp.cno_handle == cno && evp.evd_flags == DAT_EVD_DEFAULT_FLAG,
+			      "ia %p qlen %d cno %p flags %#x", evp.ia_handle, evp.evd_qlen, evp.cno_handle,
+			      evp.evd_flags);
 	j_reset();
 	rc = dat_evd_modify_cno(evd, DAT_HANDLE_NULL);
-	EXPECT("good:dat_evd_modify_cno:null", rc, DAT_SUCCESS, C("evd_modify_cno", U(evd), 0));
+	EXPECT_CALLS("dat_evd_modify_cno:null", rc, DAT_SUCCESS, C("evd_modify_cno", U(evd), 0));
 	j_reset();
 	rc = dat_evd_modify_cno(evd, cno);
-	EXPECT("good:dat_evd_modify_cno", rc, DAT_SUCCESS, C("evd_modify_cno", U(evd), U(cno)));
+	EXPECT_CALLS("dat_evd_modify_cno", rc, DAT_SUCCESS, C("evd_modify_cno", U(evd), U(cno)));
 	j_reset();
 	rc = dat_evd_enable(evd);
-	EXPECT("good:dat_evd_enable", rc, DAT_SUCCESS, C("evd_enable", U(evd)));
+	EXPECT_CALLS("dat_evd_enable", rc, DAT_SUCCESS, C("evd_enable", U(evd)));
 	j_reset();
 	rc = dat_evd_disable(evd);
-	EXPECT("good:dat_evd_disable", rc, DAT_SUCCESS, C("evd_disable", U(evd)));
+	EXPECT_CALLS("dat_evd_disable", rc, DAT_SUCCESS, C("evd_disable", U(evd)));
 	j_reset();
 	rc = dat_evd_set_unwaitable(evd);
-	EXPECT("good:dat_evd_set_unwaitable", rc, DAT_SUCCESS, C("evd_set_unwaitable", U(evd)));
+	EXPECT_CALLS("dat_evd_set_unwaitable", rc, DAT_SUCCESS, C("evd_set_unwaitable", U(evd)));
 	j_reset();
 	rc = dat_evd_clear_unwaitable(evd);
-	EXPECT("good:dat_evd_clear_unwaitable", rc, DAT_SUCCESS, C("evd_clear_unwaitable", U(evd)));
+	EXPECT_CALLS("dat_evd_clear_unwaitable", rc, DAT_SUCCESS, C("evd_clear_unwaitable", U(evd)));
 	j_reset();
 	rc = dat_evd_resize(evd, 99);
-	EXPECT("good:dat_evd_resize", rc, DAT_SUCCESS, C("evd_resize", U(evd), 99));
+	EXPECT_CALLS("dat_evd_resize", rc, DAT_SUCCESS, C("evd_resize", U(evd), 99));
 	j_reset();
 	memset(&sev, 0, sizeof sev);
 	sev.event_number = DAT_SOFTWARE_EVENT;
 	sev.event_data.software_event_data.pointer = (DAT_PVOID)0xabc;
 	rc = dat_evd_post_se(evd, &sev);
-	EXPECT("good:dat_evd_post_se", rc, DAT_SUCCESS,
-	       C("evd_post_se", U(evd), U(&sev), DAT_SOFTWARE_EVENT));
+	EXPECT_CALLS("dat_evd_post_se", rc, DAT_SUCCESS,
+		     C("evd_post_se", U(evd), U(&sev), DAT_SOFTWARE_EVENT));
 	j_reset();
 	rc = dat_cno_wait(cno, 0x12345, &wevd);
-	EXPECT("good:dat_cno_wait", rc, DAT_SUCCESS, C("cno_wait", U(cno), 0x12345, 1));
-	check("good:dat_cno_wait:evd", wevd && U(wevd) == out0(0), "evd %p", wevd);
+	EXPECT_CALLS("dat_cno_wait", rc, DAT_SUCCESS, C("cno_wait", U(cno), 0x12345, 1));
+	harness_check("dat_cno_wait:evd", wevd && U(wevd) == out0(0), "evd %p", wevd);
 }
 
 static void good_ep(void)
@@ -518,83 +495,83 @@ static void good_ep(void)
 	epattr.max_recv_dtos = 9;
 	j_reset();
 	rc = dat_ep_create(ia, pz, dtoevd, evd, connevd, &epattr, &ep);
-	EXPECT("good:dat_ep_create", rc, DAT_SUCCESS,
-	       C("ep_create", raw, U(pz), U(dtoevd), U(evd), U(connevd), U(&epattr), 1));
-	check("good:dat_ep_create:handle", ep && U(ep) == out0(0), "ep %p", ep);
+	EXPECT_CALLS("dat_ep_create", rc, DAT_SUCCESS,
+		     C("ep_create", raw, U(pz), U(dtoevd), U(evd), U(connevd), U(&epattr), 1));
+	harness_check("dat_ep_create:handle", ep && U(ep) == out0(0), "ep %p", ep);
 	j_reset();
 	rc = dat_ep_create(ia, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, NULL, &ep_nul);
-	EXPECT("good:dat_ep_create:nulls", rc, DAT_SUCCESS, C("ep_create", raw, 0, 0, 0, 0, 0, 1));
+	EXPECT_CALLS("dat_ep_create:nulls", rc, DAT_SUCCESS, C("ep_create", raw, 0, 0, 0, 0, 0, 1));
 
 	srqattr.max_recv_dtos = 33;
 	srqattr.max_recv_iov = 2;
 	srqattr.low_watermark = 1;
 	j_reset();
 	rc = dat_srq_create(ia, pz, &srqattr, &srq);
-	EXPECT("good:dat_srq_create", rc, DAT_SUCCESS, C("srq_create", raw, U(pz), U(&srqattr), 1));
-	check("good:dat_srq_create:handle", srq && U(srq) == out0(0), "srq %p", srq);
+	EXPECT_CALLS("dat_srq_create", rc, DAT_SUCCESS, C("srq_create", raw, U(pz), U(&srqattr), 1));
+	harness_check("dat_srq_create:handle", srq && U(srq) == out0(0), "srq %p", srq);
 	j_reset();
 	rc = dat_ep_create_with_srq(ia, pz, dtoevd, evd, connevd, srq, &epattr, &ep_srq);
-	EXPECT("good:dat_ep_create_with_srq", rc, DAT_SUCCESS,
-	       C("ep_create_with_srq", raw, U(pz), U(dtoevd), U(evd), U(connevd), U(srq), U(&epattr), 1));
-	check("good:dat_ep_create_with_srq:handle", ep_srq && U(ep_srq) == out0(0), "ep %p", ep_srq);
+	EXPECT_CALLS("dat_ep_create_with_srq", rc, DAT_SUCCESS,
+		     C("ep_create_with_srq", raw, U(pz), U(dtoevd), U(evd), U(connevd), U(srq), U(&epattr), 1));
+	harness_check("dat_ep_create_with_srq:handle", ep_srq && U(ep_srq) == out0(0), "ep %p", ep_srq);
 
 	j_reset();
 	memset(&epp, 0, sizeof epp);
 	rc = dat_ep_query(ep, DAT_EP_FIELD_ALL, &epp);
-	if (EXPECT("good:dat_ep_query", rc, DAT_SUCCESS, C("ep_query", U(ep), DAT_EP_FIELD_ALL, 1)))
-		check("good:dat_ep_query:outputs", epp.ia_handle == ia && epp.ep_state == DAT_EP_STATE_CONNECTED &&
-		      epp.pz_handle == pz && epp.recv_evd_handle == dtoevd && epp.request_evd_handle == evd &&
-		      epp.connect_evd_handle == connevd, "ia %p state %d pz %p", epp.ia_handle,
-		      epp.ep_state, epp.pz_handle);
+	if (EXPECT_CALLS("dat_ep_query", rc, DAT_SUCCESS, C("ep_query", U(ep), DAT_EP_FIELD_ALL, 1)))
+		harness_check("dat_ep_query:outputs", epp.ia_handle == ia && epp.ep_state == DAT_EP_STATE_CONNECTED &&
+			      epp.pz_handle == pz && epp.recv_evd_handle == dtoevd && epp.request_evd_handle == evd &&
+			      epp.connect_evd_handle == connevd, "ia %p state %d pz %p", epp.ia_handle,
+			      epp.ep_state, epp.pz_handle);
 	j_reset();
 	rc = dat_ep_modify(ep, 0x100, &epp);
-	EXPECT("good:dat_ep_modify", rc, DAT_SUCCESS, C("ep_modify", U(ep), 0x100, U(&epp)));
+	EXPECT_CALLS("dat_ep_modify", rc, DAT_SUCCESS, C("ep_modify", U(ep), 0x100, U(&epp)));
 	j_reset();
 	rc = dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)&peer, 0xC0C0, 0x1234567, 48, pdata,
 			    (DAT_QOS)2, (DAT_CONNECT_FLAGS)1);
-	EXPECT("good:dat_ep_connect", rc, DAT_SUCCESS,
-	       C("ep_connect", U(ep), U(&peer), 0xC0C0, 0x1234567, 48, U(pdata), 2, 1));
+	EXPECT_CALLS("dat_ep_connect", rc, DAT_SUCCESS,
+		     C("ep_connect", U(ep), U(&peer), 0xC0C0, 0x1234567, 48, U(pdata), 2, 1));
 	j_reset();
 	rc = dat_ep_dup_connect(ep, ep_nul, 0x4321, 16, pdata, (DAT_QOS)1);
-	EXPECT("good:dat_ep_dup_connect", rc, DAT_SUCCESS,
-	       C("ep_dup_connect", U(ep), U(ep_nul), 0x4321, 16, U(pdata), 1));
+	EXPECT_CALLS("dat_ep_dup_connect", rc, DAT_SUCCESS,
+		     C("ep_dup_connect", U(ep), U(ep_nul), 0x4321, 16, U(pdata), 1));
 	j_reset();
 	rc = dat_ep_disconnect(ep, DAT_CLOSE_GRACEFUL_FLAG);
-	EXPECT("good:dat_ep_disconnect", rc, DAT_SUCCESS, C("ep_disconnect", U(ep), DAT_CLOSE_GRACEFUL_FLAG));
+	EXPECT_CALLS("dat_ep_disconnect", rc, DAT_SUCCESS, C("ep_disconnect", U(ep), DAT_CLOSE_GRACEFUL_FLAG));
 	j_reset();
 	rc = dat_ep_post_send(ep, 2, iov, dto_cookie(0x1122334455667788ull), (DAT_COMPLETION_FLAGS)0x9);
-	EXPECT("good:dat_ep_post_send", rc, DAT_SUCCESS,
-	       C("ep_post_send", U(ep), 2, U(iov), 0x1122334455667788ull, 0x9));
+	EXPECT_CALLS("dat_ep_post_send", rc, DAT_SUCCESS,
+		     C("ep_post_send", U(ep), 2, U(iov), 0x1122334455667788ull, 0x9));
 	j_reset();
 	rc = dat_ep_post_recv(ep, 3, iov, dto_cookie(0x99aabbccddeeff00ull), (DAT_COMPLETION_FLAGS)0x2);
-	EXPECT("good:dat_ep_post_recv", rc, DAT_SUCCESS,
-	       C("ep_post_recv", U(ep), 3, U(iov), 0x99aabbccddeeff00ull, 0x2));
+	EXPECT_CALLS("dat_ep_post_recv", rc, DAT_SUCCESS,
+		     C("ep_post_recv", U(ep), 3, U(iov), 0x99aabbccddeeff00ull, 0x2));
 	j_reset();
 	rc = dat_ep_post_rdma_read(ep, 1, iov, dto_cookie(0x9999), &rtrip, (DAT_COMPLETION_FLAGS)0x8);
-	EXPECT("good:dat_ep_post_rdma_read", rc, DAT_SUCCESS,
-	       C("ep_post_rdma_read", U(ep), 1, U(iov), 0x9999, U(&rtrip), 0x8));
+	EXPECT_CALLS("dat_ep_post_rdma_read", rc, DAT_SUCCESS,
+		     C("ep_post_rdma_read", U(ep), 1, U(iov), 0x9999, U(&rtrip), 0x8));
 	j_reset();
 	rc = dat_ep_post_rdma_write(ep, 4, iov, dto_cookie(0x7777), &rtrip, (DAT_COMPLETION_FLAGS)0x1);
-	EXPECT("good:dat_ep_post_rdma_write", rc, DAT_SUCCESS,
-	       C("ep_post_rdma_write", U(ep), 4, U(iov), 0x7777, U(&rtrip), 0x1));
+	EXPECT_CALLS("dat_ep_post_rdma_write", rc, DAT_SUCCESS,
+		     C("ep_post_rdma_write", U(ep), 4, U(iov), 0x7777, U(&rtrip), 0x1));
 	j_reset();
 	rc = dat_ep_get_status(ep, &st, &in, &out);
-	if (EXPECT("good:dat_ep_get_status", rc, DAT_SUCCESS, C("ep_get_status", U(ep), 1, 1, 1)))
-		check("good:dat_ep_get_status:outputs", st == DAT_EP_STATE_CONNECTED && in == DAT_TRUE &&
-		      out == DAT_FALSE, "state %d in %d out %d", st, in, out);
+	if (EXPECT_CALLS("dat_ep_get_status", rc, DAT_SUCCESS, C("ep_get_status", U(ep), 1, 1, 1)))
+		harness_check("dat_ep_get_status:outputs", st == DAT_EP_STATE_CONNECTED && in == DAT_TRUE &&
+			      out == DAT_FALSE, "state %d in %d out %d", st, in, out);
 	j_reset();
 	rc = dat_ep_get_status(ep, NULL, &in, &out);
-	EXPECT("good:dat_ep_get_status:null_state", rc, DAT_SUCCESS, C("ep_get_status", U(ep), 0, 1, 1));
+	EXPECT_CALLS("dat_ep_get_status:null_state", rc, DAT_SUCCESS, C("ep_get_status", U(ep), 0, 1, 1));
 	j_reset();
 	rc = dat_ep_reset(ep);
-	EXPECT("good:dat_ep_reset", rc, DAT_SUCCESS, C("ep_reset", U(ep)));
+	EXPECT_CALLS("dat_ep_reset", rc, DAT_SUCCESS, C("ep_reset", U(ep)));
 	j_reset();
 	rc = dat_ep_recv_query(ep, &nb, &sz);
-	if (EXPECT("good:dat_ep_recv_query", rc, DAT_SUCCESS, C("ep_recv_query", U(ep), 1, 1)))
-		check("good:dat_ep_recv_query:outputs", nb == 11 && sz == 22, "%d %d", nb, sz);
+	if (EXPECT_CALLS("dat_ep_recv_query", rc, DAT_SUCCESS, C("ep_recv_query", U(ep), 1, 1)))
+		harness_check("dat_ep_recv_query:outputs", nb == 11 && sz == 22, "%d %d", nb, sz);
 	j_reset();
 	rc = dat_ep_set_watermark(ep, 5, 6);
-	EXPECT("good:dat_ep_set_watermark", rc, DAT_SUCCESS, C("ep_set_watermark", U(ep), 5, 6));
+	EXPECT_CALLS("dat_ep_set_watermark", rc, DAT_SUCCESS, C("ep_set_watermark", U(ep), 5, 6));
 }
 
 static void good_memory(void)
@@ -613,75 +590,75 @@ static void good_memory(void)
 	j_reset();
 	rc = dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region_va(buf), 0x10000, pz, DAT_MEM_PRIV_ALL_FLAG,
 			    DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen, &raddr);
-	if (EXPECT("good:dat_lmr_create", rc, DAT_SUCCESS,
-		   C("lmr_create", raw, DAT_MEM_TYPE_VIRTUAL, U(buf), 0, 0x10000, U(pz), DAT_MEM_PRIV_ALL_FLAG,
-		     DAT_VA_TYPE_VA, 1, 1, 1, 1, 1)))
-		check("good:dat_lmr_create:outputs", lmr && U(lmr) == out0(0) && lctx == 0x1111 &&
-		      rctx == 0x2222 && rlen == 0x10000 && raddr == U(buf),
-		      "lmr %p lctx %#x rctx %#x len %#llx addr %#llx", lmr, lctx, rctx,
-		      (unsigned long long)rlen, (unsigned long long)raddr);
+	if (EXPECT_CALLS("dat_lmr_create", rc, DAT_SUCCESS,
+			 C("lmr_create", raw, DAT_MEM_TYPE_VIRTUAL, U(buf), 0, 0x10000, U(pz), DAT_MEM_PRIV_ALL_FLAG,
+			   DAT_VA_TYPE_VA, 1, 1, 1, 1, 1)))
+		harness_check("dat_lmr_create:outputs", lmr && U(lmr) == out0(0) && lctx == 0x1111 &&
+			      rctx == 0x2222 && rlen == 0x10000 && raddr == U(buf),
+			      "lmr %p lctx %#x rctx %#x len %#llx addr %#llx", lmr, lctx, rctx,
+			      (unsigned long long)rlen, (unsigned long long)raddr);
 	j_reset();
 	rc = dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region_va(buf + 64), 0x20, pz, DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
 			    DAT_VA_TYPE_ZB, &lmr2, NULL, NULL, NULL, NULL);
-	EXPECT("good:dat_lmr_create:null_outputs", rc, DAT_SUCCESS,
-	       C("lmr_create", raw, DAT_MEM_TYPE_VIRTUAL, U(buf + 64), 0, 0x20, U(pz),
-		 DAT_MEM_PRIV_LOCAL_WRITE_FLAG, DAT_VA_TYPE_ZB, 1, 0, 0, 0, 0));
+	EXPECT_CALLS("dat_lmr_create:null_outputs", rc, DAT_SUCCESS,
+		     C("lmr_create", raw, DAT_MEM_TYPE_VIRTUAL, U(buf + 64), 0, 0x20, U(pz),
+		       DAT_MEM_PRIV_LOCAL_WRITE_FLAG, DAT_VA_TYPE_ZB, 1, 0, 0, 0, 0));
 	j_reset();
 	rc = dat_lmr_create(ia, DAT_MEM_TYPE_LMR, region_lmr(lmr), 0x30, pz, DAT_MEM_PRIV_LOCAL_READ_FLAG,
 			    DAT_VA_TYPE_VA, &lmr3, &lctx, NULL, NULL, NULL);
-	EXPECT("good:dat_lmr_create:mem_type_lmr", rc, DAT_SUCCESS,
-	       C("lmr_create", raw, DAT_MEM_TYPE_LMR, U(lmr), 0, 0x30, U(pz), DAT_MEM_PRIV_LOCAL_READ_FLAG,
-		 DAT_VA_TYPE_VA, 1, 1, 0, 0, 0));
+	EXPECT_CALLS("dat_lmr_create:mem_type_lmr", rc, DAT_SUCCESS,
+		     C("lmr_create", raw, DAT_MEM_TYPE_LMR, U(lmr), 0, 0x30, U(pz), DAT_MEM_PRIV_LOCAL_READ_FLAG,
+		       DAT_VA_TYPE_VA, 1, 1, 0, 0, 0));
 	memset(&reg, 0, sizeof reg);
 	reg.for_shared_memory.virtual_address = buf + 128;
 	reg.for_shared_memory.shared_memory_id = &shared_id;
 	j_reset();
 	rc = dat_lmr_create(ia, DAT_MEM_TYPE_SHARED_VIRTUAL, reg, 0x40, pz, DAT_MEM_PRIV_REMOTE_READ_FLAG,
 			    DAT_VA_TYPE_VA, &lmr4, NULL, &rctx, NULL, &raddr);
-	EXPECT("good:dat_lmr_create:shared", rc, DAT_SUCCESS,
-	       C("lmr_create", raw, DAT_MEM_TYPE_SHARED_VIRTUAL, U(buf + 128), U(&shared_id), 0x40, U(pz),
-		 DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA, 1, 0, 1, 0, 1));
+	EXPECT_CALLS("dat_lmr_create:shared", rc, DAT_SUCCESS,
+		     C("lmr_create", raw, DAT_MEM_TYPE_SHARED_VIRTUAL, U(buf + 128), U(&shared_id), 0x40, U(pz),
+		       DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA, 1, 0, 1, 0, 1));
 	j_reset();
 	memset(&lp, 0, sizeof lp);
 	rc = dat_lmr_query(lmr, DAT_LMR_FIELD_ALL, &lp);
-	if (EXPECT("good:dat_lmr_query", rc, DAT_SUCCESS, C("lmr_query", U(lmr), DAT_LMR_FIELD_ALL, 1)))
-		check("good:dat_lmr_query:outputs", lp.ia_handle == ia && lp.length == 0x10000 &&
-		      lp.pz_handle == pz, "ia %p len %#llx pz %p", lp.ia_handle,
-		      (unsigned long long)lp.length, lp.pz_handle);
+	if (EXPECT_CALLS("dat_lmr_query", rc, DAT_SUCCESS, C("lmr_query", U(lmr), DAT_LMR_FIELD_ALL, 1)))
+		harness_check("dat_lmr_query:outputs", lp.ia_handle == ia && lp.length == 0x10000 &&
+			      lp.pz_handle == pz, "ia %p len %#llx pz %p", lp.ia_handle,
+			      (unsigned long long)lp.length, lp.pz_handle);
 	j_reset();
 	rc = dat_lmr_sync_rdma_read(ia, iov, 3);
-	EXPECT("good:dat_lmr_sync_rdma_read", rc, DAT_SUCCESS, C("lmr_sync_rdma_read", raw, U(iov), 3));
+	EXPECT_CALLS("dat_lmr_sync_rdma_read", rc, DAT_SUCCESS, C("lmr_sync_rdma_read", raw, U(iov), 3));
 	j_reset();
 	rc = dat_lmr_sync_rdma_write(ia, iov, 4);
-	EXPECT("good:dat_lmr_sync_rdma_write", rc, DAT_SUCCESS, C("lmr_sync_rdma_write", raw, U(iov), 4));
+	EXPECT_CALLS("dat_lmr_sync_rdma_write", rc, DAT_SUCCESS, C("lmr_sync_rdma_write", raw, U(iov), 4));
 
 	j_reset();
 	rc = dat_rmr_create(pz, &rmr);
-	EXPECT("good:dat_rmr_create", rc, DAT_SUCCESS, C("rmr_create", U(pz), 1));
-	check("good:dat_rmr_create:handle", rmr && U(rmr) == out0(0), "rmr %p", rmr);
+	EXPECT_CALLS("dat_rmr_create", rc, DAT_SUCCESS, C("rmr_create", U(pz), 1));
+	harness_check("dat_rmr_create:handle", rmr && U(rmr) == out0(0), "rmr %p", rmr);
 	j_reset();
 	memset(&rp, 0, sizeof rp);
 	rc = dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &rp);
-	if (EXPECT("good:dat_rmr_query", rc, DAT_SUCCESS, C("rmr_query", U(rmr), DAT_RMR_FIELD_ALL, 1)))
-		check("good:dat_rmr_query:outputs", rp.ia_handle == ia && rp.pz_handle == pz,
-		      "ia %p pz %p", rp.ia_handle, rp.pz_handle);
+	if (EXPECT_CALLS("dat_rmr_query", rc, DAT_SUCCESS, C("rmr_query", U(rmr), DAT_RMR_FIELD_ALL, 1)))
+		harness_check("dat_rmr_query:outputs", rp.ia_handle == ia && rp.pz_handle == pz,
+			      "ia %p pz %p", rp.ia_handle, rp.pz_handle);
 	rc_cookie.as_64 = 0x5555;
 	rctx = 0;
 	j_reset();
 	rc = dat_rmr_bind(rmr, lmr, &iov[0], (DAT_MEM_PRIV_FLAGS)0x22, DAT_VA_TYPE_VA, ep, rc_cookie,
 			  (DAT_COMPLETION_FLAGS)0x4, &rctx);
-	if (EXPECT("good:dat_rmr_bind", rc, DAT_SUCCESS,
-		   C("rmr_bind", U(rmr), U(lmr), U(&iov[0]), 0x22, DAT_VA_TYPE_VA, U(ep), 0x5555, 0x4, 1)))
-		check("good:dat_rmr_bind:context", rctx == 0x3333, "rmr_context %#x", rctx);
+	if (EXPECT_CALLS("dat_rmr_bind", rc, DAT_SUCCESS,
+			 C("rmr_bind", U(rmr), U(lmr), U(&iov[0]), 0x22, DAT_VA_TYPE_VA, U(ep), 0x5555, 0x4, 1)))
+		harness_check("dat_rmr_bind:context", rctx == 0x3333, "rmr_context %#x", rctx);
 	j_reset();
 	rc = dat_rmr_bind(rmr, DAT_HANDLE_NULL, &iov[1], (DAT_MEM_PRIV_FLAGS)0, DAT_VA_TYPE_VA, ep, rc_cookie,
 			  (DAT_COMPLETION_FLAGS)0, NULL);
-	EXPECT("good:dat_rmr_bind:null_lmr", rc, DAT_SUCCESS,
-	       C("rmr_bind", U(rmr), 0, U(&iov[1]), 0, DAT_VA_TYPE_VA, U(ep), 0x5555, 0, 0));
+	EXPECT_CALLS("dat_rmr_bind:null_lmr", rc, DAT_SUCCESS,
+		     C("rmr_bind", U(rmr), 0, U(&iov[1]), 0, DAT_VA_TYPE_VA, U(ep), 0x5555, 0, 0));
 
 	j_reset();
 	rc = dat_lmr_free(lmr2);
-	EXPECT("good:dat_lmr_free", rc, DAT_SUCCESS, C("lmr_free", U(lmr2)));
+	EXPECT_CALLS("dat_lmr_free", rc, DAT_SUCCESS, C("lmr_free", U(lmr2)));
 	dat_lmr_free(lmr3);
 	dat_lmr_free(lmr4);
 }
@@ -697,53 +674,53 @@ static void good_sp_srq(void)
 
 	j_reset();
 	rc = dat_psp_create(ia, 0xC0C0, crevd, DAT_PSP_PROVIDER_FLAG, &psp);
-	EXPECT("good:dat_psp_create", rc, DAT_SUCCESS,
-	       C("psp_create", raw, 0xC0C0, U(crevd), DAT_PSP_PROVIDER_FLAG, 1));
-	check("good:dat_psp_create:handle", psp && U(psp) == out0(0), "psp %p", psp);
+	EXPECT_CALLS("dat_psp_create", rc, DAT_SUCCESS,
+		     C("psp_create", raw, 0xC0C0, U(crevd), DAT_PSP_PROVIDER_FLAG, 1));
+	harness_check("dat_psp_create:handle", psp && U(psp) == out0(0), "psp %p", psp);
 	j_reset();
 	rc = dat_psp_create_any(ia, &q, crevd, DAT_PSP_CONSUMER_FLAG, &psp2);
-	if (EXPECT("good:dat_psp_create_any", rc, DAT_SUCCESS,
-		   C("psp_create_any", raw, 1, U(crevd), DAT_PSP_CONSUMER_FLAG, 1)))
-		check("good:dat_psp_create_any:outputs", q == 0x7777 && psp2 && U(psp2) == out0(0),
-		      "qual %#llx psp %p", (unsigned long long)q, psp2);
+	if (EXPECT_CALLS("dat_psp_create_any", rc, DAT_SUCCESS,
+			 C("psp_create_any", raw, 1, U(crevd), DAT_PSP_CONSUMER_FLAG, 1)))
+		harness_check("dat_psp_create_any:outputs", q == 0x7777 && psp2 && U(psp2) == out0(0),
+			      "qual %#llx psp %p", (unsigned long long)q, psp2);
 	j_reset();
 	memset(&spp, 0, sizeof spp);
 	rc = dat_psp_query(psp, DAT_PSP_FIELD_ALL, &spp);
-	if (EXPECT("good:dat_psp_query", rc, DAT_SUCCESS, C("psp_query", U(psp), DAT_PSP_FIELD_ALL, 1)))
-		check("good:dat_psp_query:outputs", spp.ia_handle == ia && spp.conn_qual == 0xC0C0 &&
-		      spp.evd_handle == crevd && spp.psp_flags == DAT_PSP_PROVIDER_FLAG,
-		      "ia %p qual %#llx evd %p", spp.ia_handle, (unsigned long long)spp.conn_qual,
-		      spp.evd_handle);
+	if (EXPECT_CALLS("dat_psp_query", rc, DAT_SUCCESS, C("psp_query", U(psp), DAT_PSP_FIELD_ALL, 1)))
+		harness_check("dat_psp_query:outputs", spp.ia_handle == ia && spp.conn_qual == 0xC0C0 &&
+			      spp.evd_handle == crevd && spp.psp_flags == DAT_PSP_PROVIDER_FLAG,
+			      "ia %p qual %#llx evd %p", spp.ia_handle, (unsigned long long)spp.conn_qual,
+			      spp.evd_handle);
 	j_reset();
 	rc = dat_psp_free(psp2);
-	EXPECT("good:dat_psp_free", rc, DAT_SUCCESS, C("psp_free", U(psp2)));
+	EXPECT_CALLS("dat_psp_free", rc, DAT_SUCCESS, C("psp_free", U(psp2)));
 
 	j_reset();
 	rc = dat_rsp_create(ia, 0xD0D0, ep_nul, crevd, &rsp);
-	EXPECT("good:dat_rsp_create", rc, DAT_SUCCESS, C("rsp_create", raw, 0xD0D0, U(ep_nul), U(crevd), 1));
-	check("good:dat_rsp_create:handle", rsp && U(rsp) == out0(0), "rsp %p", rsp);
+	EXPECT_CALLS("dat_rsp_create", rc, DAT_SUCCESS, C("rsp_create", raw, 0xD0D0, U(ep_nul), U(crevd), 1));
+	harness_check("dat_rsp_create:handle", rsp && U(rsp) == out0(0), "rsp %p", rsp);
 	j_reset();
 	memset(&rsp_p, 0, sizeof rsp_p);
 	rc = dat_rsp_query(rsp, DAT_RSP_FIELD_ALL, &rsp_p);
-	if (EXPECT("good:dat_rsp_query", rc, DAT_SUCCESS, C("rsp_query", U(rsp), DAT_RSP_FIELD_ALL, 1)))
-		check("good:dat_rsp_query:outputs", rsp_p.ia_handle == ia && rsp_p.ep_handle == ep_nul &&
-		      rsp_p.conn_qual == 0xD0D0, "ia %p ep %p", rsp_p.ia_handle, rsp_p.ep_handle);
+	if (EXPECT_CALLS("dat_rsp_query", rc, DAT_SUCCESS, C("rsp_query", U(rsp), DAT_RSP_FIELD_ALL, 1)))
+		harness_check("dat_rsp_query:outputs", rsp_p.ia_handle == ia && rsp_p.ep_handle == ep_nul &&
+			      rsp_p.conn_qual == 0xD0D0, "ia %p ep %p", rsp_p.ia_handle, rsp_p.ep_handle);
 
 	j_reset();
 	rc = dat_srq_post_recv(srq, 2, iov, dto_cookie(0x4444));
-	EXPECT("good:dat_srq_post_recv", rc, DAT_SUCCESS, C("srq_post_recv", U(srq), 2, U(iov), 0x4444));
+	EXPECT_CALLS("dat_srq_post_recv", rc, DAT_SUCCESS, C("srq_post_recv", U(srq), 2, U(iov), 0x4444));
 	j_reset();
 	memset(&sp, 0, sizeof sp);
 	rc = dat_srq_query(srq, DAT_SRQ_FIELD_ALL, &sp);
-	if (EXPECT("good:dat_srq_query", rc, DAT_SUCCESS, C("srq_query", U(srq), DAT_SRQ_FIELD_ALL, 1)))
-		check("good:dat_srq_query:outputs", sp.ia_handle == ia && sp.pz_handle == pz &&
-		      sp.max_recv_dtos == 0x99, "ia %p pz %p", sp.ia_handle, sp.pz_handle);
+	if (EXPECT_CALLS("dat_srq_query", rc, DAT_SUCCESS, C("srq_query", U(srq), DAT_SRQ_FIELD_ALL, 1)))
+		harness_check("dat_srq_query:outputs", sp.ia_handle == ia && sp.pz_handle == pz &&
+			      sp.max_recv_dtos == 0x99, "ia %p pz %p", sp.ia_handle, sp.pz_handle);
 	j_reset();
 	rc = dat_srq_resize(srq, 64);
-	EXPECT("good:dat_srq_resize", rc, DAT_SUCCESS, C("srq_resize", U(srq), 64));
+	EXPECT_CALLS("dat_srq_resize", rc, DAT_SUCCESS, C("srq_resize", U(srq), 64));
 	j_reset();
 	rc = dat_srq_set_lw(srq, 8);
-	EXPECT("good:dat_srq_set_lw", rc, DAT_SUCCESS, C("srq_set_lw", U(srq), 8));
+	EXPECT_CALLS("dat_srq_set_lw", rc, DAT_SUCCESS, C("srq_set_lw", U(srq), 8));
 }
 
 static DAT_CR_HANDLE dequeue_cr(const char *name)
@@ -754,11 +731,11 @@ static DAT_CR_HANDLE dequeue_cr(const char *name)
 	memset(&ev, 0, sizeof ev);
 	j_reset();
 	rc = dat_evd_dequeue(crevd, &ev);
-	if (!EXPECT(name, rc, DAT_SUCCESS, C("evd_dequeue", U(crevd), 1)))
+	if (!EXPECT_CALLS(name, rc, DAT_SUCCESS, C("evd_dequeue", U(crevd), 1)))
 		return NULL;
 	if (ev.event_number != DAT_CONNECTION_REQUEST_EVENT ||
 	    U(ev.event_data.cr_arrival_event_data.cr_handle) != out0(0) || ev.evd_handle != crevd) {
-		fail(name, "event %#x cr %p", ev.event_number, ev.event_data.cr_arrival_event_data.cr_handle);
+		harness_check(name, 0, "event %#x cr %p", ev.event_number, ev.event_data.cr_arrival_event_data.cr_handle);
 		return NULL;
 	}
 	return ev.event_data.cr_arrival_event_data.cr_handle;
@@ -775,38 +752,38 @@ static void good_cr(void)
 	memset(&ev, 0, sizeof ev);
 	j_reset();
 	rc = dat_evd_wait(crevd, 0x7777, 1, &ev, &nmore);
-	if (EXPECT("good:dat_evd_wait", rc, DAT_SUCCESS, C("evd_wait", U(crevd), 0x7777, 1, 1, 1)))
-		check("good:dat_evd_wait:event", ev.event_number == DAT_CONNECTION_REQUEST_EVENT &&
-		      U(ev.event_data.cr_arrival_event_data.cr_handle) == out0(0) && nmore == 0 &&
-		      ev.evd_handle == crevd, "event %#x nmore %d", ev.event_number, nmore);
+	if (EXPECT_CALLS("dat_evd_wait", rc, DAT_SUCCESS, C("evd_wait", U(crevd), 0x7777, 1, 1, 1)))
+		harness_check("dat_evd_wait:event", ev.event_number == DAT_CONNECTION_REQUEST_EVENT &&
+			      U(ev.event_data.cr_arrival_event_data.cr_handle) == out0(0) && nmore == 0 &&
+			      ev.evd_handle == crevd, "event %#x nmore %d", ev.event_number, nmore);
 	c = ev.event_data.cr_arrival_event_data.cr_handle;
 	j_reset();
 	memset(&crp, 0, sizeof crp);
 	rc = dat_cr_query(c, DAT_CR_FIELD_ALL, &crp);
-	if (EXPECT("good:dat_cr_query", rc, DAT_SUCCESS, C("cr_query", U(c), DAT_CR_FIELD_ALL, 1)))
-		check("good:dat_cr_query:outputs", crp.remote_port_qual == 0x5151, "qual %#llx",
-		      (unsigned long long)crp.remote_port_qual);
+	if (EXPECT_CALLS("dat_cr_query", rc, DAT_SUCCESS, C("cr_query", U(c), DAT_CR_FIELD_ALL, 1)))
+		harness_check("dat_cr_query:outputs", crp.remote_port_qual == 0x5151, "qual %#llx",
+			      (unsigned long long)crp.remote_port_qual);
 	j_reset();
 	rc = dat_cr_accept(c, ep, 48, pdata);
-	EXPECT("good:dat_cr_accept", rc, DAT_SUCCESS, C("cr_accept", U(c), U(ep), 48, U(pdata)));
+	EXPECT_CALLS("dat_cr_accept", rc, DAT_SUCCESS, C("cr_accept", U(c), U(ep), 48, U(pdata)));
 
-	if ((c = dequeue_cr("good:dat_evd_dequeue"))) {
+	if ((c = dequeue_cr("dat_evd_dequeue"))) {
 		j_reset();
 		rc = dat_cr_reject(c, 16, pdata);
-		EXPECT("good:dat_cr_reject", rc, DAT_SUCCESS, C("cr_reject", U(c), 16, U(pdata)));
+		EXPECT_CALLS("dat_cr_reject", rc, DAT_SUCCESS, C("cr_reject", U(c), 16, U(pdata)));
 	}
-	if ((c = dequeue_cr("good:dat_evd_dequeue:2"))) {
+	if ((c = dequeue_cr("dat_evd_dequeue:2"))) {
 		j_reset();
 		rc = dat_cr_handoff(c, 0xABCDEF);
-		EXPECT("good:dat_cr_handoff", rc, DAT_SUCCESS, C("cr_handoff", U(c), 0xABCDEF));
+		EXPECT_CALLS("dat_cr_handoff", rc, DAT_SUCCESS, C("cr_handoff", U(c), 0xABCDEF));
 	}
-	if ((c = dequeue_cr("good:dat_evd_dequeue:3"))) {
+	if ((c = dequeue_cr("dat_evd_dequeue:3"))) {
 		j_reset();
 		rc = dat_cr_accept(c, DAT_HANDLE_NULL, 0, NULL);
-		EXPECT("good:dat_cr_accept:null_ep", rc, DAT_SUCCESS, C("cr_accept", U(c), 0, 0, 0));
+		EXPECT_CALLS("dat_cr_accept:null_ep", rc, DAT_SUCCESS, C("cr_accept", U(c), 0, 0, 0));
 	}
 	/* kept for the bad-handle part */
-	cr = dequeue_cr("good:dat_evd_dequeue:4");
+	cr = dequeue_cr("dat_evd_dequeue:4");
 }
 
 static void good_context(void)
@@ -818,17 +795,17 @@ static void good_context(void)
 	ctx.as_64 = 0xBEEF;
 	j_reset();
 	rc = dat_set_consumer_context(ep, ctx);
-	EXPECT("good:dat_set_consumer_context:ep", rc, DAT_SUCCESS, C("set_consumer_context", U(ep), 0xBEEF));
+	EXPECT_CALLS("dat_set_consumer_context:ep", rc, DAT_SUCCESS, C("set_consumer_context", U(ep), 0xBEEF));
 	ctx.as_64 = 0;
 	j_reset();
 	rc = dat_get_consumer_context(ep, &ctx);
-	if (EXPECT("good:dat_get_consumer_context:ep", rc, DAT_SUCCESS, C("get_consumer_context", U(ep), 1)))
-		check("good:dat_get_consumer_context:ep:value", ctx.as_64 == 0xBEEF, "got %#llx",
-		      (unsigned long long)ctx.as_64);
+	if (EXPECT_CALLS("dat_get_consumer_context:ep", rc, DAT_SUCCESS, C("get_consumer_context", U(ep), 1)))
+		harness_check("dat_get_consumer_context:ep:value", ctx.as_64 == 0xBEEF, "got %#llx",
+			      (unsigned long long)ctx.as_64);
 	j_reset();
 	rc = dat_get_handle_type(lmr, &type);
-	if (EXPECT("good:dat_get_handle_type:lmr", rc, DAT_SUCCESS, C("get_handle_type", U(lmr), 1)))
-		check("good:dat_get_handle_type:lmr:value", type == DAT_HANDLE_TYPE_LMR, "got %d", type);
+	if (EXPECT_CALLS("dat_get_handle_type:lmr", rc, DAT_SUCCESS, C("get_handle_type", U(lmr), 1)))
+		harness_check("dat_get_handle_type:lmr:value", type == DAT_HANDLE_TYPE_LMR, "got %d", type);
 }
 
 static void good_extension(void)
@@ -843,45 +820,45 @@ static void good_extension(void)
 	rc = dat_extension_op(ep, DAT_IB_CMP_AND_SWAP_OP, (DAT_UINT64)0x1111222233334444ull,
 			      (DAT_UINT64)0x5555666677778888ull, &iov[0], dto_cookie(0x0102030405060708ull),
 			      &rtrip, (DAT_COMPLETION_FLAGS)0x1);
-	EXPECT("good:dat_extension_op:cmp_and_swap", rc, DAT_SUCCESS,
-	       C("extendedop", U(ep), DAT_IB_CMP_AND_SWAP_OP, 0x1111222233334444ull, 0x5555666677778888ull,
-		 U(&iov[0]), 0x0102030405060708ull, U(&rtrip), 0x1));
+	EXPECT_CALLS("dat_extension_op:cmp_and_swap", rc, DAT_SUCCESS,
+		     C("extendedop", U(ep), DAT_IB_CMP_AND_SWAP_OP, 0x1111222233334444ull, 0x5555666677778888ull,
+		       U(&iov[0]), 0x0102030405060708ull, U(&rtrip), 0x1));
 	j_reset();
 	rc = dat_extension_op(ep, DAT_IB_FETCH_AND_ADD_OP, (DAT_UINT64)0x100, &iov[1], dto_cookie(0x77),
 			      &rtrip, (DAT_COMPLETION_FLAGS)0x8);
-	EXPECT("good:dat_extension_op:fetch_and_add", rc, DAT_SUCCESS,
-	       C("extendedop", U(ep), DAT_IB_FETCH_AND_ADD_OP, 0x100, U(&iov[1]), 0x77, U(&rtrip), 0x8));
+	EXPECT_CALLS("dat_extension_op:fetch_and_add", rc, DAT_SUCCESS,
+		     C("extendedop", U(ep), DAT_IB_FETCH_AND_ADD_OP, 0x100, U(&iov[1]), 0x77, U(&rtrip), 0x8));
 	j_reset();
 	rc = dat_extension_op(ia, DAT_IB_PRINT_COUNTERS_OP, 3, 1);
-	EXPECT("good:dat_extension_op:ia_handle", rc, DAT_SUCCESS,
-	       C("extendedop", raw, DAT_IB_PRINT_COUNTERS_OP, 3, 1));
+	EXPECT_CALLS("dat_extension_op:ia_handle", rc, DAT_SUCCESS,
+		     C("extendedop", raw, DAT_IB_PRINT_COUNTERS_OP, 3, 1));
 	ctx.as_64 = 0xA8A8A8A8A8A8A8A8ull;
 	j_reset();
 	rc = dat_extension_op(evd, DAT_IB_COLLECTIVE_REDUCE_OP, (void *)0xA1, (DAT_COUNT)0xA2, (void *)0xA3,
 			      (DAT_COUNT)0xA4, 0xA5, 0xA6, (unsigned int)0xA7, ctx, (DAT_COMPLETION_FLAGS)0x9);
-	EXPECT("good:dat_extension_op:nine_args", rc, DAT_SUCCESS,
-	       C("extendedop", U(evd), DAT_IB_COLLECTIVE_REDUCE_OP, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7,
-		 0xA8A8A8A8A8A8A8A8ull, 0x9));
+	EXPECT_CALLS("dat_extension_op:nine_args", rc, DAT_SUCCESS,
+		     C("extendedop", U(evd), DAT_IB_COLLECTIVE_REDUCE_OP, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7,
+		       0xA8A8A8A8A8A8A8A8ull, 0x9));
 	j_reset();
 	rc = dat_extension_op(ep, 0x77);
-	EXPECT("good:dat_extension_op:status_passthrough", rc, DAT_NOT_IMPLEMENTED,
-	       C("extendedop", U(ep), 0x77));
+	EXPECT_CALLS("dat_extension_op:status_passthrough", rc, DAT_NOT_IMPLEMENTED,
+		     C("extendedop", U(ep), 0x77));
 
 	memset(&qattr, 0, sizeof qattr);
 	memset(&qpattr, 0, sizeof qpattr);
 	j_reset();
 	rc = dat_extension_op(DAT_HANDLE_NULL, DAT_IB_OPEN_QUERY_OP, IA_NAME, &qia, (DAT_IA_ATTR_MASK)DAT_IA_FIELD_ALL,
 			      &qattr, (DAT_PROVIDER_ATTR_MASK)DAT_PROVIDER_FIELD_ALL, &qpattr);
-	if (EXPECT("good:dat_extension_op:open_query", rc, DAT_SUCCESS,
-		   CS("extendedop", IA_NAME, 0, DAT_IB_OPEN_QUERY_OP, 1, DAT_IA_FIELD_ALL, 1,
-		      DAT_PROVIDER_FIELD_ALL, 1)))
-		check("good:dat_extension_op:open_query:outputs", qia && U(qia) == out0(0) &&
-		      qattr.max_eps == 0x4242 && !strcmp(qpattr.provider_name, "fakeprov"),
-		      "ia %p max_eps %#x", qia, qattr.max_eps);
+	if (EXPECT_CALLS("dat_extension_op:open_query", rc, DAT_SUCCESS,
+			 CS("extendedop", IA_NAME, 0, DAT_IB_OPEN_QUERY_OP, 1, DAT_IA_FIELD_ALL, 1,
+			    DAT_PROVIDER_FIELD_ALL, 1)))
+		harness_check("dat_extension_op:open_query:outputs", qia && U(qia) == out0(0) &&
+			      qattr.max_eps == 0x4242 && !strcmp(qpattr.provider_name, "fakeprov"),
+			      "ia %p max_eps %#x", qia, qattr.max_eps);
 	j_reset();
 	rc = dat_extension_op(qia, DAT_IB_CLOSE_QUERY_OP);
-	EXPECT("good:dat_extension_op:close_query", rc, DAT_SUCCESS,
-	       C("extendedop", U(qia), DAT_IB_CLOSE_QUERY_OP));
+	EXPECT_CALLS("dat_extension_op:close_query", rc, DAT_SUCCESS,
+		     C("extendedop", U(qia), DAT_IB_CLOSE_QUERY_OP));
 }
 
 static void good_status_passthrough(void)
@@ -893,20 +870,20 @@ static void good_status_passthrough(void)
 	j_reset();
 	j_fail_later(0, 0x000d0000);
 	rc = dat_evd_dequeue(dtoevd, &ev);
-	EXPECT("good:status:raw_queue_empty", rc, 0x000d0000, C("evd_dequeue", U(dtoevd), 1));
+	EXPECT_CALLS("status:raw_queue_empty", rc, 0x000d0000, C("evd_dequeue", U(dtoevd), 1));
 	j_reset();
 	j_fail_later(0, 0x80060027);
 	rc = dat_ep_post_send(ep, 1, iov, dto_cookie(1), DAT_COMPLETION_DEFAULT_FLAG);
-	EXPECT("good:status:error", rc, 0x80060027, C("ep_post_send", U(ep), 1, U(iov), 1, 0));
+	EXPECT_CALLS("status:error", rc, 0x80060027, C("ep_post_send", U(ep), 1, U(iov), 1, 0));
 	j_reset();
 	j_fail_later(0, 0x80030002);
 	rc = dat_ep_create(ia, pz, dtoevd, evd, connevd, NULL, &e);
-	EXPECT("good:status:create_fails", rc, 0x80030002,
-	       C("ep_create", raw, U(pz), U(dtoevd), U(evd), U(connevd), 0, 1));
+	EXPECT_CALLS("status:create_fails", rc, 0x80030002,
+		     C("ep_create", raw, U(pz), U(dtoevd), U(evd), U(connevd), 0, 1));
 	j_reset();
 	j_fail_later(0, 0x40000001);
 	rc = dat_evd_enable(evd);
-	EXPECT("good:status:warning", rc, 0x40000001, C("evd_enable", U(evd)));
+	EXPECT_CALLS("status:warning", rc, 0x40000001, C("evd_enable", U(evd)));
 }
 
 static void good_frees(void)
@@ -916,27 +893,27 @@ static void good_frees(void)
 #define FREE1(nm, call, fn, h) do { \
 		j_reset(); \
 		rc = call; \
-		EXPECT(nm, rc, DAT_SUCCESS, C(fn, U(h))); \
+		EXPECT_CALLS(nm, rc, DAT_SUCCESS, C(fn, U(h))); \
 	} while (0)
-	FREE1("good:dat_rmr_free", dat_rmr_free(rmr), "rmr_free", rmr);
-	FREE1("good:dat_lmr_free:2", dat_lmr_free(lmr), "lmr_free", lmr);
-	FREE1("good:dat_psp_free:2", dat_psp_free(psp), "psp_free", psp);
-	FREE1("good:dat_rsp_free", dat_rsp_free(rsp), "rsp_free", rsp);
-	FREE1("good:dat_ep_free", dat_ep_free(ep), "ep_free", ep);
-	FREE1("good:dat_ep_free:2", dat_ep_free(ep_srq), "ep_free", ep_srq);
-	FREE1("good:dat_ep_free:3", dat_ep_free(ep_nul), "ep_free", ep_nul);
-	FREE1("good:dat_srq_free", dat_srq_free(srq), "srq_free", srq);
-	FREE1("good:dat_evd_free", dat_evd_free(evd), "evd_free", evd);
-	FREE1("good:dat_cno_free", dat_cno_free(cno), "cno_free", cno);
-	FREE1("good:dat_evd_free:2", dat_evd_free(dtoevd), "evd_free", dtoevd);
-	FREE1("good:dat_evd_free:3", dat_evd_free(connevd), "evd_free", connevd);
-	FREE1("good:dat_pz_free", dat_pz_free(pz), "pz_free", pz);
+	FREE1("dat_rmr_free", dat_rmr_free(rmr), "rmr_free", rmr);
+	FREE1("dat_lmr_free:2", dat_lmr_free(lmr), "lmr_free", lmr);
+	FREE1("dat_psp_free:2", dat_psp_free(psp), "psp_free", psp);
+	FREE1("dat_rsp_free", dat_rsp_free(rsp), "rsp_free", rsp);
+	FREE1("dat_ep_free", dat_ep_free(ep), "ep_free", ep);
+	FREE1("dat_ep_free:2", dat_ep_free(ep_srq), "ep_free", ep_srq);
+	FREE1("dat_ep_free:3", dat_ep_free(ep_nul), "ep_free", ep_nul);
+	FREE1("dat_srq_free", dat_srq_free(srq), "srq_free", srq);
+	FREE1("dat_evd_free", dat_evd_free(evd), "evd_free", evd);
+	FREE1("dat_cno_free", dat_cno_free(cno), "cno_free", cno);
+	FREE1("dat_evd_free:2", dat_evd_free(dtoevd), "evd_free", dtoevd);
+	FREE1("dat_evd_free:3", dat_evd_free(connevd), "evd_free", connevd);
+	FREE1("dat_pz_free", dat_pz_free(pz), "pz_free", pz);
 	if (cr) {
 		j_reset();
 		rc = dat_cr_reject(cr, 0, NULL);
-		EXPECT("good:dat_cr_reject:2", rc, DAT_SUCCESS, C("cr_reject", U(cr), 0, 0));
+		EXPECT_CALLS("dat_cr_reject:2", rc, DAT_SUCCESS, C("cr_reject", U(cr), 0, 0));
 	}
-	FREE1("good:dat_evd_free:4", dat_evd_free(crevd), "evd_free", crevd);
+	FREE1("dat_evd_free:4", dat_evd_free(crevd), "evd_free", crevd);
 #undef FREE1
 }
 
@@ -948,47 +925,47 @@ static void good_lifecycle(void)
 	uint64_t raw2;
 	DAT_RETURN rc;
 
-	raw2 = open_ia("good:dat_ia_openv:second", 3, &aevd2, &ia2, 2, 0);
-	close_ia("good:dat_ia_close:not_last", ia2, raw2, DAT_CLOSE_GRACEFUL_FLAG, 0);
+	raw2 = open_ia("dat_ia_openv:second", 3, &aevd2, &ia2, 2, 0);
+	close_ia("dat_ia_close:not_last", ia2, raw2, DAT_CLOSE_GRACEFUL_FLAG, 0);
 
 	/* a failing provider ia_query makes dat_ia_close fail and keep the IA */
 	j_reset();
 	j_fail_later(0, 0x80070050);
 	rc = dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG);
-	EXPECT("good:dat_ia_close:query_fails", rc, 0x80070050,
-	       C("ia_query", raw, 0, 0, 0, DAT_PROVIDER_FIELD_ALL, 1));
+	EXPECT_CALLS("dat_ia_close:query_fails", rc, 0x80070050,
+		     C("ia_query", raw, 0, 0, 0, DAT_PROVIDER_FIELD_ALL, 1));
 	/* a failing provider ia_close: status returned, IA still open */
 	j_reset();
 	j_fail_later(1, 0x80070050);
 	rc = dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG);
-	EXPECT("good:dat_ia_close:close_fails", rc, 0x80070050,
-	       C("ia_query", raw, 0, 0, 0, DAT_PROVIDER_FIELD_ALL, 1), C("ia_close", raw, DAT_CLOSE_GRACEFUL_FLAG));
+	EXPECT_CALLS("dat_ia_close:close_fails", rc, 0x80070050,
+		     C("ia_query", raw, 0, 0, 0, DAT_PROVIDER_FIELD_ALL, 1), C("ia_close", raw, DAT_CLOSE_GRACEFUL_FLAG));
 	j_reset();
 	rc = dat_ia_query(ia, NULL, DAT_IA_FIELD_ALL, &attr, 0, NULL);
-	EXPECT("good:dat_ia_close:still_open", rc, DAT_SUCCESS, C("ia_query", raw, 0, DAT_IA_FIELD_ALL, 1, 0, 0));
+	EXPECT_CALLS("dat_ia_close:still_open", rc, DAT_SUCCESS, C("ia_query", raw, 0, DAT_IA_FIELD_ALL, 1, 0, 0));
 
-	close_ia("good:dat_ia_close:last", ia, raw, DAT_CLOSE_ABRUPT_FLAG, 1);
+	close_ia("dat_ia_close:last", ia, raw, DAT_CLOSE_ABRUPT_FLAG, 1);
 	j_reset();
 	rc = dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
-	EXPECT_NONE("good:dat_ia_close:twice", rc, 0x8005000b);
+	EXPECT_NO_CALLS("dat_ia_close:twice", rc, 0x8005000b);
 	j_reset();
 	rc = dat_ia_query(ia, NULL, DAT_IA_FIELD_ALL, &attr, 0, NULL);
-	EXPECT_NONE("good:dat_ia_query:closed", rc, 0x8005000b);
+	EXPECT_NO_CALLS("dat_ia_query:closed", rc, 0x8005000b);
 
 	/* the provider is initialised again after its fini */
 	ia2 = NULL;
 	aevd2 = NULL;
-	raw2 = open_ia("good:dat_ia_openv:reload", 4, &aevd2, &ia2, 1, 1);
-	close_ia("good:dat_ia_close:reload", ia2, raw2, DAT_CLOSE_ABRUPT_FLAG, 1);
+	raw2 = open_ia("dat_ia_openv:reload", 4, &aevd2, &ia2, 1, 1);
+	close_ia("dat_ia_close:reload", ia2, raw2, DAT_CLOSE_ABRUPT_FLAG, 1);
 
 	/* the provider's ia_open fails: its status comes back, the provider is released */
 	j_reset();
 	j_fail_later(0, 0x00120000);
 	rc = dat_ia_openv(IA_NAME, 5, &aevd3, &ia3, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE);
-	check("good:dat_ia_openv:provider_fails", rc == 0x00120000 && count_fn("ia_open") == 1 &&
-	      count_fn("provider_init") == count_fn("provider_fini") && ia3 == (DAT_IA_HANDLE)0x5a5a,
-	      "rc=%#x ia_open calls %d init %d fini %d handle %p", rc, count_fn("ia_open"),
-	      count_fn("provider_init"), count_fn("provider_fini"), ia3);
+	harness_check("dat_ia_openv:provider_fails", rc == 0x00120000 && count_fn("ia_open") == 1 &&
+		      count_fn("provider_init") == count_fn("provider_fini") && ia3 == (DAT_IA_HANDLE)0x5a5a,
+		      "rc=%#x ia_open calls %d init %d fini %d handle %p", rc, count_fn("ia_open"),
+		      count_fn("provider_init"), count_fn("provider_fini"), ia3);
 }
 
 /* The run uses the library run.sh meant (FPTEST_LIB: the real path of its file). */
@@ -1000,8 +977,8 @@ static void check_library(void)
 
 	if (dladdr((void *)dat_strerror, &info) && info.dli_fname && !realpath(info.dli_fname, got))
 		snprintf(got, sizeof got, "%s", info.dli_fname);
-	check("good:which-library", want && !strcmp(got, want), "running %s, expected %s", got,
-	      want ? want : "(FPTEST_LIB unset)");
+	harness_check("which-library", want && !strcmp(got, want), "running %s, expected %s", got,
+		      want ? want : "(FPTEST_LIB unset)");
 }
 
 static void run_good(void)
@@ -1527,49 +1504,48 @@ static int provider_was_called(void)
 	return 0;
 }
 
-/* Runs one call in a child process so that a crash costs one case only. */
-static void run_isolated(const char *name, const struct bad_case *bc, DAT_HANDLE h, int expect_ok)
+struct isolated_call {
+	const char *name;
+	const struct bad_case *bc;
+	DAT_HANDLE h;
+	int expect_ok;
+};
+
+/* In the child process of harness_isolated: the call and its check. */
+static void isolated_call(void *arg)
 {
-	int status;
-	pid_t pid;
+	const struct isolated_call *ic = arg;
+	const struct bad_case *bc = ic->bc;
+	DAT_RETURN rc;
+	char why[4096];
 
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		DAT_RETURN rc;
-		char why[4096];
-
-		j_reset();
-		rc = bc->call(h);
-		if (expect_ok) {
-			/* a legal NULL reaches the provider */
-			if (rc == DAT_SUCCESS && provider_was_called()) {
-				pass(name);
-			} else {
-				render_journal(why, sizeof why);
-				fail(name, "rc=%#x (want 0, provider called); provider saw: %s", rc, why);
-			}
-		} else if (rc == bc->code && !provider_was_called()) {
-			pass(name);
+	j_reset();
+	rc = bc->call(ic->h);
+	if (ic->expect_ok) {
+		/* a legal NULL reaches the provider */
+		if (rc == DAT_SUCCESS && provider_was_called()) {
+			harness_pass(ic->name);
 		} else {
 			render_journal(why, sizeof why);
-			fail(name, "rc=%#x (want %#x); provider saw: %s", rc, bc->code, why);
+			harness_check(ic->name, 0, "rc=%#x (want 0, provider called); provider saw: %s", rc, why);
 		}
-		fflush(stdout);
-		_exit(nfail ? 11 : 10);
+	} else if (rc == bc->code && !provider_was_called()) {
+		harness_pass(ic->name);
+	} else {
+		render_journal(why, sizeof why);
+		harness_check(ic->name, 0, "rc=%#x (want %#x); provider saw: %s", rc, bc->code, why);
 	}
-	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
-		fail(name, "fork/wait failed");
-		return;
-	}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 11)
-		nfail++;
-	else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 10))
-		fail(name, "child %s %d", WIFSIGNALED(status) ? "killed by signal" : "exited with",
-		     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 }
 
-static void run_variants(const char *prefix, const struct bad_case *bc)
+/* Runs one call in a child process so that a crash costs one check only. */
+static void run_isolated(const char *name, const struct bad_case *bc, DAT_HANDLE h, int expect_ok)
+{
+	struct isolated_call ic = {name, bc, h, expect_ok};
+
+	harness_isolated(name, isolated_call, &ic);
+}
+
+static void run_variants(const struct bad_case *bc)
 {
 	char name[256];
 	struct { const char *v; DAT_HANDLE h; } vs[12];
@@ -1596,10 +1572,10 @@ static void run_variants(const char *prefix, const struct bad_case *bc)
 		vs[n].v = "orphan"; vs[n++].h = orphan_evd;
 	}
 
-	snprintf(name, sizeof name, "%s:%s:null", prefix, bc->name);
+	snprintf(name, sizeof name, "%s:null", bc->name);
 	run_isolated(name, bc, DAT_HANDLE_NULL, bc->null_ok);
 	for (int i = 0; i < n; i++) {
-		snprintf(name, sizeof name, "%s:%s:%s", prefix, bc->name, vs[i].v);
+		snprintf(name, sizeof name, "%s:%s", bc->name, vs[i].v);
 		run_isolated(name, bc, vs[i].h, 0);
 	}
 }
@@ -1607,7 +1583,7 @@ static void run_variants(const char *prefix, const struct bad_case *bc)
 static DAT_HANDLE made(const char *what, DAT_RETURN rc, DAT_HANDLE h)
 {
 	if (rc != DAT_SUCCESS || !h) {
-		fail("bad:setup", "%s failed: %#x", what, rc);
+		harness_check("setup", 0, "%s failed: %#x", what, rc);
 		exit(1);
 	}
 	return h;
@@ -1733,7 +1709,7 @@ static void bad_setup(void)
 	if (!zero_block || !forged_block)
 		exit(1);
 	*(void **)forged_block = j_provider();
-	pass("bad:setup");
+	harness_pass("setup");
 }
 
 static void run_bad(void)
@@ -1743,30 +1719,27 @@ static void run_bad(void)
 	memset(iov, 0, sizeof iov);
 	bad_setup();
 	for (i = 0; i < sizeof first_arg / sizeof first_arg[0]; i++)
-		run_variants("bad", &first_arg[i]);
+		run_variants(&first_arg[i]);
 	for (i = 0; i < sizeof other_arg / sizeof other_arg[0]; i++)
-		run_variants("bad", &other_arg[i]);
+		run_variants(&other_arg[i]);
 	/* an EVD handle that is valid is passed on as the IA's async EVD */
 	{
 		static const struct bad_case live = {"dat_ia_openv:async_evd", K_EVD, 0, 1, s_ia_openv_async};
-		run_isolated("bad:dat_ia_openv:async_evd:live_evd", &live, evd, 1);
+		run_isolated("dat_ia_openv:async_evd:live_evd", &live, evd, 1);
 	}
 }
 
+static const struct harness_case cases[] = {
+	{"good", run_good, 0},
+	{"bad", run_bad, 0},
+};
+
+/* run.sh names every run: -l debian or -l dat2 */
+static const struct harness_group group = {
+	"fakeprov", cases, sizeof cases / sizeof cases[0], load_provider, NULL,
+};
+
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s LABEL good|bad PROVIDER.so\n", argv[0]);
-		return 2;
-	}
-	label = argv[1];
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	load_provider(argv[3]);
-	if (!strcmp(argv[2], "good"))
-		run_good();
-	else if (!strcmp(argv[2], "bad"))
-		run_bad();
-	else
-		return 2;
-	return nfail ? 1 : 0;
+	return harness_main(argc, argv, &group);
 }

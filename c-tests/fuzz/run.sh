@@ -5,16 +5,15 @@
 # DAT2_FUZZ_SECONDS (default 60) from the seeds. A crash, a hang, a leak or an out-of-memory
 # fails it; the input that did it is left in DAT2_OUT/artifacts/.
 # Rust, not C: it runs in the plain pass only.
-# Environment: DAT2_ROOT, DAT2_OUT, DAT2_PASS (see c-tests/run-all.sh), DAT2_FUZZ_SECONDS.
+# Environment: DAT2_ROOT, DAT2_BUILD, DAT2_OUT, DAT2_PASS (see c-tests/run-all.sh), DAT2_FUZZ_SECONDS.
 set -u
-if [ "${DAT2_PASS:-plain}" != plain ]; then
-  echo "SKIP fuzz:soft_wire runs in the plain pass (a Rust target: the C flags do not apply)"
-  exit 0
-fi
-root=${DAT2_ROOT:?} out=${DAT2_OUT:?}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common/lib.sh"
+harness_init fuzz
+plain_only "runs in the plain pass (a Rust target: the C flags do not apply)" soft_wire
 secs=${DAT2_FUZZ_SECONDS:-60}
 if ! bin=$(nice "$root/fuzz/build.sh" 2>"$out/build.log"); then
-  echo "FAIL fuzz:build $(grep -m3 -E '^error' "$out/build.log" | tr '\n' ' ') (log: $out/build.log)"
+  fail build "$(grep -m3 -E '^error' "$out/build.log" | tr '\n' ' ') (log: $out/build.log)"
   exit 1
 fi
 export DAT_OVERRIDE=/nonexistent
@@ -33,29 +32,30 @@ for f in "$root"/fuzz/regressions/*; do
   strict=0
   case $n in strict-*) strict=1 ;; esac
   if DAT2_FUZZ_STRICT_FLUSH=$strict timeout 120 "$bin" "${opts[@]}" "$f" >"$log" 2>&1; then
-    echo "PASS fuzz:regression/$n"
+    pass "regression/$n"
   else
-    echo "FAIL fuzz:regression/$n $(why "$log") (log: $log)"
+    fail "regression/$n" "$(why "$log") (log: $log)"
   fi
 done
 
 log=$out/seeds.log
 # The files, not the directory: libFuzzer would add to a directory it is given first.
 if timeout 300 "$bin" "${opts[@]}" "$root"/fuzz/corpus/soft_wire/* >"$log" 2>&1; then
-  echo "PASS fuzz:seeds $(ls "$root/fuzz/corpus/soft_wire" | wc -l) inputs"
+  pass seeds "$(ls "$root/fuzz/corpus/soft_wire" | wc -l) inputs"
 else
-  echo "FAIL fuzz:seeds $(why "$log") (log: $log)"
+  fail seeds "$(why "$log") (log: $log)"
 fi
 
 mkdir -p "$out/corpus" "$out/artifacts"
 log=$out/fuzz.log
 timeout $((secs + 120)) "$bin" "${opts[@]}" -max_total_time="$secs" -print_final_stats=1 \
   -artifact_prefix="$out/artifacts/" "$out/corpus" "$root/fuzz/corpus/soft_wire" >"$log" 2>&1
-rc=$?
+st=$?
 stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
 cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+' "$log" | tail -1)
-if [ $rc = 0 ]; then
-  echo "PASS fuzz:soft_wire ${secs} s, $(stat number_of_executed_units) inputs ($(stat average_exec_per_sec)/s), $cov, peak RSS $(stat peak_rss_mb) MB"
+if [ $st = 0 ]; then
+  pass soft_wire "${secs} s, $(stat number_of_executed_units) inputs ($(stat average_exec_per_sec)/s), $cov, peak RSS $(stat peak_rss_mb) MB"
 else
-  echo "FAIL fuzz:soft_wire exit $rc after $(stat number_of_executed_units) inputs: $(why "$log"); input: $(ls -d "$out"/artifacts/* 2>/dev/null | head -1) (log: $log)"
+  fail soft_wire "exit $st after $(stat number_of_executed_units) inputs: $(why "$log"); input: $(ls -d "$out"/artifacts/* 2>/dev/null | head -1) (log: $log)"
 fi
+exit $rc

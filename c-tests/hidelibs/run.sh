@@ -20,30 +20,25 @@
 # a fixed TCP port).
 # Environment: DAT2_ROOT, DAT2_BUILD, DAT2_OUT, CC, CFLAGS (see c-tests/run-all.sh).
 set -u
-out=${DAT2_OUT:?}
-build=${DAT2_BUILD:?}
-root=${DAT2_ROOT:?}
-cc=${CC:-gcc}
-cflags=${CFLAGS:-}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common/lib.sh"
+harness_init hidelibs
 libs="libibverbs.so.1 librdmacm.so.1"
 names="no-link-dependency libs-hidden program-loads soft-open soft-rdma verbs-conf-entry verbs-builtin-name"
 
-skip_all() { for n in $names; do echo "SKIP hidelibs:$n $1"; done; exit 0; }
-
 if [ -z "${DAT2_HIDELIBS_NS:-}" ]; then
-  [ "$(id -u)" = 0 ] || skip_all "needs root for unshare -m"
-  command -v unshare > /dev/null || skip_all "unshare (util-linux) not found"
-  unshare -m true 2> /dev/null || skip_all "unshare -m is not permitted here"
+  # shellcheck disable=SC2086 # $names is a list of words
+  [ "$(id -u)" = 0 ] || skip_all "needs root for unshare -m" $names
+  # shellcheck disable=SC2086
+  command -v unshare > /dev/null || skip_all "unshare (util-linux) not found" $names
+  # shellcheck disable=SC2086
+  unshare -m true 2> /dev/null || skip_all "unshare -m is not permitted here" $names
   net=()
   command -v ip > /dev/null && unshare -m -n true 2> /dev/null && net=(-n)
   # unshare makes the new namespace's mounts private: nothing below reaches the host.
   exec unshare -m "${net[@]}" env DAT2_HIDELIBS_NS=1 DAT2_HIDELIBS_NET=${#net[@]} bash "$0" "$@"
 fi
 [ "${DAT2_HIDELIBS_NET:-0}" != 0 ] && ip link set lo up
-
-rc=0
-pass() { echo "PASS hidelibs:$1"; }
-fail() { echo "FAIL hidelibs:$1 ${2# }"; rc=1; }
 
 # ---- hide the libraries ------------------------------------------------------------------
 hidden=""
@@ -66,25 +61,21 @@ for lib in $libs; do
 done
 
 # ---- build -------------------------------------------------------------------------------
-if ! $cc $cflags -I"$root/include" -o "$out/hidetest" "$root/c-tests/hidelibs/hidetest.c" \
-  -L"$build" -ldat2 2> "$out/build.log"; then
-  for n in $names; do echo "FAIL hidelibs:$n cannot build hidetest.c: $(head -c 300 "$out/build.log" | tr '\n' ' ')"; done
+# Every case needs hidetest: without it, each of them fails.
+# shellcheck disable=SC2086 # $cflags and $hdr are lists of words
+if ! $cc $cflags $hdr -o "$out/hidetest" "$here/hidetest.c" -L"$build" -ldat2 2> "$out/build.log"; then
+  for n in $names; do fail "$n" "cannot build hidetest.c: $(head -c 300 "$out/build.log" | tr '\n' ' ')"; done
   exit 1
 fi
 example_built=1
-$cc $cflags -I"$root/include" -o "$out/rdma" "$root/examples/rdma.c" -L"$build" -ldat2 \
-  2> "$out/rdma.build.log" || example_built=0
+# shellcheck disable=SC2086
+$cc $cflags $hdr -o "$out/rdma" "$root/examples/rdma.c" -L"$build" -ldat2 2> "$out/rdma.build.log" ||
+  example_built=0
 
 run() { # log program args...: with our library, no dat.conf unless the caller sets one
   local log=$1
   shift
   env LD_LIBRARY_PATH="$build" DAT_OVERRIDE="${conf:-/nonexistent}" timeout 60 "$@" > "$log" 2>&1
-}
-died() { # status: words when a process crashed or hung, empty otherwise
-  case $1 in
-    124) echo "timed out" ;;
-    1[3-9][0-9]) echo "killed by signal $(($1 - 128))" ;;
-  esac
 }
 
 # ---- the library itself ------------------------------------------------------------------
@@ -133,15 +124,15 @@ else
 fi
 
 # ---- the verbs device without its libraries ----------------------------------------------
-# Judges one attempt to open a verbs IA: sets why, or skip when the library has no verbs
+# Judges one attempt to open a verbs IA: sets why, or skip_why when the library has no verbs
 # device at all yet.
 verbs_attempt() { # log ia
   local log=$1 ia=$2 st
   run "$log" env DAT_DBG_TYPE=0xffff DAT_DBG_DEST=1 "$out/hidetest" open "$ia"
   st=$?
-  why="" skip=""
+  why="" skip_why=""
   if grep -q "no built-in provider is called builtin:verbs" "$log"; then
-    skip="no builtin:verbs yet"
+    skip_why="no builtin:verbs yet"
     return
   fi
   case $st in
@@ -157,24 +148,24 @@ verbs_attempt() { # log ia
 conf=$out/verbs.conf
 printf '%s\n' 'hidden-verbs u2.0 nonthreadsafe default builtin:verbs dat2.2.0 "nodev 1" ""' > "$conf"
 verbs_attempt "$out/verbs-conf.log" hidden-verbs
-conf_skip=$skip
-if [ -n "$skip" ]; then echo "SKIP hidelibs:verbs-conf-entry $skip"
+conf_skip=$skip_why
+if [ -n "$skip_why" ]; then skip verbs-conf-entry "$skip_why"
 elif [ -z "$why" ]; then pass verbs-conf-entry
-else fail verbs-conf-entry "$why"; fi
+else fail verbs-conf-entry "${why# }"; fi
 conf=""
 
 verbs_attempt "$out/verbs-name.log" dat2-verbs-nodev-1
 # Whether the library knows builtin:verbs shows in the dat.conf case's log; a built-in
 # name that nothing answers to says nothing of the kind.
-[ -n "$conf_skip" ] && skip=$conf_skip
+[ -n "$conf_skip" ] && skip_why=$conf_skip
 # Built-in verbs names come from the ports sysfs shows (not from the libraries): for a device
 # that is not there, the name is simply not registered.
-if [ -z "$skip" ] && [ ! -e /sys/class/infiniband/nodev ] &&
+if [ -z "$skip_why" ] && [ ! -e /sys/class/infiniband/nodev ] &&
   grep -q '^dat_ia_open dat2-verbs-nodev-1: 0x800a0064 ' "$out/verbs-name.log"; then
   why=""
 fi
-if [ -n "$skip" ]; then echo "SKIP hidelibs:verbs-builtin-name $skip"
+if [ -n "$skip_why" ]; then skip verbs-builtin-name "$skip_why"
 elif [ -z "$why" ]; then pass verbs-builtin-name
-else fail verbs-builtin-name "$why"; fi
+else fail verbs-builtin-name "${why# }"; fi
 
 exit $rc

@@ -6,18 +6,15 @@
 # Environment: DAT2_ROOT, DAT2_BUILD, DAT2_OUT, CC, CFLAGS (see c-tests/run-all.sh).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-. "$DAT2_ROOT/c-tests/netns.sh"
-out=${DAT2_OUT:?}
-if ! ${CC:-gcc} ${CFLAGS:-} -I"$DAT2_ROOT/include" -o "$out/target" "$here/target.c" -L"$DAT2_BUILD" -ldat2 \
-  2>"$out/build.log"; then
-  echo "FAIL hostile:build $(head -c 400 "$out/build.log" | tr '\n' ' ')"
-  exit 1
-fi
-export LD_LIBRARY_PATH=$DAT2_BUILD DAT_OVERRIDE=/nonexistent
+. "$here/../common/lib.sh"
+harness_init hostile
+. "$root/c-tests/netns.sh"
+compile build "$out/target" "$here/target.c" -L"$build" -ldat2 || exit 1
+export LD_LIBRARY_PATH=$build DAT_OVERRIDE=/nonexistent
 timeout 600 python3 "$here/hostile.py" "$out/target" 34100
 
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  echo "SKIP hostile:remote needs root and ip (iproute2) for two network namespaces"
+  skip remote "needs root and ip (iproute2) for two network namespaces"
   exit 0
 fi
 na=dat2h-a-$$ nb=dat2h-b-$$ va=d2ha$$ vb=d2hb$$
@@ -28,7 +25,7 @@ if ! { ip netns add "$na" && ip netns add "$nb" &&
   ip -n "$na" addr add 10.78.0.1/24 dev "$va" && ip -n "$nb" addr add 10.78.0.2/24 dev "$vb" &&
   ip -n "$na" link set lo up && ip -n "$nb" link set lo up &&
   ip -n "$na" link set "$va" up && ip -n "$nb" link set "$vb" up; } >"$log" 2>&1; then
-  echo "SKIP hostile:remote cannot set up the namespaces and veth pair: $(head -1 "$log")"
+  skip remote "cannot set up the namespaces and veth pair: $(head -1 "$log")"
   exit 0
 fi
 printf 'soft-ns u2.0 nonthreadsafe default builtin:soft dat2.2.0 "10.78.0.1 0" ""\n' >"$out/ns.conf"

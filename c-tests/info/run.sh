@@ -4,25 +4,16 @@
 # missing, or a built-in soft entry with a bad address, is reported as not opening with the
 # library's reason; -p filters; -h, bad options and exit statuses.
 set -u
-out=${DAT2_OUT:?}
-top=${DAT2_ROOT:?}
-build=${DAT2_BUILD:?}
-cc=${CC:-gcc}
-cflags=${CFLAGS:-}
-rc=0
-pass() { echo "PASS info:$1"; }
-fail() { echo "FAIL info:$*"; rc=1; }
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common/lib.sh"
+harness_init info
 
 # Sanitizer reports go to files, not into the output dat2-info collects.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}:log_path=$out/asan"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}:log_path=$out/ubsan"
 
 info=$out/dat2-info
-# shellcheck disable=SC2086
-if ! $cc $cflags -I"$top/include" -o "$info" "$top/tools/dat2-info.c" -L"$build" -ldat2 2>"$out/build.log"; then
-  fail "build $(head -c 400 "$out/build.log" | tr '\n' ' ')"
-  exit 1
-fi
+compile build "$info" "$root/tools/dat2-info.c" -L"$build" -ldat2 || exit 1
 pass build
 
 # run NAME ARGS...: runs dat2-info against our library (environment as given by the caller),
@@ -60,10 +51,10 @@ else
   fail "names-dat-conf $(sed -n 2p "$out/soft.out")"
 fi
 missing=""
-for label in library adapter vendor ia_address max_eps max_evds max_pzs max_lmrs max_lmr_block_size \
+for field in library adapter vendor ia_address max_eps max_evds max_pzs max_lmrs max_lmr_block_size \
     max_rmrs max_message_size max_rdma_size max_iov_segments_per_dto max_rdma_read_in \
     max_rdma_read_out max_srqs provider max_private_data_size srq_supported; do
-  [ -n "$(value soft dat2-soft "$label")" ] || missing="$missing $label"
+  [ -n "$(value soft dat2-soft "$field")" ] || missing="$missing $field"
 done
 if [ -z "$missing" ] && [ "$(value soft dat2-soft library)" = "built in" ] &&
    [ "$(value soft dat2-soft ia_address)" = 127.0.0.1 ] &&
@@ -237,7 +228,7 @@ if [ -x "$build/dat2-info" ]; then
     fail "make-built status $st: $(show made)"
   fi
 else
-  echo "SKIP info:make-built no $build/dat2-info (run make tools)"
+  skip make-built "no $build/dat2-info (run make tools)"
 fi
 
 if ls "$out"/asan* "$out"/ubsan* >/dev/null 2>&1; then

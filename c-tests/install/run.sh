@@ -5,18 +5,12 @@
 # against the installed library, then uninstalls and checks that nothing is left. Plain
 # pass only.
 set -u
-out=${DAT2_OUT:?}
-top=${DAT2_ROOT:?}
-cc=${CC:-gcc}
-cflags=${CFLAGS:-}
-if [ "${DAT2_PASS:-plain}" != plain ]; then
-  echo "SKIP install:all runs in the plain pass only"
-  exit 0
-fi
-command -v pkg-config >/dev/null || { echo "SKIP install:all pkg-config not installed"; exit 0; }
-rc=0
-pass() { echo "PASS install:$1"; }
-fail() { echo "FAIL install:$*"; rc=1; }
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common/lib.sh"
+harness_init install
+top=$root # (one_round's own root is its staging directory)
+plain_only "runs in the plain pass only" all
+command -v pkg-config >/dev/null || skip_all "pkg-config not installed" all
 
 headers=(dat.h dat_error.h dat_ib_extensions.h dat_platform_specific.h dat_redirection.h dat_registry.h
   dat_vendor_specific.h udat.h udat_config.h udat_redirection.h udat_vendor_specific.h)

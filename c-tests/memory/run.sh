@@ -27,33 +27,30 @@ run_all
 log=$logs/reuse_debug_log.log
 if [ "${DAT2_TEST_IA:-dat2-soft}" != dat2-soft ]; then
   for name in reuse_debug_log_range reuse_debug_log_shared reuse_debug_log_first; do
-    echo "SKIP memory:$name the \"registration reused\" debug line is the soft device's"
+    skip "$name" "the \"registration reused\" debug line is the soft device's"
   done
 else
   between() { sed -n "/^MARK-$1-BEGIN\$/,/^MARK-$1-END\$/p" "$log"; }
   for what in RANGE SHARED; do
     name=reuse_debug_log_$(echo "$what" | tr 'A-Z' 'a-z')
     if between "$what" | grep -q "registration reused"; then
-      echo "PASS memory:$name"
+      pass "$name"
     else
-      echo "FAIL memory:$name no \"registration reused\" line for the second create (see $log)"
-      rc=1
+      fail "$name" "no \"registration reused\" line for the second create (see $log)"
     fi
   done
   if sed -n '1,/^MARK-RANGE-BEGIN$/p' "$log" | grep -q "registration reused"; then
-    echo "FAIL memory:reuse_debug_log_first the first create of a range was logged as reused"
-    rc=1
+    fail reuse_debug_log_first "the first create of a range was logged as reused"
   else
-    echo "PASS memory:reuse_debug_log_first"
+    pass reuse_debug_log_first
   fi
 fi
 
 # Without DAT_DBG_TYPE the library prints nothing.
 noisy=$(grep -l "DAT Registry" "$logs"/*.log 2>/dev/null | grep -v reuse_debug_log | head -3 | tr '\n' ' ')
 if [ -n "$noisy" ]; then
-  echo "FAIL memory:silent_by_default debug output without DAT_DBG_TYPE in $noisy"
-  rc=1
+  fail silent_by_default "debug output without DAT_DBG_TYPE in $noisy"
 else
-  echo "PASS memory:silent_by_default"
+  pass silent_by_default
 fi
 exit $rc

@@ -18,12 +18,11 @@
 #
 # Prebuilt binaries, not instrumented: the plain pass only.
 set -u
-out=${DAT2_OUT:?}
-build=${DAT2_BUILD:?}
-pass=${DAT2_PASS:-plain}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common/lib.sh"
+harness_init programs
 mkdir -p "$out"
 prov=dat2-soft
-rc=0
 
 dtest_variants=(
   "default:"
@@ -60,37 +59,33 @@ dapltest_p_variants=(
 
 case_names() {
   local v
-  for v in "${dtest_variants[@]}"; do echo "programs:dtest-${v%%:*}"; done
-  echo programs:dtest-tcp-path
-  echo programs:dtestx-rc
-  echo programs:dtestx-open-query
-  echo programs:dtestcm-c1000
-  echo programs:dtestsrq-default
-  echo programs:dtestsrq-c4-B10
+  for v in "${dtest_variants[@]}"; do echo "dtest-${v%%:*}"; done
+  echo dtest-tcp-path
+  echo dtestx-rc
+  echo dtestx-open-query
+  echo dtestcm-c1000
+  echo dtestsrq-default
+  echo dtestsrq-c4-B10
   for v in "${dapltest_t_variants[@]}" "${dapltest_p_variants[@]}"; do
-    echo "programs:dapltest-${v%%:*}"
+    echo "dapltest-${v%%:*}"
   done
-  echo programs:dapltest-quit
-  echo programs:dtest-netns-veth
+  echo dapltest-quit
+  echo dtest-netns-veth
 }
 
-if [ "$pass" != plain ]; then
-  for n in $(case_names); do echo "SKIP $n prebuilt binaries run in the plain pass only"; done
-  exit 0
-fi
+# shellcheck disable=SC2046 # one name a word
+plain_only "prebuilt binaries run in the plain pass only" $(case_names)
 for p in dtest dtestx dtestcm dtestsrq dapltest timeout; do
-  if ! command -v "$p" >/dev/null; then
-    for n in $(case_names); do echo "SKIP $n $p not found (apt-get install dapl2-utils)"; done
-    exit 0
-  fi
+  # shellcheck disable=SC2046
+  command -v "$p" >/dev/null || skip_all "$p not found (apt-get install dapl2-utils)" $(case_names)
 done
 if [ ! -e "$build/libdat2.so.2" ]; then
-  echo "FAIL programs:library no libdat2.so.2 in $build"
+  fail library "no libdat2.so.2 in $build"
   exit 1
 fi
 
 # A network namespace of our own: the fixed ports cannot collide with anything else.
-. "$DAT2_ROOT/c-tests/netns.sh"
+. "$root/c-tests/netns.sh"
 [ -n "${DAT2_NETNS:-}" ] && echo "note: running in a private network namespace"
 
 unbuf=()
@@ -241,10 +236,9 @@ report() { # name why log...
   local name=$1 why=$2
   shift 2
   if [ -z "$why" ]; then
-    echo "PASS $name"
+    pass "$name"
   else
-    echo "FAIL $name $why(logs: $*)"
-    rc=1
+    fail "$name" "$why(logs: $*)"
   fi
 }
 
@@ -301,7 +295,7 @@ for v in "${dtest_variants[@]}"; do
   read -r -a args <<<"${v#*:}"
   run_pair "$name" 15828 -- 25 dtest -s -P "$prov" "${args[@]}" --- \
     -- 20 dtest -h 127.0.0.1 -P "$prov" "${args[@]}"
-  report "programs:$name" "$(dtest_check)" "$slog" "$clog"
+  report "$name" "$(dtest_check)" "$slog" "$clog"
 done
 
 # The default dtest again, with cross-memory attach turned off in both processes: all data
@@ -336,7 +330,7 @@ if [ $strace_ok = 1 ]; then
     [ "${peer:-0}" -gt 0 ] && why+=" $side made $peer cross-memory calls into the peer with DAT2_SOFT_CMA=0;"
   done
 fi
-report "programs:$name" "$why" "$slog" "$clog"
+report "$name" "$why" "$slog" "$clog"
 
 # ---------------------------------------------------------------------------------------
 # dtestx: write-immediate, compare-and-swap and fetch-and-add, each side printing
@@ -356,7 +350,7 @@ for f in "$slog" "$clog"; do
   done
   why+=$(errors_in "$f" "$dtestx_errors" " $who")
 done
-report "programs:$name" "$why" "$slog" "$clog"
+report "$name" "$why" "$slog" "$clog"
 
 # dtestx -q: open_query/close_query on the provider, no peer. It prints the provider's
 # specific attributes and exits 0.
@@ -370,7 +364,7 @@ why=$(status_words $st dtestx)
 grep -qE "Open_Query: $prov num_attrs = [1-9][0-9]*" "$log" || why+=" no \"Open_Query: $prov num_attrs = <n>\" with n > 0;"
 grep -qE 'Open_Query: Provider Specific Attribute\[0\] [^=]+=' "$log" || why+=" no provider specific attribute listed;"
 why+=$(errors_in "$log" "$dtestx_errors" " dtestx")
-report "programs:$name" "$why" "$log"
+report "$name" "$why" "$log"
 
 # ---------------------------------------------------------------------------------------
 # dtestcm: 1000 connections accepted, established and torn down.
@@ -384,7 +378,7 @@ for f in "$slog" "$clog"; do
   grep -qF "DAPL Connection Test Complete." "$f" 2>/dev/null || why+=" no \"DAPL Connection Test Complete.\" from ${who,,};"
   why+=$(errors_in "$f" 'Err|ERR|[Ff]ail|Couldn.t|invalid|No valid' " ${who,,}")
 done
-report "programs:$name" "$why" "$slog" "$clog"
+report "$name" "$why" "$slog" "$clog"
 
 # ---------------------------------------------------------------------------------------
 # dtestsrq: receives through a shared receive queue. No address exchange: the server
@@ -406,7 +400,7 @@ for v in "${srq_variants[@]}"; do
     grep -qF " DAPL RC SRQ Test Complete." "$f" || why+=" no \"DAPL RC SRQ Test Complete.\" from $who;"
     why+=$(errors_in "$f" 'Err|ERR|[Ff]ail|unable|[Ii]nvalid' " $who")
   done
-  report "programs:$name" "$why" "$slog" "$clog"
+  report "$name" "$why" "$slog" "$clog"
 done
 
 # ---------------------------------------------------------------------------------------
@@ -461,7 +455,7 @@ for v in "${dapltest_t_variants[@]}"; do
   read -r -a args <<<"${v#*:}"
   log=$out/$name.log
   if [ -n "$dsrv_why" ]; then
-    report "programs:$name" "$dsrv_why" "$dslog"
+    report "$name" "$dsrv_why" "$dslog"
     continue
   fi
   before=$(dcount 'Transaction Test Finished for this client')
@@ -469,7 +463,7 @@ for v in "${dapltest_t_variants[@]}"; do
   "${cmd[@]}" >"$log" 2>&1 </dev/null
   st=$?
   if grep -q 'Invalid Transaction Test Parameter: Q' "$log"; then
-    echo "SKIP programs:$name this dapltest has no -Q option (it says \"Invalid Transaction Test Parameter: Q\")"
+    skip "$name" "this dapltest has no -Q option (it says \"Invalid Transaction Test Parameter: Q\")"
     continue
   fi
   why=$(status_words $st client)
@@ -495,7 +489,7 @@ for v in "${dapltest_t_variants[@]}"; do
   why+=$(errors_in "$log" "$dapltest_errors" " client")
   dserver_after 'Transaction Test Finished for this client' "$before"
   why+=$dwords
-  report "programs:$name" "$why" "$log" "$dslog"
+  report "$name" "$why" "$log" "$dslog"
 done
 
 for v in "${dapltest_p_variants[@]}"; do
@@ -503,7 +497,7 @@ for v in "${dapltest_p_variants[@]}"; do
   read -r -a args <<<"${v#*:}"
   log=$out/$name.log
   if [ -n "$dsrv_why" ]; then
-    report "programs:$name" "$dsrv_why" "$dslog"
+    report "$name" "$dsrv_why" "$dslog"
     continue
   fi
   before=$(dcount 'Finished performance test\.  Exiting\.')
@@ -528,13 +522,13 @@ for v in "${dapltest_p_variants[@]}"; do
   why+=$(errors_in "$log" "$dapltest_errors" " client")
   dserver_after 'Finished performance test\.  Exiting\.' "$before"
   why+=$dwords
-  report "programs:$name" "$why" "$log" "$dslog"
+  report "$name" "$why" "$log" "$dslog"
 done
 
 name=dapltest-quit
 log=$out/$name.log
 if [ -n "$dsrv_why" ]; then
-  report "programs:$name" "$dsrv_why" "$dslog"
+  report "$name" "$dsrv_why" "$dslog"
 else
   make_cmd -- 20 dapltest -T Q -s 127.0.0.1 -D "$prov"
   "${cmd[@]}" >"$log" 2>&1 </dev/null
@@ -546,7 +540,7 @@ else
   finish_server 10
   [ "$srv_status" = 0 ] || why+=" $(status_words "$srv_status" server) server exit status $srv_status;"
   grep -qE "DT_cs_Server \($prov\): +Exiting\." "$dslog" || why+=" server did not print \"DT_cs_Server ($prov): Exiting.\";"
-  report "programs:$name" "$why" "$log" "$dslog"
+  report "$name" "$why" "$log" "$dslog"
 fi
 
 # ---------------------------------------------------------------------------------------
@@ -554,15 +548,15 @@ fi
 # a dat.conf entry for the soft device on its own address.
 
 name=dtest-netns-veth
-skip=""
+skip_why=""
 if [ "$(id -u)" != 0 ]; then
-  skip="needs root for ip netns"
+  skip_why="needs root for ip netns"
 elif ! command -v ip >/dev/null; then
   command -v apt-get >/dev/null && timeout 300 apt-get install -y iproute2 >"$out/apt.log" 2>&1
-  command -v ip >/dev/null || skip="ip (iproute2) not available"
+  command -v ip >/dev/null || skip_why="ip (iproute2) not available"
 fi
-if [ -n "$skip" ]; then
-  echo "SKIP programs:$name $skip"
+if [ -n "$skip_why" ]; then
+  skip "$name" "$skip_why"
 else
   na=dat2p-a-$$ nb=dat2p-b-$$ va=d2pa$$ vb=d2pb$$
   setup_log=$out/$name.setup.log
@@ -582,9 +576,9 @@ else
     grep -qF "Local Address AF_INET - 10.77.0.1 port" "$slog" 2>/dev/null || why+=" server's IA address is not 10.77.0.1;"
     grep -qF "Query EP: REMOTE addr 10.77.0.2" "$slog" 2>/dev/null || why+=" server's peer is not 10.77.0.2;"
     grep -qF "Query EP: REMOTE addr 10.77.0.1" "$clog" 2>/dev/null || why+=" client's peer is not 10.77.0.1;"
-    report "programs:$name" "$why" "$slog" "$clog"
+    report "$name" "$why" "$slog" "$clog"
   else
-    echo "SKIP programs:$name cannot set up the namespaces and veth pair: $(head -1 "$setup_log")"
+    skip "$name" "cannot set up the namespaces and veth pair: $(head -1 "$setup_log")"
   fi
   for ns in "${namespaces[@]}"; do ip netns delete "$ns" 2>/dev/null; done
   namespaces=()

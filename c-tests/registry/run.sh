@@ -7,40 +7,23 @@
 # Headers: the system's <dat2/...> by default; DAT2_TEST_HEADERS=repo uses $DAT2_ROOT/include.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-out=${DAT2_OUT:?}
-cc=${CC:-gcc}
-cflags=${CFLAGS:-}
-case ${DAT2_TEST_HEADERS:-system} in
-  repo) hdr="-I$DAT2_ROOT/include" ;;
-  *) hdr="" ;;
-esac
-debian_lib=/usr/lib/x86_64-linux-gnu/libdat2.so.2
+. "$here/../common/lib.sh"
+harness_init registry system
 fake_dir=$here/../fakeprov
-rc=0
-fail() { echo "FAIL registry:$*"; rc=1; }
 
-plain_flags=$(printf '%s\n' $cflags | grep -v -e '^-fsanitize' -e '^-fno-sanitize' | tr '\n' ' ')
-if ! $cc $plain_flags $hdr -shared -fPIC -o "$out/libfakeprov.so" "$fake_dir/fakeprov.c" 2>"$out/build.log"; then
-  fail "build-provider $(head -c 300 "$out/build.log" | tr '\n' ' ')"; exit 1
-fi
+# The provider is loaded into sanitized and plain programs alike: built without the sanitizer
+# flags.
+compile --plain build-provider "$out/libfakeprov.so" -shared -fPIC "$fake_dir/fakeprov.c" || exit 1
 lib=$out/libfakeprov.so
 # a loadable library without dat_provider_init
 echo 'int fake_nothing_here(void) { return 0; }' >"$out/empty.c"
-if ! $cc $plain_flags -shared -fPIC -o "$out/libempty.so" "$out/empty.c" 2>"$out/build.log"; then
-  fail "build-empty $(head -c 300 "$out/build.log" | tr '\n' ' ')"; exit 1
-fi
+compile --plain build-empty "$out/libempty.so" -shared -fPIC "$out/empty.c" || exit 1
 have_debian=0
-if [ -e "$debian_lib" ]; then
-  if $cc $cflags $hdr -I"$fake_dir" -o "$out/regtest-debian" "$here/regtest.c" "$debian_lib" -ldl 2>"$out/build.log"; then
-    have_debian=1
-  else
-    fail "build-debian $(head -c 300 "$out/build.log" | tr '\n' ' ')"
-  fi
+if [ -e "$debian_lib" ] &&
+  compile build-debian "$out/regtest-debian" -I"$fake_dir" "$here/regtest.c" "$debian_lib" -ldl; then
+  have_debian=1
 fi
-if ! $cc $cflags $hdr -I"$fake_dir" -o "$out/regtest-dat2" "$here/regtest.c" -L"${DAT2_BUILD:-/nonexistent}" -ldat2 -ldl \
-    2>"$out/build.log"; then
-  fail "build-dat2 $(head -c 300 "$out/build.log" | tr '\n' ' ')"; exit 1
-fi
+compile build-dat2 "$out/regtest-dat2" -I"$fake_dir" "$here/regtest.c" -L"$build" -ldat2 -ldl || exit 1
 
 # ---- configuration files ------------------------------------------------------
 tab=$'\t'
@@ -105,7 +88,7 @@ runone() {
   if [ "$which" = debian ]; then
     set+=(LD_LIBRARY_PATH="$out" REGTEST_LIB="$(readlink -f "$debian_lib")")
   else
-    set+=(LD_LIBRARY_PATH="$DAT2_BUILD:$out" REGTEST_LIB="$(readlink -f "$DAT2_BUILD/libdat2.so.2")")
+    set+=(LD_LIBRARY_PATH="$build:$out" REGTEST_LIB="$(readlink -f "$build/libdat2.so.2")")
   fi
   local envs=("${unset[@]}" "${set[@]}")
   : >"$out/$which-$name.txt"
@@ -114,9 +97,9 @@ runone() {
   echo $? >"$out/$which-$name.status"
 }
 
-# compare NAME: one case per key Debian reported
+# compare NAME: one case ("LABEL:NAME:KEY") per key Debian reported
 compare() {
-  awk -v name="$1" '
+  awk -v name="$label:$1" '
     FNR == NR { k = $1; sub(/^[^ ]* ?/, ""); deb[k] = $0; order[++n] = k; next }
     { k = $1; sub(/^[^ ]* ?/, ""); ours[k] = $0 }
     function cut(s) { return length(s) > 240 ? substr(s, 1, 240) "..." : s }
@@ -124,20 +107,20 @@ compare() {
       bad = 0
       for (i = 1; i <= n; i++) {
         k = order[i]
-        if (!(k in ours)) { printf "FAIL registry:%s:%s missing from our run (debian: %s)\n", name, k, cut(deb[k]); bad = 1; continue }
+        if (!(k in ours)) { printf "FAIL %s:%s missing from our run (debian: %s)\n", name, k, cut(deb[k]); bad = 1; continue }
         if (k ~ /#ge$/) {
-          if (ours[k] + 0 >= deb[k] + 0) printf "PASS registry:%s:%s\n", name, k
-          else { printf "FAIL registry:%s:%s debian=%s dat2=%s\n", name, k, deb[k], ours[k]; bad = 1 }
+          if (ours[k] + 0 >= deb[k] + 0) printf "PASS %s:%s\n", name, k
+          else { printf "FAIL %s:%s debian=%s dat2=%s\n", name, k, deb[k], ours[k]; bad = 1 }
           continue
         }
         if (ours[k] == deb[k] || (k ~ /#prefix$/ && index(ours[k], deb[k]) == 1)) {
-          printf "PASS registry:%s:%s\n", name, k; continue
+          printf "PASS %s:%s\n", name, k; continue
         }
         # show the first differing ";"-separated element (dat_strerror tables)
         nd = split(deb[k], d, ";"); split(ours[k], o, ";")
         for (j = 1; j <= nd && d[j] == o[j]; j++) ;
-        if (nd > 1) printf "FAIL registry:%s:%s element %d: debian=%s dat2=%s\n", name, k, j - 1, d[j], o[j]
-        else printf "FAIL registry:%s:%s debian=%s dat2=%s\n", name, k, cut(deb[k]), cut(ours[k])
+        if (nd > 1) printf "FAIL %s:%s element %d: debian=%s dat2=%s\n", name, k, j - 1, d[j], o[j]
+        else printf "FAIL %s:%s debian=%s dat2=%s\n", name, k, cut(deb[k]), cut(ours[k])
         bad = 1
       }
       exit bad
@@ -153,7 +136,7 @@ for s in "${scenarios[@]}"; do
   if [ -s "$out/dat2-$name.stdout" ] || [ -s "$out/dat2-$name.stderr" ]; then
     fail "$name:silent our library printed: $(cat "$out/dat2-$name.stdout" "$out/dat2-$name.stderr" | head -3 | tr '\n' '|')"
   else
-    echo "PASS registry:$name:silent"
+    pass "$name:silent"
   fi
   if [ $have_debian = 1 ]; then
     runone debian "$name" "$scen" "$ovr" "$prov"
@@ -163,7 +146,7 @@ for s in "${scenarios[@]}"; do
     fi
     compare "$name"
   else
-    echo "SKIP registry:$name:compare Debian's libdat2 is not installed"
+    skip "$name:compare" "Debian's libdat2 is not installed"
   fi
 done
 
@@ -176,7 +159,7 @@ if [ $have_debian = 1 ]; then
     runone dat2 "$name-dbg0" "$scen" "$ovr" "$prov" DAT_DBG_TYPE=0
     d=$(cat "$out/debian-$name-dbg0.stdout" "$out/debian-$name-dbg0.stderr" | wc -c)
     o=$(cat "$out/dat2-$name-dbg0.stdout" "$out/dat2-$name-dbg0.stderr" | wc -c)
-    if [ "$d" = 0 ] && [ "$o" = 0 ]; then echo "PASS registry:$name:dbg0-both-silent"
+    if [ "$d" = 0 ] && [ "$o" = 0 ]; then pass "$name:dbg0-both-silent"
     else fail "$name:dbg0-both-silent debian printed $d bytes, ours $o bytes with DAT_DBG_TYPE=0"; fi
   done
 fi
@@ -186,7 +169,7 @@ runone dat2 ours ours "$empty" ""
 expect_key() { # file key value
   local got
   got=$(awk -v k="$2" '$1 == k { sub(/^[^ ]* /, ""); print; exit }' "$1")
-  if [ "$got" = "$3" ]; then echo "PASS registry:$2"; else fail "$2 got '${got:-(missing)}' want '$3'"; fi
+  if [ "$got" = "$3" ]; then pass "$2"; else fail "$2 got '${got:-(missing)}' want '$3'"; fi
 }
 expect_key "$out/dat2-ours.txt" ours.strerror.major_null 0x80060026
 expect_key "$out/dat2-ours.txt" ours.add.info_null 0x80060026
@@ -201,16 +184,16 @@ if [ ! -s "$msgs" ]; then
 elif grep -v -q '^DAT Registry: ' "$msgs"; then
   fail "dbgff:prefix line without the prefix: $(grep -v '^DAT Registry: ' "$msgs" | head -1)"
 else
-  echo "PASS registry:dbgff:prefix"
+  pass dbgff:prefix
 fi
 if grep -F "$conf" "$msgs" | grep -q -E "(:$bad_fields_line([^0-9]|\$)|line $bad_fields_line([^0-9]|\$))"; then
-  echo "PASS registry:dbgff:bad-line-location"
+  pass dbgff:bad-line-location
 else
   fail "dbgff:bad-line-location no message names $conf and line $bad_fields_line"
 fi
 if [ -s "$out/dat2-conf-dbgff.stderr" ]; then
   fail "dbgff:stderr messages went to stderr: $(head -1 "$out/dat2-conf-dbgff.stderr")"
 else
-  echo "PASS registry:dbgff:stdout-only"
+  pass dbgff:stdout-only
 fi
 exit $rc

@@ -3,20 +3,18 @@
 # names, each name@@DAT_2.0, the soname, the DAT_2.0 version definition, and Debian's
 # prebuilt programs resolving every dat_* reference against our file.
 set -u
-out=${DAT2_OUT:?}
-build=${DAT2_BUILD:-}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common/lib.sh"
+harness_init symbols
 ours=$build/libdat2.so.2
 debian=/usr/lib/x86_64-linux-gnu/libdat2.so.2.0.0
-rc=0
-pass() { echo "PASS symbols:$1"; }
-fail() { echo "FAIL symbols:$*"; rc=1; }
 
 if [ ! -e "$ours" ]; then
-  fail "library no libdat2.so.2 in ${build:-(DAT2_BUILD unset)}"
+  fail library "no libdat2.so.2 in $build"
   exit 1
 fi
 for tool in nm readelf ldd; do
-  command -v $tool >/dev/null || { echo "SKIP symbols:all $tool not installed"; exit 0; }
+  command -v $tool >/dev/null || skip_all "$tool not installed" all
 done
 
 # "name@@VERSION TYPE" for every defined dynamic symbol, sorted
@@ -39,7 +37,7 @@ if [ -e "$debian" ]; then
     fail "same-set-as-debian missing(<)/extra(>): $(grep '^[<>]' "$out/names.diff" | head -10 | tr '\n' ' ')"
   fi
 else
-  echo "SKIP symbols:same-set-as-debian Debian's libdat2 is not installed"
+  skip same-set-as-debian "Debian's libdat2 is not installed"
 fi
 
 # 3. soname and version definition
@@ -61,7 +59,7 @@ fi
 
 # 5. Debian's programs resolve every reference (versioned dat_*@DAT_2.0) against ours
 for p in dtest dtestx dtestcm dtestsrq dapltest; do
-  bin=$(command -v $p) || { echo "SKIP symbols:ldd-r:$p not installed (dapl2-utils)"; continue; }
+  bin=$(command -v $p) || { skip "ldd-r:$p" "not installed (dapl2-utils)"; continue; }
   res=$(LD_LIBRARY_PATH="$build" ldd -r "$bin" 2>&1)
   if printf '%s\n' "$res" | grep -q -E 'undefined symbol|version .* not found|no version information'; then
     fail "ldd-r:$p $(printf '%s\n' "$res" | grep -E 'undefined|version' | head -2 | tr '\n' ' ')"
