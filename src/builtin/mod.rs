@@ -16,11 +16,13 @@ pub mod cr;
 pub mod dto;
 pub mod ext;
 pub mod ep;
+pub mod events;
 pub mod evd;
 pub mod ia;
+pub mod ia_open;
+pub mod iov;
 pub mod lmr;
 pub mod mr;
-pub mod objects;
 pub mod ops;
 pub mod provider;
 pub mod pz;
@@ -60,4 +62,10 @@ pub fn query_args<T>(mask: u64, all: u64, param: *mut T) -> Result<(), crate::ab
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     }
     Ok(())
+}
+
+/// A DAT timeout in microseconds; `DAT_TIMEOUT_INFINITE` is no deadline.
+pub fn deadline(timeout: crate::abi::DAT_TIMEOUT) -> Option<std::time::Instant> {
+    use crate::abi::*;
+    (timeout != DAT_TIMEOUT_INFINITE).then(|| std::time::Instant::now() + std::time::Duration::from_micros(u64::from(timeout)))
 }
