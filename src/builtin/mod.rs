@@ -5,6 +5,12 @@
 //!
 //! [`Device`]: crate::device::Device
 //!
+//! The modules use each other without cycles, bottom to top: [`table`] (handles, and the
+//! [`table::Object`] trait every object type implements, so the table names none of them),
+//! [`events`] and [`iov`] (pure helpers), [`mr`], [`provider`], then the objects from [`ia`]
+//! up ([`cno`], [`evd`], [`pz`], [`lmr`], [`srq`], [`ep`], [`rmr`]), [`dto`], [`cm`], [`cr`],
+//! [`sp`], [`ia_open`], [`ext`], and [`ops`], which names them all.
+//!
 //! The functions here are the bodies of C entry points: their raw pointer arguments are the C
 //! caller's, checked for NULL before use and otherwise trusted as the DAT API specifies, so they
 //! are safe functions that dereference raw pointers.
