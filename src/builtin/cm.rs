@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::cr;
-use super::dto;
 use super::ep::{self, configured, ep_state_subtype, Ep, EpInner};
-use super::sp::port_of;
+use super::ia::max_private_data;
+use super::iov::sges;
+use super::{dto, evd};
 use crate::abi::*;
 use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp, QpCaps, QpEvents};
 use crate::util::sockaddr;
@@ -53,11 +53,33 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
         .map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
     while let Some(wr_id) = i.unposted.pop_front() {
         if let Some(r) = i.recvs.get(&wr_id) {
-            qp.post_recv(wr_id, dto::sges(&r.iov)).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+            qp.post_recv(wr_id, sges(&r.iov)).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
         }
     }
     i.qp = Some(qp.clone());
     Ok(qp)
+}
+
+/// The TCP port of a connection qualifier: its low 16 bits, so a qualifier that is a port
+/// number is that port (0 asks for any free port). Qualifiers that differ only above bit 15
+/// share a port.
+pub fn port_of(conn_qual: DAT_CONN_QUAL) -> u16 {
+    (conn_qual & 0xffff) as u16
+}
+
+/// Checks private data arguments (`size` at `arg`, the data at `arg + 1`) against `max`.
+pub fn private_data<'a>(size: DAT_COUNT, data: *const c_void, arg: DAT_RETURN, max: DAT_COUNT) -> Result<&'a [u8], DAT_RETURN> {
+    if !(0..=max).contains(&size) {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg));
+    }
+    if size == 0 {
+        return Ok(&[]);
+    }
+    if data.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg + 1));
+    }
+    // SAFETY: the consumer passes `size` readable bytes.
+    Ok(unsafe { core::slice::from_raw_parts(data as *const u8, size as usize) })
 }
 
 /// Reads a consumer's socket address (IPv4 or IPv6).
@@ -133,7 +155,7 @@ pub fn connect(
     let ep = ep::ep(handle)?;
     let addr = address_arg(addr)?;
     check_timeout(timeout, DAT_INVALID_ARG4)?;
-    let pdata = cr::private_data(size, data, DAT_INVALID_ARG5, cr::max_private_data(&ep.ia))?;
+    let pdata = private_data(size, data, DAT_INVALID_ARG5, max_private_data(&ep.ia))?;
     if qos & !(DAT_QOS_BEST_EFFORT | DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM) != 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7));
     }
@@ -157,7 +179,7 @@ pub fn dup_connect(
     let ep = ep::ep(handle)?;
     let other = ep::ep(dup)?;
     check_timeout(timeout, DAT_INVALID_ARG3)?;
-    let pdata = cr::private_data(size, data, DAT_INVALID_ARG4, cr::max_private_data(&ep.ia))?;
+    let pdata = private_data(size, data, DAT_INVALID_ARG4, max_private_data(&ep.ia))?;
     let _ = qos;
     let (addr, conn_qual) = {
         let o = other.lock();
@@ -275,7 +297,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
     // Debian's dtestsrq waits for.
     let ended = matches!(number, DAT_CONNECTION_EVENT_DISCONNECTED | DAT_CONNECTION_EVENT_BROKEN);
     if ended && ep.lock().srq.is_some() {
-        super::ia::post_async(&ep.ia, DAT_ASYNC_ERROR_EP_BROKEN, ep.handle, DAT_EP_OTHER_ERROR as DAT_COUNT);
+        evd::post_async(&ep.ia, DAT_ASYNC_ERROR_EP_BROKEN, ep.handle, DAT_EP_OTHER_ERROR as DAT_COUNT);
     }
     if let Some(evd) = evd {
         let mut e = DAT_EVENT { event_number: number, ..Default::default() };

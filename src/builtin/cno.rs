@@ -5,18 +5,23 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Instant;
 
-use super::evd::{deadline, Evd};
 use super::ia::{self, Ia};
-use super::put;
-use super::table::{self, Obj};
+use super::table::{self, Object};
+use super::{deadline, put};
 use crate::abi::*;
-use crate::lookup;
 use crate::util::sync::{CondvarExt, MutexExt};
+
+/// What a CNO knows of an EVD attached to it (`evd.rs` implements it for its EVDs).
+pub trait Source: Send + Sync {
+    fn handle(&self) -> usize;
+    /// Whether the EVD is enabled and holds events.
+    fn ready(&self) -> bool;
+}
 
 pub struct CnoState {
     pub agent: DAT_OS_WAIT_PROXY_AGENT,
     /// The EVDs attached to this CNO.
-    pub evds: Vec<Weak<Evd>>,
+    pub evds: Vec<Weak<dyn Source>>,
     /// Where the next scan starts, so that no attached EVD starves the others.
     pub next: usize,
     /// Threads in dat_cno_wait.
@@ -36,8 +41,23 @@ pub struct Cno {
     pub context: Mutex<u64>,
 }
 
+impl Object for Cno {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_CNO
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.ia.handle
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 pub fn cno(handle: DAT_CNO_HANDLE) -> Result<Arc<Cno>, DAT_RETURN> {
-    lookup!(handle, Cno, DAT_INVALID_HANDLE_CNO)
+    table::lookup(handle, DAT_INVALID_HANDLE_CNO)
 }
 
 /// An attached EVD got an event: call the proxy agent, or wake a waiter.
@@ -57,12 +77,14 @@ pub fn trigger(c: &Cno, evd: usize) {
 }
 
 /// Attaches or detaches an EVD (its own CNO field is kept by the EVD).
-pub fn attach(c: &Cno, evd: &Arc<Evd>) {
-    c.state.locked().evds.push(Arc::downgrade(evd));
+pub fn attach<E: Source + 'static>(c: &Cno, evd: &Arc<E>) {
+    let evd: Weak<E> = Arc::downgrade(evd);
+    c.state.locked().evds.push(evd as Weak<dyn Source>);
 }
 
-pub fn detach(c: &Cno, evd: &Evd) {
-    c.state.locked().evds.retain(|w| w.upgrade().is_some_and(|e| e.handle != evd.handle));
+/// Detaches the EVD whose handle is `evd`.
+pub fn detach(c: &Cno, evd: usize) {
+    c.state.locked().evds.retain(|w| w.upgrade().is_some_and(|e| e.handle() != evd));
 }
 
 /// The first attached, enabled EVD holding events, starting after the last one reported.
@@ -72,10 +94,9 @@ fn ready(s: &mut CnoState) -> Option<usize> {
     for k in 0..n {
         let i = (s.next + k) % n;
         if let Some(e) = s.evds[i].upgrade() {
-            let st = e.lock();
-            if st.enabled && !st.queue.is_empty() {
+            if e.ready() {
                 s.next = i + 1;
-                return Some(e.handle);
+                return Some(e.handle());
             }
         }
     }
@@ -95,14 +116,14 @@ pub fn create(ia_handle: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mu
     }
     table::insert(
         handle,
-        Obj::Cno(Arc::new(Cno {
+        Arc::new(Cno {
             handle,
             ia,
             state: Mutex::new(CnoState { agent, evds: Vec::new(), next: 0, waiters: 0 }),
             cond: Condvar::new(),
             users: AtomicU32::new(0),
             context: Mutex::new(0),
-        })),
+        }),
     );
     // SAFETY: checked non-NULL.
     unsafe { put(out, handle as DAT_CNO_HANDLE) };

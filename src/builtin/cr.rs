@@ -1,17 +1,18 @@
 //! CR semantics: a connection request waiting at a service point, answered by accept (on a
-//! consumer EP, the RSP's EP or the provider-created one), reject or handoff.
+//! consumer EP, the RSP's EP or the provider-created one), reject or handoff (`sp.rs`: it
+//! names another service point).
 
 use core::ffi::c_void;
 use core::ptr::addr_of_mut;
 use std::sync::{Arc, Mutex};
 
-use super::ep::{self, Ep, MAX_PRIVATE_DATA};
+use super::cm::private_data;
+use super::ep::{self, Ep};
 use super::evd::Evd;
-use super::ia::Ia;
-use super::table::{self, Obj};
+use super::ia::{max_private_data, Ia};
+use super::table::{self, Object};
 use crate::abi::*;
 use crate::device::PendingConnection;
-use crate::lookup;
 
 pub struct Cr {
     pub handle: usize,
@@ -34,8 +35,26 @@ unsafe impl Send for Cr {}
 // SAFETY: as above.
 unsafe impl Sync for Cr {}
 
+impl Object for Cr {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_CR
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.ia.handle
+    }
+    fn destroy(&self) {
+        self.pending.reject(&[])
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 pub fn cr(handle: DAT_CR_HANDLE) -> Result<Arc<Cr>, DAT_RETURN> {
-    lookup!(handle, Cr, DAT_INVALID_HANDLE_CR)
+    table::lookup::<Cr>(handle, DAT_INVALID_HANDLE_CR)
 }
 
 /// A connection request arrived at service point `sp` (a PSP or RSP handle): make it a CR and
@@ -64,7 +83,7 @@ pub fn arrive(
         provider_ep,
         context: Mutex::new(0),
     });
-    table::insert(handle, Obj::Cr(cr));
+    table::insert(handle, cr);
     let mut ev = DAT_EVENT { event_number: DAT_CONNECTION_REQUEST_EVENT, ..Default::default() };
     ev.event_data.cr_arrival_event_data = DAT_CR_ARRIVAL_EVENT_DATA {
         sp_handle: DAT_SP_HANDLE { psp_handle: sp as DAT_PSP_HANDLE },
@@ -75,7 +94,7 @@ pub fn arrive(
     };
     if !evd.post(ev) {
         // No room to tell anyone: refuse the request rather than leave the peer waiting.
-        if let Some(Obj::Cr(cr)) = table::remove(handle) {
+        if let Some(cr) = table::remove(handle).and_then(table::downcast::<Cr>) {
             cr.pending.reject(&[]);
         }
     }
@@ -106,26 +125,6 @@ pub fn query(handle: DAT_CR_HANDLE, mask: DAT_CR_PARAM_MASK, param: *mut DAT_CR_
     Ok(DAT_SUCCESS)
 }
 
-/// The most private data a connection message of `ia`'s device carries.
-pub fn max_private_data(ia: &super::ia::Ia) -> DAT_COUNT {
-    (ia.dev.limits().max_private_data as DAT_COUNT).min(MAX_PRIVATE_DATA)
-}
-
-/// Checks private data arguments (`size` at `arg`, the data at `arg + 1`) against `max`.
-pub fn private_data<'a>(size: DAT_COUNT, data: *const c_void, arg: DAT_RETURN, max: DAT_COUNT) -> Result<&'a [u8], DAT_RETURN> {
-    if !(0..=max).contains(&size) {
-        return Err(dat_error(DAT_INVALID_PARAMETER, arg));
-    }
-    if size == 0 {
-        return Ok(&[]);
-    }
-    if data.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, arg + 1));
-    }
-    // SAFETY: the consumer passes `size` readable bytes.
-    Ok(unsafe { core::slice::from_raw_parts(data as *const u8, size as usize) })
-}
-
 pub fn accept(handle: DAT_CR_HANDLE, ep_handle: DAT_EP_HANDLE, size: DAT_COUNT, data: *const c_void) -> Result<DAT_RETURN, DAT_RETURN> {
     let c = cr(handle)?;
     let ep = if ep_handle.is_null() { c.ep.clone().ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2))? } else { ep::ep(ep_handle)? };
@@ -152,20 +151,5 @@ pub fn reject(handle: DAT_CR_HANDLE, size: DAT_COUNT, data: *const c_void) -> Re
             }
         }
     }
-    Ok(DAT_SUCCESS)
-}
-
-/// Hands the request to another PSP of the IA, listening on `conn_qual`.
-pub fn handoff(handle: DAT_CR_HANDLE, conn_qual: DAT_CONN_QUAL) -> Result<DAT_RETURN, DAT_RETURN> {
-    let c = cr(handle)?;
-    let target = table::owned_by(&c.ia).into_iter().find_map(|(h, o)| match o {
-        Obj::Psp(p) if h != c.sp && p.conn_qual == conn_qual => Some(p),
-        _ => None,
-    });
-    let psp = target.ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2))?;
-    if table::remove(c.handle).is_none() {
-        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
-    }
-    arrive(&c.ia, psp.handle, conn_qual, &psp.evd, None, false, c.pending.clone());
     Ok(DAT_SUCCESS)
 }

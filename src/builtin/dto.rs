@@ -1,13 +1,15 @@
 //! Data transfer on EPs: posting receives (also ahead of a connection), sends and RDMA
 //! (checked against the EP's limits at post time, never overrunning a queue), and turning the
-//! device's completions into DTO events, in order, on the EP's EVDs (flushed ones included).
+//! device's completions into DTO events, in order, on the EP's EVDs (the events themselves are
+//! built in [`super::events`]).
 
 use std::sync::Arc;
 
-use super::ep::{self, check_watermarks, ep_state_subtype, Ep, EpInner, PendingSend, PostedRecv, Report, COMPLETION_FLAGS};
-use super::evd::Evd;
+use super::ep::{self, check_watermarks, ep_state_subtype, Ep, COMPLETION_FLAGS};
+use super::events::{dto_event, immediate_event, request_event, send_immediate_event, PendingSend, Report};
+use super::iov::{iov_arg, sges, PostedRecv};
 use crate::abi::*;
-use crate::device::{Completion, DevError, SendWr, Sge, WcOp, WrOp};
+use crate::device::{Completion, DevError, SendWr, WcOp, WrOp};
 use crate::util::sync::MutexExt;
 
 /// What a post asks of the device.
@@ -102,15 +104,6 @@ pub fn post(
     Ok(DAT_SUCCESS)
 }
 
-/// The event of a request that completed with `status` (and `len` bytes), as its kind reports.
-pub fn request_event(ep: usize, s: &PendingSend, status: u32, len: u32) -> DAT_EVENT {
-    match s.report {
-        Report::Dto(op) => dto_event(ep, s.cookie, status, len, op, 0),
-        Report::Extension(kind) => super::ext::completion_event(ep, s.cookie, status, len, kind),
-        Report::Bind { rmr, cookie } => super::rmr::bind_event(rmr, cookie, status),
-    }
-}
-
 /// Checks a remote RMR triplet argument and returns (address, key, length).
 pub fn remote_arg(remote: *const DAT_RMR_TRIPLET, arg: DAT_RETURN) -> Result<(u64, u32, u32), DAT_RETURN> {
     if remote.is_null() {
@@ -139,9 +132,9 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
                 crossing = Some(ep::check_watermarks(&mut i, held));
             }
             let event = if c.op == WcOp::RecvImm {
-                super::ext::immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
+                immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
             } else if let Some(imm) = c.imm {
-                super::ext::send_immediate_event(ep.handle, r.cookie, c.status, c.byte_len, imm)
+                send_immediate_event(ep.handle, r.cookie, c.status, c.byte_len, imm)
             } else {
                 let (op, ctx) = match c.invalidated {
                     Some(k) => (DAT_DTO_RECEIVE_WITH_INVALIDATE, k),
@@ -247,27 +240,7 @@ pub fn post_send_with_invalidate(
     post(handle, count, iov, cookie, flags, Post { op, report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov })
 }
 
-// Receives, and DTO events.
-
-/// Checks a local I/O vector argument: `count` triplets at `iov` (`arg` is the count's
-/// subtype; the vector is the next argument).
-pub fn iov_arg(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Vec<DAT_LMR_TRIPLET>, DAT_RETURN> {
-    if count < 0 || count > max {
-        return Err(dat_error(DAT_INVALID_PARAMETER, arg));
-    }
-    if count == 0 {
-        return Ok(Vec::new());
-    }
-    if iov.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, arg + 1));
-    }
-    // SAFETY: the consumer passes `count` triplets.
-    Ok(unsafe { core::slice::from_raw_parts(iov, count as usize) }.to_vec())
-}
-
-pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Vec<Sge> {
-    iov.iter().map(|t| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }).collect()
-}
+// Receives.
 
 pub fn post_recv(
     handle: DAT_EP_HANDLE,
@@ -334,37 +307,5 @@ fn flush_one_recv(ep: &Ep, cookie: DAT_DTO_COOKIE) {
     let evd = ep.lock().recv_evd.clone();
     if let Some(evd) = evd {
         evd.post(dto_event(ep.handle, cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0));
-    }
-}
-
-pub fn dto_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, op: DAT_DTOS, rmr_context: DAT_RMR_CONTEXT) -> DAT_EVENT {
-    let mut ev = DAT_EVENT { event_number: DAT_DTO_COMPLETION_EVENT, ..Default::default() };
-    ev.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
-        ep_handle: ep as DAT_EP_HANDLE,
-        user_cookie: cookie,
-        status,
-        transfered_length: len,
-        operation: op,
-        rmr_context,
-    };
-    ev
-}
-
-/// Takes every posted receive out as a flushed completion event (to post without locks).
-pub fn flush_recvs(ep: &Ep, i: &mut EpInner) -> Vec<DAT_EVENT> {
-    i.unposted.clear();
-    let mut ids: Vec<u64> = i.recvs.keys().copied().collect();
-    ids.sort_unstable();
-    ids.into_iter()
-        .filter_map(|id| i.recvs.remove(&id))
-        .map(|r| dto_event(ep.handle, r.cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0))
-        .collect()
-}
-
-pub fn post_all(evd: Option<Arc<Evd>>, events: Vec<DAT_EVENT>) {
-    if let Some(evd) = evd {
-        for ev in events {
-            evd.post(ev);
-        }
     }
 }

@@ -7,20 +7,18 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use super::evd::Evd;
+use super::evd::{self, Evd};
+use super::events::{dto_event, request_event, PendingSend};
 use super::ia::{self, Ia};
+use super::iov::PostedRecv;
 use super::put;
 use super::pz::{self, Pz};
 use super::srq::{self, Srq};
-use super::table::{self, Obj};
+use super::table::{self, Object};
 use crate::abi::*;
 use crate::device::Qp;
-use crate::lookup;
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
-
-/// The most private data a connect, accept or reject may carry.
-pub const MAX_PRIVATE_DATA: DAT_COUNT = 256;
 
 /// Completion flags an EP may be asked to honour.
 pub const COMPLETION_FLAGS: DAT_COMPLETION_FLAGS = DAT_COMPLETION_SUPPRESS_FLAG
@@ -28,34 +26,6 @@ pub const COMPLETION_FLAGS: DAT_COMPLETION_FLAGS = DAT_COMPLETION_SUPPRESS_FLAG
     | DAT_COMPLETION_UNSIGNALLED_FLAG
     | DAT_COMPLETION_BARRIER_FENCE_FLAG
     | DAT_COMPLETION_EVD_THRESHOLD_FLAG;
-
-/// A receive posted to the EP and not yet completed.
-pub struct PostedRecv {
-    pub cookie: DAT_DTO_COOKIE,
-    pub iov: Vec<DAT_LMR_TRIPLET>,
-}
-// SAFETY: the cookie is the consumer's opaque value.
-unsafe impl Send for PostedRecv {}
-
-/// How a completed request is reported.
-#[derive(Clone, Copy)]
-pub enum Report {
-    /// A DTO completion event with this DAT_DTOS operation.
-    Dto(DAT_DTOS),
-    /// An IB extension completion of this DAT_IB_EXT_TYPE.
-    Extension(u32),
-    /// An RMR bind completion for this RMR.
-    Bind { rmr: usize, cookie: DAT_RMR_COOKIE },
-}
-
-/// A request posted to the EP and not yet completed.
-pub struct PendingSend {
-    pub cookie: DAT_DTO_COOKIE,
-    pub flags: DAT_COMPLETION_FLAGS,
-    pub report: Report,
-}
-// SAFETY: cookies are the consumer's opaque values.
-unsafe impl Send for PendingSend {}
 
 pub struct EpInner {
     pub state: DAT_EP_STATE,
@@ -132,7 +102,7 @@ impl Crossing {
     /// flushes what is posted).
     pub fn report(self, ep: &Ep) {
         if self.soft {
-            super::ia::post_async(&ep.ia, super::ia::WATERMARK_EVENT, ep.handle, DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT as DAT_COUNT);
+            evd::post_async(&ep.ia, evd::WATERMARK_EVENT, ep.handle, DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT as DAT_COUNT);
         }
         if let Some(qp) = self.hard {
             crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "EP {:#x}: above its hard high watermark; the connection breaks", ep.handle);
@@ -161,8 +131,26 @@ impl Ep {
     }
 }
 
+impl Object for Ep {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_EP
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.ia.handle
+    }
+    fn destroy(&self) {
+        destroy(self)
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 pub fn ep(handle: DAT_EP_HANDLE) -> Result<Arc<Ep>, DAT_RETURN> {
-    lookup!(handle, Ep, DAT_INVALID_HANDLE_EP)
+    table::lookup(handle, DAT_INVALID_HANDLE_EP)
 }
 
 /// The attributes an EP gets when the consumer passes none.
@@ -260,7 +248,7 @@ fn evd_arg(ia: &Arc<Ia>, handle: DAT_EVD_HANDLE, flag: DAT_EVD_FLAGS, subtype: D
     if handle.is_null() {
         return Ok(None);
     }
-    let e = lookup!(handle, Evd, subtype)?;
+    let e: Arc<Evd> = table::lookup(handle, subtype)?;
     if !Arc::ptr_eq(&e.ia, ia) || e.flags & flag == 0 {
         return Err(dat_error(DAT_INVALID_HANDLE, subtype));
     }
@@ -382,7 +370,7 @@ pub fn create_object(
     count_solicited_stream(&inner, true);
     let handle = table::reserve(ia.provider());
     let ep = Arc::new_cyclic(|this| Ep { handle, this: this.clone(), ia: ia.clone(), inner: Mutex::new(inner), context: Mutex::new(0) });
-    table::insert(handle, Obj::Ep(ep.clone()));
+    table::insert(handle, ep.clone());
     Ok(ep)
 }
 
@@ -613,10 +601,10 @@ pub fn reset(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
         DAT_EP_STATE_DISCONNECTED => {
             i.qp = None;
             let evd = i.recv_evd.clone();
-            let flushed = super::dto::flush_recvs(&ep, &mut i);
+            let flushed = flush_recvs(&ep, &mut i);
             i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
             drop(i);
-            super::dto::post_all(evd, flushed);
+            evd::post_all(evd, flushed);
         }
         s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
     }
@@ -643,7 +631,7 @@ pub fn destroy(ep: &Ep) {
     }
     let mut i = ep.lock();
     let evd = i.recv_evd.clone();
-    let flushed = super::dto::flush_recvs(ep, &mut i);
+    let flushed = flush_recvs(ep, &mut i);
     let sends: Vec<(u64, PendingSend)> = i.sends.drain().collect();
     let request_evd = i.request_evd.clone();
     i.state = DAT_EP_STATE_DISCONNECTED;
@@ -658,8 +646,19 @@ pub fn destroy(ep: &Ep) {
     for slot in [&mut i.recv_evd, &mut i.request_evd, &mut i.connect_evd] {
         swap_evd(slot, None);
     }
-    super::dto::post_all(evd, flushed);
+    evd::post_all(evd, flushed);
     let mut sends = sends;
     sends.sort_unstable_by_key(|(id, _)| *id);
-    super::dto::post_all(request_evd, sends.iter().map(|(_, s)| super::dto::request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
+    evd::post_all(request_evd, sends.iter().map(|(_, s)| request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
+}
+
+/// Takes every posted receive out as a flushed completion event (to post without locks).
+fn flush_recvs(ep: &Ep, i: &mut EpInner) -> Vec<DAT_EVENT> {
+    i.unposted.clear();
+    let mut ids: Vec<u64> = i.recvs.keys().copied().collect();
+    ids.sort_unstable();
+    ids.into_iter()
+        .filter_map(|id| i.recvs.remove(&id))
+        .map(|r| dto_event(ep.handle, r.cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0))
+        .collect()
 }

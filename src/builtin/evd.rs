@@ -6,14 +6,14 @@ use core::ptr::addr_of_mut;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::cno::{self, Cno};
 use super::ia::{self, Ia};
-use super::put;
-use super::table::{self, Obj};
+use super::provider::Builtin;
+use super::table::{self, Object};
+use super::{deadline, put};
 use crate::abi::*;
-use crate::lookup;
 use crate::util::sync::MutexExt;
 
 /// The EVD flags a consumer may ask for.
@@ -114,8 +114,70 @@ impl Evd {
     }
 }
 
+impl Object for Evd {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_EVD
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.ia.handle
+    }
+    fn destroy(&self) {
+        destroy(self)
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+impl cno::Source for Evd {
+    fn handle(&self) -> usize {
+        self.handle
+    }
+    fn ready(&self) -> bool {
+        let st = self.lock();
+        st.enabled && !st.queue.is_empty()
+    }
+}
+
 pub fn evd(handle: DAT_EVD_HANDLE) -> Result<Arc<Evd>, DAT_RETURN> {
-    lookup!(handle, Evd, DAT_INVALID_HANDLE_EVD_REQUEST)
+    table::lookup(handle, DAT_INVALID_HANDLE_EVD_REQUEST)
+}
+
+/// The async EVD of some open IA of the built-in provider `b` (for DAT_EVD_ASYNC_EXISTS).
+pub fn async_evd_of(b: &Builtin) -> Option<Arc<Evd>> {
+    table::all_of::<Ia>()
+        .into_iter()
+        .filter(|ia| core::ptr::eq(ia.builtin, b))
+        .find_map(|ia| table::get_as::<Evd>(ia.async_evd.load(Ordering::SeqCst) as DAT_HANDLE))
+}
+
+/// The event number of the watermark events (an SRQ below its low watermark, an EP above its
+/// soft high watermark). DAT defines no event number of its own for them, only their reasons
+/// (`DAT_SRQ_LOW_WATERMARK_EVENT`, `DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT`, both 2) in the
+/// asynchronous error data, whose `dat_handle` names the SRQ or the EP; the event carries them
+/// under the general asynchronous number, which is not an error of the provider.
+pub const WATERMARK_EVENT: DAT_EVENT_NUMBER = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
+
+/// Posts an asynchronous event about `handle` on the IA's async EVD, if it has one.
+pub fn post_async(ia: &Ia, number: DAT_EVENT_NUMBER, handle: usize, reason: DAT_COUNT) {
+    let async_handle = ia.async_evd.load(Ordering::SeqCst);
+    if let Ok(e) = evd(async_handle as DAT_EVD_HANDLE) {
+        let mut ev = DAT_EVENT { event_number: number, ..Default::default() };
+        ev.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: handle as DAT_HANDLE, reason };
+        e.post(ev);
+    }
+}
+
+/// Posts events in order on an EVD, if there is one.
+pub fn post_all(evd: Option<Arc<Evd>>, events: Vec<DAT_EVENT>) {
+    if let Some(evd) = evd {
+        for ev in events {
+            evd.post(ev);
+        }
+    }
 }
 
 /// Builds and publishes an EVD (also used for an IA's own async EVD).
@@ -140,7 +202,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         solicited_streams: AtomicU32::new(0),
         context: Mutex::new(0),
     });
-    table::insert(handle, Obj::Evd(e.clone()));
+    table::insert(handle, e.clone());
     if let Some(c) = e.lock().cno.clone() {
         cno::attach(&c, &e);
     }
@@ -201,7 +263,7 @@ pub fn modify_cno(handle: DAT_EVD_HANDLE, cno_handle: DAT_CNO_HANDLE) -> Result<
     }
     let old = std::mem::replace(&mut e.lock().cno, new.clone());
     if let Some(c) = old {
-        cno::detach(&c, &e);
+        cno::detach(&c, e.handle);
         c.users.fetch_sub(1, Ordering::SeqCst);
     }
     if let Some(c) = new {
@@ -220,11 +282,6 @@ pub fn set_waitable(handle: DAT_EVD_HANDLE, waitable: bool) -> Result<DAT_RETURN
     e.lock().waitable = waitable;
     e.cond.notify_all();
     Ok(DAT_SUCCESS)
-}
-
-/// A DAT timeout in microseconds; `DAT_TIMEOUT_INFINITE` is no deadline.
-pub fn deadline(timeout: DAT_TIMEOUT) -> Option<Instant> {
-    (timeout != DAT_TIMEOUT_INFINITE).then(|| Instant::now() + Duration::from_micros(u64::from(timeout)))
 }
 
 pub fn wait(
@@ -383,7 +440,7 @@ pub fn destroy(e: &Evd) {
     };
     e.cond.notify_all();
     if let Some(c) = cno {
-        cno::detach(&c, e);
+        cno::detach(&c, e.handle);
         c.users.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -1,12 +1,12 @@
 //! The IB extensions of the built-in providers, reached through `dat_extension_op`:
 //! RDMA write with immediate data, compare-and-swap and fetch-and-add (8 bytes, atomic with
 //! respect to each other). Their completions are `DAT_IB_DTO_EVENT`s carrying a
-//! `DAT_IB_EXTENSION_EVENT_DATA`.
+//! `DAT_IB_EXTENSION_EVENT_DATA`, built in [`super::events`].
 
 use core::ffi::{c_int, c_void};
 
 use super::dto::{self, remote_arg, Post};
-use super::ep::Report;
+use super::events::Report;
 use crate::abi::*;
 use crate::device::WrOp;
 use crate::ffi::guard_try;
@@ -18,26 +18,6 @@ extern "C" {
     fn dat2_va_int(ap: *mut c_void) -> c_int;
 }
 
-/// An extension completion event for one of our own requests.
-pub fn completion_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, kind: DAT_IB_EXT_TYPE) -> DAT_EVENT {
-    let op = match kind {
-        DAT_IB_RDMA_WRITE_IMMED => DAT_IB_DTO_RDMA_WRITE_IMMED,
-        DAT_IB_CMP_AND_SWAP => DAT_IB_DTO_CMP_SWAP,
-        _ => DAT_IB_DTO_FETCH_ADD,
-    };
-    extension_event(ep, cookie, status, len, op, kind, 0)
-}
-
-/// The receive an RDMA write with immediate data consumed.
-pub fn immediate_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, imm: u32) -> DAT_EVENT {
-    extension_event(ep, cookie, status, len, DAT_IB_DTO_RECV_IMMED, DAT_IB_RDMA_WRITE_IMMED_DATA, imm)
-}
-
-/// A receive completed by a send with immediate data (the one-shot bind+send).
-pub fn send_immediate_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, imm: u32) -> DAT_EVENT {
-    extension_event(ep, cookie, status, len, DAT_IB_DTO_RECV_MSG_IMMED, DAT_IB_RECV_IMMED_DATA, imm)
-}
-
 /// dat2's own extension op: bind a memory window on an EP and send its new rmr_context to the
 /// peer in one post. Arguments after (ep, op): DAT_RMR_HANDLE rmr, DAT_LMR_HANDLE lmr,
 /// const DAT_LMR_TRIPLET *window, DAT_MEM_PRIV_FLAGS privileges, DAT_VA_TYPE va_type,
@@ -45,18 +25,6 @@ pub fn send_immediate_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len:
 /// DAT_COMPLETION_FLAGS flags, DAT_RMR_CONTEXT *rmr_context. The peer's receive completes
 /// as a DAT_IB_DTO_EVENT of type DAT_IB_RECV_IMMED_DATA whose immediate data is the context.
 pub const DAT2_BIND_AND_SEND_OP: u32 = 0x100;
-
-fn extension_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, op: DAT_DTOS, kind: DAT_IB_EXT_TYPE, imm: u32) -> DAT_EVENT {
-    let mut ev = super::dto::dto_event(ep, cookie, status, len, op, 0);
-    ev.event_number = DAT_IB_DTO_EVENT;
-    let status = if status == DAT_DTO_SUCCESS { DAT_OP_SUCCESS } else { DAT_IB_OP_ERR };
-    let mut data = DAT_IB_EXTENSION_EVENT_DATA { r#type: kind, status, ..Default::default() };
-    data.val.immed = DAT_IB_IMMED_DATA { data: imm };
-    // SAFETY: the extension data is 64 bytes, exactly the event's extension area (checked by
-    // the layout assertions of both types).
-    unsafe { core::ptr::write_unaligned(ev.event_extension_data.as_mut_ptr() as *mut DAT_IB_EXTENSION_EVENT_DATA, data) };
-    ev
-}
 
 /// `handle_extendedop_func` of the built-in providers. `args` is the caller's `va_list`.
 pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c_void) -> DAT_RETURN {
@@ -136,7 +104,7 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                     }
                     let mut async_evd: DAT_EVD_HANDLE = core::ptr::null_mut();
                     let mut ia: DAT_IA_HANDLE = core::ptr::null_mut();
-                    super::ia::open(handle as *const core::ffi::c_char, false, 8, &mut async_evd, &mut ia)?;
+                    super::ia_open::open(handle as *const core::ffi::c_char, false, 8, &mut async_evd, &mut ia)?;
                     if let Err(e) = super::ia::query(ia, core::ptr::null_mut(), ia_mask, ia_attr, p_mask, p_attr) {
                         let _ = super::ia::close(ia, DAT_CLOSE_ABRUPT_FLAG);
                         return Err(e);

@@ -1,18 +1,19 @@
-//! IA semantics: open (with its async EVD), query (honest attributes from the device), close
-//! (graceful refuses while objects remain; abrupt frees everything).
+//! IA semantics: query (honest attributes from the device) and close (graceful refuses while
+//! objects remain; abrupt frees everything, each object through its own teardown). Opening
+//! an IA, which makes its async EVD, is in `ia_open.rs`, above the EVDs.
 
-use core::ffi::c_char;
-use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::provider::{self as builtin, Builtin};
-use super::table::{self, Obj};
-use super::{evd, fill_cstr, put};
+use super::provider::Builtin;
+use super::table::{self, Object};
+use super::{fill_cstr, put};
 use crate::abi::*;
 use crate::device::Device;
-use crate::lookup;
 use crate::util::sync::MutexExt;
+
+/// The most private data a connect, accept or reject may carry.
+pub const MAX_PRIVATE_DATA: DAT_COUNT = 256;
 
 pub struct Ia {
     /// The provider-side IA handle (a table cell), as the registry holds it.
@@ -67,85 +68,28 @@ impl Ia {
     }
 }
 
-pub fn ia(handle: DAT_IA_HANDLE) -> Result<Arc<Ia>, DAT_RETURN> {
-    lookup!(handle, Ia, DAT_INVALID_HANDLE_IA)
+impl Object for Ia {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_IA
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.handle
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
 }
 
-/// `ia_open_func` of a built-in provider.
-pub fn open(
-    name: *const c_char,
-    thread_safe: bool,
-    qlen: DAT_COUNT,
-    async_evd: *mut DAT_EVD_HANDLE,
-    out: *mut DAT_IA_HANDLE,
-) -> Result<DAT_RETURN, DAT_RETURN> {
-    if name.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
-    }
-    if async_evd.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
-    if out.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
-    }
-    // SAFETY: the registry passes the consumer's name, already checked to be a short C string.
-    let name = unsafe { CStr::from_ptr(name) };
-    let b = builtin::find(name.to_bytes()).ok_or(dat_error(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED))?;
-    // SAFETY: checked non-NULL; the INOUT async EVD argument.
-    let given = unsafe { async_evd.read() };
-    let dev = b.device()?;
-    if dev.cache_registrations() {
-        // Start the registration cache's unmap monitor now, before the consumer maps and
-        // unmaps memory, so that its thread's stack never lands on memory later registered.
-        let _ = crate::builtin::mr::cache_stats();
-    }
-    let given_evd = if given.is_null() {
-        if qlen <= 0 {
-            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-        }
-        None
-    } else if given as usize == DAT_EVD_OUT_OF_SCOPE {
-        // The consumer wants no async EVD for this IA.
-        Some(None)
-    } else if given as usize == DAT_EVD_ASYNC_EXISTS {
-        // Share the async EVD of another open IA of this provider, if there is one.
-        table::async_evd_of(b).map(Some)
-    } else {
-        let e = lookup!(given, Evd, DAT_INVALID_HANDLE_EVD_ASYNC)?;
-        if e.flags & DAT_EVD_ASYNC_FLAG == 0 || !core::ptr::eq(e.ia.builtin, b) {
-            return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC));
-        }
-        Some(Some(e))
-    };
-    let handle = table::reserve(b.table(thread_safe));
-    let ia = Arc::new(Ia {
-        handle,
-        builtin: b,
-        thread_safe,
-        address: Box::new(crate::util::sockaddr::to_c(dev.address())),
-        dev,
-        async_evd: AtomicUsize::new(given_evd.as_ref().and_then(|e| e.as_ref()).map_or(0, |e| e.handle)),
-        owns_async_evd: given_evd.is_none(),
-        context: Mutex::new(0),
-        lkeys: Mutex::new(crate::util::idmap::IdMap::default()),
-        named: Mutex::new(NamedAttrs::default()),
-    });
-    table::insert(handle, Obj::Ia(ia.clone()));
-    if given_evd.is_none() {
-        match evd::create_object(&ia, qlen, None, DAT_EVD_ASYNC_FLAG) {
-            Ok(e) => ia.async_evd.store(e.handle, Ordering::SeqCst),
-            Err(e) => {
-                table::remove(handle);
-                return Err(e);
-            }
-        }
-    }
-    // SAFETY: both checked non-NULL above.
-    unsafe {
-        put(async_evd, ia.async_evd.load(Ordering::SeqCst) as DAT_EVD_HANDLE);
-        put(out, handle as DAT_IA_HANDLE);
-    }
-    Ok(DAT_SUCCESS)
+pub fn ia(handle: DAT_IA_HANDLE) -> Result<Arc<Ia>, DAT_RETURN> {
+    table::lookup(handle, DAT_INVALID_HANDLE_IA)
+}
+
+/// The most private data a connection message of `ia`'s device carries.
+pub fn max_private_data(ia: &Ia) -> DAT_COUNT {
+    (ia.dev.limits().max_private_data as DAT_COUNT).min(MAX_PRIVATE_DATA)
 }
 
 pub fn query(
@@ -244,7 +188,7 @@ fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
         | DAT_COMPLETION_BARRIER_FENCE_FLAG
         | DAT_COMPLETION_EVD_THRESHOLD_FLAG;
     p.is_thread_safe = ia.thread_safe as DAT_BOOLEAN;
-    p.max_private_data_size = super::cr::max_private_data(ia);
+    p.max_private_data_size = max_private_data(ia);
     p.supports_multipath = DAT_FALSE;
     p.ep_creator = DAT_PSP_CREATES_EP_NEVER;
     p.pz_support = DAT_PZ_UNIQUE;
@@ -282,19 +226,19 @@ fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
 
 /// Frees every object of `ia`, children before parents.
 fn free_all(ia: &Arc<Ia>) {
-    let mut objs = table::owned_by(ia);
-    let rank = |o: &Obj| match o {
-        Obj::Cr(_) => 0,
-        Obj::Rmr(_) => 0,
-        Obj::Srq(_) => 3,
-        Obj::Rsp(_) => 1,
-        Obj::Ep(_) => 2,
-        Obj::Lmr(_) => 3,
-        Obj::Psp(_) => 4,
-        Obj::Pz(_) => 5,
-        Obj::Evd(_) => 6,
-        Obj::Cno(_) => 7,
-        Obj::Ia(_) => 8,
+    let mut objs = table::owned_by(ia.handle);
+    let rank = |o: &Arc<dyn Object>| match o.handle_type() {
+        DAT_HANDLE_TYPE_CR => 0,
+        DAT_HANDLE_TYPE_RMR => 0,
+        DAT_HANDLE_TYPE_SRQ => 3,
+        DAT_HANDLE_TYPE_RSP => 1,
+        DAT_HANDLE_TYPE_EP => 2,
+        DAT_HANDLE_TYPE_LMR => 3,
+        DAT_HANDLE_TYPE_PSP => 4,
+        DAT_HANDLE_TYPE_PZ => 5,
+        DAT_HANDLE_TYPE_EVD => 6,
+        DAT_HANDLE_TYPE_CNO => 7,
+        _ => 8,
     };
     objs.sort_by_key(|(_, o)| rank(o));
     for (handle, obj) in objs {
@@ -308,7 +252,7 @@ pub fn close(handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_RETURN
         DAT_CLOSE_ABRUPT_FLAG => free_all(&ia),
         DAT_CLOSE_GRACEFUL_FLAG => {
             let own_async = if ia.owns_async_evd { ia.async_evd.load(Ordering::SeqCst) } else { 0 };
-            if table::owned_by(&ia).iter().any(|(h, _)| *h != own_async) {
+            if table::owned_by(ia.handle).iter().any(|(h, _)| *h != own_async) {
                 return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_IA_IN_USE));
             }
             free_all(&ia);
@@ -319,21 +263,4 @@ pub fn close(handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_RETURN
     crate::builtin::mr::flush(&ia.dev, None);
     table::remove(ia.handle);
     Ok(DAT_SUCCESS)
-}
-
-/// The event number of the watermark events (an SRQ below its low watermark, an EP above its
-/// soft high watermark). DAT defines no event number of its own for them, only their reasons
-/// (`DAT_SRQ_LOW_WATERMARK_EVENT`, `DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT`, both 2) in the
-/// asynchronous error data, whose `dat_handle` names the SRQ or the EP; the event carries them
-/// under the general asynchronous number, which is not an error of the provider.
-pub const WATERMARK_EVENT: DAT_EVENT_NUMBER = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
-
-/// Posts an asynchronous event about `handle` on the IA's async EVD, if it has one.
-pub fn post_async(ia: &Ia, number: DAT_EVENT_NUMBER, handle: usize, reason: DAT_COUNT) {
-    let async_handle = ia.async_evd.load(Ordering::SeqCst);
-    if let Ok(e) = evd::evd(async_handle as DAT_EVD_HANDLE) {
-        let mut ev = DAT_EVENT { event_number: number, ..Default::default() };
-        ev.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: handle as DAT_HANDLE, reason };
-        e.post(ev);
-    }
 }

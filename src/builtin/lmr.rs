@@ -15,13 +15,12 @@ use std::sync::{Arc, Mutex};
 use super::ia::{self, Ia};
 use super::put;
 use super::pz::{self, Pz};
-use super::table::{self, Obj};
+use super::table::{self, Object};
 use crate::abi::*;
 use crate::builtin::mr::{self, Cookie, RegError, Registration, COOKIE_SIZE};
 use crate::dbg_log;
 use crate::device::{Access, DevError};
 use crate::log::DbgType;
-use crate::lookup;
 use crate::util::sync::MutexExt;
 
 /// The privilege bits DAT and its IB extension define.
@@ -77,8 +76,26 @@ impl Lmr {
     }
 }
 
+impl Object for Lmr {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_LMR
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.ia.handle
+    }
+    fn destroy(&self) {
+        destroy(self)
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 pub fn lmr(handle: DAT_LMR_HANDLE) -> Result<Arc<Lmr>, DAT_RETURN> {
-    lookup!(handle, Lmr, DAT_INVALID_HANDLE_LMR)
+    table::lookup::<Lmr>(handle, DAT_INVALID_HANDLE_LMR)
 }
 
 fn reg_error(e: RegError) -> DAT_RETURN {
@@ -199,7 +216,7 @@ pub fn create(
     });
     ia.lkeys.locked().insert(lmr.lmr_context(), handle);
     let (lkey, rkey) = (lmr.lmr_context(), lmr.rmr_context());
-    table::insert(handle, Obj::Lmr(lmr));
+    table::insert(handle, lmr);
     // SAFETY: lmr_out checked non-NULL; the others are written only if non-NULL.
     unsafe {
         put(lmr_out, handle as DAT_LMR_HANDLE);

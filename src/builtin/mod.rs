@@ -5,6 +5,12 @@
 //!
 //! [`Device`]: crate::device::Device
 //!
+//! The modules use each other without cycles, bottom to top: [`table`] (handles, and the
+//! [`table::Object`] trait every object type implements, so the table names none of them),
+//! [`events`] and [`iov`] (pure helpers), [`mr`], [`provider`], then the objects from [`ia`]
+//! up ([`cno`], [`evd`], [`pz`], [`lmr`], [`srq`], [`ep`], [`rmr`]), [`dto`], [`cm`], [`cr`],
+//! [`sp`], [`ia_open`], [`ext`], and [`ops`], which names them all.
+//!
 //! The functions here are the bodies of C entry points: their raw pointer arguments are the C
 //! caller's, checked for NULL before use and otherwise trusted as the DAT API specifies, so they
 //! are safe functions that dereference raw pointers.
@@ -16,11 +22,13 @@ pub mod cr;
 pub mod dto;
 pub mod ep;
 pub mod evd;
+pub mod events;
 pub mod ext;
 pub mod ia;
+pub mod ia_open;
+pub mod iov;
 pub mod lmr;
 pub mod mr;
-pub mod objects;
 pub mod ops;
 pub mod provider;
 pub mod pz;
@@ -60,4 +68,10 @@ pub fn query_args<T>(mask: u64, all: u64, param: *mut T) -> Result<(), crate::ab
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     }
     Ok(())
+}
+
+/// A DAT timeout in microseconds; `DAT_TIMEOUT_INFINITE` is no deadline.
+pub fn deadline(timeout: crate::abi::DAT_TIMEOUT) -> Option<std::time::Instant> {
+    use crate::abi::*;
+    (timeout != DAT_TIMEOUT_INFINITE).then(|| std::time::Instant::now() + std::time::Duration::from_micros(u64::from(timeout)))
 }

@@ -3,18 +3,29 @@
 //! libdat2 reports as DAT_NOT_IMPLEMENTED.
 
 use core::ffi::{c_char, c_void};
+use std::ffi::CStr;
+use std::sync::Arc;
 
-use super::table::{self, Obj};
-use super::{cm, cno, cr, dto, ep, evd, ext, ia, lmr, pz, rmr, sp, srq};
+use super::table::{self, Object};
+use super::{cm, cno, cr, dto, ep, evd, ext, ia, ia_open, lmr, provider, pz, rmr, sp, srq};
 use crate::abi::*;
+use crate::device::Driver;
 use crate::ffi::guard_try;
 use crate::util::sync::MutexExt;
 
+/// The `DAT_PROVIDER` table of the built-in provider `name` on `driver` (created on first use
+/// and kept for the life of the process), for the registry to register as it registers a C
+/// provider's. `params` empty gives the driver's default.
+pub fn init(driver: &'static dyn Driver, name: &[u8], thread_safe: bool, params: &CStr) -> *const DAT_PROVIDER {
+    let params = driver.params_or_default(&params.to_string_lossy());
+    provider::instance(name, driver, &params, table).table(thread_safe)
+}
+
 unsafe extern "C" fn ia_open_nts(name: *const c_char, qlen: DAT_COUNT, evd: *mut DAT_EVD_HANDLE, out: *mut DAT_IA_HANDLE) -> DAT_RETURN {
-    guard_try(|| ia::open(name, false, qlen, evd, out))
+    guard_try(|| ia_open::open(name, false, qlen, evd, out))
 }
 unsafe extern "C" fn ia_open_ts(name: *const c_char, qlen: DAT_COUNT, evd: *mut DAT_EVD_HANDLE, out: *mut DAT_IA_HANDLE) -> DAT_RETURN {
-    guard_try(|| ia::open(name, true, qlen, evd, out))
+    guard_try(|| ia_open::open(name, true, qlen, evd, out))
 }
 unsafe extern "C" fn ia_query(
     h: DAT_IA_HANDLE,
@@ -30,7 +41,7 @@ unsafe extern "C" fn ia_close(h: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_R
     guard_try(|| ia::close(h, flags))
 }
 
-fn any(h: DAT_HANDLE) -> Result<Obj, DAT_RETURN> {
+fn any(h: DAT_HANDLE) -> Result<Arc<dyn Object>, DAT_RETURN> {
     table::get(h).ok_or(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1))
 }
 unsafe extern "C" fn set_consumer_context(h: DAT_HANDLE, context: DAT_CONTEXT) -> DAT_RETURN {
@@ -74,7 +85,7 @@ unsafe extern "C" fn cr_reject(h: DAT_CR_HANDLE, size: DAT_COUNT, data: *const c
     guard_try(|| cr::reject(h, size, data))
 }
 unsafe extern "C" fn cr_handoff(h: DAT_CR_HANDLE, q: DAT_CONN_QUAL) -> DAT_RETURN {
-    guard_try(|| cr::handoff(h, q))
+    guard_try(|| sp::cr_handoff(h, q))
 }
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn ep_connect(

@@ -7,7 +7,8 @@
 //! is `builtin:<driver>` configures another IA name on that driver with its own ia_params.
 //! Nothing here names a device: each describes itself behind [`crate::device::Driver`].
 
-use std::ffi::{CStr, CString};
+use core::ffi::c_char;
+use std::ffi::CString;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::abi::*;
@@ -90,16 +91,20 @@ pub fn find(name: &[u8]) -> Option<&'static Builtin> {
     instances().locked().iter().copied().find(|b| b.name.as_bytes() == name)
 }
 
-/// The instance serving `name`, created (and kept for the life of the process) on first use.
-fn instance(name: &[u8], driver: &'static dyn Driver, params: &str) -> &'static Builtin {
+/// Builds a `DAT_PROVIDER` table for the IA name `device_name` (`ops::table`, which calls
+/// into everything built here).
+pub type MakeTable = fn(device_name: *const c_char, thread_safe: bool) -> DAT_PROVIDER;
+
+/// The instance serving `name`, created (and kept for the life of the process) on first use,
+/// with its two tables from `make_table`.
+pub fn instance(name: &[u8], driver: &'static dyn Driver, params: &str, make_table: MakeTable) -> &'static Builtin {
     let mut all = instances().locked();
     if let Some(b) = all.iter().find(|b| b.name.as_bytes() == name) {
         return b;
     }
     let cname = CString::new(name).unwrap_or_default();
     let device_name = Box::leak(cname.clone().into_boxed_c_str()).as_ptr();
-    let tables =
-        [&*Box::leak(Box::new(super::ops::table(device_name, false))), &*Box::leak(Box::new(super::ops::table(device_name, true)))];
+    let tables = [&*Box::leak(Box::new(make_table(device_name, false))), &*Box::leak(Box::new(make_table(device_name, true)))];
     let b: &'static Builtin = Box::leak(Box::new(Builtin {
         name: cname,
         driver,
@@ -110,14 +115,6 @@ fn instance(name: &[u8], driver: &'static dyn Driver, params: &str) -> &'static 
     }));
     all.push(b);
     b
-}
-
-/// The `DAT_PROVIDER` table of the built-in provider `name` on `driver` (created on first use
-/// and kept for the life of the process), for the registry to register as it registers a C
-/// provider's. `params` empty gives the driver's default.
-pub fn init(driver: &'static dyn Driver, name: &[u8], thread_safe: bool, params: &CStr) -> *const DAT_PROVIDER {
-    let params = driver.params_or_default(&params.to_string_lossy());
-    instance(name, driver, &params).table(thread_safe)
 }
 
 /// The entries the registry lists after dat.conf's, every driver's in turn: (IA name,

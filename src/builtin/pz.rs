@@ -5,10 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use super::ia::{self, Ia};
 use super::put;
-use super::table::{self, Obj};
+use super::table::{self, Object};
 use crate::abi::*;
 use crate::device::Pd;
-use crate::lookup;
 
 pub struct Pz {
     pub handle: usize,
@@ -35,8 +34,26 @@ impl Pz {
     }
 }
 
+impl Object for Pz {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_PZ
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.ia.handle
+    }
+    fn destroy(&self) {
+        destroy(self)
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 pub fn pz(handle: DAT_PZ_HANDLE) -> Result<Arc<Pz>, DAT_RETURN> {
-    lookup!(handle, Pz, DAT_INVALID_HANDLE_PZ)
+    table::lookup::<Pz>(handle, DAT_INVALID_HANDLE_PZ)
 }
 
 pub fn create(ia_handle: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
@@ -46,7 +63,7 @@ pub fn create(ia_handle: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) -> Result<DAT_R
     }
     let pd = ia.dev.alloc_pd().map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN))?;
     let handle = table::reserve(ia.provider());
-    table::insert(handle, Obj::Pz(Arc::new(Pz { handle, ia, pd, users: AtomicU32::new(0), context: Mutex::new(0) })));
+    table::insert(handle, Arc::new(Pz { handle, ia, pd, users: AtomicU32::new(0), context: Mutex::new(0) }));
     // SAFETY: checked non-NULL.
     unsafe { put(out, handle as DAT_PZ_HANDLE) };
     Ok(DAT_SUCCESS)

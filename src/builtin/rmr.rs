@@ -8,10 +8,9 @@ use super::ia::Ia;
 use super::lmr::Lmr;
 use super::put;
 use super::pz::{self, Pz};
-use super::table::{self, Obj};
+use super::table::{self, Object};
 use crate::abi::*;
 use crate::device::{DevError, Mw};
-use crate::lookup;
 use crate::util::sync::MutexExt;
 
 /// A window's current binding.
@@ -33,8 +32,26 @@ pub struct Rmr {
     pub context: Mutex<u64>,
 }
 
+impl Object for Rmr {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_RMR
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.ia.handle
+    }
+    fn destroy(&self) {
+        destroy(self)
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 pub fn rmr(handle: DAT_RMR_HANDLE) -> Result<Arc<Rmr>, DAT_RETURN> {
-    lookup!(handle, Rmr, DAT_INVALID_HANDLE_RMR)
+    table::lookup::<Rmr>(handle, DAT_INVALID_HANDLE_RMR)
 }
 
 pub fn create(pz_handle: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
@@ -55,7 +72,7 @@ pub fn create(pz_handle: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -> Result<DAT_
     };
     let ia = pz.ia.clone();
     let handle = table::reserve(ia.provider());
-    table::insert(handle, Obj::Rmr(Arc::new(Rmr { handle, ia, pz, mw, binding: Mutex::new(None), context: Mutex::new(0) })));
+    table::insert(handle, Arc::new(Rmr { handle, ia, pz, mw, binding: Mutex::new(None), context: Mutex::new(0) }));
     // SAFETY: checked non-NULL.
     unsafe { put(out, handle as DAT_RMR_HANDLE) };
     Ok(DAT_SUCCESS)
@@ -185,7 +202,7 @@ pub fn bind(
         let mut i = ep.lock();
         let wr_id = i.next_wr;
         i.next_wr += 1;
-        i.sends.insert(wr_id, super::ep::PendingSend { cookie, flags, report: super::ep::Report::Bind { rmr: r.handle, cookie } });
+        i.sends.insert(wr_id, super::events::PendingSend { cookie, flags, report: super::events::Report::Bind { rmr: r.handle, cookie } });
         wr_id
     };
     let mut slot = r.binding.locked();
@@ -223,17 +240,10 @@ pub fn bind(
     Ok(DAT_SUCCESS)
 }
 
-pub fn bind_event(rmr: usize, cookie: DAT_RMR_COOKIE, status: u32) -> DAT_EVENT {
-    let mut ev = DAT_EVENT { event_number: DAT_RMR_BIND_COMPLETION_EVENT, ..Default::default() };
-    ev.event_data.rmr_completion_event_data =
-        DAT_RMR_BIND_COMPLETION_EVENT_DATA { rmr_handle: rmr as DAT_RMR_HANDLE, user_cookie: cookie, status };
-    ev
-}
-
 /// A peer's send-with-invalidate revoked window `rkey`: the RMR is unbound.
 pub fn invalidated(ia: &Arc<Ia>, rkey: u32) {
-    for (_, o) in table::owned_by(ia) {
-        if let Obj::Rmr(r) = o {
+    for (_, o) in table::owned_by(ia.handle) {
+        if let Some(r) = table::downcast::<Rmr>(o) {
             let mut b = r.binding.locked();
             if b.as_ref().is_some_and(|b| b.rmr_context == rkey) {
                 if let Some(old) = b.take() {

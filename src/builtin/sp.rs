@@ -1,19 +1,21 @@
 //! Service points. A PSP or RSP owns its connection qualifier: the TCP port it listens on
 //! (the qualifier's low 16 bits), on the IA's address (so the qualifier is in use across processes too, as on a real host).
-//! Connection requests arriving there are handled by the data path.
+//! Connection requests arriving there become CRs ([`super::cr`]); handing one to another PSP
+//! (`dat_cr_handoff`) is here too.
 
 use core::ptr::addr_of_mut;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use super::cm::port_of;
+use super::cr;
 use super::ep::{self, Ep};
 use super::evd::Evd;
 use super::ia::{self, Ia};
 use super::put;
-use super::table::{self, Obj};
+use super::table::{self, Object};
 use crate::abi::*;
 use crate::device::{DevError, ListenEvents, Listener, PendingConnection};
-use crate::lookup;
 
 pub struct Psp {
     pub handle: usize,
@@ -37,19 +39,48 @@ pub struct Rsp {
     pub context: Mutex<u64>,
 }
 
+impl Object for Psp {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_PSP
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.ia.handle
+    }
+    fn destroy(&self) {
+        self.evd.users.fetch_sub(1, Ordering::SeqCst);
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+impl Object for Rsp {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_RSP
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.ia.handle
+    }
+    fn destroy(&self) {
+        destroy_rsp(self)
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 fn cr_evd(ia: &Arc<Ia>, handle: DAT_EVD_HANDLE) -> Result<Arc<Evd>, DAT_RETURN> {
-    let e = lookup!(handle, Evd, DAT_INVALID_HANDLE_EVD_CR)?;
+    let e = table::lookup::<Evd>(handle, DAT_INVALID_HANDLE_EVD_CR)?;
     if !Arc::ptr_eq(&e.ia, ia) || e.flags & DAT_EVD_CR_FLAG == 0 {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR));
     }
     Ok(e)
-}
-
-/// The TCP port of a connection qualifier: its low 16 bits, so a qualifier that is a port
-/// number is that port (0 asks for any free port). Qualifiers that differ only above bit 15
-/// share a port.
-pub fn port_of(conn_qual: DAT_CONN_QUAL) -> u16 {
-    (conn_qual & 0xffff) as u16
 }
 
 /// Passes connection requests arriving at a service point on to the built-in layer.
@@ -59,18 +90,19 @@ struct SpEvents {
 
 impl ListenEvents for SpEvents {
     fn request(&self, conn: Arc<dyn PendingConnection>) {
-        match table::get(self.sp as DAT_HANDLE) {
-            Some(Obj::Psp(psp)) => {
-                let ep = if psp.flags == DAT_PSP_PROVIDER_FLAG {
-                    ep::create_object(&psp.ia, None, None, None, None, ep::default_attr(&psp.ia)).ok()
-                } else {
-                    None
-                };
-                let provider_ep = ep.is_some();
-                super::cr::arrive(&psp.ia, psp.handle, psp.conn_qual, &psp.evd, ep, provider_ep, conn);
-            }
-            Some(Obj::Rsp(rsp)) => super::cr::arrive(&rsp.ia, rsp.handle, rsp.conn_qual, &rsp.evd, Some(rsp.ep.clone()), false, conn),
-            _ => conn.reject(&[]),
+        let sp = table::get(self.sp as DAT_HANDLE);
+        if let Some(psp) = sp.clone().and_then(table::downcast::<Psp>) {
+            let ep = if psp.flags == DAT_PSP_PROVIDER_FLAG {
+                ep::create_object(&psp.ia, None, None, None, None, ep::default_attr(&psp.ia)).ok()
+            } else {
+                None
+            };
+            let provider_ep = ep.is_some();
+            cr::arrive(&psp.ia, psp.handle, psp.conn_qual, &psp.evd, ep, provider_ep, conn);
+        } else if let Some(rsp) = sp.and_then(table::downcast::<Rsp>) {
+            cr::arrive(&rsp.ia, rsp.handle, rsp.conn_qual, &rsp.evd, Some(rsp.ep.clone()), false, conn);
+        } else {
+            conn.reject(&[]);
         }
     }
 }
@@ -95,7 +127,7 @@ fn new_psp(ia: Arc<Ia>, conn_qual: DAT_CONN_QUAL, evd: Arc<Evd>, flags: DAT_PSP_
     };
     let conn_qual = if conn_qual == 0 { DAT_CONN_QUAL::from(listener.port()) } else { conn_qual };
     evd.users.fetch_add(1, Ordering::SeqCst);
-    table::insert(handle, Obj::Psp(Arc::new(Psp { handle, ia, conn_qual, evd, flags, _listener: listener, context: Mutex::new(0) })));
+    table::insert(handle, Arc::new(Psp { handle, ia, conn_qual, evd, flags, _listener: listener, context: Mutex::new(0) }));
     Ok((handle, conn_qual))
 }
 
@@ -151,7 +183,7 @@ pub fn psp_create_any(
 }
 
 pub fn psp_query(handle: DAT_PSP_HANDLE, mask: DAT_PSP_PARAM_MASK, param: *mut DAT_PSP_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
-    let psp = lookup!(handle, Psp, DAT_INVALID_HANDLE_PSP)?;
+    let psp = table::lookup::<Psp>(handle, DAT_INVALID_HANDLE_PSP)?;
     super::query_args(u64::from(mask), u64::from(DAT_PSP_FIELD_ALL), param)?;
     let p = param;
     // SAFETY: the consumer's non-NULL param; only the fields asked for are written.
@@ -173,7 +205,7 @@ pub fn psp_query(handle: DAT_PSP_HANDLE, mask: DAT_PSP_PARAM_MASK, param: *mut D
 }
 
 pub fn psp_free(handle: DAT_PSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
-    let psp = lookup!(handle, Psp, DAT_INVALID_HANDLE_PSP)?;
+    let psp = table::lookup::<Psp>(handle, DAT_INVALID_HANDLE_PSP)?;
     if table::remove(psp.handle).is_none() {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PSP));
     }
@@ -217,10 +249,7 @@ pub fn rsp_create(
         };
         i.state = reserved;
         evd.users.fetch_add(1, Ordering::SeqCst);
-        table::insert(
-            handle,
-            Obj::Rsp(Arc::new(Rsp { handle, ia, conn_qual, evd, ep: ep.clone(), _listener: listener, context: Mutex::new(0) })),
-        );
+        table::insert(handle, Arc::new(Rsp { handle, ia, conn_qual, evd, ep: ep.clone(), _listener: listener, context: Mutex::new(0) }));
         // SAFETY: checked non-NULL.
         unsafe { put(out, handle as DAT_RSP_HANDLE) };
     }
@@ -228,7 +257,7 @@ pub fn rsp_create(
 }
 
 pub fn rsp_query(handle: DAT_RSP_HANDLE, mask: DAT_RSP_PARAM_MASK, param: *mut DAT_RSP_PARAM) -> Result<DAT_RETURN, DAT_RETURN> {
-    let rsp = lookup!(handle, Rsp, DAT_INVALID_HANDLE_RSP)?;
+    let rsp = table::lookup::<Rsp>(handle, DAT_INVALID_HANDLE_RSP)?;
     super::query_args(u64::from(mask), u64::from(DAT_RSP_FIELD_ALL), param)?;
     let p = param;
     // SAFETY: the consumer's non-NULL param; only the fields asked for are written.
@@ -250,7 +279,7 @@ pub fn rsp_query(handle: DAT_RSP_HANDLE, mask: DAT_RSP_PARAM_MASK, param: *mut D
 }
 
 pub fn rsp_free(handle: DAT_RSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
-    let rsp = lookup!(handle, Rsp, DAT_INVALID_HANDLE_RSP)?;
+    let rsp = table::lookup::<Rsp>(handle, DAT_INVALID_HANDLE_RSP)?;
     if table::remove(rsp.handle).is_none() {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP));
     }
@@ -267,4 +296,19 @@ pub fn destroy_rsp(rsp: &Rsp) {
         DAT_EP_STATE_UNCONFIGURED_RESERVED => DAT_EP_STATE_UNCONFIGURED_UNCONNECTED,
         s => s,
     };
+}
+
+/// `dat_cr_handoff`: hands the request to another PSP of the IA, listening on `conn_qual`.
+pub fn cr_handoff(handle: DAT_CR_HANDLE, conn_qual: DAT_CONN_QUAL) -> Result<DAT_RETURN, DAT_RETURN> {
+    let c = cr::cr(handle)?;
+    let target = table::owned_by(c.ia.handle).into_iter().find_map(|(h, o)| match table::downcast::<Psp>(o) {
+        Some(p) if h != c.sp && p.conn_qual == conn_qual => Some(p),
+        _ => None,
+    });
+    let psp = target.ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2))?;
+    if table::remove(c.handle).is_none() {
+        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
+    }
+    cr::arrive(&c.ia, psp.handle, conn_qual, &psp.evd, None, false, c.pending.clone());
+    Ok(DAT_SUCCESS)
 }

@@ -5,15 +5,14 @@ use core::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::dto;
-use super::ep::PostedRecv;
+use super::evd;
 use super::ia::{self, Ia};
+use super::iov::{iov_arg, sges, PostedRecv};
 use super::put;
 use super::pz::{self, Pz};
-use super::table::{self, Obj};
+use super::table::{self, Object};
 use crate::abi::*;
 use crate::device::{Srq as DevSrq, SrqEvents};
-use crate::lookup;
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
@@ -35,8 +34,23 @@ pub struct Srq {
 /// SRQ receive ids live in their own range, apart from EPs' own receive ids.
 static NEXT_WR: AtomicU64 = AtomicU64::new(1 << 62);
 
+impl Object for Srq {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE {
+        DAT_HANDLE_TYPE_SRQ
+    }
+    fn context(&self) -> &Mutex<u64> {
+        &self.context
+    }
+    fn owner(&self) -> usize {
+        self.ia.handle
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 pub fn srq(handle: DAT_SRQ_HANDLE) -> Result<Arc<Srq>, DAT_RETURN> {
-    lookup!(handle, Srq, DAT_INVALID_HANDLE_SRQ)
+    table::lookup::<Srq>(handle, DAT_INVALID_HANDLE_SRQ)
 }
 
 /// The low watermark was crossed: tell the consumer on the IA's async EVD.
@@ -48,7 +62,7 @@ impl SrqEvents for Watermark {
     fn limit_reached(&self) {
         let srq = self.srq.locked().upgrade();
         if let Some(s) = srq {
-            ia::post_async(&s.ia, ia::WATERMARK_EVENT, s.handle, DAT_SRQ_LOW_WATERMARK_EVENT as DAT_COUNT);
+            evd::post_async(&s.ia, evd::WATERMARK_EVENT, s.handle, DAT_SRQ_LOW_WATERMARK_EVENT as DAT_COUNT);
         }
     }
 }
@@ -102,7 +116,7 @@ pub fn create(
     });
     *watermark.srq.locked() = Arc::downgrade(&s);
     s.dev.set_limit(a.low_watermark as u32);
-    table::insert(handle, Obj::Srq(s));
+    table::insert(handle, s);
     // SAFETY: checked non-NULL.
     unsafe { put(out, handle as DAT_SRQ_HANDLE) };
     Ok(DAT_SUCCESS)
@@ -115,10 +129,10 @@ pub fn post_recv(
     cookie: DAT_DTO_COOKIE,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let s = srq(handle)?;
-    let segs = dto::iov_arg(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
+    let segs = iov_arg(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
     let wr_id = NEXT_WR.fetch_add(1, Ordering::Relaxed);
     s.recvs.locked().insert(wr_id, PostedRecv { cookie, iov: segs.clone() });
-    if s.dev.post_recv(wr_id, dto::sges(&segs)).is_err() {
+    if s.dev.post_recv(wr_id, sges(&segs)).is_err() {
         s.recvs.locked().remove(&wr_id);
         return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ));
     }

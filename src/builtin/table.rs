@@ -7,14 +7,16 @@
 //! a new object. Objects live in one map from handle to `Arc`; a lookup clones the `Arc`, so
 //! an object freed by another thread meanwhile stays valid for the call that holds it.
 //!
-//! An abrupt `dat_ia_close` frees every object of the IA through [`destroy`], the one
-//! teardown that knows every type.
+//! The table knows no object type: each object module implements [`Object`] for its type,
+//! and a lookup downcasts to the type asked for (a type id compare, so still O(1)). An abrupt
+//! `dat_ia_close` frees every object of the IA through [`destroy`], which calls each object's
+//! own [`Object::destroy`].
 
+use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use super::objects::*;
 use crate::abi::*;
 use crate::util::idmap::IdMap;
 use crate::util::sync::{MutexExt, RwLockExt};
@@ -66,75 +68,27 @@ fn free_cell(addr: usize) {
     cells().locked().recycled.push_back(addr);
 }
 
-/// Every live object of every built-in IA, by handle.
-#[derive(Clone)]
-pub enum Obj {
-    Ia(Arc<Ia>),
-    Pz(Arc<Pz>),
-    Lmr(Arc<Lmr>),
-    Rmr(Arc<Rmr>),
-    Evd(Arc<Evd>),
-    Cno(Arc<Cno>),
-    Ep(Arc<Ep>),
-    Psp(Arc<Psp>),
-    Rsp(Arc<Rsp>),
-    Cr(Arc<Cr>),
-    Srq(Arc<Srq>),
-}
-
-impl Obj {
-    pub fn ia(&self) -> &Arc<Ia> {
-        match self {
-            Obj::Ia(_) => unreachable!("an IA has no owner"),
-            Obj::Pz(o) => &o.ia,
-            Obj::Lmr(o) => &o.ia,
-            Obj::Rmr(o) => &o.ia,
-            Obj::Evd(o) => &o.ia,
-            Obj::Cno(o) => &o.ia,
-            Obj::Ep(o) => &o.ia,
-            Obj::Psp(o) => &o.ia,
-            Obj::Rsp(o) => &o.ia,
-            Obj::Cr(o) => &o.ia,
-            Obj::Srq(o) => &o.ia,
-        }
-    }
-
-    pub fn handle_type(&self) -> DAT_HANDLE_TYPE {
-        match self {
-            Obj::Ia(_) => DAT_HANDLE_TYPE_IA,
-            Obj::Pz(_) => DAT_HANDLE_TYPE_PZ,
-            Obj::Lmr(_) => DAT_HANDLE_TYPE_LMR,
-            Obj::Rmr(_) => DAT_HANDLE_TYPE_RMR,
-            Obj::Evd(_) => DAT_HANDLE_TYPE_EVD,
-            Obj::Cno(_) => DAT_HANDLE_TYPE_CNO,
-            Obj::Ep(_) => DAT_HANDLE_TYPE_EP,
-            Obj::Psp(_) => DAT_HANDLE_TYPE_PSP,
-            Obj::Rsp(_) => DAT_HANDLE_TYPE_RSP,
-            Obj::Cr(_) => DAT_HANDLE_TYPE_CR,
-            Obj::Srq(_) => DAT_HANDLE_TYPE_SRQ,
-        }
-    }
+/// What the table needs of every object of the built-in layer.
+pub trait Object: Any + Send + Sync {
+    fn handle_type(&self) -> DAT_HANDLE_TYPE;
 
     /// The consumer context every object carries (`dat_set_consumer_context`).
-    pub fn context(&self) -> &Mutex<u64> {
-        match self {
-            Obj::Ia(o) => &o.context,
-            Obj::Pz(o) => &o.context,
-            Obj::Lmr(o) => &o.context,
-            Obj::Rmr(o) => &o.context,
-            Obj::Evd(o) => &o.context,
-            Obj::Cno(o) => &o.context,
-            Obj::Ep(o) => &o.context,
-            Obj::Psp(o) => &o.context,
-            Obj::Rsp(o) => &o.context,
-            Obj::Cr(o) => &o.context,
-            Obj::Srq(o) => &o.context,
-        }
-    }
+    fn context(&self) -> &Mutex<u64>;
+
+    /// The handle of the IA the object belongs to (an IA's own handle for an IA).
+    fn owner(&self) -> usize;
+
+    /// The teardown of an object freed by an abrupt `dat_ia_close`, after it left the table
+    /// and without the checks a consumer's free gets.
+    fn destroy(&self) {}
+
+    /// The object as `Any`, to downcast to its type.
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
-fn objects() -> &'static RwLock<IdMap<usize, Obj>> {
-    static OBJECTS: OnceLock<RwLock<IdMap<usize, Obj>>> = OnceLock::new();
+/// Every live object of every built-in IA, by handle.
+fn objects() -> &'static RwLock<IdMap<usize, Arc<dyn Object>>> {
+    static OBJECTS: OnceLock<RwLock<IdMap<usize, Arc<dyn Object>>>> = OnceLock::new();
     OBJECTS.get_or_init(|| RwLock::new(IdMap::default()))
 }
 
@@ -149,12 +103,12 @@ pub fn unreserve(handle: usize) {
 }
 
 /// Publishes an object under its reserved handle.
-pub fn insert(handle: usize, obj: Obj) {
+pub fn insert(handle: usize, obj: Arc<dyn Object>) {
     objects().write_locked().insert(handle, obj);
 }
 
 /// Removes an object; its handle stops working at once.
-pub fn remove(handle: usize) -> Option<Obj> {
+pub fn remove(handle: usize) -> Option<Arc<dyn Object>> {
     let obj = objects().write_locked().remove(&handle);
     if obj.is_some() {
         free_cell(handle);
@@ -162,63 +116,46 @@ pub fn remove(handle: usize) -> Option<Obj> {
     obj
 }
 
-pub fn get(handle: DAT_HANDLE) -> Option<Obj> {
+pub fn get(handle: DAT_HANDLE) -> Option<Arc<dyn Object>> {
     objects().read_locked().get(&(handle as usize)).cloned()
 }
 
-/// Every live object owned by `ia` (its async EVD included).
-pub fn owned_by(ia: &Arc<Ia>) -> Vec<(usize, Obj)> {
+/// The object as its own type, if it is a `T`.
+pub fn downcast<T: Object>(obj: Arc<dyn Object>) -> Option<Arc<T>> {
+    obj.as_any().downcast::<T>().ok()
+}
+
+/// The object of type `T` named by `handle`, if there is one.
+pub fn get_as<T: Object>(handle: DAT_HANDLE) -> Option<Arc<T>> {
+    get(handle).and_then(downcast)
+}
+
+/// The object of type `T` named by `handle`, or `Err(DAT_INVALID_HANDLE | subtype)`.
+pub fn lookup<T: Object>(handle: DAT_HANDLE, subtype: DAT_RETURN) -> Result<Arc<T>, DAT_RETURN> {
+    get_as(handle).ok_or(dat_error(DAT_INVALID_HANDLE, subtype))
+}
+
+/// Every live object owned by the IA `ia` (its async EVD included), by handle.
+pub fn owned_by(ia: usize) -> Vec<(usize, Arc<dyn Object>)> {
     objects()
         .read_locked()
         .iter()
-        .filter(|(_, o)| !matches!(o, Obj::Ia(_)) && Arc::ptr_eq(o.ia(), ia))
+        .filter(|(_, o)| o.handle_type() != DAT_HANDLE_TYPE_IA && o.owner() == ia)
         .map(|(h, o)| (*h, o.clone()))
         .collect()
 }
 
-/// `lookup!(handle, Variant, subtype)`: the object of that type, or
-/// `Err(DAT_INVALID_HANDLE | subtype)`.
-#[macro_export]
-macro_rules! lookup {
-    ($handle:expr, $variant:ident, $subtype:expr) => {
-        match $crate::builtin::table::get($handle) {
-            Some($crate::builtin::table::Obj::$variant(o)) => Ok(o),
-            _ => Err($crate::abi::dat_error($crate::abi::DAT_INVALID_HANDLE, $subtype)),
-        }
-    };
-}
-
-/// The async EVD of some open IA of the built-in provider `b` (for DAT_EVD_ASYNC_EXISTS).
-pub fn async_evd_of(b: &super::provider::Builtin) -> Option<Arc<Evd>> {
-    let objects = objects().read_locked();
-    objects.values().find_map(|o| match o {
-        Obj::Ia(ia) if core::ptr::eq(ia.builtin, b) => match objects.get(&ia.async_evd.load(std::sync::atomic::Ordering::SeqCst)) {
-            Some(Obj::Evd(e)) => Some(e.clone()),
-            _ => None,
-        },
-        _ => None,
-    })
+/// Every live object of type `T`.
+pub fn all_of<T: Object>() -> Vec<Arc<T>> {
+    let all: Vec<Arc<dyn Object>> = objects().read_locked().values().cloned().collect();
+    all.into_iter().filter_map(downcast).collect()
 }
 
 /// Frees an object of a closing IA, whatever its type, without the checks a consumer's free
 /// gets (an abrupt close frees everything).
-pub fn destroy(handle: DAT_HANDLE, obj: Obj) {
+pub fn destroy(handle: DAT_HANDLE, obj: Arc<dyn Object>) {
     if remove(handle as usize).is_none() {
         return;
     }
-    match obj {
-        Obj::Ia(_) => {}
-        Obj::Pz(p) => super::pz::destroy(&p),
-        Obj::Lmr(l) => super::lmr::destroy(&l),
-        Obj::Rmr(r) => super::rmr::destroy(&r),
-        Obj::Evd(e) => super::evd::destroy(&e),
-        Obj::Cno(_) => {}
-        Obj::Ep(e) => super::ep::destroy(&e),
-        Obj::Psp(p) => {
-            p.evd.users.fetch_sub(1, Ordering::SeqCst);
-        }
-        Obj::Rsp(r) => super::sp::destroy_rsp(&r),
-        Obj::Cr(c) => c.pending.reject(&[]),
-        Obj::Srq(_) => {}
-    }
+    obj.destroy();
 }

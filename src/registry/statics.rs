@@ -8,7 +8,7 @@ use libloading::os::unix::{Library, Symbol, RTLD_GLOBAL, RTLD_NOW};
 use super::config::ConfEntry;
 use super::{write, Key};
 use crate::abi::*;
-use crate::builtin::provider as builtin;
+use crate::builtin::{ops, provider as builtin};
 use crate::dbg_log;
 use crate::device::{self, Driver};
 use crate::log::DbgType;
@@ -114,7 +114,7 @@ pub fn open(key: &Key) {
                 dbg_log!(DbgType::ERROR, "{}: the built-in providers implement DAT 2.0 only", key.display());
                 return;
             }
-            let table = builtin::init(driver, &key.name, key.thread_safe != 0, &params);
+            let table = ops::init(driver, &key.name, key.thread_safe != 0, &params);
             // SAFETY: a table that lives as long as the process, and the entry's boxed info.
             let status = unsafe { super::add_provider(table, info) };
             if status != DAT_SUCCESS {

@@ -1,0 +1,33 @@
+//! Local I/O vectors: the consumer's LMR triplet arguments, as the device takes them, and the
+//! receives posted with them (to an EP or to an SRQ) until they complete.
+
+use crate::abi::*;
+use crate::device::Sge;
+
+/// A receive posted to an EP or SRQ and not yet completed.
+pub struct PostedRecv {
+    pub cookie: DAT_DTO_COOKIE,
+    pub iov: Vec<DAT_LMR_TRIPLET>,
+}
+// SAFETY: the cookie is the consumer's opaque value.
+unsafe impl Send for PostedRecv {}
+
+/// Checks a local I/O vector argument: `count` triplets at `iov` (`arg` is the count's
+/// subtype; the vector is the next argument).
+pub fn iov_arg(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Vec<DAT_LMR_TRIPLET>, DAT_RETURN> {
+    if count < 0 || count > max {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg));
+    }
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    if iov.is_null() {
+        return Err(dat_error(DAT_INVALID_PARAMETER, arg + 1));
+    }
+    // SAFETY: the consumer passes `count` triplets.
+    Ok(unsafe { core::slice::from_raw_parts(iov, count as usize) }.to_vec())
+}
+
+pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Vec<Sge> {
+    iov.iter().map(|t| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }).collect()
+}
