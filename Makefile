@@ -115,7 +115,8 @@ check-vm: deps-check lib
 check-symbols: lib
 	tools/check-symbols $(BUILD)/$(REAL) src/dat2.map
 
-# Style gates: rustfmt (rustfmt.toml) and clippy with warnings denied ([lints] in Cargo.toml).
+# Style gates: rustfmt (rustfmt.toml), clippy with warnings denied ([lints] in Cargo.toml), and
+# the module graph the README's Layout states (tools/check-layers).
 # rustup's default profile has both; a toolchain without them gets them from rustup.
 lint:
 	@$(CARGO) fmt --version >/dev/null 2>&1 && $(CARGO) clippy --version >/dev/null 2>&1 || \
@@ -123,6 +124,7 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
 	$(CARGO) clippy --release --locked --all-targets --quiet -- -D warnings
+	tools/check-layers
 
 lint-man:
 	@for f in $(MANS); do \
