@@ -51,9 +51,6 @@ impl Object for Cno {
     fn owner(&self) -> usize {
         self.ia.handle
     }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 pub fn cno(handle: DAT_CNO_HANDLE) -> Result<Arc<Cno>, DAT_RETURN> {

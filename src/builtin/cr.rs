@@ -48,9 +48,6 @@ impl Object for Cr {
     fn destroy(&self) {
         self.pending.reject(&[])
     }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 pub fn cr(handle: DAT_CR_HANDLE) -> Result<Arc<Cr>, DAT_RETURN> {

@@ -144,9 +144,6 @@ impl Object for Ep {
     fn destroy(&self) {
         destroy(self)
     }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 pub fn ep(handle: DAT_EP_HANDLE) -> Result<Arc<Ep>, DAT_RETURN> {

@@ -127,9 +127,6 @@ impl Object for Evd {
     fn destroy(&self) {
         destroy(self)
     }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 impl cno::Source for Evd {

@@ -78,9 +78,6 @@ impl Object for Ia {
     fn owner(&self) -> usize {
         self.handle
     }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 pub fn ia(handle: DAT_IA_HANDLE) -> Result<Arc<Ia>, DAT_RETURN> {
@@ -174,7 +171,7 @@ fn ia_attributes(ia: &Ia) -> DAT_IA_ATTR {
 
 fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
     let mut p = DAT_PROVIDER_ATTR::default();
-    fill_cstr(&mut p.provider_name, &format!("dat2 {}", ia.builtin.kind_name()));
+    fill_cstr(&mut p.provider_name, &format!("dat2 {}", ia.builtin.driver.name()));
     p.provider_version_major = 2;
     p.provider_version_minor = 0;
     p.dapl_version_major = DAT_VERSION_MAJOR;

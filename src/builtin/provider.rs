@@ -37,16 +37,12 @@ impl Builtin {
         self.tables[thread_safe as usize]
     }
 
-    pub fn kind_name(&self) -> &'static str {
-        self.driver.name()
-    }
-
     /// The device, created on first use; a failure (say, an address that does not resolve)
     /// is reported on every open.
     pub fn device(&self) -> Result<Arc<dyn Device>, DAT_RETURN> {
         let dev = self.device.get_or_init(|| self.driver.open(&self.params));
         dev.clone().map_err(|why| {
-            dbg_log!(DbgType::ERROR, "{}: cannot open the {} device: {why}", self.name.to_string_lossy(), self.kind_name());
+            dbg_log!(DbgType::ERROR, "{}: cannot open the {} device: {why}", self.name.to_string_lossy(), self.driver.name());
             dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED)
         })
     }

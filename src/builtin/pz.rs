@@ -47,9 +47,6 @@ impl Object for Pz {
     fn destroy(&self) {
         destroy(self)
     }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 pub fn pz(handle: DAT_PZ_HANDLE) -> Result<Arc<Pz>, DAT_RETURN> {

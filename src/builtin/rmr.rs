@@ -45,9 +45,6 @@ impl Object for Rmr {
     fn destroy(&self) {
         destroy(self)
     }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 pub fn rmr(handle: DAT_RMR_HANDLE) -> Result<Arc<Rmr>, DAT_RETURN> {

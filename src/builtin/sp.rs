@@ -52,9 +52,6 @@ impl Object for Psp {
     fn destroy(&self) {
         self.evd.users.fetch_sub(1, Ordering::SeqCst);
     }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 impl Object for Rsp {
@@ -69,9 +66,6 @@ impl Object for Rsp {
     }
     fn destroy(&self) {
         destroy_rsp(self)
-    }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
     }
 }
 

@@ -44,9 +44,6 @@ impl Object for Srq {
     fn owner(&self) -> usize {
         self.ia.handle
     }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 pub fn srq(handle: DAT_SRQ_HANDLE) -> Result<Arc<Srq>, DAT_RETURN> {

@@ -68,8 +68,20 @@ fn free_cell(addr: usize) {
     cells().locked().recycled.push_back(addr);
 }
 
+/// An object as `Any`, to downcast to its type: implemented once for every type here, so the
+/// object types need not each write it.
+pub trait AsAny {
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+impl<T: Any + Send + Sync> AsAny for T {
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
 /// What the table needs of every object of the built-in layer.
-pub trait Object: Any + Send + Sync {
+pub trait Object: AsAny + Send + Sync + 'static {
     fn handle_type(&self) -> DAT_HANDLE_TYPE;
 
     /// The consumer context every object carries (`dat_set_consumer_context`).
@@ -81,9 +93,6 @@ pub trait Object: Any + Send + Sync {
     /// The teardown of an object freed by an abrupt `dat_ia_close`, after it left the table
     /// and without the checks a consumer's free gets.
     fn destroy(&self) {}
-
-    /// The object as `Any`, to downcast to its type.
-    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
 /// Every live object of every built-in IA, by handle.

@@ -78,10 +78,6 @@ thread_local! {
     static HELD: Cell<u32> = const { Cell::new(0) };
 }
 
-fn lock(m: &Mutex<Vec<(RawFd, bool)>>) -> std::sync::MutexGuard<'_, Vec<(RawFd, bool)>> {
-    m.locked()
-}
-
 fn shut_down(fd: RawFd) {
     // SAFETY: the descriptor belongs to a connection whose lease is still out, so it is open
     // (the QP closes its socket only after its copies returned their leases).
@@ -101,7 +97,7 @@ impl SetLease {
         let lease = Lease { set: self.clone(), via };
         if let Some(entry) = via.socket() {
             // Under the mutex, so that a revoke's pass over the sockets sees this one.
-            let mut socks = lock(&self.sockets);
+            let mut socks = self.sockets.locked();
             if self.revoked.load(Ordering::SeqCst) {
                 drop(socks);
                 return None;
@@ -127,14 +123,14 @@ impl SetLease {
     fn give_back(&self) {
         if self.users.fetch_sub(1, Ordering::SeqCst) == 1 && self.waiting.load(Ordering::SeqCst) {
             // Under the mutex, which the revoke holds from its check of `users` to its wait.
-            let _socks = lock(&self.sockets);
+            let _socks = self.sockets.locked();
             self.returned.notify_all();
         }
     }
 
     /// Refuses new leases and returns once every lease is back (see the module text).
     pub fn revoke(&self) {
-        let mut socks = lock(&self.sockets);
+        let mut socks = self.sockets.locked();
         self.revoked.store(true, Ordering::SeqCst);
         for &(fd, at_once) in socks.iter() {
             if at_once {
@@ -207,7 +203,7 @@ impl Drop for Lease {
         }
         if let Some(entry) = socket {
             // (A lease refused by a revoke never joined the list, and finds nothing here.)
-            let mut socks = lock(&set.sockets);
+            let mut socks = set.sockets.locked();
             if let Some(pos) = socks.iter().position(|s| *s == entry) {
                 socks.swap_remove(pos);
             }
