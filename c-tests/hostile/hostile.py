@@ -48,6 +48,7 @@ RD_IN = 4  # READ/atomic requests outstanding (the EP's default max_rdma_read_in
 HALF_OPEN_MAX = 64  # connections whose HELLO has not arrived, per listener
 HANDSHAKE_TIMEOUT = 5.0  # seconds a HELLO may take
 GROWTH_KB = 16 << 10  # what a case may add to the target's resident memory
+SETTLE_S = 10  # how long ended connections' threads may take to exit
 RNR_STATUS = 9  # DAT_DTO_ERR_RECEIVER_NOT_READY
 
 args = sys.argv[1:]
@@ -530,11 +531,18 @@ def resources(t):
 
 def bounded(t, before, what):
     """The target is alive, its memory intact, and it holds no more threads or memory than
-    before `what` (within GROWTH_KB)."""
-    after = resources(t)
-    if after is None:
-        return False, f"{what}: the target died"
-    if after[0] > before[0] + 1 or after[1] > before[1] + GROWTH_KB:
+    before `what` (within GROWTH_KB). A connection's thread exits a moment after the peer
+    sees the connection end, so the count is read again for up to SETTLE_S seconds."""
+    deadline = time.time() + SETTLE_S
+    while True:
+        after = resources(t)
+        if after is None:
+            return False, f"{what}: the target died"
+        over = after[0] > before[0] + 1 or after[1] > before[1] + GROWTH_KB
+        if not over or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    if over:
         return False, f"{what}: the target went from {before[0]} threads and {before[1]} kB to {after[0]} and {after[1]}"
     return target_state(t, forbid_win=None)
 
