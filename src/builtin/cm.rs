@@ -6,12 +6,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::ep::{self, configured, ep_state_subtype, Ep, EpInner};
+use super::ep::{self, configured, ep_state_subtype, is_ud, Ep, EpInner};
 use super::ia::max_private_data;
 use super::iov::sges;
 use super::{dto, evd};
 use crate::abi::*;
-use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp, QpCaps, QpEvents};
+use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp, QpCaps, QpEvents, Service};
 use crate::util::sockaddr;
 
 /// Where an EP's QP reports: the EP, if it still exists.
@@ -36,14 +36,16 @@ impl QpEvents for EpEvents {
 fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
     let pz = i.pz.clone().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONFIGURED))?;
     let a = &i.attr;
+    let ud = is_ud(a);
     let caps = QpCaps {
+        service: if ud { Service::Ud } else { Service::Rc },
         max_send_wr: a.max_request_dtos.max(1) as u32,
         max_recv_wr: a.max_recv_dtos.max(1) as u32,
         max_send_sge: a.max_request_iov.max(a.max_rdma_read_iov).max(a.max_rdma_write_iov).max(1) as u32,
         max_recv_sge: a.max_recv_iov.max(1) as u32,
         max_rd_atomic: a.max_rdma_read_out.max(1) as u32,
         max_rd_in: a.max_rdma_read_in.max(1) as u32,
-        max_message: ep.ia.dev.limits().max_msg_size,
+        max_message: if ud { a.max_message_size } else { ep.ia.dev.limits().max_msg_size },
     };
     let srq = i.srq.as_ref().map(|s| s.dev.clone());
     let qp = ep
@@ -105,6 +107,19 @@ fn check_timeout(timeout: DAT_TIMEOUT, arg: DAT_RETURN) -> Result<(), DAT_RETURN
     Ok(())
 }
 
+/// The QP a UD EP resolves peers with: its own, made on first use. A UD EP resolves any
+/// number of peers, actively and passively, while it is unconnected or connected (it becomes
+/// connected with its first resolved peer).
+fn ud_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
+    if !matches!(i.state, DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_CONNECTED) || !configured(i) {
+        return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)));
+    }
+    match &i.qp {
+        Some(qp) => Ok(qp.clone()),
+        None => attach_qp(ep, i),
+    }
+}
+
 /// Starts an active connection from an EP that is ready for one.
 fn start_connect(
     ep: &Ep,
@@ -118,6 +133,11 @@ fn start_connect(
     }
     let qp = {
         let mut i = ep.lock();
+        if is_ud(&i.attr) {
+            let qp = ud_qp(ep, &mut i)?;
+            drop(i);
+            return resolve(ep, qp, addr, conn_qual, timeout, pdata);
+        }
         if i.state != DAT_EP_STATE_UNCONNECTED || !configured(&i) {
             return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)));
         }
@@ -133,11 +153,26 @@ fn start_connect(
     service.set_port(port_of(conn_qual));
     qp.connect(service, pdata, timeout_arg(timeout)).map_err(|e| {
         ep.lock().state = DAT_EP_STATE_UNCONNECTED;
-        match e {
-            DevError::NotSupported => dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED),
-            _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
-        }
+        connect_error(e)
     })?;
+    Ok(DAT_SUCCESS)
+}
+
+fn connect_error(e: DevError) -> DAT_RETURN {
+    match e {
+        DevError::NotSupported => dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED),
+        _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
+    }
+}
+
+/// A UD EP's connect: resolves the peer's service point; the outcome is a UD connection event.
+fn resolve(ep: &Ep, qp: Arc<dyn Qp>, addr: SocketAddr, conn_qual: DAT_CONN_QUAL, timeout: DAT_TIMEOUT, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
+    let mut service = addr;
+    service.set_port(port_of(conn_qual));
+    qp.connect(service, pdata, timeout_arg(timeout)).map_err(connect_error)?;
+    let mut i = ep.lock();
+    *i.remote_address = sockaddr::to_c(addr);
+    i.remote_port = conn_qual;
     Ok(DAT_SUCCESS)
 }
 
@@ -198,6 +233,16 @@ pub fn dup_connect(
 pub fn accept(ep: &Arc<Ep>, pending: &Arc<dyn PendingConnection>, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
     let qp = {
         let mut i = ep.lock();
+        // A datagram request is accepted only by a UD EP, and a UD EP accepts only those.
+        if pending.datagram() != is_ud(&i.attr) {
+            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+        }
+        if is_ud(&i.attr) {
+            let qp = ud_qp(ep, &mut i)?;
+            drop(i);
+            pending.accept(&qp, pdata).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+            return Ok(DAT_SUCCESS);
+        }
         if !matches!(i.state, DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_RESERVED) || !configured(&i) {
             return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)));
         }
@@ -244,6 +289,15 @@ pub fn disconnect(handle: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_R
 
 /// A connection event of the EP's QP: move the EP's state and tell the consumer.
 pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
+    let ud = is_ud(&ep.lock().attr);
+    let ev = if ud {
+        match super::ud::on_cm(ep, ev) {
+            Some(ev) => ev,
+            None => return,
+        }
+    } else {
+        ev
+    };
     let (mut number, pdata) = match &ev {
         CmEvent::Established { private_data } => (DAT_CONNECTION_EVENT_ESTABLISHED, private_data.clone()),
         CmEvent::PeerRejected { private_data } => (DAT_CONNECTION_EVENT_PEER_REJECTED, private_data.clone()),
@@ -252,6 +306,8 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
         CmEvent::TimedOut => (DAT_CONNECTION_EVENT_TIMED_OUT, Vec::new()),
         CmEvent::Disconnected => (DAT_CONNECTION_EVENT_DISCONNECTED, Vec::new()),
         CmEvent::Broken => (DAT_CONNECTION_EVENT_BROKEN, Vec::new()),
+        // Only a UD EP's QP resolves peers (handled above).
+        CmEvent::UdResolved { .. } => return,
     };
     let mut crossing = None;
     let (evd, ptr, len) = {

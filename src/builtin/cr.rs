@@ -80,8 +80,17 @@ pub fn arrive(
         provider_ep,
         context: Mutex::new(0),
     });
+    let datagram = cr.pending.datagram();
     table::insert(handle, cr);
     let mut ev = DAT_EVENT { event_number: DAT_CONNECTION_REQUEST_EVENT, ..Default::default() };
+    if datagram {
+        // A UD EP asks: the IB extension's own request event, whose extension data says so.
+        ev.event_number = DAT_IB_UD_CONNECTION_REQUEST_EVENT;
+        let data = DAT_IB_EXTENSION_EVENT_DATA { r#type: DAT_IB_UD_CONNECT_REQUEST, status: DAT_OP_SUCCESS, ..Default::default() };
+        // SAFETY: the extension data is 64 bytes, exactly the event's extension area (checked
+        // by the layout assertions of both types).
+        unsafe { core::ptr::write_unaligned(ev.event_extension_data.as_mut_ptr() as *mut DAT_IB_EXTENSION_EVENT_DATA, data) };
+    }
     ev.event_data.cr_arrival_event_data = DAT_CR_ARRIVAL_EVENT_DATA {
         sp_handle: DAT_SP_HANDLE { psp_handle: sp as DAT_PSP_HANDLE },
         local_ia_address_ptr: &*ia.address as *const libc::sockaddr_storage as DAT_IA_ADDRESS_PTR,

@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use super::ep::{self, check_watermarks, ep_state_subtype, Ep, COMPLETION_FLAGS};
-use super::events::{dto_event, immediate_event, request_event, send_immediate_event, PendingSend, Report};
+use super::ep::{self, check_watermarks, ep_state_subtype, is_ud, Ep, COMPLETION_FLAGS};
+use super::events::{dto_event, immediate_event, request_event, send_immediate_event, ud_recv_event, PendingSend, Report};
 use super::iov::{iov_arg, sges, PostedRecv};
 use crate::abi::*;
-use crate::device::{Completion, DevError, SendWr, WcOp, WrOp};
+use crate::device::{AddressHandle, Completion, DevError, SendWr, WcOp, WrOp};
 use crate::util::sync::MutexExt;
 
 /// What a post asks of the device.
@@ -17,6 +17,8 @@ pub struct Post {
     pub op: WrOp,
     pub report: Report,
     pub remote: Option<(u64, u32)>,
+    /// UD: the destination (only `dat_ib_post_send_ud` posts on a UD EP).
+    pub ah: Option<Arc<dyn AddressHandle>>,
     /// The EP attribute that bounds the local vector.
     pub max_iov: fn(&DAT_EP_ATTR) -> DAT_COUNT,
 }
@@ -57,10 +59,17 @@ pub fn post(
         if flags & !COMPLETION_FLAGS != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
         }
+        // A UD EP takes only datagram sends, and only a UD EP takes them.
+        let ud = is_ud(&i.attr);
+        if ud != p.ah.is_some() {
+            return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
+        }
         // Like an HCA, only the device's message size limit is enforced (programs such as
-        // dtest post RDMA larger than the max_rdma_size they ask for).
+        // dtest post RDMA larger than the max_rdma_size they ask for); a datagram's is the
+        // EP's max_message_size, which is at most the path MTU.
         let len: u64 = segs.iter().map(|t| u64::from(t.segment_length)).sum();
-        if len > u64::from(ep.ia.dev.limits().max_msg_size) {
+        let limit = if ud { i.attr.max_message_size } else { ep.ia.dev.limits().max_msg_size };
+        if len > u64::from(limit) {
             return Err(dat_error(DAT_LENGTH_ERROR, 0));
         }
         match i.state {
@@ -90,6 +99,7 @@ pub fn post(
         op: p.op,
         sges: sges(&segs),
         remote: p.remote,
+        ah: p.ah,
         fence: flags & DAT_COMPLETION_BARRIER_FENCE_FLAG != 0,
         solicited: flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG != 0,
     };
@@ -131,7 +141,9 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
                 let held = i.recvs.len() + 1;
                 crossing = Some(ep::check_watermarks(&mut i, held));
             }
-            let event = if c.op == WcOp::RecvImm {
+            let event = if is_ud(&i.attr) {
+                ud_recv_event(ep.handle, r.cookie, c.status, c.byte_len)
+            } else if c.op == WcOp::RecvImm {
                 immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
             } else if let Some(imm) = c.imm {
                 send_immediate_event(ep.handle, r.cookie, c.status, c.byte_len, imm)
@@ -179,7 +191,7 @@ pub fn post_send(
         iov,
         cookie,
         flags,
-        Post { op: WrOp::Send, report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov },
+        Post { op: WrOp::Send, report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: |a| a.max_request_iov },
     )
 }
 
@@ -198,7 +210,7 @@ fn post_rdma(
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     ep::ep(handle)?;
     let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG5)?;
-    post(handle, count, iov, cookie, flags, Post { op, report: Report::Dto(dto), remote: Some((addr, key)), max_iov })
+    post(handle, count, iov, cookie, flags, Post { op, report: Report::Dto(dto), remote: Some((addr, key)), ah: None, max_iov })
 }
 
 pub fn post_rdma_write(
@@ -237,7 +249,7 @@ pub fn post_send_with_invalidate(
     rmr_context: DAT_RMR_CONTEXT,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let op = if invalidate != DAT_FALSE { WrOp::SendInv(rmr_context) } else { WrOp::Send };
-    post(handle, count, iov, cookie, flags, Post { op, report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov })
+    post(handle, count, iov, cookie, flags, Post { op, report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: |a| a.max_request_iov })
 }
 
 // Receives.

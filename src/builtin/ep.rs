@@ -56,6 +56,23 @@ pub struct EpInner {
     /// The connection is being ended because the hard high watermark was exceeded: its end
     /// is reported as BROKEN.
     pub breaking: bool,
+    /// A UD EP's resolved peers and connection records (see `super::ud`).
+    pub ud: UdState,
+}
+
+/// What a UD EP's connection events handed out, until the consumer frees it: address handles
+/// (`dat_ib_ud_ah_free`) and connection records, which keep each event's private data alive
+/// (`dat_ib_ud_cm_free`). Both are keyed by never-reused ids, so a stale or forged value is
+/// recognised.
+#[derive(Default)]
+pub struct UdState {
+    pub ahs: IdMap<u64, crate::device::UdPeer>,
+    pub contexts: IdMap<u64, Box<[u8]>>,
+}
+
+/// Whether an EP gives the unreliable datagram service.
+pub fn is_ud(attr: &DAT_EP_ATTR) -> bool {
+    attr.service_type == DAT_IB_SERVICE_TYPE_UD
 }
 
 /// The high watermarks of `dat_ep_set_watermark` on the receive buffers the EP holds (those
@@ -171,15 +188,23 @@ pub fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
     a
 }
 
+/// `attr` as a UD EP's (for the EP a PSP with the provider flag makes for a UD request).
+pub fn ud_attr(ia: &Ia, mut attr: DAT_EP_ATTR) -> DAT_EP_ATTR {
+    attr.service_type = DAT_IB_SERVICE_TYPE_UD;
+    check_attr(ia, &attr, 0).unwrap_or(attr)
+}
+
 /// Checks consumer attributes against the device; `arg` is the argument's subtype.
 fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, DAT_RETURN> {
     let l = ia.dev.limits();
-    if a.service_type != DAT_SERVICE_TYPE_RC {
+    let ud = is_ud(a);
+    if a.service_type != DAT_SERVICE_TYPE_RC && !(ud && l.max_ud_msg > 0) {
         return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
     }
     let bad = dat_error(DAT_INVALID_PARAMETER, arg);
     let within = |v: DAT_COUNT, max: u32| v >= 0 && v as u64 <= u64::from(max);
-    let ok = a.max_message_size <= l.max_msg_size
+    // A UD EP's message size is bounded by the path MTU instead (below).
+    let ok = (ud || a.max_message_size <= l.max_msg_size)
         && a.max_rdma_size <= l.max_msg_size
         && within(a.max_recv_dtos, l.max_qp_wr)
         && within(a.max_request_dtos, l.max_qp_wr)
@@ -207,6 +232,17 @@ fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, 
     }
     if copy.max_rdma_write_iov == 0 {
         copy.max_rdma_write_iov = copy.max_request_iov;
+    }
+    if ud {
+        // A datagram is at most the path MTU: a larger request is lowered to it (dat_ep_query
+        // shows the limit, and a longer send gets DAT_LENGTH_ERROR), so that programs sizing
+        // their buffers above it (dtestx -u -b 8192) still run. There is no RDMA on UD.
+        copy.max_message_size = copy.max_message_size.min(l.max_ud_msg);
+        copy.max_rdma_size = 0;
+        copy.max_rdma_read_in = 0;
+        copy.max_rdma_read_out = 0;
+        copy.max_rdma_read_iov = 0;
+        copy.max_rdma_write_iov = 0;
     }
     copy.ep_transport_specific_count = 0;
     copy.ep_transport_specific = core::ptr::null_mut();
@@ -360,6 +396,7 @@ pub fn create_object(
         // watermark of 0 (Debian's dtestsrq among them): only dat_ep_set_watermark arms one.
         watermarks: Watermarks { soft: DAT_WATERMARK_INFINITE, soft_armed: false, hard: DAT_WATERMARK_INFINITE },
         breaking: false,
+        ud: UdState::default(),
     };
     if !configured(&inner) {
         inner.state = DAT_EP_STATE_UNCONFIGURED_UNCONNECTED;
@@ -516,9 +553,11 @@ fn path_attr(path: &str) -> &'static DAT_NAMED_ATTR {
     static CMA: Attr = Attr(DAT_NAMED_ATTR { name: c"DAT2_SOFT_PATH".as_ptr(), value: c"cma".as_ptr() });
     static TCP: Attr = Attr(DAT_NAMED_ATTR { name: c"DAT2_SOFT_PATH".as_ptr(), value: c"tcp".as_ptr() });
     static NONE: Attr = Attr(DAT_NAMED_ATTR { name: c"DAT2_SOFT_PATH".as_ptr(), value: c"none".as_ptr() });
+    static UDP: Attr = Attr(DAT_NAMED_ATTR { name: c"DAT2_SOFT_PATH".as_ptr(), value: c"udp".as_ptr() });
     match path {
         "cma" => &CMA.0,
         "tcp" => &TCP.0,
+        "udp" => &UDP.0,
         _ => &NONE.0,
     }
 }
@@ -627,6 +666,8 @@ pub fn destroy(ep: &Ep) {
         qp.destroy();
     }
     let mut i = ep.lock();
+    // Address handles go before the PZ they were made in.
+    i.ud = UdState::default();
     let evd = i.recv_evd.clone();
     let flushed = flush_recvs(ep, &mut i);
     let sends: Vec<(u64, PendingSend)> = i.sends.drain().collect();

@@ -59,6 +59,7 @@ pub fn completion_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32
     let op = match kind {
         DAT_IB_RDMA_WRITE_IMMED => DAT_IB_DTO_RDMA_WRITE_IMMED,
         DAT_IB_CMP_AND_SWAP => DAT_IB_DTO_CMP_SWAP,
+        DAT_IB_UD_SEND => DAT_IB_DTO_SEND_UD,
         _ => DAT_IB_DTO_FETCH_ADD,
     };
     extension_event(ep, cookie, status, len, op, kind, 0)
@@ -67,6 +68,11 @@ pub fn completion_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32
 /// The receive an RDMA write with immediate data consumed.
 pub fn immediate_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32, imm: u32) -> DAT_EVENT {
     extension_event(ep, cookie, status, len, DAT_IB_DTO_RECV_IMMED, DAT_IB_RDMA_WRITE_IMMED_DATA, imm)
+}
+
+/// A datagram received by a UD EP (the length counts the 40-byte GRH area first).
+pub fn ud_recv_event(ep: usize, cookie: DAT_DTO_COOKIE, status: u32, len: u32) -> DAT_EVENT {
+    extension_event(ep, cookie, status, len, DAT_IB_DTO_RECV_UD, DAT_IB_UD_RECV, 0)
 }
 
 /// A receive completed by a send with immediate data (the one-shot bind+send).

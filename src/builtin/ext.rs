@@ -51,6 +51,7 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                             op: WrOp::WriteImm(imm),
                             report: Report::Extension(DAT_IB_RDMA_WRITE_IMMED),
                             remote: Some((addr, key)),
+                            ah: None,
                             max_iov: |a| a.max_rdma_write_iov,
                         },
                     )
@@ -75,9 +76,19 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                         local,
                         cookie,
                         flags,
-                        Post { op: wr, report: Report::Extension(kind), remote: Some((addr, key)), max_iov: |a| a.max_request_iov },
+                        Post { op: wr, report: Report::Extension(kind), remote: Some((addr, key)), ah: None, max_iov: |a| a.max_request_iov },
                     )
                 }
+                DAT_IB_UD_SEND_OP => {
+                    let count = dat2_va_int(args);
+                    let iov = dat2_va_ptr(args) as *const DAT_LMR_TRIPLET;
+                    let ah = dat2_va_ptr(args) as *const DAT_IB_ADDR_HANDLE;
+                    let cookie = DAT_DTO_COOKIE { as_64: dat2_va_u64(args) };
+                    let flags = dat2_va_int(args) as DAT_COMPLETION_FLAGS;
+                    super::ud::post_send(handle, count, iov, ah, cookie, flags)
+                }
+                DAT_IB_UD_AH_FREE_OP => super::ud::ah_free(handle, dat2_va_ptr(args) as *const DAT_IB_ADDR_HANDLE),
+                DAT_IB_UD_CM_FREE_OP => super::ud::cm_free(handle, dat2_va_u64(args)),
                 DAT2_BIND_AND_SEND_OP => {
                     let rmr = dat2_va_ptr(args);
                     let lmr = dat2_va_ptr(args);
@@ -150,7 +161,7 @@ fn bind_and_send(
         iov,
         cookie,
         flags,
-        Post { op: WrOp::SendImm(context), report: Report::Dto(DAT_DTO_SEND), remote: None, max_iov: |a| a.max_request_iov },
+        Post { op: WrOp::SendImm(context), report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: |a| a.max_request_iov },
     )?;
     if !context_out.is_null() {
         // SAFETY: non-NULL consumer out-pointer.

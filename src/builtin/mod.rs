@@ -8,7 +8,7 @@
 //! The modules use each other without cycles, bottom to top: [`table`] (handles, and the
 //! [`table::Object`] trait every object type implements, so the table names none of them),
 //! [`events`] and [`iov`] (pure helpers), [`mr`], [`provider`], then the objects from [`ia`]
-//! up ([`cno`], [`evd`], [`pz`], [`lmr`], [`srq`], [`ep`], [`rmr`]), [`dto`], [`cm`], [`cr`],
+//! up ([`cno`], [`evd`], [`pz`], [`lmr`], [`srq`], [`ep`], [`rmr`]), [`dto`], [`ud`], [`cm`], [`cr`],
 //! [`sp`], [`ia_open`], [`ext`], and [`ops`], which names them all.
 //!
 //! The functions here are the bodies of C entry points: their raw pointer arguments are the C
@@ -36,6 +36,7 @@ pub mod rmr;
 pub mod sp;
 pub mod srq;
 pub mod table;
+pub mod ud;
 
 use core::ffi::c_char;
 

@@ -48,10 +48,17 @@ impl Builtin {
     }
 
     /// The provider-specific attributes `dat_ia_query` reports for an IA on `dev`: the fixed
-    /// ones, the device's transport MTU, and the registration cache's state and counters.
+    /// ones, the device's transport MTU and UD service, and the registration cache's state and counters.
     pub fn provider_specific(&self, dev: &dyn Device) -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = self.attrs.iter().map(|(n, v)| (n.to_string(), v.clone())).collect();
         v.push(("DAT_IB_TRANSPORT_MTU".into(), dev.limits().mtu.to_string()));
+        // The unreliable datagram service, when the device has one, and its datagram size
+        // limit (a UD EP's max_message_size is at most this).
+        let ud = dev.limits().max_ud_msg;
+        v.push(("DAT_IB_UD".into(), if ud > 0 { "TRUE" } else { "FALSE" }.into()));
+        if ud > 0 {
+            v.push(("DAT2_UD_MAX_MESSAGE".into(), ud.to_string()));
+        }
         v.extend(dev.attributes());
         if dev.cache_registrations() {
             let c = crate::builtin::mr::cache_stats();

@@ -87,7 +87,11 @@ impl ListenEvents for SpEvents {
         let sp = table::get(self.sp as DAT_HANDLE);
         if let Some(psp) = sp.clone().and_then(table::downcast::<Psp>) {
             let ep = if psp.flags == DAT_PSP_PROVIDER_FLAG {
-                ep::create_object(&psp.ia, None, None, None, None, ep::default_attr(&psp.ia)).ok()
+                let mut attr = ep::default_attr(&psp.ia);
+                if conn.datagram() {
+                    attr = ep::ud_attr(&psp.ia, attr);
+                }
+                ep::create_object(&psp.ia, None, None, None, None, attr).ok()
             } else {
                 None
             };

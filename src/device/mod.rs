@@ -137,6 +137,8 @@ pub struct DeviceLimits {
     pub page_size: u64,
     /// The most private data a connect, accept or reject carries.
     pub max_private_data: u32,
+    /// The largest datagram payload of a UD QP (the path MTU); 0 when the device has no UD.
+    pub max_ud_msg: u32,
 }
 
 pub trait Device: Send + Sync {
@@ -255,6 +257,9 @@ pub struct SendWr {
     pub sges: Vec<Sge>,
     /// Remote address and key (RDMA and atomics).
     pub remote: Option<(u64, u32)>,
+    /// UD: where the datagram goes (an address handle of this device, which names the peer's
+    /// QP and its Q_Key). The request holds it until it completes.
+    pub ah: Option<Arc<dyn AddressHandle>>,
     /// Wait for earlier RDMA reads and atomics to complete first.
     pub fence: bool,
     pub solicited: bool,
@@ -291,10 +296,14 @@ pub struct Completion {
     pub solicited: bool,
 }
 
-/// Connection events of a QP.
+/// Connection events of a QP. A UD QP's connect and accept resolve an address instead of
+/// making a connection: each success is a `UdResolved`, and a UD QP never disconnects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CmEvent {
     Established { private_data: Vec<u8> },
+    /// UD: the peer answered a connect (`passive` false) or this side accepted its request
+    /// (`passive` true); datagrams reach it through `peer`.
+    UdResolved { private_data: Vec<u8>, peer: UdPeer, passive: bool },
     PeerRejected { private_data: Vec<u8> },
     NonPeerRejected,
     Unreachable,
@@ -309,9 +318,48 @@ pub trait QpEvents: Send + Sync {
     fn cm(&self, ev: CmEvent);
 }
 
+/// The service a QP gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    /// Reliable connected: one peer, ordered, RDMA and atomics.
+    Rc,
+    /// Unreliable datagram: any resolved peer, messages of at most `max_ud_msg` bytes, each
+    /// receive starting with a 40-byte GRH area (see [`GRH_LEN`]).
+    Ud,
+}
+
+/// The bytes a UD receive gives to the global routing header before the payload, as on
+/// InfiniBand: the completed length counts them.
+pub const GRH_LEN: u32 = 40;
+
+/// A UD address handle: how this device reaches one resolved peer QP (its address, QP number
+/// and Q_Key). Dropping the last reference frees it; a send posted with it holds one.
+pub trait AddressHandle: Send + Sync + std::fmt::Debug {
+    /// For a device to recognise its own address handles.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// A peer a UD address resolution produced.
+#[derive(Clone, Debug)]
+pub struct UdPeer {
+    pub ah: Arc<dyn AddressHandle>,
+    /// The peer QP's number, as `DAT_IB_ADDR_HANDLE.qpn` reports it.
+    pub qpn: u32,
+    /// The peer's IA address (its port is not meaningful).
+    pub addr: std::net::SocketAddr,
+}
+
+impl PartialEq for UdPeer {
+    fn eq(&self, o: &UdPeer) -> bool {
+        Arc::ptr_eq(&self.ah, &o.ah) && self.qpn == o.qpn && self.addr == o.addr
+    }
+}
+impl Eq for UdPeer {}
+
 /// The limits a QP is created with.
 #[derive(Clone, Copy, Debug)]
 pub struct QpCaps {
+    pub service: Service,
     pub max_send_wr: u32,
     pub max_recv_wr: u32,
     pub max_send_sge: u32,
@@ -323,7 +371,9 @@ pub struct QpCaps {
     pub max_message: u32,
 }
 
-/// A reliable-connected queue pair.
+/// A queue pair: reliable connected, or (`Service::Ud`) a datagram QP whose connect resolves
+/// a peer's address and whose sends each carry an address handle (`SendWr::ah`). A UD QP
+/// takes any number of connects and accepts, each reported once as `UdResolved` or a failure.
 pub trait Qp: Send + Sync {
     /// Starts an active connection to `addr` (its port is the peer's service point); the
     /// outcome arrives as a [`CmEvent`].
@@ -357,6 +407,11 @@ pub trait Qp: Send + Sync {
 /// A connection request waiting for the passive side's answer.
 pub trait PendingConnection: Send + Sync {
     fn private_data(&self) -> &[u8];
+    /// Whether a UD QP asks: only a UD QP accepts it, and the accepting QP reports
+    /// `UdResolved { passive: true }` naming the requester.
+    fn datagram(&self) -> bool {
+        false
+    }
     fn remote(&self) -> std::net::SocketAddr;
     /// Accepts on `qp` (created by this device); the QP then reports Established.
     fn accept(&self, qp: &std::sync::Arc<dyn Qp>, private_data: &[u8]) -> Result<(), DevError>;

@@ -50,6 +50,7 @@ impl Mock {
                 mtu: 4096,
                 page_size: 4096,
                 max_private_data: 256,
+                max_ud_msg: 0,
             },
             next: AtomicU64::new(1),
             regs: AtomicU64::new(0),

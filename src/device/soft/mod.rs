@@ -140,6 +140,7 @@ impl SoftDevice {
                 mtu: 4096,
                 page_size: page,
                 max_private_data: 256,
+                max_ud_msg: 0,
             },
             address,
             keys: KeyGen::new(),

@@ -180,6 +180,7 @@ impl VerbsDevice {
             // An rdma_cm connect request over IB or RoCE carries 56 bytes (accept 196, reject
             // 148), less the trailer that keeps its length (cm.rs): DAT has one limit for all.
             max_private_data: (super::cm::PDATA_REQ - super::cm::TRAILER) as u32,
+            max_ud_msg: 0,
         };
         let dev = Arc::new_cyclic(|this| VerbsDevice {
             this: this.clone(),
