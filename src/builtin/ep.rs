@@ -636,6 +636,7 @@ pub fn reset(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
         DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => {}
         DAT_EP_STATE_DISCONNECTED => {
             i.qp = None;
+            i.ud = UdState::default();
             let evd = i.recv_evd.clone();
             let flushed = flush_recvs(&ep, &mut i);
             i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
