@@ -15,6 +15,19 @@
  * Results go to stdout as machine-readable lines ("dat2 bw SIZE MBPS", "dat2 lat 8 USEC"),
  * MB meaning 2^20 bytes (as ucx_perftest counts); details go on lines starting with '#'.
  *
+ * With -m (messages) the two sides instead exchange 8-byte messages, sends into a ring of
+ * posted receives, over an RC connection or, with -u, between two unreliable datagram (UD)
+ * EPs of the IB extensions (the client resolves the server's EP at its PSP, each side sends
+ * with dat_ib_post_send_ud to the address handle its UD connection event gave):
+ *   - latency: the client sends a ping, the server answers each with a pong; the median
+ *     round trip / 2 is the one-way latency ("dat2 msglat 8 USEC");
+ *   - message rate: the client streams messages, at most as many as the server has receives
+ *     posted and not yet reported back (the server returns a credit message for every 32 it
+ *     took and reposted, so that no datagram finds the ring empty and is dropped); messages
+ *     per second over the stream, counted when their credit is back ("dat2 rate 8 MSGS").
+ * Both sides poll their receive EVD with dat_evd_dequeue. A UD client or server whose IA does
+ * not report DAT_IB_UD=TRUE prints "# UD not offered" and exits with status 4.
+ *
  * The IA is dat2-soft unless -i names another; run with DAT_OVERRIDE=/nonexistent so that no
  * dat.conf entry shadows the built-in provider.
  * Build: cc -O2 rdma_bench.c -I$ROOT/include -L$ROOT/build -ldat2 */
@@ -35,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
 
 #define MIB (1024.0 * 1024.0)
 #define CTL_LEN 4096
@@ -75,6 +89,9 @@ static struct {
     int yield; /* sched_yield() while spinning (else pause) */
     int do_bw, do_lat;
     int shared; /* buffers in a sealed memfd (-M) */
+    int msg;    /* 8-byte send/recv messages instead of RDMA (-m) */
+    int ud;     /* ... between UD EPs (-u) */
+    int rate_max; /* messages of the rate test (-R), at most -T seconds */
     unsigned alarm_secs;
 } opt = {
     .ia_name = default_ia,
@@ -90,6 +107,7 @@ static struct {
     .do_lat = 1,
     .yield = 1,
     .alarm_secs = 170,
+    .rate_max = 2000000,
 };
 
 static DAT_IA_HANDLE ia;
@@ -549,6 +567,344 @@ static void run_client(void)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Messages: 8-byte send/recv over RC, or datagrams between UD EPs (-m, -u) */
+
+#define RING 256         /* receives each side keeps posted */
+#define SLOT 128         /* bytes per receive (a UD receive gives the first 40 to the GRH) */
+#define SEND_SLOTS 1024  /* 8-byte source slots, used in turn (a send may be read after the post) */
+#define CREDIT_BATCH 32  /* the server returns credits this many at a time */
+#define GRH_LEN 40
+
+enum mkind { M_PING = 1, M_PONG = 2, M_DATA = 3, M_CREDIT = 4, M_STOP = 5 };
+
+static DAT_IB_ADDR_HANDLE peer_ah; /* UD: where our datagrams go */
+static DAT_LMR_HANDLE ring_lmr;
+static DAT_LMR_CONTEXT ring_lkey;
+static char *ring_buf; /* RING receive slots, then SEND_SLOTS send slots of 8 bytes */
+static unsigned send_next;
+
+static void m_post_recv(unsigned slot)
+{
+    DAT_LMR_TRIPLET seg = local_seg(ring_lkey, ring_buf + (size_t)slot * SLOT, SLOT);
+    DAT_DTO_COOKIE cookie;
+    cookie.as_64 = slot;
+    check(dat_ep_post_recv(ep, 1, &seg, cookie, DAT_COMPLETION_DEFAULT_FLAG), "dat_ep_post_recv");
+}
+
+/* Sends one 8-byte message (kind, value). A successful send queues no event (suppressed);
+ * a failed one does, and the receive loop reports it. */
+static void m_send(uint32_t kind, uint32_t value)
+{
+    uint32_t *p = (uint32_t *)(void *)(ring_buf + (size_t)RING * SLOT + (size_t)(send_next++ % SEND_SLOTS) * 8);
+    p[0] = kind;
+    p[1] = value;
+    DAT_LMR_TRIPLET seg = local_seg(ring_lkey, p, 8);
+    DAT_DTO_COOKIE cookie;
+    cookie.as_64 = kind;
+    DAT_RETURN rc;
+    for (int tries = 0;; tries++) {
+        rc = opt.ud ? dat_ib_post_send_ud(ep, 1, &seg, &peer_ah, cookie, DAT_COMPLETION_SUPPRESS_FLAG)
+                    : dat_ep_post_send(ep, 1, &seg, cookie, DAT_COMPLETION_SUPPRESS_FLAG);
+        /* a full send queue drains by itself: try again */
+        if (DAT_GET_TYPE(rc) != DAT_INSUFFICIENT_RESOURCES || tries > 1000000)
+            break;
+        relax();
+    }
+    check(rc, opt.ud ? "dat_ib_post_send_ud" : "dat_ep_post_send");
+}
+
+/* Takes the next message within `secs` (0 when none came), reposting its receive. */
+static int m_recv(double secs, uint32_t *kind, uint32_t *value)
+{
+    DAT_EVENT ev;
+    double end = 0;
+    unsigned spins = 0;
+    for (;;) {
+        DAT_RETURN rc = dat_evd_dequeue(recv_evd, &ev);
+        if (rc == DAT_SUCCESS)
+            break;
+        if (rc != DAT_QUEUE_EMPTY && DAT_GET_TYPE(rc) != DAT_QUEUE_EMPTY)
+            check(rc, "dat_evd_dequeue");
+        if (++spins % 256 == 0) {
+            double t = now();
+            if (end == 0)
+                end = t + secs;
+            else if (t > end)
+                return 0;
+            /* a failed (unsuppressed) send shows up here */
+            if (dat_evd_dequeue(req_evd, &ev) == DAT_SUCCESS)
+                die("send completion: event %#x status %d", (unsigned)ev.event_number,
+                    (int)ev.event_data.dto_completion_event_data.status);
+        }
+        relax();
+    }
+    const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+    DAT_EVENT_NUMBER want = opt.ud ? (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT : DAT_DTO_COMPLETION_EVENT;
+    DAT_COUNT len = opt.ud ? GRH_LEN + 8 : 8;
+    if (ev.event_number != want || d->status != DAT_DTO_SUCCESS || d->transfered_length != (DAT_VLEN)len)
+        die("receive: event %#x status %d length %llu", (unsigned)ev.event_number, (int)d->status,
+            (unsigned long long)d->transfered_length);
+    unsigned slot = (unsigned)d->user_cookie.as_64;
+    const uint32_t *p = (const uint32_t *)(const void *)(ring_buf + (size_t)slot * SLOT + (opt.ud ? GRH_LEN : 0));
+    *kind = p[0];
+    *value = p[1];
+    m_post_recv(slot);
+    return 1;
+}
+
+static int ud_offered(void)
+{
+    DAT_PROVIDER_ATTR pa;
+    memset(&pa, 0, sizeof pa);
+    check(dat_ia_query(ia, NULL, 0, NULL, DAT_PROVIDER_FIELD_PROVIDER_SPECIFIC_ATTR, &pa), "dat_ia_query");
+    for (DAT_COUNT i = 0; i < pa.num_provider_specific_attr; i++)
+        if (pa.provider_specific_attr[i].name && strcmp(pa.provider_specific_attr[i].name, DAT_IB_ATTR_UD) == 0)
+            return pa.provider_specific_attr[i].value && strcmp(pa.provider_specific_attr[i].value, "TRUE") == 0;
+    return 0;
+}
+
+static void m_setup(void)
+{
+    check(dat_ia_open(opt.ia_name, 16, &async_evd, &ia), "dat_ia_open");
+    if (opt.ud && !ud_offered()) {
+        printf("# UD not offered by %s (DAT_IB_UD is not TRUE)\n", opt.ia_name);
+        fflush(stdout);
+        exit(4);
+    }
+    check(dat_pz_create(ia, &pz), "dat_pz_create");
+    check(dat_evd_create(ia, 1024, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &req_evd), "dat_evd_create");
+    check(dat_evd_create(ia, 2 * RING, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &recv_evd), "dat_evd_create");
+    check(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn_evd), "dat_evd_create");
+    if (opt.server)
+        check(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), "dat_evd_create");
+    size_t len = (size_t)RING * SLOT + (size_t)SEND_SLOTS * 8;
+    if (posix_memalign((void **)&ring_buf, 4096, len))
+        die("out of memory");
+    memset(ring_buf, 0, len);
+    DAT_REGION_DESCRIPTION region;
+    DAT_VLEN reg_len;
+    DAT_VADDR reg_addr;
+    DAT_RMR_CONTEXT rkey;
+    region.for_va = ring_buf;
+    check(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, len, pz, DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
+                         DAT_VA_TYPE_VA, &ring_lmr, &ring_lkey, &rkey, &reg_len, &reg_addr),
+          "dat_lmr_create");
+    DAT_EP_ATTR a;
+    memset(&a, 0, sizeof a);
+    a.service_type = opt.ud ? (DAT_SERVICE_TYPE)DAT_IB_SERVICE_TYPE_UD : DAT_SERVICE_TYPE_RC;
+    a.max_message_size = 64;
+    a.qos = DAT_QOS_BEST_EFFORT;
+    a.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+    a.request_completion_flags = DAT_COMPLETION_SUPPRESS_FLAG;
+    a.max_recv_dtos = RING;
+    a.max_request_dtos = 1024;
+    a.max_recv_iov = 1;
+    a.max_request_iov = 1;
+    check(dat_ep_create(ia, pz, recv_evd, req_evd, conn_evd, &a, &ep), "dat_ep_create");
+    for (unsigned i = 0; i < RING; i++)
+        m_post_recv(i);
+}
+
+static void m_teardown(void)
+{
+    DAT_EVENT ev;
+    if (!opt.ud) {
+        DAT_COUNT nmore;
+        dat_ep_disconnect(ep, DAT_CLOSE_GRACEFUL_FLAG);
+        while (dat_evd_wait(conn_evd, 2000000, 1, &ev, &nmore) == DAT_SUCCESS)
+            if (ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED || ev.event_number == DAT_CONNECTION_EVENT_BROKEN)
+                break;
+    } else {
+        check(dat_ib_ud_ah_free(ep, &peer_ah), "dat_ib_ud_ah_free");
+    }
+    while (dat_evd_dequeue(recv_evd, &ev) == DAT_SUCCESS)
+        ;
+    while (dat_evd_dequeue(req_evd, &ev) == DAT_SUCCESS)
+        ;
+    check(dat_ep_free(ep), "dat_ep_free");
+    if (psp != DAT_HANDLE_NULL)
+        check(dat_psp_free(psp), "dat_psp_free");
+    check(dat_lmr_free(ring_lmr), "dat_lmr_free");
+    check(dat_evd_free(req_evd), "dat_evd_free");
+    check(dat_evd_free(recv_evd), "dat_evd_free");
+    check(dat_evd_free(conn_evd), "dat_evd_free");
+    if (opt.server)
+        check(dat_evd_free(cr_evd), "dat_evd_free");
+    check(dat_pz_free(pz), "dat_pz_free");
+    check(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), "dat_ia_close");
+    free(ring_buf);
+}
+
+/* A UD connection event: keeps the peer's address handle, releases the record. */
+static void m_ud_established(const DAT_EVENT *ev)
+{
+    const DAT_IB_EXTENSION_EVENT_DATA *x = (const DAT_IB_EXTENSION_EVENT_DATA *)(const void *)ev->event_extension_data;
+    peer_ah = x->remote_ah;
+    check(dat_ib_ud_cm_free(ep, x->context.as_ptr), "dat_ib_ud_cm_free");
+}
+
+static void m_run_server(void)
+{
+    DAT_EVENT ev;
+    check(dat_psp_create(ia, opt.port, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), "dat_psp_create");
+    printf("# server listening on %s, conn qual %u (%s messages)\n", opt.ia_name, opt.port, opt.ud ? "UD" : "RC");
+    fflush(stdout);
+    wait_event(cr_evd, 60, opt.ud ? (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_REQUEST_EVENT : DAT_CONNECTION_REQUEST_EVENT, &ev,
+               "connection request");
+    check(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, ep, 0, NULL), "dat_cr_accept");
+    wait_event(conn_evd, 10,
+               opt.ud ? (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED : DAT_CONNECTION_EVENT_ESTABLISHED, &ev,
+               "connection established");
+    if (opt.ud)
+        m_ud_established(&ev);
+    uint64_t taken = 0;
+    for (;;) {
+        uint32_t kind, value;
+        if (!m_recv(150, &kind, &value))
+            die("the client went quiet");
+        if (kind == M_PING) {
+            m_send(M_PONG, value);
+        } else if (kind == M_DATA) {
+            /* the receive is reposted: credit it back, a batch at a time */
+            if (++taken % CREDIT_BATCH == 0)
+                m_send(M_CREDIT, CREDIT_BATCH);
+        } else if (kind == M_STOP) {
+            break;
+        } else {
+            die("unexpected message %u", kind);
+        }
+    }
+    printf("# server: %llu data messages\n", (unsigned long long)taken);
+    m_teardown();
+}
+
+static void m_connect(void)
+{
+    struct addrinfo hints, *ai;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(opt.host, NULL, &hints, &ai);
+    if (gai != 0)
+        die("%s: %s", opt.host, gai_strerror(gai));
+    DAT_EVENT ev;
+    for (int attempt = 0;; attempt++) {
+        check(dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)ai->ai_addr, opt.port, 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                             DAT_CONNECT_DEFAULT_FLAG),
+              "dat_ep_connect");
+        DAT_COUNT nmore;
+        check(dat_evd_wait(conn_evd, 10000000, 1, &ev, &nmore), "waiting for the connection");
+        if (opt.ud && ev.event_number == (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED) {
+            m_ud_established(&ev);
+            break;
+        }
+        if (!opt.ud && ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED)
+            break;
+        int retry = opt.ud ? ev.event_number == (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_ERROR_EVENT
+                           : ev.event_number == DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
+        if (!retry || attempt >= 100)
+            die("connect to %s:%u: event %#x", opt.host, opt.port, (unsigned)ev.event_number);
+        if (!opt.ud) {
+            /* the EP is disconnected now: reset it and repost the ring */
+            check(dat_ep_reset(ep), "dat_ep_reset");
+            while (dat_evd_dequeue(recv_evd, &ev) == DAT_SUCCESS)
+                ;
+            for (unsigned i = 0; i < RING; i++)
+                m_post_recv(i);
+        }
+        usleep(100000);
+    }
+    freeaddrinfo(ai);
+}
+
+static void m_latency(void)
+{
+    int total = opt.lat_warmup + opt.lat_iters;
+    double *rtt = malloc(sizeof(double) * (size_t)total);
+    if (!rtt)
+        die("out of memory");
+    int n = 0;
+    double start = now();
+    for (int i = 0; i < total; i++) {
+        uint32_t kind, value;
+        double t = now();
+        m_send(M_PING, (uint32_t)i);
+        if (!m_recv(10, &kind, &value))
+            die("latency test: no answer to ping %d within 10 s%s", i, opt.ud ? " (a datagram was lost)" : "");
+        if (kind != M_PONG || value != (uint32_t)i)
+            die("latency test: message %u/%u, expected the pong of %d", kind, value, i);
+        rtt[i] = now() - t;
+        n = i + 1;
+        if (i >= opt.lat_warmup && now() - start > opt.lat_max_time)
+            break;
+    }
+    int m = n - opt.lat_warmup;
+    if (m <= 0)
+        die("latency test: no measured iterations");
+    double *s = rtt + opt.lat_warmup;
+    qsort(s, (size_t)m, sizeof *s, cmp_double);
+    double med = s[m / 2] / 2 * 1e6;
+    printf("dat2 msglat 8 %.2f\n", med);
+    printf("# msglat 8 (%s send/recv): one-way (rtt/2) over %d iterations after %d warm-up: median %.2f us, "
+           "min %.2f, p90 %.2f, p99 %.2f\n",
+           opt.ud ? "UD" : "RC", m, opt.lat_warmup, med, s[0] / 2 * 1e6, s[(size_t)(m * 0.9)] / 2 * 1e6,
+           s[(size_t)(m * 0.99)] / 2 * 1e6);
+    fflush(stdout);
+    free(rtt);
+}
+
+static void m_rate(void)
+{
+    /* the ring minus a few receives for the pings of a slow start */
+    int credits = RING - 8;
+    uint64_t sent = 0, back = 0;
+    double t0 = now(), last = t0;
+    int stopping = 0;
+    for (;;) {
+        if (!stopping && ((int64_t)sent >= opt.rate_max || now() - t0 > opt.max_time))
+            stopping = 1;
+        /* a stream ends on a whole credit batch, so that every message is credited */
+        while (credits > 0 && (!stopping || sent % CREDIT_BATCH != 0)) {
+            m_send(M_DATA, (uint32_t)sent);
+            sent++;
+            credits--;
+        }
+        if (stopping && back == sent)
+            break;
+        uint32_t kind, value;
+        if (!m_recv(2, &kind, &value)) {
+            printf("# rate: no credit for 2 s: %llu of %llu messages not credited%s\n", (unsigned long long)(sent - back),
+                   (unsigned long long)sent, opt.ud ? " (datagrams lost)" : "");
+            break;
+        }
+        if (kind != M_CREDIT)
+            die("rate test: message %u, expected a credit", kind);
+        credits += (int)value;
+        back += value;
+        last = now();
+    }
+    double secs = last - t0;
+    if (back == 0 || secs <= 0)
+        die("rate test: nothing credited");
+    printf("dat2 rate 8 %.0f\n", (double)back / secs);
+    printf("# rate 8 (%s send/recv): %llu messages in %.3f s, at most %d outstanding\n", opt.ud ? "UD" : "RC",
+           (unsigned long long)back, secs, RING - 8);
+    fflush(stdout);
+}
+
+static void m_run_client(void)
+{
+    m_connect();
+    if (opt.do_lat)
+        m_latency();
+    if (opt.do_bw)
+        m_rate();
+    m_send(M_STOP, 0);
+    /* let the STOP leave before the EP goes */
+    usleep(100000);
+    m_teardown();
+}
+
+/* ---------------------------------------------------------------------------------------- */
 
 static void usage(void)
 {
@@ -566,6 +922,9 @@ static void usage(void)
             "            which leaves the CPU to the provider's progress threads on small machines)\n"
             "  -B        bandwidth only;  -l  latency only\n"
             "  -M        data buffer in shared memory (a sealed memfd) instead of the heap\n"
+            "  -m        8-byte messages (send/recv) instead of RDMA: latency and message rate\n"
+            "            (-B: rate only, -l: latency only; -R N messages at most, 2000000, within -T)\n"
+            "  -u        with -m: between UD EPs (dat_ib_post_send_ud) instead of over RC\n"
             "  -A SECS   abort the whole run after SECS (170)\n"
             "The server takes the same -S list (it sizes its buffer from it).\n");
     exit(2);
@@ -585,7 +944,7 @@ int main(int argc, char **argv)
 {
     int c;
     char *list = NULL;
-    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlMA:h")) != -1) {
+    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlMmuR:A:h")) != -1) {
         switch (c) {
         case 's': opt.server = 1; break;
         case 'c': opt.host = optarg; break;
@@ -603,12 +962,15 @@ int main(int argc, char **argv)
         case 'B': opt.do_lat = 0; break;
         case 'l': opt.do_bw = 0; break;
         case 'M': opt.shared = 1; break;
+        case 'm': opt.msg = 1; break;
+        case 'u': opt.ud = 1; break;
+        case 'R': opt.rate_max = atoi(optarg); break;
         case 'A': opt.alarm_secs = (unsigned)strtoul(optarg, NULL, 0); break;
         default: usage();
         }
     }
     if (opt.server == (opt.host != NULL) || optind != argc || opt.window < 1 || opt.window > 128 ||
-        opt.lat_iters < 1 || opt.lat_warmup < 0)
+        opt.lat_iters < 1 || opt.lat_warmup < 0 || (opt.ud && !opt.msg) || opt.rate_max < CREDIT_BATCH)
         usage();
     if (list) {
         for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
@@ -624,6 +986,14 @@ int main(int argc, char **argv)
     }
     signal(SIGALRM, on_alarm);
     alarm(opt.alarm_secs);
+    if (opt.msg) {
+        m_setup();
+        if (opt.server)
+            m_run_server();
+        else
+            m_run_client();
+        return 0;
+    }
     setup();
     if (opt.server)
         run_server();

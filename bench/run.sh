@@ -9,6 +9,10 @@
 #     DAT2_SOFT_CMA=0 (TCP), and once with both data buffers in shared memory (-M: a sealed
 #     memfd, copied between the processes' files): RDMA write bandwidth at 64 KiB, 1 MiB,
 #     16 MiB; 8-byte latency;
+#   - bench/rdma_bench -m on dat2-soft, 8-byte messages over RC (send/recv) and between
+#     unreliable datagram EPs (-m -u, dat_ib_post_send_ud): ping-pong latency (half the round
+#     trip) and message rate (credit-limited stream, so no datagram is dropped); the UD row is
+#     n/a when dat2-soft does not report DAT_IB_UD=TRUE;
 #   - ucx_perftest (ucx-utils) ucp_put_bw at the same sizes and ucp_put_lat at 8 bytes, with
 #     UCX_TLS=tcp and with a shared-memory set (posix,cma, or the first that works);
 #   - iperf3 over loopback, 3 s;
@@ -147,6 +151,42 @@ run_dat2() {
   setr "dat2_${label}_lat" "$(awk '$1 == "dat2" && $2 == "lat" { print $4 }' "$log.client")"
 }
 
+# msg LABEL PORT [ARGS...]: one server/client pair of rdma_bench -m (8-byte messages: ARGS -u
+# for UD); R_dat2_LABEL_lat and R_dat2_LABEL_rate. A UD server that finds no UD (exit status
+# 4) makes the row n/a, not a failure.
+run_msg() {
+  local label=$1 port=$2
+  shift 2
+  local log="$OUT/dat2-$label"
+  local args=()
+  [ "$QUICK" = 1 ] && args=(-n 3000 -w 300 -T 1)
+  DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" \
+    timeout 100 "$OUT/rdma_bench" -s -m -p "$port" "$@" >"$log.server" 2>&1 &
+  local spid=$!
+  PIDS="$PIDS $spid"
+  if ! wait_listen "$port" "$spid"; then
+    wait_pid "$spid"
+    if [ $? = 4 ]; then
+      say "  n/a: $(sed -n 's/^# //p' "$log.server" | head -1)"
+      return 0
+    fi
+    say "dat2 $label: the server did not start:"; cat "$log.server"
+    return 1
+  fi
+  DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" \
+    timeout --foreground 90 "$OUT/rdma_bench" -c 127.0.0.1 -m -p "$port" "$@" "${args[@]}" >"$log.client" 2>&1
+  local rc=$?
+  wait_pid "$spid" || { say "dat2 $label: the server failed:"; cat "$log.server"; rc=1; }
+  sed 's/^/  /' "$log.client"
+  if [ $rc != 0 ]; then
+    say "dat2 $label: the client failed (exit $rc)"
+    return 1
+  fi
+  setr "dat2_${label}_lat" "$(awk '$1 == "dat2" && $2 == "msglat" { print $4 }' "$log.client")"
+  # thousands of messages per second
+  setr "dat2_${label}_rate" "$(awk '$1 == "dat2" && $2 == "rate" { print $4 / 1000 }' "$log.client")"
+}
+
 # ucx TLS PORT ARGS...: one ucx_perftest pair; its result line goes to $OUT/ucx.result.
 # (Never called in a subshell, so that the EXIT trap knows the server.)
 ucx() {
@@ -206,6 +246,10 @@ for rep in $(seq 1 "$REPS"); do
   run_dat2 tcp $((base + 1)) DAT2_SOFT_CMA=0 || DAT2_FAILED=1
   say "-- dat2-soft, buffers in shared memory (rdma_bench -M)"
   run_dat2 shm $((base + 2)) || DAT2_FAILED=1
+  say "-- dat2-soft, 8-byte messages over RC (rdma_bench -m)"
+  run_msg rcmsg $((base + 3)) || DAT2_FAILED=1
+  say "-- dat2-soft, 8-byte datagrams between UD EPs (rdma_bench -m -u)"
+  run_msg udmsg $((base + 4)) -u || DAT2_FAILED=1
 
   if [ "$HAVE_UCX" = 1 ]; then
     uport=$((base + 10))
@@ -266,20 +310,25 @@ done
 # Report.
 
 say ""
-say "== results: medians of $REPS rounds (MB/s = 2^20 bytes/s; latency = one-way, median, us)"
-printf '%-34s %12s %12s %12s %12s\n' "" "bw 64KiB" "bw 1MiB" "bw 16MiB" "lat 8B"
+say "== results: medians of $REPS rounds (MB/s = 2^20 bytes/s; latency = one-way, median, us;"
+say "   kmsg/s = thousands of 8-byte messages per second)"
+printf '%-34s %12s %12s %12s %12s %12s\n' "" "bw 64KiB" "bw 1MiB" "bw 16MiB" "lat 8B" "kmsg/s 8B"
 row() { # LABEL KEYPREFIX
-  printf '%-34s %12s %12s %12s %12s\n' "$1" "$(fmt "$(getr "$2_bw_65536")")" "$(fmt "$(getr "$2_bw_1048576")")" \
-    "$(fmt "$(getr "$2_bw_16777216")")" "$(fmt "$(getr "$2_lat")")"
+  printf '%-34s %12s %12s %12s %12s %12s\n' "$1" "$(fmt "$(getr "$2_bw_65536")")" "$(fmt "$(getr "$2_bw_1048576")")" \
+    "$(fmt "$(getr "$2_bw_16777216")")" "$(fmt "$(getr "$2_lat")")" "$(fmt "$(getr "$2_rate")")"
 }
 row "dat2-soft cross-memory attach" dat2_cma
 row "dat2-soft TCP (DAT2_SOFT_CMA=0)" dat2_tcp
 row "dat2-soft shared-memory buffers" dat2_shm
+row "dat2-soft RC send/recv (8B msgs)" dat2_rcmsg
+row "dat2-soft UD datagrams (8B msgs)" dat2_udmsg
 row "UCX put, UCX_TLS=${UCX_SHM:-(shm n/a)}" ucx_shm
 row "UCX put, UCX_TLS=tcp" ucx_tcp
-printf '%-34s %12s %12s %12s %12s\n' "iperf3 loopback (one stream)" "" "$(fmt "$(getr iperf_bw)")" "" ""
-printf '%-34s %12s %12s %12s %12s\n' "memcpy 1 MiB (one core)" "" "$(fmt "$(getr memcpy_bw)")" "" ""
-printf '%-34s %12s %12s %12s %12s\n' "process_vm_readv 1 MiB (one core)" "" "$(fmt "$(getr cma_bw)")" "" ""
+printf '%-34s %12s %12s %12s %12s %12s\n' "iperf3 loopback (one stream)" "" "$(fmt "$(getr iperf_bw)")" "" "" ""
+printf '%-34s %12s %12s %12s %12s %12s\n' "memcpy 1 MiB (one core)" "" "$(fmt "$(getr memcpy_bw)")" "" "" ""
+printf '%-34s %12s %12s %12s %12s %12s\n' "process_vm_readv 1 MiB (one core)" "" "$(fmt "$(getr cma_bw)")" "" "" ""
+say "(the RC rows above the message rows have RDMA write ping-pong latency; the message rows"
+say " send/recv ping-pong, polled, half the round trip)"
 
 # ratio A B: A / B, two decimals, or "-".
 ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; else printf -- '-'; fi; }
@@ -296,6 +345,8 @@ printf '  %-58s %s\n' "dat2 TCP bw best of sizes / iperf3" "$(ratio "$best_tcp" 
 printf '  %-58s %s\n' "dat2 TCP bw 1MiB / UCX tcp put_bw 1MiB" "$(ratio "$(getr dat2_tcp_bw_1048576)" "$(getr ucx_tcp_bw_1048576)")"
 printf '  %-58s %s\n' "dat2 TCP lat 8B / UCX tcp put_lat 8B" "$(ratio "$(getr dat2_tcp_lat)" "$(getr ucx_tcp_lat)")"
 printf '  %-58s %s\n' "dat2 CMA lat 8B / UCX ${UCX_SHM:-shm} put_lat 8B" "$(ratio "$(getr dat2_cma_lat)" "$(getr ucx_shm_lat)")"
+printf '  %-58s %s\n' "dat2 UD msg lat 8B / RC send/recv lat 8B" "$(ratio "$(getr dat2_udmsg_lat)" "$(getr dat2_rcmsg_lat)")"
+printf '  %-58s %s\n' "dat2 UD msg rate 8B / RC send/recv rate 8B" "$(ratio "$(getr dat2_udmsg_rate)" "$(getr dat2_rcmsg_rate)")"
 
 # target NAME VALUE OP LIMIT: PASS, MISS, or SKIP when a number is missing.
 target() {
