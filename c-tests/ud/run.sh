@@ -11,11 +11,14 @@
 # different addresses.
 # Environment: DAT2_ROOT, DAT2_BUILD, DAT2_OUT, CC, CFLAGS (see c-tests/run-all.sh);
 # DAT2_TEST_IA: the IA to test instead of dat2-soft (for both sides);
-# DX_PORT_BASE moves the TCP ports (default 35000, up to about 35160).
+# DX_PORT_BASE moves the TCP ports (default 35000, up to about 35160); run as root, the group
+# runs in a private network namespace (c-tests/netns.sh).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common/lib.sh"
 harness_init ud
+# Fixed ports (a few PSPs per case): in a private network namespace when root.
+. "$root/c-tests/netns.sh"
 dx=$here/../dataxfer
 harness_build udtest -I"$dx" "$here"/*.c "$dx/dx_common.c"
 
