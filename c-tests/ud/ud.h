@@ -35,6 +35,8 @@ struct sockaddr_storage ud_ia_address(DAT_IA_HANDLE ia);
 /* The 16-byte GID a datagram from or to this address carries in its GRH: an IPv4 address as
  * ::ffff:a.b.c.d, an IPv6 one as is. */
 void ud_gid_of(const struct sockaddr_storage *a, unsigned char gid[16]);
+/* A sockaddr_in or sockaddr_in6 as text (into buf). */
+const char *ud_addr_text(const void *sa, char *buf, size_t size);
 /* Whether a DAT_IB_ADDR_HANDLE's ia_addr names the address `a` (family and address). */
 int ud_same_address(const DAT_SOCK_ADDR6 *ia_addr, const struct sockaddr_storage *a);
 

@@ -297,10 +297,14 @@ static void many_poll(struct many_side *x, const char *name)
                     "%s: connection event 0x%x for EP %p, expected UD ESTABLISHED for %p", name, (unsigned)p.number, p.ep,
                     x->ep))
             continue;
-        EXPECT(p.status == DAT_OP_SUCCESS && p.ah.ah != NULL && p.context.as_64 != 0 &&
-                   ud_same_address(&p.ah.ia_addr, &x->peer_addr),
-               "%s: UD ESTABLISHED with status %d, ah %p, context 0x%llx, or not the peer's address", name, (int)p.status,
-               p.ah.ah, (unsigned long long)p.context.as_64);
+        EXPECT(p.status == DAT_OP_SUCCESS && p.ah.ah != NULL && p.context.as_64 != 0,
+               "%s: UD ESTABLISHED with status %d, ah %p, context 0x%llx", name, (int)p.status, p.ah.ah,
+               (unsigned long long)p.context.as_64);
+        char got[64], want[64];
+        EXPECT(ud_same_address(&p.ah.ia_addr, &x->peer_addr),
+               "%s: %s ESTABLISHED's remote_ah.ia_addr is %s, expected the peer IA's %s", name,
+               p.type == DAT_IB_UD_REMOTE_AH ? "an active" : "a passive", ud_addr_text(&p.ah.ia_addr, got, sizeof got),
+               ud_addr_text(&x->peer_addr, want, sizeof want));
         if (p.type == DAT_IB_UD_REMOTE_AH && x->nactive < MANY)
             x->active[x->nactive++] = p;
         else if (p.type == DAT_IB_UD_PASSIVE_REMOTE_AH && x->npassive < MANY)

@@ -60,7 +60,7 @@ void ud_gid_of(const struct sockaddr_storage *a, unsigned char gid[16])
     }
 }
 
-static const char *addr_text(const void *sa, char *buf, size_t size)
+const char *ud_addr_text(const void *sa, char *buf, size_t size)
 {
     const struct sockaddr *s = sa;
     if (s->sa_family == AF_INET)
@@ -198,8 +198,8 @@ int ud_wait_established_at(int line, DAT_EVD_HANDLE evd, DAT_EP_HANDLE ep, DAT_I
         ok = 0;
     }
     if (peer_ia && peer_ia->ss_family != AF_UNSPEC && !ud_same_address(&p->ah.ia_addr, peer_ia)) {
-        harness_fail(line, "remote_ah.ia_addr is %s, expected the peer IA's %s", addr_text(&p->ah.ia_addr, got, sizeof got),
-                     addr_text(peer_ia, want, sizeof want));
+        harness_fail(line, "remote_ah.ia_addr is %s, expected the peer IA's %s", ud_addr_text(&p->ah.ia_addr, got, sizeof got),
+                     ud_addr_text(peer_ia, want, sizeof want));
         ok = 0;
     }
     return ok;
