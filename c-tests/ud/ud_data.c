@@ -122,7 +122,8 @@ void case_drop_no_receive(void)
     memset(r.cm.buf + 64, 'y', 32);
     if (!UD_SEND(r.ce, &r.cm, 0, 64, &r.at_c.ah, 1) || !UD_WAIT_SENT(r.c.req, 1))
         goto out;
-    EXPECT(ud_drain(r.s.rcv, 300) == 0, "an event on the receive EVD with no receive posted");
+    /* the datagram has landed (and found no receive) long before this, even on a busy host */
+    EXPECT(ud_drain(r.s.rcv, 1000) == 0, "an event on the receive EVD with no receive posted");
     if (!post_recv1(r.se, &r.sm, 0, GRH + 1024, 5))
         goto out;
     EXPECT(ud_drain(r.s.rcv, 500) == 0, "the receive posted after the datagram arrived completed");
