@@ -24,5 +24,6 @@ void case_max_size(void);
 void case_stale_ah(void);
 void case_refused_ops(void);
 void case_srq(void);
+void case_ah_shared_in_pz(void);
 
 #endif

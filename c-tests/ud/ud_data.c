@@ -304,3 +304,38 @@ void case_srq(void)
 out:
     ud_rig_down(&r);
 }
+
+/* An address handle belongs to the EP whose resolution made it, but as on verbs (where it
+ * belongs to the protection domain) another UD EP of the same PZ may send through it; an EP
+ * of another PZ may not, only the owner releases it, and once released it is refused to all. */
+void case_ah_shared_in_pz(void)
+{
+    struct ud_rig r;
+    struct ud_peer s2, c2, s3, c3;
+    DAT_EP_HANDLE ce2, ce3;
+    DAT_PZ_HANDLE pz2;
+    DAT_EP_ATTR a;
+    DAT_EVENT ev;
+    if (!UD_RIG_UP(&r, dx_port(0), 0, 1) || !ud_ep_make(&r.c, 0, &ce2) ||
+        !EXPECT_RC(dat_pz_create(r.c.ia, &pz2), DAT_SUCCESS))
+        goto out;
+    ud_attr(&a, 0);
+    if (!EXPECT_RC(dat_ep_create(r.c.ia, pz2, r.c.rcv, r.c.req, r.c.conn, &a, &ce3), DAT_SUCCESS) ||
+        !UD_RESOLVE(&r.s, r.se, &r.c, ce2, &s2, &c2) || !UD_RESOLVE(&r.s, r.se, &r.c, ce3, &s3, &c3) ||
+        !post_recv1(r.se, &r.sm, 0, GRH + 1024, 1) || !post_recv1(r.se, &r.sm, 2048, GRH + 1024, 2))
+        goto out;
+    /* ce2 sends through ce's handle; its LMR is in the PZ of both */
+    memset(r.cm.buf, 'p', 64);
+    if (UD_SEND(ce2, &r.cm, 0, 64, &r.at_c.ah, 3) && UD_WAIT_SENT(r.c.req, 3) && UD_WAIT_DTO(r.s.rcv, DAT_IB_UD_RECV, &ev))
+        UD_CHECK_RECV(&ev, r.se, 1, r.sm.buf, r.cm.buf, 64, &r.ca, &r.sa);
+    /* ce3 is in another PZ */
+    DAT_LMR_TRIPLET t = lt(&r.cm, 0, 64);
+    EXPECT_RC(dat_ib_post_send_ud(ce3, 1, &t, &r.at_c.ah, ck(4), DAT_COMPLETION_DEFAULT_FLAG), RC_ARG4);
+    /* only the owner releases it */
+    EXPECT_RC(dat_ib_ud_ah_free(ce2, &r.at_c.ah), RC_ARG3);
+    EXPECT_RC(dat_ib_ud_ah_free(r.ce, &r.at_c.ah), DAT_SUCCESS);
+    EXPECT_RC(dat_ib_post_send_ud(ce2, 1, &t, &r.at_c.ah, ck(5), DAT_COMPLETION_DEFAULT_FLAG), RC_ARG4);
+    EXPECT(ud_drain(r.s.rcv, 300) == 0, "a refused send was received");
+out:
+    ud_rig_down(&r);
+}

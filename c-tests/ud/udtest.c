@@ -48,6 +48,7 @@ static const struct harness_case cases[] = {
     CASE(cm_free_codes),
     CASE(free_bad_handles),
     CASE(stale_ah),
+    CASE(ah_shared_in_pz),
     CASE(refused_ops),
     CASE(srq),
     CASE(reject),
