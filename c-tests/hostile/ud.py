@@ -112,8 +112,9 @@ def register(h):
         and 60000 bytes), another magic or version, unknown flags, non-zero reserved bytes, a
         source QPN other than the port they come from. None lands or costs memory; the receive
         posted stays posted."""
-        before = h.resources(t)
         p = resolved(t, port)
+        # After the resolution, which made the QP (and its receiver thread).
+        before = h.resources(t)
         try:
             t.cmd("recv 1 8192", "posted")
             good = p.datagram(b"M" * 64)
@@ -148,8 +149,8 @@ def register(h):
         """For 3 s, datagrams of the MTU as fast as we can send them, half of them with the
         right Q_Key, and no receive posted: the target drops them all without a thread or
         memory more, and its QP then still takes an honest datagram."""
-        before = h.resources(t)
         p = resolved(t, port)
+        before = h.resources(t)
         try:
             right, wrong = p.datagram(b"F" * MTU), p.datagram(b"F" * MTU, qkey=p.their_qkey ^ 1)
             sent, end = 0, time.time() + 3
