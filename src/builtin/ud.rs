@@ -15,8 +15,9 @@ use std::sync::Arc;
 use super::dto::{self, Post};
 use super::ep::{self, is_ud, Ep};
 use super::events::Report;
+use super::table;
 use crate::abi::*;
-use crate::device::{CmEvent, UdPeer, WrOp};
+use crate::device::{AddressHandle, CmEvent, UdPeer, WrOp};
 use crate::util::sockaddr;
 
 /// The most address handles, and the most connection records, a UD EP holds unfreed. A
@@ -148,7 +149,11 @@ pub fn post_send(
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ud_ep(handle)?;
     let id = ah_arg(ah, DAT_INVALID_ARG4)?;
-    let dest = ep.lock().ud.ahs.get(&id).map(|p| p.ah.clone()).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4))?;
+    let own = ep.lock().ud.ahs.get(&id).map(|p| p.ah.clone());
+    let dest = match own {
+        Some(ah) => ah,
+        None => shared_ah(&ep, id).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4))?,
+    };
     dto::post(
         handle,
         count,
@@ -157,6 +162,19 @@ pub fn post_send(
         flags,
         Post { op: WrOp::Send, report: Report::Extension(DAT_IB_UD_SEND), remote: None, ah: Some(dest), max_iov: |a| a.max_request_iov },
     )
+}
+
+/// An address handle that another UD EP of the same PZ resolved. On verbs an address handle
+/// belongs to the protection domain, not to the QP whose resolution made it, and programs
+/// rely on it: dtestsrq -u sends on each EP to a peer that another EP resolved. It stays
+/// owned (and freed) by the EP whose event handed it out.
+fn shared_ah(ep: &Arc<Ep>, id: u64) -> Option<Arc<dyn AddressHandle>> {
+    let pz = ep.lock().pz.clone()?;
+    table::owned_by(ep.ia.handle).into_iter().filter_map(|(_, o)| table::downcast::<Ep>(o)).find_map(|other| {
+        let i = other.lock();
+        let same_pz = i.pz.as_ref().is_some_and(|p| Arc::ptr_eq(p, &pz));
+        i.ud.ahs.get(&id).filter(|_| same_pz && is_ud(&i.attr)).map(|p| p.ah.clone())
+    })
 }
 
 /// `dat_ib_ud_ah_free`: the address handle goes (a send still posted with it keeps the
