@@ -4,6 +4,8 @@
 rendezvous of rendezvous.rs) and attacks a dat2 process (target.c) as a server, and as a
 client.
 
+The UD cases (ud.py) resolve the target's UD QP and send it forged datagrams.
+
 Each case prints "PASS hostile:<name>", "FAIL hostile:<name> <why>" or "SKIP ...". After every
 case the target must still be alive, its unregistered memory ('secret') and a third process's
 memory unchanged, and nothing of the attacker's choosing may have landed in its registered
@@ -268,8 +270,8 @@ def cma_request(s, op, rkey, raddr, length, segs, flags=F_CMA, list_bytes=None):
 
 
 def case(name, server=True, where="local"):
-    """A case; `server`: it attacks a target server (started on its port), else it starts
-    what it needs itself; `where`: whether it runs with the target on this host ("local") or
+    """A case; `server`: it attacks a target server (started on its port; a string names
+    another mode of target.c, "ud"), else it starts what it needs itself; `where`: whether it runs with the target on this host ("local") or
     on another ("remote", the --remote form)."""
     def wrap(fn):
         if (not only or name in only) and where == ("remote" if remote else "local"):
@@ -912,7 +914,8 @@ def main():
         try:
             # Under a limit on its address space, an allocation of what a peer announces fails
             # (and aborts the target) instead of quietly reserving it.
-            t = Proc("server", str(port), address_space=TARGET_AS) if server else None
+            mode = "server" if server is True else server
+            t = Proc(mode, str(port), address_space=TARGET_AS) if server else None
             ok, why = fn(t, port)
             if ok and t and t.check() is None:
                 ok, why = False, "the target died"
@@ -955,4 +958,8 @@ if honest_attempt:
     cma_request(s, OP_WRITE, rkey, win, 64, [(our_addr, 64)])
     print(f"agreed={info['agreed']} outcome={outcome(s)}")
 else:
+    # The UD cases live in ud.py, beside this script.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import ud  # noqa: E402
+    ud.register(sys.modules[__name__])
     main()

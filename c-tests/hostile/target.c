@@ -4,6 +4,9 @@
  *                        receives posted), frees each EP when its connection ends; a
  *                        request whose private data starts with "reject" is rejected
  *   target client PORT [ADDR]  connects one EP to ADDR (127.0.0.1):PORT and reports its events
+ *   target ud PORT       one UD EP (IB extensions), no receive posted; its PSP on PORT accepts
+ *                        every UD resolution on it with private data "ud-ok" (one whose private
+ *                        data starts with "reject" is rejected) and rejects RC requests
  *   target victim        no DAT at all: a third process whose memory must stay untouched
  *
  * It prints "ready pid=P secret=ADDR win=ADDR rkey=K" once set up: `secret` is 4 KiB of
@@ -14,7 +17,12 @@
  *   free     dat_lmr_free of win's LMR: "freed rc=<DAT_RETURN> ms=<how long it took>"
  *   fill C   sets every byte of win to the character C
  *   quit     exits with status 0
- * and prints "event NAME" for each connection event (client mode, and the server's ends).
+ * and, for the UD target:
+ *   recv N LEN  posts N receives of LEN (at most 8192) bytes on the UD EP: receive k (counted
+ *            from 0 over the run, also its cookie) at win + 8192 * (1 + k % 7); "posted N"
+ *   peek OFF N  "peek <hex of win[OFF..OFF+N]>" (N at most 256)
+ * It prints "event NAME" for each connection event (client mode, the server's ends, every
+ * UD one) and, for the UD target, "dto cookie=C status=S len=L" for each completion.
  * TARGET_IA names the IA to open (default dat2-soft). */
 #include <arpa/inet.h>
 #include <poll.h>
@@ -25,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
 
 #define WIN (64 << 10)
 #define MAX_EPS 256
@@ -39,6 +48,8 @@ static DAT_LMR_CONTEXT lkey;
 static DAT_RMR_CONTEXT rkey;
 static DAT_EP_HANDLE eps[MAX_EPS];
 static int neps;
+static DAT_EP_HANDLE ud_ep;
+static unsigned long ud_posted;
 
 static void die(const char *what, DAT_RETURN rc)
 {
@@ -94,6 +105,25 @@ static void command(const char *line)
     } else if (strncmp(line, "fill ", 5) == 0 && win) {
         memset(win, line[5], WIN);
         printf("filled\n");
+    } else if (strncmp(line, "recv ", 5) == 0 && ud_ep) {
+        unsigned n = 0, len = 0;
+        if (sscanf(line + 5, "%u %u", &n, &len) != 2 || len > 8192)
+            n = 0;
+        for (unsigned i = 0; i < n; i++, ud_posted++) {
+            DAT_LMR_TRIPLET t = { (DAT_VADDR)(uintptr_t)(win + 8192 * (1 + ud_posted % 7)), len, lkey };
+            DAT_DTO_COOKIE ck;
+            ck.as_64 = (DAT_UINT64)ud_posted;
+            CHECK(dat_ep_post_recv(ud_ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG));
+        }
+        printf("posted %u\n", n);
+    } else if (strncmp(line, "peek ", 5) == 0 && win) {
+        unsigned off = 0, n = 0;
+        if (sscanf(line + 5, "%u %u", &off, &n) != 2 || n > 256 || off > WIN || n > WIN - off)
+            n = 0;
+        printf("peek ");
+        for (unsigned i = 0; i < n; i++)
+            printf("%02x", (unsigned char)win[off + i]);
+        printf("\n");
     } else if (strncmp(line, "quit", 4) == 0) {
         fflush(stdout);
         _exit(0);
@@ -111,8 +141,16 @@ static const char *conn_name(DAT_EVENT_NUMBER n)
     case DAT_CONNECTION_EVENT_NON_PEER_REJECTED: return "NON_PEER_REJECTED";
     case DAT_CONNECTION_EVENT_UNREACHABLE: return "UNREACHABLE";
     case DAT_CONNECTION_EVENT_TIMED_OUT: return "TIMED_OUT";
-    default: return "OTHER";
+    default: break;
     }
+    /* The IB extension's UD events are another enum (ints here). */
+    if ((int)n == (int)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED)
+        return "UD_ESTABLISHED";
+    if ((int)n == (int)DAT_IB_UD_CONNECTION_REJECT_EVENT)
+        return "UD_REJECT";
+    if ((int)n == (int)DAT_IB_UD_CONNECTION_ERROR_EVENT)
+        return "UD_ERROR";
+    return "OTHER";
 }
 
 static DAT_EP_HANDLE new_ep(void)
@@ -140,12 +178,45 @@ static void forget_ep(DAT_EP_HANDLE ep)
         }
 }
 
+/* The UD target's EP: UD service, datagrams of at most 4096 bytes, no receive posted. */
+static void new_ud_ep(void)
+{
+    DAT_EP_ATTR attr;
+    memset(&attr, 0, sizeof attr);
+    attr.service_type = (DAT_SERVICE_TYPE)DAT_IB_SERVICE_TYPE_UD;
+    attr.max_message_size = 4096;
+    attr.max_recv_dtos = 64;
+    attr.max_request_dtos = 16;
+    attr.max_recv_iov = 1;
+    attr.max_request_iov = 1;
+    attr.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+    CHECK(dat_ep_create(ia, pz, dto, dto, conn, &attr, &ud_ep));
+}
+
+/* A UD request: accepted on the UD EP unless its private data starts with "reject"; an RC
+ * request to the UD target is rejected. */
+static void ud_request(DAT_EVENT *ev)
+{
+    DAT_CR_HANDLE h = ev->event_data.cr_arrival_event_data.cr_handle;
+    DAT_CR_PARAM param;
+    memset(&param, 0, sizeof param);
+    int reject = (int)ev->event_number != (int)DAT_IB_UD_CONNECTION_REQUEST_EVENT ||
+                 (dat_cr_query(h, DAT_CR_FIELD_ALL, &param) == DAT_SUCCESS && param.private_data &&
+                  param.private_data_size >= 6 && memcmp(param.private_data, "reject", 6) == 0);
+    if (reject)
+        dat_cr_reject(h, 0, NULL);
+    else
+        CHECK(dat_cr_accept(h, ud_ep, 5, "ud-ok"));
+}
+
 /* One round of the event loop: connection requests, connection and DTO events, stdin. */
 static void pump(int server)
 {
     DAT_EVENT ev;
     char line[256];
     struct pollfd p = { 0, POLLIN, 0 };
+    while (ud_ep && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS)
+        ud_request(&ev);
     while (server && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS) {
         DAT_CR_HANDLE h = ev.event_data.cr_arrival_event_data.cr_handle;
         DAT_CR_PARAM param;
@@ -165,8 +236,12 @@ static void pump(int server)
         if (server && ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
             forget_ep(ev.event_data.connect_event_data.ep_handle);
     }
-    while (ia && dat_evd_dequeue(dto, &ev) == DAT_SUCCESS)
-        ;
+    while (ia && dat_evd_dequeue(dto, &ev) == DAT_SUCCESS) {
+        DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+        if (ud_ep && (ev.event_number == DAT_DTO_COMPLETION_EVENT || (int)ev.event_number == (int)DAT_IB_DTO_EVENT))
+            printf("dto cookie=%llu status=%d len=%llu\n", (unsigned long long)d->user_cookie.as_64, (int)d->status,
+                   (unsigned long long)d->transfered_length);
+    }
     if (poll(&p, 1, 5) > 0) {
         if (!fgets(line, sizeof line, stdin))
             _exit(0);
@@ -188,8 +263,8 @@ int main(int argc, char **argv)
         for (;;)
             pump(0);
     }
-    if (strcmp(mode, "server") != 0 && strcmp(mode, "client") != 0) {
-        fprintf(stderr, "usage: target server|client PORT | target victim\n");
+    if (strcmp(mode, "server") != 0 && strcmp(mode, "client") != 0 && strcmp(mode, "ud") != 0) {
+        fprintf(stderr, "usage: target server|client|ud PORT | target victim\n");
         return 2;
     }
     DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
@@ -205,8 +280,10 @@ int main(int argc, char **argv)
     r.for_va = win;
     CHECK(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, r, WIN, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &lkey,
                          &rkey, &reg_len, &reg_addr));
-    if (strcmp(mode, "server") == 0) {
+    if (strcmp(mode, "server") == 0 || strcmp(mode, "ud") == 0) {
         DAT_PSP_HANDLE psp;
+        if (strcmp(mode, "ud") == 0)
+            new_ud_ep();
         CHECK(dat_psp_create(ia, (DAT_CONN_QUAL)port, cr, DAT_PSP_CONSUMER_FLAG, &psp));
     } else {
         struct sockaddr_in sin;

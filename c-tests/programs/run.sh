@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Debian's test programs (package dapl2-utils), run unchanged against our library and its
 # built-in provider dat2-soft, each as a server and a client process talking over
-# 127.0.0.1: dtest, dtestx, dtestcm, dtestsrq and dapltest (transaction, performance and
-# quit clients against one dapltest server). One more dtest runs between two network
-# namespaces joined by a veth pair, as two hosts would.
+# 127.0.0.1: dtest, dtestx (RC and UD), dtestcm, dtestsrq (RC and UD) and dapltest
+# (transaction, performance and quit clients against one dapltest server). One more dtest,
+# and a dtestx -u, run between two network namespaces joined by a veth pair, as two hosts
+# would.
 #
 # These programs mostly exit 0 whether they passed or not, so every case is judged from
 # what both sides printed: the program's own success lines must be there and no error
@@ -48,6 +49,12 @@ dapltest_t_variants=(
   "T-r:-i 100 -r client SR 4096 server SR 4096"
   "T-t4-w4:-i 100 -t 4 -w 4 client SR 4096 server SR 4096"
 )
+# UD (IB extensions): 4 endpoints resolved both ways; -b sizes the buffers above the UD
+# message limit (the EP's max_message_size is lowered to it).
+dtestx_ud_variants=("u:-u" "u-b8192:-u -b 8192")
+# RC, then UD (address handles, each EP sending to every peer EP through them).
+srq_variants=("default:" "c4-B10:-c 4 -B 10" "u-default:-u" "u-c4-B10:-u -c 4 -B 10")
+netns_names=(dtest-netns-veth dtestx-u-netns-veth)
 dapltest_p_variants=(
   "P-RW:-i 1000 RW 4096 1"
   "P-RR:-i 1000 RR 4096 1"
@@ -62,15 +69,15 @@ case_names() {
   for v in "${dtest_variants[@]}"; do echo "dtest-${v%%:*}"; done
   echo dtest-tcp-path
   echo dtestx-rc
+  for v in "${dtestx_ud_variants[@]}"; do echo "dtestx-${v%%:*}"; done
   echo dtestx-open-query
   echo dtestcm-c1000
-  echo dtestsrq-default
-  echo dtestsrq-c4-B10
+  for v in "${srq_variants[@]}"; do echo "dtestsrq-${v%%:*}"; done
   for v in "${dapltest_t_variants[@]}" "${dapltest_p_variants[@]}"; do
     echo "dapltest-${v%%:*}"
   done
   echo dapltest-quit
-  echo dtest-netns-veth
+  echo "${netns_names[@]}"
 }
 
 # shellcheck disable=SC2046 # one name a word
@@ -352,6 +359,31 @@ for f in "$slog" "$clog"; do
 done
 report "$name" "$why" "$slog" "$clog"
 
+# dtestx -u: the unreliable datagram service. Both sides create a service point (the server
+# 31112, the client 31111) and resolve the other's four times from their first EP (the
+# server learns the client's address over 15828), accept the other's four requests, then
+# each sends its RMR triplet as a datagram to every address handle and checks what arrives
+# (40 bytes of GRH first). Each side prints "IB extension test - UD test PASSED" and exits 0.
+dtestx_ud_check() { # extra words for why
+  local why=$why_run f who line
+  [ "$cli_status" = 0 ] || why+=" client exit status $cli_status;"
+  [ "$srv_status" = 0 ] || why+=" server exit status $srv_status;"
+  for f in "$slog" "$clog"; do
+    [ "$f" = "$slog" ] && who=server || who=client
+    for line in "Connected! 4 endpoints" "IB extension test - UD test PASSED"; do
+      grep -qF "$line" "$f" 2>/dev/null || why+=" no \"$line\" from $who;"
+    done
+    why+=$(errors_in "$f" "$dtestx_errors" " $who")
+  done
+  echo "$why"
+}
+for v in "${dtestx_ud_variants[@]}"; do
+  name=dtestx-${v%%:*}
+  read -r -a args <<<"${v#*:}"
+  run_pair "$name" 15828 -- 25 dtestx -s -P "$prov" "${args[@]}" --- -- 20 dtestx -c -h 127.0.0.1 -P "$prov" "${args[@]}"
+  report "$name" "$(dtestx_ud_check)" "$slog" "$clog"
+done
+
 # dtestx -q: open_query/close_query on the provider, no peer. It prints the provider's
 # specific attributes and exits 0.
 name=dtestx-open-query
@@ -382,22 +414,28 @@ report "$name" "$why" "$slog" "$clog"
 
 # ---------------------------------------------------------------------------------------
 # dtestsrq: receives through a shared receive queue. No address exchange: the server
-# listens on its connection qualifier 45248 and the client connects to it directly.
+# listens on its connection qualifier 45248 and the client connects to it directly. With
+# -u the EPs are UD: the server accepts each resolution on the EP its private data names, and
+# the messages are datagrams of the MTU (4096 bytes, received as 4136).
 
-srq_variants=("default:" "c4-B10:-c 4 -B 10")
 for v in "${srq_variants[@]}"; do
   name=dtestsrq-${v%%:*}
   read -r -a args <<<"${v#*:}"
   run_pair "$name" 45248 -- 25 dtestsrq -s -P "$prov" "${args[@]}" --- \
     -- 20 dtestsrq -h 127.0.0.1 -P "$prov" "${args[@]}"
-  conns=1
-  [ "${args[0]:-}" = -c ] && conns=${args[1]}
+  conns=1 kind=RC
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    case ${args[i]} in
+      -c) conns=${args[i + 1]} ;;
+      -u) kind=UD ;;
+    esac
+  done
   why=$why_run
   for f in "$slog" "$clog"; do
     [ "$f" = "$slog" ] && who=server || who=client
     [ -e "$f" ] || continue
     grep -qF "ALL $conns CONNECTED on $who!" "$f" || why+=" no \"ALL $conns CONNECTED on $who!\";"
-    grep -qF " DAPL RC SRQ Test Complete." "$f" || why+=" no \"DAPL RC SRQ Test Complete.\" from $who;"
+    grep -qF " DAPL $kind SRQ Test Complete." "$f" || why+=" no \"DAPL $kind SRQ Test Complete.\" from $who;"
     why+=$(errors_in "$f" 'Err|ERR|[Ff]ail|unable|[Ii]nvalid' " $who")
   done
   report "$name" "$why" "$slog" "$clog"
@@ -545,9 +583,9 @@ fi
 
 # ---------------------------------------------------------------------------------------
 # Two hosts: network namespaces joined by a veth pair, 10.77.0.1 and 10.77.0.2, each with
-# a dat.conf entry for the soft device on its own address.
+# a dat.conf entry for the soft device on its own address: dtest (RC over TCP) and dtestx -u
+# (UD: resolution over TCP, datagrams over UDP between the two addresses).
 
-name=dtest-netns-veth
 skip_why=""
 if [ "$(id -u)" != 0 ]; then
   skip_why="needs root for ip netns"
@@ -556,8 +594,9 @@ elif ! command -v ip >/dev/null; then
   command -v ip >/dev/null || skip_why="ip (iproute2) not available"
 fi
 if [ -n "$skip_why" ]; then
-  skip "$name" "$skip_why"
+  for name in "${netns_names[@]}"; do skip "$name" "$skip_why"; done
 else
+  name=dtest-netns-veth
   na=dat2p-a-$$ nb=dat2p-b-$$ va=d2pa$$ vb=d2pb$$
   setup_log=$out/$name.setup.log
   if ip netns add "$na" >"$setup_log" 2>&1 && namespaces+=("$na") &&
@@ -568,17 +607,24 @@ else
     ip -n "$na" link set lo up && ip -n "$nb" link set lo up &&
     ip -n "$na" link set "$va" up >>"$setup_log" 2>&1 &&
     ip -n "$nb" link set "$vb" up >>"$setup_log" 2>&1; then
-    printf 'soft-ns u2.0 nonthreadsafe default builtin:soft dat2.2.0 "%s 0" ""\n' 10.77.0.1 >"$out/$name.a.conf"
-    printf 'soft-ns u2.0 nonthreadsafe default builtin:soft dat2.2.0 "%s 0" ""\n' 10.77.0.2 >"$out/$name.b.conf"
-    run_pair "$name" 15828 ns="$na" conf="$out/$name.a.conf" -- 25 dtest -s -P soft-ns -b 65536 -B 100 --- \
-      ns="$nb" conf="$out/$name.b.conf" -- 20 dtest -h 10.77.0.1 -P soft-ns -b 65536 -B 100
+    printf 'soft-ns u2.0 nonthreadsafe default builtin:soft dat2.2.0 "%s 0" ""\n' 10.77.0.1 >"$out/netns.a.conf"
+    printf 'soft-ns u2.0 nonthreadsafe default builtin:soft dat2.2.0 "%s 0" ""\n' 10.77.0.2 >"$out/netns.b.conf"
+    run_pair "$name" 15828 ns="$na" conf="$out/netns.a.conf" -- 25 dtest -s -P soft-ns -b 65536 -B 100 --- \
+      ns="$nb" conf="$out/netns.b.conf" -- 20 dtest -h 10.77.0.1 -P soft-ns -b 65536 -B 100
     why=$(dtest_check)
     grep -qF "Local Address AF_INET - 10.77.0.1 port" "$slog" 2>/dev/null || why+=" server's IA address is not 10.77.0.1;"
     grep -qF "Query EP: REMOTE addr 10.77.0.2" "$slog" 2>/dev/null || why+=" server's peer is not 10.77.0.2;"
     grep -qF "Query EP: REMOTE addr 10.77.0.1" "$clog" 2>/dev/null || why+=" client's peer is not 10.77.0.1;"
     report "$name" "$why" "$slog" "$clog"
+    name=dtestx-u-netns-veth
+    run_pair "$name" 15828 ns="$na" conf="$out/netns.a.conf" -- 25 dtestx -s -u -P soft-ns --- \
+      ns="$nb" conf="$out/netns.b.conf" -- 20 dtestx -c -u -h 10.77.0.1 -P soft-ns
+    why=$(dtestx_ud_check)
+    grep -qF "Remote Client Net Address: 10.77.0.2" "$slog" 2>/dev/null || why+=" server's peer is not 10.77.0.2;"
+    grep -qF "Remote Server Net Address: 10.77.0.1" "$clog" 2>/dev/null || why+=" client's peer is not 10.77.0.1;"
+    report "$name" "$why" "$slog" "$clog"
   else
-    skip "$name" "cannot set up the namespaces and veth pair: $(head -1 "$setup_log")"
+    for name in "${netns_names[@]}"; do skip "$name" "cannot set up the namespaces and veth pair: $(head -1 "$setup_log")"; done
   fi
   for ns in "${namespaces[@]}"; do ip netns delete "$ns" 2>/dev/null; done
   namespaces=()

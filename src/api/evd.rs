@@ -24,7 +24,8 @@ fn note_event(owner: &Tracked, event: *const DAT_EVENT) {
     }
     // SAFETY: the provider has just filled the consumer's event on success.
     let event = unsafe { &*event };
-    if event.event_number == DAT_CONNECTION_REQUEST_EVENT {
+    // A UD EP's request (IB extensions) is a CR as well, answered with dat_cr_accept.
+    if matches!(event.event_number, DAT_CONNECTION_REQUEST_EVENT | DAT_IB_UD_CONNECTION_REQUEST_EVENT) {
         // SAFETY: a connection request event carries CR arrival data.
         let cr = unsafe { event.event_data.cr_arrival_event_data.cr_handle };
         handles::insert_if_new(cr, Kind::Cr, owner.ia, owner.provider);

@@ -70,6 +70,19 @@ pub struct UdState {
     pub contexts: IdMap<u64, Box<[u8]>>,
 }
 
+impl EpInner {
+    /// Frees the UD EP's address handles (from its PZ's index too) and connection records.
+    pub fn drop_ud(&mut self) {
+        let ud = std::mem::take(&mut self.ud);
+        if let Some(pz) = &self.pz {
+            let mut index = pz.ahs.locked();
+            for id in ud.ahs.keys() {
+                index.remove(id);
+            }
+        }
+    }
+}
+
 /// Whether an EP gives the unreliable datagram service.
 pub fn is_ud(attr: &DAT_EP_ATTR) -> bool {
     attr.service_type == DAT_IB_SERVICE_TYPE_UD
@@ -636,7 +649,7 @@ pub fn reset(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
         DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => {}
         DAT_EP_STATE_DISCONNECTED => {
             i.qp = None;
-            i.ud = UdState::default();
+            i.drop_ud();
             let evd = i.recv_evd.clone();
             let flushed = flush_recvs(&ep, &mut i);
             i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
@@ -668,7 +681,7 @@ pub fn destroy(ep: &Ep) {
     }
     let mut i = ep.lock();
     // Address handles go before the PZ they were made in.
-    i.ud = UdState::default();
+    i.drop_ud();
     let evd = i.recv_evd.clone();
     let flushed = flush_recvs(ep, &mut i);
     let sends: Vec<(u64, PendingSend)> = i.sends.drain().collect();

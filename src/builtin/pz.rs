@@ -7,7 +7,8 @@ use super::ia::{self, Ia};
 use super::put;
 use super::table::{self, Object};
 use crate::abi::*;
-use crate::device::Pd;
+use crate::device::{AddressHandle, Pd};
+use crate::util::idmap::IdMap;
 
 pub struct Pz {
     pub handle: usize,
@@ -15,6 +16,11 @@ pub struct Pz {
     pub pd: Pd,
     /// EPs, LMRs and RMRs using this PZ.
     pub users: AtomicU32,
+    /// The UD address handles its EPs resolved, by id: as on verbs, where an address handle
+    /// belongs to the protection domain, any UD EP of the PZ sends with one (Debian's
+    /// dtestsrq -u sends on each EP through the one EP 0 resolved). Each stays owned, and is
+    /// freed, by the EP whose event handed it out (`ep::UdState`).
+    pub ahs: Mutex<IdMap<u64, Arc<dyn AddressHandle>>>,
     pub context: Mutex<u64>,
 }
 
@@ -60,7 +66,7 @@ pub fn create(ia_handle: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) -> Result<DAT_R
     }
     let pd = ia.dev.alloc_pd().map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN))?;
     let handle = table::reserve(ia.provider());
-    table::insert(handle, Arc::new(Pz { handle, ia, pd, users: AtomicU32::new(0), context: Mutex::new(0) }));
+    table::insert(handle, Arc::new(Pz { handle, ia, pd, users: AtomicU32::new(0), ahs: Mutex::default(), context: Mutex::new(0) }));
     // SAFETY: checked non-NULL.
     unsafe { put(out, handle as DAT_PZ_HANDLE) };
     Ok(DAT_SUCCESS)

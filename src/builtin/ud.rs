@@ -6,18 +6,21 @@
 //! `DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED` whose extension data names the peer
 //! (`DAT_IB_ADDR_HANDLE {ah, qpn, ia_addr}`) and a context. `ah` and `context` are ids of
 //! this EP's tables ([`super::ep::UdState`]), never pointers: an id is never reused, so a freed,
-//! stale or forged one is refused rather than followed.
+//! stale or forged one is refused rather than followed. An address handle is owned (and freed)
+//! by the EP whose event handed it out, and any UD EP of the same PZ sends with it
+//! (`Pz::ahs`), as with verbs address handles, which belong to the protection domain.
 
 use core::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::dto::{self, Post};
-use super::ep::{self, is_ud, Ep};
+use super::ep::{self, is_ud, Ep, EpInner};
 use super::events::Report;
 use crate::abi::*;
 use crate::device::{CmEvent, UdPeer, WrOp};
 use crate::util::sockaddr;
+use crate::util::sync::MutexExt;
 
 /// The most address handles, and the most connection records, a UD EP holds unfreed. A
 /// resolution beyond them is reported as `DAT_IB_UD_CONNECTION_ERROR_EVENT`.
@@ -75,6 +78,9 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) -> Option<CmEvent> {
             Some(p) if i.ud.ahs.len() < HELD_MAX && i.ud.contexts.len() < HELD_MAX => {
                 let (ah, context) = (next_id(), next_id());
                 extension_data(&mut e, kind, DAT_OP_SUCCESS, Some((ah, &p)), context);
+                if let Some(pz) = &i.pz {
+                    pz.ahs.locked().insert(ah, p.ah.clone());
+                }
                 i.ud.ahs.insert(ah, p);
                 // The record keeps the event's private data alive until dat_ib_ud_cm_free.
                 i.ud.contexts.insert(context, pdata);
@@ -112,7 +118,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) -> Option<CmEvent> {
         // Nobody can free what nobody was told of.
         if let Some((ah, context)) = ids {
             let mut i = ep.lock();
-            i.ud.ahs.remove(&ah);
+            forget_ah(&mut i, ah);
             i.ud.contexts.remove(&context);
         }
     }
@@ -148,7 +154,9 @@ pub fn post_send(
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ud_ep(handle)?;
     let id = ah_arg(ah, DAT_INVALID_ARG4)?;
-    let dest = ep.lock().ud.ahs.get(&id).map(|p| p.ah.clone()).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4))?;
+    // Any UD EP of the PZ the address handle was resolved in sends with it.
+    let pz = ep.lock().pz.clone();
+    let dest = pz.and_then(|pz| pz.ahs.locked().get(&id).cloned()).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4))?;
     dto::post(
         handle,
         count,
@@ -159,13 +167,22 @@ pub fn post_send(
     )
 }
 
+/// Frees address handle `id` of the EP (from its PZ's index too); whether it was the EP's.
+fn forget_ah(i: &mut EpInner, id: u64) -> bool {
+    let owned = i.ud.ahs.remove(&id).is_some();
+    if let (true, Some(pz)) = (owned, &i.pz) {
+        pz.ahs.locked().remove(&id);
+    }
+    owned
+}
+
 /// `dat_ib_ud_ah_free`: the address handle goes (a send still posted with it keeps the
 /// device's handle until it completes).
 pub fn ah_free(handle: DAT_EP_HANDLE, ah: *const DAT_IB_ADDR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ud_ep(handle)?;
     let id = ah_arg(ah, DAT_INVALID_ARG3)?;
-    let freed = ep.lock().ud.ahs.remove(&id);
-    freed.map(|_| DAT_SUCCESS).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3))
+    let freed = forget_ah(&mut ep.lock(), id);
+    freed.then_some(DAT_SUCCESS).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3))
 }
 
 /// `dat_ib_ud_cm_free`: the connection record goes, and with it the private data its event

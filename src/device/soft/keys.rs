@@ -58,6 +58,13 @@ fn round(half: u16, key: u32) -> u16 {
     (v ^ (v >> 16)) as u16
 }
 
+/// A random 32-bit value from the kernel (a UD QP's Q_Key, see ud/).
+pub fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    fill_random(&mut b);
+    u32::from_le_bytes(b)
+}
+
 fn fill_random(buf: &mut [u8]) {
     let mut filled = 0;
     while filled < buf.len() {

@@ -1,11 +1,13 @@
 //! The soft device's connection manager, passive side: a TCP listener per service point.
-//! Each accepted connection sends its request (HELLO), which becomes a connection request for
-//! the consumer to accept or reject.
+//! Each accepted connection sends its request (HELLO, or UD_HELLO from a UD QP resolving the
+//! service point, see ud/cm.rs), which becomes a connection request for the consumer to
+//! accept or reject.
 //!
 //! One thread per listener reads every connection's HELLO (poll(2), non-blocking): a
 //! connection that has not sent its HELLO yet costs a socket and a small buffer, never a
 //! thread. At most HALF_OPEN_MAX such connections wait at a time, each for at most
-//! HANDSHAKE_TIMEOUT, and a HELLO longer than `wire::HELLO_MAX` ends its connection unread.
+//! HANDSHAKE_TIMEOUT, and a HELLO longer than `wire::HELLO_MAX` (a UD_HELLO longer than
+//! `wire::UD_HELLO_MAX`) ends its connection unread.
 //! When all places are taken, the oldest connection gives way to a new one once it has waited
 //! EVICT_AGE (a flood of silent connections cannot keep out a peer that sends its HELLO at
 //! once); until then new connections wait in the kernel's listen backlog, so that a burst of
@@ -19,7 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::qp::Pending;
-use super::wire::{op, Hdr, Hello, HDR_LEN, HELLO_MAX};
+use super::ud::UdPending;
+use super::wire::{op, Hdr, Hello, UdHello, HDR_LEN, HELLO_MAX, UD_HELLO_MAX};
 use crate::device::{DevError, ListenEvents, Listener};
 
 /// Connections that have not sent their whole HELLO, per listener.
@@ -52,6 +55,7 @@ struct HalfOpen {
 enum Step {
     Waiting,
     Hello(Hello),
+    UdHello(UdHello),
     Drop,
 }
 
@@ -62,16 +66,22 @@ impl HalfOpen {
     }
 
     /// Reads what has arrived: the header first, then exactly the body it announces, never
-    /// more than HELLO_MAX.
+    /// more than HELLO_MAX (UD_HELLO_MAX for a UD_HELLO).
     fn read(&mut self) -> Step {
         loop {
             let want = match self.header() {
                 None => HDR_LEN,
-                Some(h) if h.op != op::HELLO || h.payload > HELLO_MAX || h.acks != 0 => return Step::Drop,
-                Some(h) => HDR_LEN + h.payload as usize,
+                Some(h) if h.acks != 0 => return Step::Drop,
+                Some(h) if h.op == op::HELLO && h.payload <= HELLO_MAX => HDR_LEN + h.payload as usize,
+                Some(h) if h.op == op::UD_HELLO && h.payload <= UD_HELLO_MAX => HDR_LEN + h.payload as usize,
+                Some(_) => return Step::Drop,
             };
             if self.buf.len() == want {
-                return Hello::decode(&self.buf[HDR_LEN..]).map_or(Step::Drop, Step::Hello);
+                let body = &self.buf[HDR_LEN..];
+                return match self.header().map(|h| h.op) {
+                    Some(op::HELLO) => Hello::decode(body).map_or(Step::Drop, Step::Hello),
+                    _ => UdHello::decode(body).map_or(Step::Drop, Step::UdHello),
+                };
             }
             let start = self.buf.len();
             self.buf.resize(want, 0);
@@ -157,15 +167,18 @@ fn serve(accepting: TcpListener, closed: Arc<AtomicBool>, events: Arc<dyn Listen
             match waiting[k].read() {
                 Step::Waiting => {}
                 Step::Drop => done.push((k, None)),
-                Step::Hello(hello) => done.push((k, Some(hello))),
+                step => done.push((k, Some(step))),
             }
         }
-        for (k, hello) in done.into_iter().rev() {
+        for (k, step) in done.into_iter().rev() {
             let h = waiting.swap_remove(k);
-            if let Some(hello) = hello {
-                if h.stream.set_nonblocking(false).is_ok() {
-                    events.request(Arc::new(Pending::new(h.stream, hello, h.peer)));
-                }
+            if step.is_none() || h.stream.set_nonblocking(false).is_err() {
+                continue;
+            }
+            match step {
+                Some(Step::Hello(hello)) => events.request(Arc::new(Pending::new(h.stream, hello, h.peer))),
+                Some(Step::UdHello(hello)) => events.request(Arc::new(UdPending::new(h.stream, hello, h.peer))),
+                _ => {}
             }
         }
         if fds[0].revents != 0 {

@@ -14,6 +14,7 @@ pub mod qp;
 pub mod rendezvous;
 pub mod shm;
 pub mod srq;
+pub mod ud;
 pub mod wire;
 
 /// The soft device's driver: `builtin:soft` in dat.conf, and the IA `dat2-soft` without one.
@@ -53,7 +54,9 @@ impl crate::device::Driver for SoftDriver {
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
+use crate::device::{
+    Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Service, Sge, Srq, SrqEvents,
+};
 use crate::util::idmap::IdMap;
 use crate::util::sync::RwLockExt;
 use keys::KeyGen;
@@ -140,7 +143,8 @@ impl SoftDevice {
                 mtu: 4096,
                 page_size: page,
                 max_private_data: 256,
-                max_ud_msg: 0,
+                // A datagram is at most the MTU, as on a fabric (see ud/).
+                max_ud_msg: ud::MTU,
             },
             address,
             keys: KeyGen::new(),
@@ -285,6 +289,19 @@ impl SoftDevice {
     pub fn lkey(&self, lkey: u32) -> Option<KeySet> {
         let s = self.read();
         s.lkeys.get(&lkey).and_then(|id| s.sets.get(id)).cloned()
+    }
+
+    /// The key sets of a local scatter list's non-empty elements, when each lies within a live
+    /// lkey of PD `pd`: its bounds, and LOCAL_WRITE when the element is written.
+    pub fn local_keys(&self, pd: u32, sges: &[Sge], write: bool) -> Option<Vec<KeySet>> {
+        sges.iter()
+            .filter(|s| s.len > 0)
+            .map(|s| {
+                let k = self.lkey(s.lkey)?;
+                let inside = s.addr >= k.addr && s.addr.checked_add(u64::from(s.len)).is_some_and(|e| e <= k.addr + k.len);
+                (k.pd == pd && inside && (!write || k.access.contains(Access::LOCAL_WRITE))).then_some(k)
+            })
+            .collect()
     }
 
     /// The shared file behind a registration, if it has one (shm.rs).
@@ -475,6 +492,9 @@ impl Device for SoftDevice {
             s.next_qp += 1;
             s.next_qp
         };
+        if caps.service == Service::Ud {
+            return ud::SoftUdQp::new(self.me(), pd.0, caps, srq, events).map(|q| q as Arc<dyn Qp>);
+        }
         Ok(qp::SoftQp::new(self.me(), id, pd.0, caps, srq, events))
     }
 

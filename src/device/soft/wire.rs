@@ -7,6 +7,10 @@
 //! carries nothing else. With
 //! cross-memory attach, a request carries the initiator's scatter list instead of its data
 //! and the target moves the bytes itself.
+//!
+//! The unreliable datagram service (ud/) resolves addresses over the same TCP listeners
+//! (UD_HELLO, answered by UD_ACCEPT or REJECT, see [`UdHello`]) and sends its datagrams over
+//! UDP (see [`Dgram`]).
 
 pub const HDR_LEN: usize = 48;
 pub const MAGIC: u32 = 0x6461_7432; // "dat2"
@@ -22,6 +26,12 @@ pub mod op {
     /// (a disconnect of another connection included) reaches the passive side's consumer after
     /// that side's ESTABLISHED, as with the RTU of an IB connection.
     pub const ESTABLISHED: u8 = 5;
+    /// UD address resolution: a UD QP asks a service point for a peer QP (body: [`super::UdHello`]
+    /// with the requester's QP number and Q_Key). Answered by UD_ACCEPT or REJECT, then the
+    /// connection closes.
+    pub const UD_HELLO: u8 = 6;
+    /// The accepting UD QP's number and Q_Key ([`super::UdHello`]) and the private data.
+    pub const UD_ACCEPT: u8 = 7;
     pub const SEND: u8 = 10;
     pub const WRITE: u8 = 11;
     pub const READ: u8 = 12;
@@ -164,6 +174,130 @@ impl Hello {
     }
 }
 
+/// The body of UD_HELLO and UD_ACCEPT: magic, version, the sender's UD QP number (its UDP
+/// port, 1 to 65535) and Q_Key, then private data (at most PRIVATE_DATA_MAX bytes). The
+/// requester's address is never in it: the passive side takes it from the kernel (the TCP
+/// peer address), so a requester can name only its own host.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UdHello {
+    pub qpn: u32,
+    pub qkey: u32,
+    pub private_data: Vec<u8>,
+}
+
+/// A UdHello's fixed part; private data follows it.
+pub const UD_HELLO_LEN: usize = 16;
+
+/// The longest UD_HELLO or UD_ACCEPT body; a longer one ends the connection unread.
+pub const UD_HELLO_MAX: u32 = (UD_HELLO_LEN + PRIVATE_DATA_MAX) as u32;
+
+impl UdHello {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(UD_HELLO_LEN + self.private_data.len());
+        v.extend_from_slice(&MAGIC.to_le_bytes());
+        v.extend_from_slice(&VERSION.to_le_bytes());
+        v.extend_from_slice(&self.qpn.to_le_bytes());
+        v.extend_from_slice(&self.qkey.to_le_bytes());
+        v.extend_from_slice(&self.private_data);
+        v
+    }
+
+    pub fn decode(b: &[u8]) -> Option<UdHello> {
+        if b.len() < UD_HELLO_LEN || b.len() > UD_HELLO_MAX as usize {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let qpn = u32_at(8);
+        if u32_at(0) != MAGIC || u32_at(4) != VERSION || !(1..=u32::from(u16::MAX)).contains(&qpn) {
+            return None;
+        }
+        Some(UdHello { qpn, qkey: u32_at(12), private_data: b[UD_HELLO_LEN..].to_vec() })
+    }
+}
+
+/// The header of a UD datagram (one UDP datagram each, between two UD QPs), 20 bytes, little
+/// endian, then exactly `length` bytes of payload:
+///
+/// | bytes | field |
+/// | --- | --- |
+/// | 0..4 | DGRAM_MAGIC |
+/// | 4..8 | the destination QP's Q_Key |
+/// | 8..12 | the source QP's number (its UDP port, which the datagram must come from) |
+/// | 12 | DGRAM_VERSION |
+/// | 13 | flags: only `flag::SOLICITED` |
+/// | 14..16 | zero |
+/// | 16..20 | payload length |
+///
+/// A receiver drops, silently and before it takes a receive, every datagram that is not
+/// exactly this: a short one, another magic or version, unknown flags, a length that is not
+/// the datagram's size or is above the path MTU, another Q_Key, a source QPN that is not the
+/// UDP source port. A peer learns the Q_Key only by resolving the QP (UD_HELLO), which the
+/// QP's consumer accepts, so datagrams from anyone else never land.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dgram {
+    pub qkey: u32,
+    pub src_qpn: u32,
+    pub flags: u8,
+    pub length: u32,
+}
+
+pub const DGRAM_HDR_LEN: usize = 20;
+pub const DGRAM_MAGIC: u32 = 0x6461_7455; // "Utad" on the wire: dat2's datagrams
+pub const DGRAM_VERSION: u8 = 1;
+
+impl Dgram {
+    pub fn encode(&self) -> [u8; DGRAM_HDR_LEN] {
+        let mut b = [0u8; DGRAM_HDR_LEN];
+        b[0..4].copy_from_slice(&DGRAM_MAGIC.to_le_bytes());
+        b[4..8].copy_from_slice(&self.qkey.to_le_bytes());
+        b[8..12].copy_from_slice(&self.src_qpn.to_le_bytes());
+        b[12] = DGRAM_VERSION;
+        b[13] = self.flags;
+        b[16..20].copy_from_slice(&self.length.to_le_bytes());
+        b
+    }
+
+    /// The header of `datagram` (header and payload, as received) when it is well formed for
+    /// a QP whose Q_Key is `qkey` and whose payloads are at most `max` bytes (see the type).
+    pub fn parse(datagram: &[u8], qkey: u32, max: u32) -> Option<Dgram> {
+        let b = datagram.get(..DGRAM_HDR_LEN)?;
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let d = Dgram { qkey: u32_at(4), src_qpn: u32_at(8), flags: b[13], length: u32_at(16) };
+        let well_formed = u32_at(0) == DGRAM_MAGIC && b[12] == DGRAM_VERSION && b[14..16] == [0, 0] && d.flags & !flag::SOLICITED == 0;
+        let sized = d.length <= max && d.length as usize == datagram.len() - DGRAM_HDR_LEN;
+        (well_formed && sized && d.qkey == qkey).then_some(d)
+    }
+}
+
+/// Writes one handshake message (a header, then `body`).
+pub fn write_message(stream: &std::net::TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let hdr = Hdr::message(kind, body.len());
+    let mut s = stream;
+    s.write_all(&hdr.encode())?;
+    s.write_all(body)
+}
+
+/// Whether a handshake step failed for want of time (a connect or a read past its timeout).
+pub fn timed_out(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+}
+
+/// Reads one handshake message whose body is at most `max` bytes.
+pub fn read_message(stream: &std::net::TcpStream, max: u32) -> std::io::Result<(Hdr, Vec<u8>)> {
+    use std::io::Read;
+    let mut s = stream;
+    let mut h = [0u8; HDR_LEN];
+    s.read_exact(&mut h)?;
+    let hdr = Hdr::decode(&h);
+    if hdr.payload > max {
+        return Err(std::io::ErrorKind::InvalidData.into());
+    }
+    let mut body = vec![0u8; hdr.payload as usize];
+    s.read_exact(&mut body)?;
+    Ok((hdr, body))
+}
+
 /// Whether a request header is well formed, before anything is allocated or read for it: a
 /// known operation, a length within `max_message`, and a payload that is exactly what the
 /// operation carries (its data, or with `flag::CMA` a scatter list of at most LIST_MAX
@@ -283,6 +417,57 @@ mod tests {
         assert_eq!(list_total(&[(1, 0)]), None);
         assert_eq!(list_total(&[(u64::MAX, 1)]), None);
         assert_eq!(list_total(&[(1, u32::MAX), (2, 1)]), None);
+    }
+
+    #[test]
+    fn ud_hello_round_trips_and_bounds() {
+        let h = UdHello { qpn: 40000, qkey: 0xdead_beef, private_data: vec![1, 2, 3, 4] };
+        assert_eq!(UdHello::decode(&h.encode()), Some(h.clone()));
+        // A QP number is a UDP port: not 0, not above 65535.
+        assert_eq!(UdHello::decode(&UdHello { qpn: 0, ..h.clone() }.encode()), None);
+        assert_eq!(UdHello::decode(&UdHello { qpn: 65536, ..h.clone() }.encode()), None);
+        // Short, too much private data, another magic or version.
+        assert_eq!(UdHello::decode(&h.encode()[..UD_HELLO_LEN - 1]), None);
+        assert_eq!(UdHello::decode(&UdHello { private_data: vec![0; PRIVATE_DATA_MAX + 1], ..h.clone() }.encode()), None);
+        assert!(UdHello::decode(&UdHello { private_data: vec![0; PRIVATE_DATA_MAX], ..h.clone() }.encode()).is_some());
+        for at in [0, 4] {
+            let mut b = h.encode();
+            b[at] ^= 1;
+            assert_eq!(UdHello::decode(&b), None);
+        }
+        // An RC HELLO is not a UD_HELLO (nor the other way round).
+        assert_eq!(Hello::decode(&h.encode()), None);
+    }
+
+    #[test]
+    fn datagram_headers() {
+        let (qkey, max) = (0x1234_5678, 4096);
+        let datagram = |d: Dgram, payload: usize| {
+            let mut v = d.encode().to_vec();
+            v.resize(DGRAM_HDR_LEN + payload, b'p');
+            v
+        };
+        let good = Dgram { qkey, src_qpn: 5000, flags: flag::SOLICITED, length: 100 };
+        assert_eq!(Dgram::parse(&datagram(good, 100), qkey, max), Some(good));
+        assert_eq!(Dgram::parse(&datagram(Dgram { length: 0, ..good }, 0), qkey, max), Some(Dgram { length: 0, ..good }));
+        assert_eq!(Dgram::parse(&datagram(Dgram { length: max, ..good }, max as usize), qkey, max).map(|d| d.length), Some(max));
+        // Another Q_Key never lands.
+        assert_eq!(Dgram::parse(&datagram(good, 100), qkey ^ 1, max), None);
+        // A length that is not the datagram's size, either way, or above the MTU.
+        assert_eq!(Dgram::parse(&datagram(good, 99), qkey, max), None);
+        assert_eq!(Dgram::parse(&datagram(good, 101), qkey, max), None);
+        assert_eq!(Dgram::parse(&datagram(Dgram { length: max + 1, ..good }, max as usize + 1), qkey, max), None);
+        assert_eq!(Dgram::parse(&datagram(Dgram { length: u32::MAX, ..good }, 8), qkey, max), None);
+        // Truncated headers, down to nothing.
+        for n in 0..DGRAM_HDR_LEN {
+            assert_eq!(Dgram::parse(&good.encode()[..n], qkey, max), None);
+        }
+        // Magic, version, reserved bytes and unknown flags.
+        for (at, bit) in [(0, 1), (12, 1), (14, 1), (15, 0x80), (13, flag::IMM)] {
+            let mut b = datagram(good, 100);
+            b[at] ^= bit;
+            assert_eq!(Dgram::parse(&b, qkey, max), None, "byte {at}");
+        }
     }
 
     #[test]

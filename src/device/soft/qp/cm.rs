@@ -3,6 +3,7 @@
 //! threads, and the end of a connection (`fail`, `flush`).
 
 use super::*;
+use crate::device::soft::wire::{read_message, timed_out, write_message};
 use crate::util::sync::MutexExt;
 
 impl SoftQp {
@@ -223,32 +224,6 @@ impl SoftQp {
         q.frames.clear();
         self.out.cv.notify_all();
     }
-}
-
-pub(super) fn write_message(stream: &TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
-    let hdr = Hdr::message(kind, body.len());
-    let mut s = stream;
-    s.write_all(&hdr.encode())?;
-    s.write_all(body)
-}
-
-/// Whether a handshake step failed for want of time (a connect or a read past its timeout).
-pub(super) fn timed_out(e: &std::io::Error) -> bool {
-    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
-}
-
-/// Reads one handshake message whose body is at most `max` bytes.
-pub(super) fn read_message(stream: &TcpStream, max: u32) -> std::io::Result<(Hdr, Vec<u8>)> {
-    let mut s = stream;
-    let mut h = [0u8; HDR_LEN];
-    s.read_exact(&mut h)?;
-    let hdr = Hdr::decode(&h);
-    if hdr.payload > max {
-        return Err(std::io::ErrorKind::InvalidData.into());
-    }
-    let mut body = vec![0u8; hdr.payload as usize];
-    s.read_exact(&mut body)?;
-    Ok((hdr, body))
 }
 
 /// A connection request received by a listener, waiting for accept or reject.

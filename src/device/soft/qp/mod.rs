@@ -22,7 +22,6 @@
 //! The children use this module's items and imports (`use super::*`).
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -540,14 +539,7 @@ impl SoftQp {
     /// The key sets of a local scatter list's non-empty elements, when each lies within a live
     /// lkey of ours: its PD, bounds, and LOCAL_WRITE when the element is written.
     fn local_keys(&self, sges: &[Sge], write: bool) -> Option<Vec<KeySet>> {
-        sges.iter()
-            .filter(|s| s.len > 0)
-            .map(|s| {
-                let k = self.dev.lkey(s.lkey)?;
-                let inside = s.addr >= k.addr && s.addr.checked_add(u64::from(s.len)).is_some_and(|e| e <= k.addr + k.len);
-                (k.pd == self.pd && inside && (!write || k.access.contains(Access::LOCAL_WRITE))).then_some(k)
-            })
-            .collect()
+        self.dev.local_keys(self.pd, sges, write)
     }
 
     /// The leases of `local_keys`.

@@ -1,0 +1,526 @@
+//! The soft device's unreliable datagram (UD) queue pair, over UDP.
+//!
+//! Why UDP: a UD QP sends single messages of at most the MTU to any peer it has resolved,
+//! without connection, order or delivery guarantee; a UDP socket is exactly that, and the
+//! kernel does the rest (routing, the other host's demultiplexing, and dropping what nobody
+//! reads when the socket's receive buffer is full, as a fabric drops datagrams a QP has no
+//! receive for). So:
+//!
+//! - each UD QP is one UDP socket bound to the IA's address, port 0: the QP number is its UDP
+//!   port, and a random 32-bit Q_Key (keys.rs) is the capability a sender must show;
+//! - a peer is resolved over the TCP listener of its service point (cm.rs): UD_HELLO carries
+//!   the requester's QP number and Q_Key (its address comes from the kernel), UD_ACCEPT the
+//!   acceptor's, then the connection closes. An address handle ([`SoftAh`]) is the peer's
+//!   address, QP number and Q_Key;
+//! - sends gather from registered memory on the caller's thread (lkey, PD, bounds and leases
+//!   checked as for RC) into one `sendmsg` behind the 20-byte datagram header of wire.rs, and
+//!   complete at once, successfully even when nobody receives (UD is unreliable);
+//! - one receiver thread per QP ("dat2-soft-ud") reads datagrams into a buffer of exactly
+//!   header + MTU + 1 bytes, so an oversized one is seen, drops every malformed one, every one
+//!   with another Q_Key and every one that finds no receive posted (as hardware does), and
+//!   lands the rest 40 bytes into a receive, after a synthetic GRH naming the sender ([`grh`]);
+//!   the completed length counts the 40 bytes. A receive shorter than that completes
+//!   `DAT_DTO_ERR_LOCAL_LENGTH`, and the datagram is consumed.
+//!
+//! What a peer can make a UD QP hold: nothing per datagram (one buffer per QP, allocated when
+//! the QP is made), the socket's kernel receive buffer (at most `net.core.rmem_max` doubled),
+//! and the receives the consumer posted.
+//!
+//! `disconnect` and `destroy` stop the receiver thread and wait for it (unless called from it,
+//! in a completion's handler, which then lands nothing more), flush the posted receives, and
+//! report `Disconnected` once; `destroy` also waits for sends in flight on other threads (the
+//! QP's lease, lease.rs), so that when it returns no memory of the QP's requests is touched.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, Shutdown, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::lease::{self, SetLease, Via};
+use super::srq::SoftSrq;
+use super::wire::{flag, Dgram, DGRAM_HDR_LEN};
+use super::{io, keys, SoftDevice};
+use crate::abi::*;
+use crate::device::*;
+use crate::util::sockaddr;
+use crate::util::sync::MutexExt;
+
+mod cm;
+#[cfg(test)]
+mod tests;
+
+pub use cm::UdPending;
+
+/// The largest datagram payload (`DeviceLimits::max_ud_msg`, and `DAT_IB_TRANSPORT_MTU`).
+pub const MTU: u32 = 4096;
+
+/// Where a datagram starts in the receiver's buffer: its header ends where the GRH area does,
+/// so that the payload is already in place behind the GRH, and one copy lands both.
+const AT: usize = GRH_LEN as usize - DGRAM_HDR_LEN;
+
+/// The receive buffer asked of the kernel (it grants at most twice `net.core.rmem_max`): room
+/// for a burst of datagrams while the receiver thread catches up.
+const SOCKET_RCVBUF: libc::c_int = 4 << 20;
+
+/// How long a send waits for room in the socket's send buffer before its datagram is lost.
+const SEND_WAIT: Duration = Duration::from_secs(1);
+
+/// The GRH's hop limit (an IPv4 TTL's usual value).
+const HOP_LIMIT: u8 = 64;
+
+/// The GRH's next header: the InfiniBand base transport header.
+const NEXT_HEADER_BTH: u8 = 0x1B;
+
+/// An address handle of the soft device: where a peer UD QP is, and its Q_Key.
+#[derive(Debug)]
+pub struct SoftAh {
+    /// The peer's IP address and UDP port (its QP number).
+    pub dest: SocketAddr,
+    pub qkey: u32,
+}
+
+impl AddressHandle for SoftAh {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The synthetic global routing header a receive starts with: IPv6's layout, as on
+/// InfiniBand and RoCE. Version 6, traffic class and flow label 0; payload length: the
+/// payload's bytes (those after the GRH in the receive); next header 0x1B (IB BTH); hop limit
+/// 64; the source GID is the sender's address (an IPv4 address IPv4-mapped, ::ffff:a.b.c.d,
+/// as RoCEv2 writes it), the destination GID ours. Network byte order.
+pub fn grh(src: IpAddr, dst: IpAddr, payload: u32) -> [u8; GRH_LEN as usize] {
+    let gid = |ip: IpAddr| match ip {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    };
+    let mut g = [0u8; GRH_LEN as usize];
+    g[0..4].copy_from_slice(&(6u32 << 28).to_be_bytes());
+    g[4..6].copy_from_slice(&(payload.min(u32::from(u16::MAX)) as u16).to_be_bytes());
+    g[6] = NEXT_HEADER_BTH;
+    g[7] = HOP_LIMIT;
+    g[8..24].copy_from_slice(&gid(src));
+    g[24..40].copy_from_slice(&gid(dst));
+    g
+}
+
+enum Event {
+    Completion(Completion),
+    Cm(CmEvent),
+}
+
+struct Inner {
+    closed: bool,
+    recvs: VecDeque<(u64, Vec<Sge>)>,
+    /// The receiver thread, until it is stopped and waited for.
+    receiver: Option<JoinHandle<()>>,
+}
+
+struct Delivery {
+    queue: VecDeque<Event>,
+    busy: bool,
+}
+
+pub struct SoftUdQp {
+    this: Weak<SoftUdQp>,
+    dev: Arc<SoftDevice>,
+    pd: u32,
+    caps: QpCaps,
+    srq: Option<Arc<SoftSrq>>,
+    events: Arc<dyn QpEvents>,
+    socket: Arc<UdpSocket>,
+    /// Our address: the IA's, and the QP number as its port.
+    local: SocketAddr,
+    qkey: u32,
+    /// `Inner::closed`, for the receiver thread to look at without the lock.
+    closed: AtomicBool,
+    inner: Mutex<Inner>,
+    delivery: Mutex<Delivery>,
+    /// Shut down to wake the receiver thread (its end polls the other).
+    stop: UnixStream,
+    /// Held by every send while it reads memory; revoked by `destroy`.
+    lease: Arc<SetLease>,
+}
+
+impl SoftUdQp {
+    pub fn new(
+        dev: Arc<SoftDevice>,
+        pd: u32,
+        caps: QpCaps,
+        srq: Option<Arc<SoftSrq>>,
+        events: Arc<dyn QpEvents>,
+    ) -> Result<Arc<SoftUdQp>, DevError> {
+        let mut bind = dev.address();
+        bind.set_port(0);
+        let socket = UdpSocket::bind(bind).map_err(|_| DevError::NoResources)?;
+        socket.set_nonblocking(true).map_err(|_| DevError::NoResources)?;
+        // SAFETY: setsockopt reads an int from a live local of that size.
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                &SOCKET_RCVBUF as *const libc::c_int as *const libc::c_void,
+                core::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        let local = socket.local_addr().map_err(|_| DevError::NoResources)?;
+        let (stop, stopped) = UnixStream::pair().map_err(|_| DevError::NoResources)?;
+        let qkey = loop {
+            let k = keys::random_u32();
+            if k != 0 {
+                break k;
+            }
+        };
+        let qp = Arc::new_cyclic(|this| SoftUdQp {
+            this: this.clone(),
+            dev,
+            pd,
+            caps,
+            srq,
+            events,
+            socket: Arc::new(socket),
+            local,
+            qkey,
+            closed: AtomicBool::new(false),
+            inner: Mutex::new(Inner { closed: false, recvs: VecDeque::new(), receiver: None }),
+            delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
+            stop,
+            lease: Arc::default(),
+        });
+        let (weak, socket) = (Arc::downgrade(&qp), qp.socket.clone());
+        let handle = std::thread::Builder::new()
+            .name("dat2-soft-ud".into())
+            .stack_size(256 << 10)
+            .spawn(move || receiver(weak, socket, stopped))
+            .map_err(|_| DevError::NoResources)?;
+        qp.inner.locked().receiver = Some(handle);
+        Ok(qp)
+    }
+
+    /// The QP number: our UDP port.
+    pub fn qpn(&self) -> u32 {
+        u32::from(self.local.port())
+    }
+
+    pub fn qkey(&self) -> u32 {
+        self.qkey
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Reports a connection event (an address resolution's outcome) while the QP is open.
+    fn report(&self, ev: CmEvent) {
+        if !self.is_closed() {
+            self.deliver(vec![Event::Cm(ev)]);
+        }
+    }
+
+    /// Hands events to the consumer side in order, never while holding the QP's lock; a
+    /// re-entrant call (from inside a handler) or one while another thread delivers only
+    /// queues, and that thread delivers it.
+    fn deliver(&self, events: Vec<Event>) {
+        {
+            let mut d = self.delivery.locked();
+            d.queue.extend(events);
+            if d.busy {
+                return;
+            }
+            d.busy = true;
+        }
+        loop {
+            let next = {
+                let mut d = self.delivery.locked();
+                match d.queue.pop_front() {
+                    Some(e) => e,
+                    None => {
+                        d.busy = false;
+                        return;
+                    }
+                }
+            };
+            match next {
+                Event::Completion(c) => self.events.completion(c),
+                Event::Cm(e) => self.events.cm(e),
+            }
+        }
+    }
+
+    fn complete(&self, wr_id: u64, op: WcOp, status: u32, byte_len: u32, solicited: bool) {
+        let byte_len = if status == DAT_DTO_SUCCESS { byte_len } else { 0 };
+        let c = Completion { wr_id, status, op, byte_len, imm: None, invalidated: None, solicited };
+        self.deliver(vec![Event::Completion(c)]);
+    }
+
+    fn pop_recv(&self) -> Option<(u64, Vec<Sge>)> {
+        match &self.srq {
+            Some(srq) => srq.pop(),
+            None => self.inner.locked().recvs.pop_front(),
+        }
+    }
+
+    /// A datagram the receiver thread read: `buf[AT..AT + n]`, from `from`. The first AT bytes
+    /// of `buf` are free for the GRH.
+    fn on_datagram(&self, buf: &mut [u8], n: usize, from: SocketAddr) {
+        let Some(d) = Dgram::parse(&buf[AT..AT + n], self.qkey, MTU) else { return };
+        if d.src_qpn != u32::from(from.port()) {
+            return;
+        }
+        // No receive: dropped, as on a fabric.
+        let Some((wr_id, sges)) = self.pop_recv() else { return };
+        let len = GRH_LEN as usize + d.length as usize;
+        let status = self.land(&mut buf[..len], from.ip(), d.length, &sges);
+        self.complete(wr_id, WcOp::Recv, status, len as u32, d.flags & flag::SOLICITED != 0);
+    }
+
+    /// Writes the GRH into `buf`'s first 40 bytes and lands all of `buf` in the receive
+    /// `sges`; returns the completion status.
+    fn land(&self, buf: &mut [u8], src: IpAddr, payload: u32, sges: &[Sge]) -> u32 {
+        let Some(keys) = self.dev.local_keys(self.pd, sges, true) else { return DAT_DTO_ERR_LOCAL_PROTECTION };
+        let capacity: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
+        if capacity < buf.len() as u64 {
+            return DAT_DTO_ERR_LOCAL_LENGTH;
+        }
+        buf[..GRH_LEN as usize].copy_from_slice(&grh(src, self.local.ip(), payload));
+        let all: Vec<(u64, usize)> = sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
+        let (segs, _) = io::split_at(&all, buf.len());
+        let sets: Vec<Arc<SetLease>> = keys.into_iter().map(|k| k.lease).collect();
+        // The receive's memory stays registered while it is written (dat_lmr_free waits).
+        let Some(_leases) = lease::take_all(&self.lease, &sets, Via::Memory) else {
+            return if self.is_closed() { DAT_DTO_ERR_FLUSHED } else { DAT_DTO_ERR_LOCAL_PROTECTION };
+        };
+        match io::scatter(buf, &segs) {
+            Ok(()) => DAT_DTO_SUCCESS,
+            Err(_) => DAT_DTO_ERR_LOCAL_PROTECTION,
+        }
+    }
+
+    /// One datagram to `dest`: our header, then `segs` of registered memory, in one sendmsg.
+    /// Waits up to SEND_WAIT for room in the socket's send buffer.
+    fn send_datagram(&self, dest: SocketAddr, hdr: &[u8; DGRAM_HDR_LEN], segs: &[(u64, usize)]) -> std::io::Result<()> {
+        let mut iov: Vec<libc::iovec> = std::iter::once((hdr.as_ptr() as u64, hdr.len()))
+            .chain(segs.iter().copied())
+            .map(|(a, l)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l })
+            .collect();
+        let name = sockaddr::to_c(dest);
+        let name_len = match dest {
+            SocketAddr::V4(_) => core::mem::size_of::<libc::sockaddr_in>(),
+            SocketAddr::V6(_) => core::mem::size_of::<libc::sockaddr_in6>(),
+        };
+        // SAFETY: an all-zero msghdr is valid; we then point it at our address and iovecs.
+        let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+        msg.msg_name = &name as *const libc::sockaddr_storage as *mut libc::c_void;
+        msg.msg_namelen = name_len as libc::socklen_t;
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len();
+        let fd = self.socket.as_raw_fd();
+        let deadline = Instant::now() + SEND_WAIT;
+        loop {
+            // SAFETY: the iovecs name our header and registered memory the caller checked and
+            // leased; the kernel only reads them and reports a bad address as EFAULT.
+            // MSG_NOSIGNAL: no SIGPIPE, MSG_DONTWAIT: the wait is ours (below).
+            let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+            if n >= 0 {
+                return Ok(());
+            }
+            let e = std::io::Error::last_os_error();
+            let left = deadline.saturating_duration_since(Instant::now());
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => {}
+                std::io::ErrorKind::WouldBlock if !left.is_zero() => {
+                    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+                    // SAFETY: one live pollfd.
+                    unsafe { libc::poll(&mut p, 1, left.as_millis().clamp(1, 1000) as libc::c_int) };
+                }
+                _ => return Err(e),
+            }
+        }
+    }
+
+    /// Stops the receiver thread and waits for it, unless this is that thread (a completion's
+    /// handler disconnecting): it lands nothing more once its handler returns.
+    fn stop_receiver(&self) {
+        let _ = self.stop.shutdown(Shutdown::Both);
+        let handle = self.inner.locked().receiver.take();
+        if let Some(h) = handle {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl Drop for SoftUdQp {
+    fn drop(&mut self) {
+        // A QP dropped without destroy: its receiver thread exits.
+        let _ = self.stop.shutdown(Shutdown::Both);
+    }
+}
+
+/// The receiver thread: waits for datagrams, and hands each to the QP while it lives and is
+/// open. The buffer is the only memory it uses, made once.
+fn receiver(qp: Weak<SoftUdQp>, socket: Arc<UdpSocket>, stopped: UnixStream) {
+    let mut buf = vec![0u8; AT + DGRAM_HDR_LEN + MTU as usize + 1];
+    loop {
+        let mut fds = [
+            libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: stopped.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: `fds` is a live array of two pollfd structures.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        if fds[1].revents != 0 {
+            return;
+        }
+        let Some(qp) = qp.upgrade() else { return };
+        loop {
+            if qp.is_closed() {
+                return;
+            }
+            match socket.recv_from(&mut buf[AT..]) {
+                Ok((n, from)) => qp.on_datagram(&mut buf, n, from),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // Nothing more for now (or an error the kernel queued): wait again.
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+impl Qp for SoftUdQp {
+    fn connect(&self, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+        if self.is_closed() {
+            return Err(DevError::State);
+        }
+        cm::resolve(self, addr, private_data, timeout)
+    }
+
+    fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
+        let ah = wr.ah.as_ref().ok_or(DevError::NotSupported)?;
+        let ah = ah.as_any().downcast_ref::<SoftAh>().ok_or(DevError::NotSupported)?;
+        if wr.op != WrOp::Send {
+            return Err(DevError::NotSupported);
+        }
+        if self.is_closed() {
+            return Err(DevError::State);
+        }
+        if wr.sges.len() > self.caps.max_send_sge as usize {
+            return Err(DevError::NoResources);
+        }
+        let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
+        let status = if len > u64::from(self.caps.max_message.min(MTU)) {
+            DAT_DTO_ERR_LOCAL_LENGTH
+        } else if let Some(keys) = self.dev.local_keys(self.pd, &wr.sges, false) {
+            let sets: Vec<Arc<SetLease>> = keys.into_iter().map(|k| k.lease).collect();
+            match lease::take_all(&self.lease, &sets, Via::Memory) {
+                None if self.is_closed() => DAT_DTO_ERR_FLUSHED,
+                None => DAT_DTO_ERR_LOCAL_PROTECTION,
+                Some(_leases) => {
+                    let flags = if wr.solicited { flag::SOLICITED } else { 0 };
+                    let hdr = Dgram { qkey: ah.qkey, src_qpn: self.qpn(), flags, length: len as u32 }.encode();
+                    let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
+                    match self.send_datagram(ah.dest, &hdr, &segs) {
+                        Err(e) if e.raw_os_error() == Some(libc::EFAULT) => DAT_DTO_ERR_LOCAL_PROTECTION,
+                        // Sent, or lost on the way (no route, no room): UD does not know.
+                        _ => DAT_DTO_SUCCESS,
+                    }
+                }
+            }
+        } else {
+            DAT_DTO_ERR_LOCAL_PROTECTION
+        };
+        self.complete(wr.wr_id, WcOp::Send, status, len as u32, false);
+        Ok(())
+    }
+
+    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
+        let mut i = self.inner.locked();
+        if i.closed {
+            return Err(DevError::State);
+        }
+        if sges.len() > self.caps.max_recv_sge as usize {
+            return Err(DevError::NoResources);
+        }
+        if i.recvs.len() >= self.caps.max_recv_wr as usize {
+            return Err(DevError::QueueFull);
+        }
+        i.recvs.push_back((wr_id, sges));
+        Ok(())
+    }
+
+    fn disconnect(&self, _graceful: bool) {
+        // Sends complete as they are posted: graceful and abrupt are the same.
+        let first = {
+            let mut i = self.inner.locked();
+            let first = !i.closed;
+            i.closed = true;
+            self.closed.store(true, Ordering::SeqCst);
+            first
+        };
+        self.stop_receiver();
+        if first {
+            let flushed: Vec<(u64, Vec<Sge>)> = self.inner.locked().recvs.drain(..).collect();
+            let mut events: Vec<Event> = flushed
+                .into_iter()
+                .map(|(wr_id, _)| {
+                    Event::Completion(Completion {
+                        wr_id,
+                        status: DAT_DTO_ERR_FLUSHED,
+                        op: WcOp::Recv,
+                        byte_len: 0,
+                        imm: None,
+                        invalidated: None,
+                        solicited: false,
+                    })
+                })
+                .collect();
+            events.push(Event::Cm(CmEvent::Disconnected));
+            self.deliver(events);
+        }
+    }
+
+    fn destroy(&self) {
+        self.disconnect(false);
+        // Sends in flight on other threads finish their copies first; none starts after.
+        self.lease.revoke();
+    }
+
+    fn bind_mw(&self, _wr_id: u64, _mw: &Mw, _mr: &Mr, _addr: u64, _len: u64, _access: Access, _zero_based: bool) -> Result<u32, DevError> {
+        // Memory windows serve RDMA, which UD does not have.
+        Err(DevError::NotSupported)
+    }
+
+    fn unbind_mw(&self, wr_id: u64, mw: &Mw) {
+        self.dev.unbind_mw(mw);
+        let status = if self.is_closed() { DAT_DTO_ERR_FLUSHED } else { DAT_DTO_SUCCESS };
+        self.complete(wr_id, WcOp::Bind, status, 0, false);
+    }
+
+    fn remote(&self) -> Option<SocketAddr> {
+        None
+    }
+
+    fn local_port(&self) -> u16 {
+        self.local.port()
+    }
+
+    fn path(&self) -> &'static str {
+        "udp"
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

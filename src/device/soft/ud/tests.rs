@@ -1,0 +1,310 @@
+//! The UD QP on a real soft device over loopback: resolution both ways, datagrams with their
+//! GRH, a short receive, an SRQ, and what a forged datagram (another Q_Key, a lying or
+//! oversized length) cannot do.
+
+use super::*;
+use crate::device::soft::wire::{op, read_message, UdHello, UD_HELLO_MAX};
+use crate::util::sync::CondvarExt;
+use std::sync::Condvar;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Default)]
+struct Recorder {
+    state: Mutex<(VecDeque<Completion>, VecDeque<CmEvent>)>,
+    cv: Condvar,
+}
+
+impl QpEvents for Recorder {
+    fn completion(&self, c: Completion) {
+        self.state.locked().0.push_back(c);
+        self.cv.notify_all();
+    }
+    fn cm(&self, ev: CmEvent) {
+        self.state.locked().1.push_back(ev);
+        self.cv.notify_all();
+    }
+}
+
+impl Recorder {
+    fn completion(&self, wait: Duration) -> Option<Completion> {
+        let deadline = Instant::now() + wait;
+        let mut s = self.state.locked();
+        loop {
+            if let Some(c) = s.0.pop_front() {
+                return Some(c);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            s = self.cv.wait_timeout_locked(s, left).0;
+        }
+    }
+    fn cm(&self) -> Option<CmEvent> {
+        let deadline = Instant::now() + WAIT;
+        let mut s = self.state.locked();
+        loop {
+            if let Some(e) = s.1.pop_front() {
+                return Some(e);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            s = self.cv.wait_timeout_locked(s, left).0;
+        }
+    }
+}
+
+/// Accepts every UD request on `qp` with private data "yes", or rejects it with "no".
+struct Accepting {
+    qp: Option<Arc<dyn Qp>>,
+}
+
+impl ListenEvents for Accepting {
+    fn request(&self, conn: Arc<dyn PendingConnection>) {
+        assert!(conn.datagram());
+        match &self.qp {
+            Some(qp) => conn.accept(qp, b"yes").expect("accepts"),
+            None => conn.reject(b"no"),
+        }
+    }
+}
+
+struct Setup {
+    dev: Arc<SoftDevice>,
+    pd: Pd,
+    mem: Vec<u8>,
+    mr: Mr,
+}
+
+fn setup() -> Setup {
+    let dev = SoftDevice::new("127.0.0.1 0").expect("device");
+    let pd = dev.alloc_pd().expect("pd");
+    let mem = vec![0u8; 64 << 10];
+    let mr = dev.reg_mr(pd, mem.as_ptr() as u64, mem.len() as u64, Access::LOCAL_WRITE, false).expect("mr");
+    Setup { dev, pd, mem, mr }
+}
+
+fn caps() -> QpCaps {
+    QpCaps {
+        service: Service::Ud,
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 2,
+        max_recv_sge: 2,
+        max_rd_atomic: 1,
+        max_rd_in: 1,
+        max_message: MTU,
+    }
+}
+
+impl Setup {
+    fn qp(&self, srq: Option<Arc<dyn Srq>>) -> (Arc<dyn Qp>, Arc<Recorder>) {
+        let rec = Arc::new(Recorder::default());
+        let qp = self.dev.create_qp(self.pd, caps(), srq, rec.clone()).expect("UD QP");
+        (qp, rec)
+    }
+    fn sge(&self, off: usize, len: u32) -> Sge {
+        Sge { addr: self.mem.as_ptr() as u64 + off as u64, len, lkey: self.mr.lkey }
+    }
+    fn at(&self, off: usize, len: usize) -> Vec<u8> {
+        // The device wrote through the registration; read it back the same way.
+        let mut v = vec![0u8; len];
+        io::pull(std::process::id(), &[(v.as_mut_ptr() as u64, len)], &[(self.mem.as_ptr() as u64 + off as u64, len)]).expect("reads");
+        v
+    }
+    fn fill(&self, off: usize, bytes: &[u8]) {
+        io::scatter(bytes, &[(self.mem.as_ptr() as u64 + off as u64, bytes.len())]).expect("writes");
+    }
+}
+
+fn send(qp: &Arc<dyn Qp>, wr_id: u64, sges: Vec<Sge>, ah: &Arc<dyn AddressHandle>) {
+    qp.post_send(SendWr { wr_id, op: WrOp::Send, sges, remote: None, ah: Some(ah.clone()), fence: false, solicited: true }).expect("posts");
+}
+
+fn soft(qp: &Arc<dyn Qp>) -> &SoftUdQp {
+    qp.as_any().downcast_ref::<SoftUdQp>().expect("a soft UD QP")
+}
+
+/// A datagram as a peer would send it, from a socket of its own.
+fn forged(from: &UdpSocket, to: &Arc<dyn Qp>, qkey: u32, length: u32, payload: &[u8]) {
+    let src_qpn = u32::from(from.local_addr().expect("addr").port());
+    let mut d = Dgram { qkey, src_qpn, flags: 0, length }.encode().to_vec();
+    d.extend_from_slice(payload);
+    from.send_to(&d, ("127.0.0.1", to.local_port())).expect("sent");
+}
+
+#[test]
+fn resolve_send_receive_with_grh() {
+    let s = setup();
+    let (a, ra) = s.qp(None);
+    let (b, rb) = s.qp(None);
+    assert_eq!((a.path(), a.remote()), ("udp", None));
+    let listener = s.dev.listen(0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
+    a.post_recv(1, vec![s.sge(0, 40), s.sge(40, 8192)]).expect("posts");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], listener.port())), b"hello", Some(WAIT)).expect("connects");
+
+    let Some(CmEvent::UdResolved { private_data, peer, passive: false }) = rb.cm() else { panic!("no active resolution") };
+    assert_eq!((private_data.as_slice(), peer.qpn, peer.addr.ip()), (&b"yes"[..], u32::from(a.local_port()), "127.0.0.1".parse().unwrap()));
+    let Some(CmEvent::UdResolved { private_data, peer: back, passive: true }) = ra.cm() else { panic!("no passive resolution") };
+    assert_eq!((private_data.as_slice(), back.qpn), (&b"hello"[..], u32::from(b.local_port())));
+
+    let payload: Vec<u8> = (0..100u8).collect();
+    s.fill(16384, &payload);
+    send(&b, 7, vec![s.sge(16384, 60), s.sge(16384 + 60, 40)], &peer.ah);
+    let c = rb.completion(WAIT).expect("send completes");
+    assert_eq!((c.wr_id, c.status, c.op, c.byte_len), (7, DAT_DTO_SUCCESS, WcOp::Send, 100));
+    let c = ra.completion(WAIT).expect("receive completes");
+    assert_eq!((c.wr_id, c.status, c.op, c.byte_len, c.solicited), (1, DAT_DTO_SUCCESS, WcOp::Recv, 140, true));
+    let g = s.at(0, 40);
+    assert_eq!(g[0] >> 4, 6);
+    assert_eq!((u16::from_be_bytes([g[4], g[5]]), g[6]), (100, 0x1B));
+    let v4mapped = |ip: [u8; 4]| std::net::Ipv4Addr::from(ip).to_ipv6_mapped().octets();
+    assert_eq!((&g[8..24], &g[24..40]), (&v4mapped([127, 0, 0, 1])[..], &v4mapped([127, 0, 0, 1])[..]));
+    assert_eq!(s.at(40, 100), payload);
+
+    // A receive shorter than GRH + payload: LOCAL_LENGTH, and the datagram is consumed.
+    a.post_recv(2, vec![s.sge(0, 100)]).expect("posts");
+    send(&b, 8, vec![s.sge(16384, 100)], &peer.ah);
+    assert_eq!(rb.completion(WAIT).map(|c| c.status), Some(DAT_DTO_SUCCESS));
+    let c = ra.completion(WAIT).expect("completes");
+    assert_eq!((c.wr_id, c.status), (2, DAT_DTO_ERR_LOCAL_LENGTH));
+
+    // A datagram larger than the EP's messages is refused at the sender.
+    send(&b, 9, vec![s.sge(0, MTU), s.sge(0, 1)], &peer.ah);
+    assert_eq!(rb.completion(WAIT).map(|c| (c.wr_id, c.status)), Some((9, DAT_DTO_ERR_LOCAL_LENGTH)));
+    // A bad lkey: a local protection error, and the QP goes on.
+    b.post_send(SendWr {
+        wr_id: 10,
+        op: WrOp::Send,
+        sges: vec![Sge { lkey: s.mr.lkey ^ 1, ..s.sge(0, 8) }],
+        remote: None,
+        ah: Some(peer.ah.clone()),
+        fence: false,
+        solicited: false,
+    })
+    .expect("posts");
+    assert_eq!(rb.completion(WAIT).map(|c| (c.wr_id, c.status)), Some((10, DAT_DTO_ERR_LOCAL_PROTECTION)));
+
+    // Destroy flushes what is posted, reports the end once, and takes nothing more.
+    a.post_recv(3, vec![s.sge(0, 8192)]).expect("posts");
+    a.destroy();
+    assert_eq!(ra.completion(WAIT).map(|c| (c.wr_id, c.status)), Some((3, DAT_DTO_ERR_FLUSHED)));
+    assert_eq!(ra.cm(), Some(CmEvent::Disconnected));
+    assert!(a.post_recv(4, vec![s.sge(0, 8)]).is_err());
+    a.disconnect(false);
+    assert!(ra.cm().is_none());
+    // Sends to a QP that is gone still complete: UD does not know.
+    send(&b, 11, vec![s.sge(0, 8)], &peer.ah);
+    assert_eq!(rb.completion(WAIT).map(|c| (c.wr_id, c.status)), Some((11, DAT_DTO_SUCCESS)));
+    drop(listener);
+}
+
+#[test]
+fn forged_datagrams_do_not_land() {
+    let s = setup();
+    let (a, ra) = s.qp(None);
+    let qkey = soft(&a).qkey();
+    let peer = UdpSocket::bind("127.0.0.1:0").expect("binds");
+    a.post_recv(1, vec![s.sge(0, 8192)]).expect("posts");
+    let quiet = Duration::from_millis(300);
+    // Another Q_Key; a length that is not the payload's; one above the MTU; a short header.
+    forged(&peer, &a, qkey ^ 0x8000_0000, 4, b"evil");
+    forged(&peer, &a, qkey, 5, b"evil");
+    forged(&peer, &a, qkey, 3, b"evil");
+    forged(&peer, &a, qkey, MTU + 1, &vec![b'o'; MTU as usize + 1]);
+    forged(&peer, &a, qkey, 60000, &vec![b'o'; 60000]);
+    peer.send_to(&Dgram { qkey, src_qpn: 1, flags: 0, length: 0 }.encode()[..DGRAM_HDR_LEN - 1], ("127.0.0.1", a.local_port()))
+        .expect("sent");
+    // A source QPN that is not the port it comes from.
+    let mut d = Dgram { qkey, src_qpn: 1, flags: 0, length: 4 }.encode().to_vec();
+    d.extend_from_slice(b"evil");
+    peer.send_to(&d, ("127.0.0.1", a.local_port())).expect("sent");
+    assert!(ra.completion(quiet).is_none(), "a forged datagram consumed the receive");
+    // The receive is still posted: an honest datagram of the largest size takes it.
+    forged(&peer, &a, qkey, MTU, &vec![b'g'; MTU as usize]);
+    let c = ra.completion(WAIT).expect("completes");
+    assert_eq!((c.wr_id, c.status, c.byte_len), (1, DAT_DTO_SUCCESS, GRH_LEN + MTU));
+    assert!(s.at(40, MTU as usize).iter().all(|&b| b == b'g'));
+    // With no receive, datagrams are dropped; nothing is held for them.
+    for _ in 0..64 {
+        forged(&peer, &a, qkey, 4, b"lost");
+    }
+    std::thread::sleep(quiet);
+    a.post_recv(2, vec![s.sge(0, 8192)]).expect("posts");
+    assert!(ra.completion(quiet).is_none());
+    forged(&peer, &a, qkey, 4, b"late");
+    assert_eq!(ra.completion(WAIT).map(|c| (c.wr_id, c.byte_len)), Some((2, GRH_LEN + 4)));
+    assert_eq!(s.at(40, 4), b"late");
+    a.destroy();
+}
+
+#[test]
+fn srq_rejects_and_foreign_handles() {
+    struct NoLimit;
+    impl SrqEvents for NoLimit {
+        fn limit_reached(&self) {}
+    }
+    #[derive(Debug)]
+    struct Foreign;
+    impl AddressHandle for Foreign {
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+    let s = setup();
+    let srq = s.dev.create_srq(s.pd, 8, 1, Arc::new(NoLimit)).expect("srq");
+    let (a, ra) = s.qp(Some(srq.clone()));
+    let (b, rb) = s.qp(None);
+    let accepting = s.dev.listen(0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
+    let rejecting = s.dev.listen(0, Arc::new(Accepting { qp: None })).expect("listens");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], rejecting.port())), b"", Some(WAIT)).expect("connects");
+    assert_eq!(rb.cm(), Some(CmEvent::PeerRejected { private_data: b"no".to_vec() }));
+    b.connect(SocketAddr::from(([127, 0, 0, 1], accepting.port())), b"", Some(WAIT)).expect("connects");
+    let Some(CmEvent::UdResolved { peer, .. }) = rb.cm() else { panic!("not resolved") };
+    assert!(matches!(ra.cm(), Some(CmEvent::UdResolved { passive: true, .. })));
+    // Receives come from the SRQ.
+    srq.post_recv(5, vec![s.sge(0, 8192)]).expect("posts");
+    s.fill(16384, b"through the srq");
+    send(&b, 1, vec![s.sge(16384, 15)], &peer.ah);
+    assert_eq!(rb.completion(WAIT).map(|c| c.status), Some(DAT_DTO_SUCCESS));
+    assert_eq!(ra.completion(WAIT).map(|c| (c.wr_id, c.status, c.byte_len)), Some((5, DAT_DTO_SUCCESS, GRH_LEN + 15)));
+    assert_eq!(s.at(40, 15), b"through the srq");
+    assert_eq!(srq.available(), 0);
+    // Another device's address handle; a UD request from a QP that is not a soft UD QP.
+    let foreign: Arc<dyn AddressHandle> = Arc::new(Foreign);
+    let wr = SendWr { wr_id: 2, op: WrOp::Send, sges: vec![], remote: None, ah: Some(foreign), fence: false, solicited: false };
+    assert_eq!(b.post_send(wr), Err(DevError::NotSupported));
+    let wr = SendWr { wr_id: 3, op: WrOp::Send, sges: vec![], remote: None, ah: None, fence: false, solicited: false };
+    assert_eq!(b.post_send(wr), Err(DevError::NotSupported));
+    // Nobody listening: a non-peer rejection.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    b.connect(SocketAddr::from(([127, 0, 0, 1], port)), b"", Some(WAIT)).expect("connects");
+    assert_eq!(rb.cm(), Some(CmEvent::NonPeerRejected));
+    // The requester's own QPN and Q_Key, read off the wire by a listener of ours.
+    let ours = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    b.connect(ours.local_addr().expect("addr"), b"pd", Some(Duration::from_millis(500))).expect("connects");
+    let (conn, _) = ours.accept().expect("accepts");
+    let (hdr, body) = read_message(&conn, UD_HELLO_MAX).expect("reads");
+    let hello = UdHello::decode(&body).expect("a UD_HELLO");
+    assert_eq!(
+        (hdr.op, hello.qpn, hello.qkey, hello.private_data.as_slice()),
+        (op::UD_HELLO, u32::from(b.local_port()), soft(&b).qkey(), &b"pd"[..])
+    );
+    // We never answer: the resolution times out.
+    assert_eq!(rb.cm(), Some(CmEvent::TimedOut));
+    a.destroy();
+    b.destroy();
+}
+
+#[test]
+fn grh_layout() {
+    let g = grh("10.0.0.1".parse().unwrap(), "fe80::1".parse().unwrap(), 4096);
+    assert_eq!(&g[0..8], &[0x60, 0, 0, 0, 0x10, 0x00, 0x1B, 64]);
+    assert_eq!(&g[8..24], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1]);
+    assert_eq!(&g[24..40], &"fe80::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+}
