@@ -388,9 +388,10 @@ void case_many_resolutions(void)
            b.naccepted, MANY);
     many_check(&a, "a", "b");
     many_check(&b, "b", "a");
-    if (harness_failures())
+    if (a.nactive != MANY || a.npassive != MANY || b.nactive != MANY || b.npassive != MANY)
         goto out;
-    /* a datagram through each of a's handles reaches b */
+    /* a datagram through each of a's handles reaches b (also when a check above failed: what
+     * matters most is that the handles work) */
     for (int i = 0; i < 2 * MANY; i++)
         if (!post_recv1(r.se, &r.sm, (size_t)i * 1024, GRH + 64, 100 + (uint64_t)i))
             goto out;
@@ -403,8 +404,13 @@ void case_many_resolutions(void)
     int got[2 * MANY] = {0};
     for (int i = 0; i < 2 * MANY; i++) {
         DAT_EVENT ev;
-        if (!UD_WAIT_DTO(r.s.rcv, DAT_IB_UD_RECV, &ev))
+        if (!UD_WAIT_DTO(r.s.rcv, DAT_IB_UD_RECV, &ev)) {
+            for (int k = 0; k < 2 * MANY; k++)
+                if (!got[k])
+                    harness_note("the datagram through a's %s handle %d did not arrive", k < MANY ? "active" : "passive",
+                                 k < MANY ? k : k - MANY);
             goto out;
+        }
         uint64_t c = ev.event_data.dto_completion_event_data.user_cookie.as_64;
         if (!EXPECT(c >= 100 && c < 100 + 2 * MANY, "receive cookie %llu", (unsigned long long)c))
             continue;
