@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the fuzz target with libFuzzer's coverage instrumentation on stable Rust and prints
-# the binary's path. Usage: fuzz/build.sh [cargo build arguments]
+# Builds a fuzz target (DAT2_FUZZ_TARGET: soft_wire, the default, or soft_ud) with libFuzzer's
+# coverage instrumentation on stable Rust and prints the binary's path.
+# Usage: fuzz/build.sh [cargo build arguments]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 host=$(rustc -vV | sed -n 's/^host: //p')
@@ -15,5 +16,6 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks \
 -Cforce-frame-pointers=yes -Clink-arg=-Wl,--warn-unresolved-symbols"
 cd "$here"
-cargo build --release --locked --target "$host" --bin soft_wire "$@" >&2
-echo "${CARGO_TARGET_DIR:-$here/target}/$host/release/soft_wire"
+target=${DAT2_FUZZ_TARGET:-soft_wire}
+cargo build --release --locked --target "$host" --bin "$target" "$@" >&2
+echo "${CARGO_TARGET_DIR:-$here/target}/$host/release/$target"

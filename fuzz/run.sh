@@ -2,6 +2,7 @@
 # A fuzzing campaign of the soft device's wire protocol (see the README's "Fuzzing"): builds
 # the target, then runs libFuzzer on a corpus kept in fuzz/work/corpus (the committed seeds,
 # fuzz/corpus/soft_wire, are read too), with crashes written to fuzz/work/artifacts/.
+# DAT2_FUZZ_TARGET=soft_ud fuzzes the UD receive path instead (fuzz/work/soft_ud/).
 # Extra arguments go to libFuzzer, e.g.
 #   fuzz/run.sh -max_total_time=3600            an hour
 #   fuzz/run.sh -fork=2 -ignore_crashes=1       two processes, going on after a crash
@@ -9,7 +10,9 @@
 # DAT2_FUZZ_WORK moves the work directory.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+target=${DAT2_FUZZ_TARGET:-soft_wire}
 work=${DAT2_FUZZ_WORK:-$here/work}
+[ "$target" = soft_wire ] || work=$work/$target
 bin=$("$here/build.sh")
 mkdir -p "$work/corpus" "$work/artifacts"
 export DAT_OVERRIDE=${DAT_OVERRIDE:-/nonexistent}
@@ -18,4 +21,5 @@ for a in "$@"; do
   # Inputs or directories named: run on those alone.
   if [ -e "$a" ]; then exec "$bin" "${defaults[@]}" "$@"; fi
 done
-exec "$bin" "${defaults[@]}" "$@" "$work/corpus" "$here/corpus/soft_wire"
+mkdir -p "$here/corpus/$target"
+exec "$bin" "${defaults[@]}" "$@" "$work/corpus" "$here/corpus/$target"
