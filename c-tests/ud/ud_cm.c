@@ -571,8 +571,9 @@ out:
 }
 
 /* An EP freed with address handles and connection records unfreed (dat_ep_free succeeds and
- * releases them), and calls naming an EP that is gone, was never one, or is another object:
- * DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EP. */
+ * releases them), and calls naming an EP that is gone or was never one (DAT_INVALID_HANDLE |
+ * DAT_INVALID_HANDLE1: dat_extension_op's handle may be any object, so one that is no live
+ * object at all is named as its first argument), or another object (DAT_INVALID_HANDLE_EP). */
 void case_free_bad_handles(void)
 {
     struct ud_rig r;
@@ -583,10 +584,10 @@ void case_free_bad_handles(void)
         goto out;
     /* x holds an address handle and a record of this resolution */
     EXPECT_RC(dat_ep_free(x), DAT_SUCCESS);
-    EXPECT_RC(dat_ib_ud_ah_free(x, &c2.ah), RC_HANDLE_EP);
-    EXPECT_RC(dat_ib_ud_cm_free(x, c2.context.as_ptr), RC_HANDLE_EP);
-    EXPECT_RC(dat_ib_ud_ah_free((DAT_EP_HANDLE)wild, &r.at_c.ah), RC_HANDLE_EP);
-    EXPECT_RC(dat_ib_ud_cm_free((DAT_EP_HANDLE)wild, r.at_c.context.as_ptr), RC_HANDLE_EP);
+    EXPECT_RC(dat_ib_ud_ah_free(x, &c2.ah), RC_HANDLE1);
+    EXPECT_RC(dat_ib_ud_cm_free(x, c2.context.as_ptr), RC_HANDLE1);
+    EXPECT_RC(dat_ib_ud_ah_free((DAT_EP_HANDLE)wild, &r.at_c.ah), RC_HANDLE1);
+    EXPECT_RC(dat_ib_ud_cm_free((DAT_EP_HANDLE)wild, r.at_c.context.as_ptr), RC_HANDLE1);
     EXPECT_RC(dat_ib_ud_ah_free((DAT_EP_HANDLE)r.c.rcv, &r.at_c.ah), RC_HANDLE_EP); /* an EVD */
     EXPECT_RC(dat_ib_ud_cm_free((DAT_EP_HANDLE)r.c.rcv, r.at_c.context.as_ptr), RC_HANDLE_EP);
     /* the live EP's own are still there */

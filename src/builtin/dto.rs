@@ -55,14 +55,15 @@ pub fn post(
     }
     let (wr_id, segs, qp) = {
         let mut i = ep.lock();
-        let segs = iov_arg(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;
-        if flags & !COMPLETION_FLAGS != 0 {
-            return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
-        }
-        // A UD EP takes only datagram sends, and only a UD EP takes them.
+        // A UD EP takes only datagram sends, and only a UD EP takes them (checked first: a UD
+        // EP's RDMA segment limits are 0, which would otherwise name the vector).
         let ud = is_ud(&i.attr);
         if ud != p.ah.is_some() {
             return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
+        }
+        let segs = iov_arg(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;
+        if flags & !COMPLETION_FLAGS != 0 {
+            return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
         }
         // Like an HCA, only the device's message size limit is enforced (programs such as
         // dtest post RDMA larger than the max_rdma_size they ask for); a datagram's is the

@@ -5,7 +5,10 @@
 //! info, scope id), so the two conversions below replace a crate: a `socket2::SockAddr` would
 //! only add a third representation between them.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, SocketAddrV6, TcpStream};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::time::Duration;
 
 /// `sa` as a C socket address, in a `sockaddr_storage` (the rest zeroed).
 pub fn to_c(sa: SocketAddr) -> libc::sockaddr_storage {
@@ -60,6 +63,66 @@ pub unsafe fn from_c(p: *const libc::sockaddr) -> Option<SocketAddr> {
     }
 }
 
+/// The length of the C address `to_c` makes of `sa`.
+pub fn c_len(sa: &SocketAddr) -> libc::socklen_t {
+    match sa {
+        SocketAddr::V4(_) => core::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        SocketAddr::V6(_) => core::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+    }
+}
+
+/// A TCP connection to `remote` from the local address `local` (any port), within `timeout`:
+/// what `TcpStream::connect_timeout` does, bound first, so that the peer sees the address we
+/// name rather than the one the kernel picks for the route (on a host with several addresses,
+/// or an IA on 127.0.0.2 reaching one on 127.0.0.1). An unspecified `local`, or one of the
+/// other family, is not bound.
+pub fn connect_from(local: IpAddr, remote: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let family = if remote.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    // SAFETY: socket(2) with constant arguments.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor socket(2) just returned, owned from here on.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    if !local.is_unspecified() && local.is_ipv4() == remote.is_ipv4() {
+        let at = SocketAddr::new(local, 0);
+        let ss = to_c(at);
+        // SAFETY: a socket address of the length c_len gives, in storage large enough for it.
+        if unsafe { libc::bind(fd, &ss as *const _ as *const libc::sockaddr, c_len(&at)) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let ss = to_c(remote);
+    // SAFETY: as above.
+    if unsafe { libc::connect(fd, &ss as *const _ as *const libc::sockaddr, c_len(&remote)) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(e);
+        }
+        let mut pfd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: one pollfd, ours.
+        match unsafe { libc::poll(&mut pfd, 1, ms) } {
+            0 => return Err(io::ErrorKind::TimedOut.into()),
+            n if n < 0 => return Err(io::Error::last_os_error()),
+            _ => {}
+        }
+        let mut err: libc::c_int = 0;
+        let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: SO_ERROR writes one int into `err`.
+        if unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut _ as *mut libc::c_void, &mut len) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if err != 0 {
+            return Err(io::Error::from_raw_os_error(err));
+        }
+    }
+    let stream = TcpStream::from(sock);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +142,18 @@ mod tests {
         assert_eq!(unsafe { from_c(&unspec as *const _ as *const libc::sockaddr) }, None);
         // SAFETY: NULL is allowed.
         assert_eq!(unsafe { from_c(core::ptr::null()) }, None);
+    }
+
+    #[test]
+    fn connects_from_the_address_named() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let to = l.local_addr().unwrap();
+        let s = connect_from("127.0.0.2".parse().unwrap(), to, Duration::from_secs(5)).unwrap();
+        let (_, from) = l.accept().unwrap();
+        assert_eq!(from.ip(), "127.0.0.2".parse::<IpAddr>().unwrap());
+        assert_eq!(s.local_addr().unwrap(), from);
+        drop(l);
+        let refused = connect_from("127.0.0.1".parse().unwrap(), to, Duration::from_secs(5)).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
     }
 }

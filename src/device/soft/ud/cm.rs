@@ -10,13 +10,14 @@
 //! that address) and its Q_Key. Accepting answers UD_ACCEPT and reports the requester as
 //! resolved; either way the connection then closes.
 
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{SoftAh, SoftUdQp};
 use crate::device::soft::wire::{op, read_message, timed_out, write_message, Hello, UdHello, HELLO_MAX, UD_HELLO_MAX};
 use crate::device::{CmEvent, DevError, PendingConnection, Qp, UdPeer};
+use crate::util::sockaddr;
 use crate::util::sync::MutexExt;
 
 /// How long a resolution without a timeout of its own may take.
@@ -43,11 +44,14 @@ pub(super) fn resolve(qp: &SoftUdQp, addr: SocketAddr, private_data: &[u8], time
     let hello = UdHello { qpn: qp.qpn(), qkey: qp.qkey(), private_data: private_data.to_vec() };
     // The thread keeps no QP alive: a QP destroyed meanwhile hears nothing.
     let weak = qp.this.clone();
+    // The request comes from the IA's address: the passive side takes the requester's address
+    // from the kernel and sends its datagrams there.
+    let local = qp.local_ip();
     std::thread::Builder::new()
         .name("dat2-soft-connect".into())
         .stack_size(256 << 10)
         .spawn(move || {
-            let ev = ask(addr, &hello, timeout.unwrap_or(RESOLVE_TIMEOUT)).unwrap_or_else(|e| e);
+            let ev = ask(local, addr, &hello, timeout.unwrap_or(RESOLVE_TIMEOUT)).unwrap_or_else(|e| e);
             if let Some(qp) = weak.upgrade() {
                 qp.report(ev);
             }
@@ -57,11 +61,11 @@ pub(super) fn resolve(qp: &SoftUdQp, addr: SocketAddr, private_data: &[u8], time
 }
 
 /// One resolution: Ok(UdResolved), or the failure's event.
-fn ask(addr: SocketAddr, hello: &UdHello, limit: Duration) -> Result<CmEvent, CmEvent> {
+fn ask(local: IpAddr, addr: SocketAddr, hello: &UdHello, limit: Duration) -> Result<CmEvent, CmEvent> {
     let started = Instant::now();
     let left = || limit.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
     let stream = loop {
-        match TcpStream::connect_timeout(&addr, left()) {
+        match sockaddr::connect_from(local, addr, left()) {
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && started.elapsed() < REFUSED_RETRY.min(limit) => {
                 std::thread::sleep(Duration::from_millis(10));
             }

@@ -204,6 +204,11 @@ impl SoftUdQp {
     }
 
     /// The QP number: our UDP port.
+    /// The IA's address, which the QP's socket is bound to.
+    pub fn local_ip(&self) -> IpAddr {
+        self.local.ip()
+    }
+
     pub fn qpn(&self) -> u32 {
         u32::from(self.local.port())
     }
