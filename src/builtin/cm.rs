@@ -166,7 +166,14 @@ fn connect_error(e: DevError) -> DAT_RETURN {
 }
 
 /// A UD EP's connect: resolves the peer's service point; the outcome is a UD connection event.
-fn resolve(ep: &Ep, qp: Arc<dyn Qp>, addr: SocketAddr, conn_qual: DAT_CONN_QUAL, timeout: DAT_TIMEOUT, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
+fn resolve(
+    ep: &Ep,
+    qp: Arc<dyn Qp>,
+    addr: SocketAddr,
+    conn_qual: DAT_CONN_QUAL,
+    timeout: DAT_TIMEOUT,
+    pdata: &[u8],
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let mut service = addr;
     service.set_port(port_of(conn_qual));
     qp.connect(service, pdata, timeout_arg(timeout)).map_err(connect_error)?;

@@ -249,7 +249,14 @@ pub fn post_send_with_invalidate(
     rmr_context: DAT_RMR_CONTEXT,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let op = if invalidate != DAT_FALSE { WrOp::SendInv(rmr_context) } else { WrOp::Send };
-    post(handle, count, iov, cookie, flags, Post { op, report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: |a| a.max_request_iov })
+    post(
+        handle,
+        count,
+        iov,
+        cookie,
+        flags,
+        Post { op, report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: |a| a.max_request_iov },
+    )
 }
 
 // Receives.

@@ -76,7 +76,13 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                         local,
                         cookie,
                         flags,
-                        Post { op: wr, report: Report::Extension(kind), remote: Some((addr, key)), ah: None, max_iov: |a| a.max_request_iov },
+                        Post {
+                            op: wr,
+                            report: Report::Extension(kind),
+                            remote: Some((addr, key)),
+                            ah: None,
+                            max_iov: |a| a.max_request_iov,
+                        },
                     )
                 }
                 DAT_IB_UD_SEND_OP => {

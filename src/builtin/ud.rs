@@ -84,7 +84,11 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) -> Option<CmEvent> {
                 }
             }
             Some(_) => {
-                crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "UD EP {:#x}: {HELD_MAX} address handles or records unfreed; a resolution is refused", ep.handle);
+                crate::dbg_log!(
+                    crate::log::DbgType::PROVIDER_API,
+                    "UD EP {:#x}: {HELD_MAX} address handles or records unfreed; a resolution is refused",
+                    ep.handle
+                );
                 number = DAT_IB_UD_CONNECTION_ERROR_EVENT;
                 e.event_number = number;
                 extension_data(&mut e, DAT_IB_UD_CONNECT_ERROR, DAT_IB_OP_ERR, None, 0);

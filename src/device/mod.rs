@@ -300,11 +300,19 @@ pub struct Completion {
 /// making a connection: each success is a `UdResolved`, and a UD QP never disconnects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CmEvent {
-    Established { private_data: Vec<u8> },
+    Established {
+        private_data: Vec<u8>,
+    },
     /// UD: the peer answered a connect (`passive` false) or this side accepted its request
     /// (`passive` true); datagrams reach it through `peer`.
-    UdResolved { private_data: Vec<u8>, peer: UdPeer, passive: bool },
-    PeerRejected { private_data: Vec<u8> },
+    UdResolved {
+        private_data: Vec<u8>,
+        peer: UdPeer,
+        passive: bool,
+    },
+    PeerRejected {
+        private_data: Vec<u8>,
+    },
     NonPeerRejected,
     Unreachable,
     TimedOut,
