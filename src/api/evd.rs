@@ -1,8 +1,9 @@
 //! Event dispatchers: create, query, modify_cno, enable/disable, wait, resize, post_se,
 //! dequeue, free, set/clear_unwaitable.
 //!
-//! Connection requests reach the consumer as events carrying a new CR handle; those handles
-//! are recorded here as they pass, so that the CR functions can check them.
+//! Connection requests (and UD requests, `DAT_IB_UD_CONNECTION_REQUEST_EVENT`) reach the
+//! consumer as events carrying a new CR handle; those handles are recorded here as they pass,
+//! so that the CR functions can check them.
 
 use super::dispatch::call;
 use crate::abi::*;
@@ -24,7 +25,8 @@ fn note_event(owner: &Tracked, event: *const DAT_EVENT) {
     }
     // SAFETY: the provider has just filled the consumer's event on success.
     let event = unsafe { &*event };
-    if event.event_number == DAT_CONNECTION_REQUEST_EVENT {
+    // A UD EP's request (the IB extension's event) carries a CR the same way.
+    if event.event_number == DAT_CONNECTION_REQUEST_EVENT || event.event_number == DAT_IB_UD_CONNECTION_REQUEST_EVENT {
         // SAFETY: a connection request event carries CR arrival data.
         let cr = unsafe { event.event_data.cr_arrival_event_data.cr_handle };
         handles::insert_if_new(cr, Kind::Cr, owner.ia, owner.provider);
