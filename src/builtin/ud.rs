@@ -16,7 +16,7 @@ use super::dto::{self, Post};
 use super::ep::{self, is_ud, Ep};
 use super::events::Report;
 use crate::abi::*;
-use crate::device::{CmEvent, UdPeer, WrOp};
+use crate::device::{AddressHandle, CmEvent, UdPeer, WrOp};
 use crate::util::sockaddr;
 
 /// The most address handles, and the most connection records, a UD EP holds unfreed. A
@@ -137,7 +137,26 @@ fn ah_arg(ah: *const DAT_IB_ADDR_HANDLE, arg: DAT_RETURN) -> Result<u64, DAT_RET
     Ok(unsafe { core::ptr::addr_of!((*ah).ah).read_unaligned() } as usize as u64)
 }
 
-/// `dat_ib_post_send_ud`: a datagram to the peer `ah` names (an address handle of this EP).
+/// The device's address handle that id `id` names: one this EP resolved or, as an `ibv_ah`
+/// serves any QP of its PD, one another UD EP of the same PZ resolved (Debian's `dtestsrq -u
+/// -c N` sends from every EP through the handles its first EP got).
+fn address_handle(ep: &Arc<Ep>, id: u64) -> Option<Arc<dyn AddressHandle>> {
+    let pz = {
+        let i = ep.lock();
+        if let Some(p) = i.ud.ahs.get(&id) {
+            return Some(p.ah.clone());
+        }
+        i.pz.clone()?
+    };
+    super::table::all_of::<Ep>().into_iter().filter(|e| !Arc::ptr_eq(e, ep)).find_map(|e| {
+        let i = e.lock();
+        let same_pz = i.pz.as_ref().is_some_and(|p| Arc::ptr_eq(p, &pz));
+        i.ud.ahs.get(&id).filter(|_| same_pz).map(|p| p.ah.clone())
+    })
+}
+
+/// `dat_ib_post_send_ud`: a datagram to the peer `ah` names (an address handle of this EP or
+/// of another UD EP of its PZ).
 pub fn post_send(
     handle: DAT_EP_HANDLE,
     count: DAT_COUNT,
@@ -148,7 +167,7 @@ pub fn post_send(
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ud_ep(handle)?;
     let id = ah_arg(ah, DAT_INVALID_ARG4)?;
-    let dest = ep.lock().ud.ahs.get(&id).map(|p| p.ah.clone()).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4))?;
+    let dest = address_handle(&ep, id).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4))?;
     dto::post(
         handle,
         count,
