@@ -9,8 +9,9 @@
 //! and the id is destroyed.
 //!
 //! Passive side: a request on a listener's UDP id (cm.rs) is accepted with our QP's number and
-//! answered at once; the accepting QP reports the requester, reached through an address handle
-//! made from the trailer of its request.
+//! answered at once; the accepting QP reports the requester, whose QP number the trailer of its
+//! request names, reached through an address handle to the address the request came from (on
+//! InfiniBand, to the LID and GID the trailer names).
 //!
 //! Ownership of a connect's id: the QP's `UdState::pending` holds it while the connect is
 //! under way, and whoever takes it out (the outcome, the consumer's timeout, the QP's end)
@@ -224,7 +225,10 @@ fn resolved(qp: &Arc<VerbsQp>, id: Ptr<sys::rdma_cm_id>, u: cm::UdParam, private
 pub(super) fn accept(p: &VerbsPending, qp: &VerbsQp, who: &Requester, private_data: &[u8]) -> Result<(), DevError> {
     let dev = &p.dev;
     let (sgid, _) = route_gids(p.id);
-    let ah = ud::address_vector(dev, None, sgid, who.gid, who.lid)
+    // On RoCE a GID is the IP address: the one the request came from, whatever the trailer says
+    // (a requester cannot point our datagrams at a third party).
+    let dgid = if dev.ud.ethernet { ud::ip_gid(p.remote.ip()) } else { who.gid };
+    let ah = ud::address_vector(dev, None, sgid, dgid, who.lid)
         .ok_or(DevError::NoResources)
         .and_then(|a| VerbsAh::create(&qp.dev, ud::qp_pd(qp), a, who.qpn, sys::RDMA_UDP_QKEY));
     let answer = cm::frame(private_data, PDATA_UD_REP);
