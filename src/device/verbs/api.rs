@@ -155,8 +155,8 @@ macro_rules! functions {
 }
 
 functions! {
-    /// The functions of `libibverbs.so.1` that the verbs device calls (`query_gid`,
-    /// `query_srq`, `wc_status_str` and `destroy_comp_channel` only its device tests, so far).
+    /// The functions of `libibverbs.so.1` that the verbs device calls (`query_srq`,
+    /// `wc_status_str` and `destroy_comp_channel` only its device tests, so far).
     #[cfg_attr(not(test), allow(dead_code))]
     pub struct Ibv, prefix "ibv_" {
         get_device_list: unsafe extern "C" fn(num_devices: *mut c_int) -> *mut *mut ibv_device,
@@ -222,6 +222,9 @@ functions! {
         ) -> c_int,
         query_srq: unsafe extern "C" fn(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int,
         destroy_srq: unsafe extern "C" fn(srq: *mut ibv_srq) -> c_int,
+        /// A UD address handle in `pd` (ud.rs).
+        create_ah: unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah,
+        destroy_ah: unsafe extern "C" fn(ah: *mut ibv_ah) -> c_int,
         get_async_event:
             unsafe extern "C" fn(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int,
         ack_async_event: unsafe extern "C" fn(event: *mut ibv_async_event),
@@ -616,7 +619,7 @@ mod tests {
 
     #[test]
     fn tables_name_every_function() {
-        assert_eq!(Ibv::SYMBOLS.len(), 29);
+        assert_eq!(Ibv::SYMBOLS.len(), 31);
         assert_eq!(Cm::SYMBOLS.len(), 18);
         assert!(Ibv::SYMBOLS.contains(&"ibv_reg_mr_iova2"));
         assert!(Cm::SYMBOLS.contains(&"rdma_get_dst_port"));

@@ -247,3 +247,362 @@ fn on_a_device_the_inline_verbs_work() {
         assert_eq!((api.ibv.close_device)(ctx), 0);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The UD service through the device trait: two UD QPs of one device that resolve each other
+// through rdma_cm (one connects to a service point, the other accepts), then datagrams.
+
+mod ud {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use crate::abi::{DAT_DTO_ERR_LOCAL_LENGTH, DAT_DTO_SUCCESS};
+    use crate::device::verbs::device::VerbsDevice;
+    use crate::device::verbs::ud::VerbsAh;
+    use crate::device::{
+        Access, CmEvent, Completion, Device, ListenEvents, Listener, Mr, Pd, PendingConnection, Qp, QpCaps, QpEvents, SendWr, Service, Sge,
+        Srq, SrqEvents, UdPeer, WcOp, WrOp, GRH_LEN,
+    };
+    use crate::util::sync::MutexExt;
+
+    /// Everything a test QP reports, in order.
+    #[derive(Default)]
+    struct Seen {
+        completions: Mutex<Vec<Completion>>,
+        cm: Mutex<Vec<CmEvent>>,
+    }
+
+    impl QpEvents for Seen {
+        fn completion(&self, c: Completion) {
+            self.completions.locked().push(c);
+        }
+        fn cm(&self, ev: CmEvent) {
+            self.cm.locked().push(ev);
+        }
+    }
+
+    /// A service point's consumer: accepts each UD request on its QP answering `reply`, or
+    /// rejects it with `reply`.
+    struct Answer {
+        qp: Arc<dyn Qp>,
+        reply: &'static [u8],
+        reject: bool,
+    }
+
+    impl ListenEvents for Answer {
+        fn request(&self, conn: Arc<dyn PendingConnection>) {
+            assert!(conn.datagram(), "a UD QP's connect arrives as a datagram request");
+            if self.reject {
+                conn.reject(self.reply);
+            } else {
+                conn.accept(&self.qp, self.reply).expect("accept on a UD QP");
+            }
+        }
+    }
+
+    struct NoLimit;
+    impl SrqEvents for NoLimit {
+        fn limit_reached(&self) {}
+    }
+
+    /// Polls the device until `what` finds something (20 s at most: TCG is slow).
+    fn wait<T>(dev: &VerbsDevice, what: impl Fn() -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            dev.progress();
+            if let Some(v) = what() {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "nothing within 20 s");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn open() -> Arc<VerbsDevice> {
+        let port =
+            crate::device::verbs::probe::ports().into_iter().find(|p| p.is_active() && p.netdev.is_some()).expect("an active RDMA port");
+        VerbsDevice::new(&format!("{} {}", port.device, port.port)).unwrap_or_else(|e| panic!("open {}: {e}", port.device))
+    }
+
+    fn ud_qp(dev: &VerbsDevice, pd: Pd, srq: Option<Arc<dyn Srq>>) -> (Arc<dyn Qp>, Arc<Seen>) {
+        let caps = QpCaps {
+            service: Service::Ud,
+            max_send_wr: 8,
+            max_recv_wr: 8,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_rd_atomic: 1,
+            max_rd_in: 1,
+            max_message: dev.limits().max_ud_msg,
+        };
+        let seen = Arc::new(Seen::default());
+        let qp = dev.create_qp(pd, caps, srq, seen.clone()).expect("a UD QP");
+        assert_eq!(qp.path(), "ud");
+        assert_eq!(qp.remote(), None);
+        (qp, seen)
+    }
+
+    /// The one resolution `seen` reported (waiting for it).
+    fn resolved(dev: &VerbsDevice, seen: &Seen) -> (Vec<u8>, UdPeer, bool) {
+        let ev = wait(dev, || seen.cm.locked().first().cloned());
+        match ev {
+            CmEvent::UdResolved { private_data, peer, passive } => (private_data, peer, passive),
+            other => panic!("not resolved: {other:?}"),
+        }
+    }
+
+    fn completion(dev: &VerbsDevice, seen: &Seen, wr_id: u64) -> Completion {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            dev.progress();
+            if let Some(c) = seen.completions.locked().iter().find(|c| c.wr_id == wr_id).copied() {
+                return c;
+            }
+            let (c, e) = (seen.completions.locked().clone(), seen.cm.locked().clone());
+            assert!(Instant::now() < deadline, "no completion of {wr_id} within 20 s; completions {c:?}, events {e:?}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// A registered buffer (kept alive by the test).
+    fn buffer(dev: &VerbsDevice, pd: Pd, len: usize) -> (Vec<u8>, Mr) {
+        let mut b = vec![0u8; len];
+        let mr = dev.reg_mr(pd, b.as_mut_ptr() as u64, len as u64, Access::LOCAL_WRITE, false).expect("reg_mr");
+        (b, mr)
+    }
+
+    fn sge(b: &[u8], mr: &Mr, from: usize, len: usize) -> Vec<Sge> {
+        vec![Sge { addr: b.as_ptr() as u64 + from as u64, len: len as u32, lkey: mr.lkey }]
+    }
+
+    fn send(to: &UdPeer, wr_id: u64, sges: Vec<Sge>) -> SendWr {
+        SendWr { wr_id, op: WrOp::Send, sges, remote: None, ah: Some(to.ah.clone()), fence: false, solicited: false }
+    }
+
+    /// Two UD QPs that resolved each other: `a` connected to `b`'s service point.
+    struct Pair {
+        dev: Arc<VerbsDevice>,
+        pd: Pd,
+        a: Arc<dyn Qp>,
+        a_seen: Arc<Seen>,
+        b: Arc<dyn Qp>,
+        b_seen: Arc<Seen>,
+        /// b as a sees it, and a as b sees it.
+        to_b: UdPeer,
+        to_a: UdPeer,
+        _sp: Box<dyn Listener>,
+    }
+
+    fn pair(b_srq: Option<Arc<dyn Srq>>, dev: Arc<VerbsDevice>, pd: Pd) -> Pair {
+        let (a, a_seen) = ud_qp(&dev, pd, None);
+        let (b, b_seen) = ud_qp(&dev, pd, b_srq);
+        let sp = dev.listen(0, Arc::new(Answer { qp: b.clone(), reply: b"welcome", reject: false })).expect("listen");
+        let mut at = dev.address();
+        at.set_port(sp.port());
+        a.connect(at, b"hello", Some(Duration::from_secs(30))).expect("connect");
+        let (pdata, to_b, passive) = resolved(&dev, &a_seen);
+        assert_eq!((pdata.as_slice(), passive), (&b"welcome"[..], false), "the active side gets the accept's private data");
+        let (pdata, to_a, passive) = resolved(&dev, &b_seen);
+        assert_eq!((pdata.as_slice(), passive), (&b"hello"[..], true), "the passive side gets the request's private data");
+        assert_eq!(to_a.addr.ip(), dev.address().ip());
+        Pair { dev, pd, a, a_seen, b, b_seen, to_b, to_a, _sp: sp }
+    }
+
+    fn fresh() -> Pair {
+        let dev = open();
+        let pd = dev.alloc_pd().expect("a PD");
+        pair(None, dev, pd)
+    }
+
+    fn verbs_ah(p: &UdPeer) -> &VerbsAh {
+        p.ah.as_any().downcast_ref::<VerbsAh>().expect("the device's own address handle")
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: run by make check-vm"]
+    fn ud_datagrams_both_ways_after_the_grh_area() {
+        let p = fresh();
+        let dev = &p.dev;
+        let mtu = dev.limits().max_ud_msg;
+        assert!((256..=4096).contains(&mtu) && mtu.is_power_of_two(), "max_ud_msg is the port MTU: {mtu}");
+        for (peer, of) in [(&p.to_b, &p.b), (&p.to_a, &p.a)] {
+            let ah = verbs_ah(peer);
+            let qpn = of.as_any().downcast_ref::<crate::device::verbs::qp::VerbsQp>().unwrap().qp_num;
+            assert_eq!((peer.qpn, ah.qpn, ah.qkey), (qpn, qpn, crate::device::verbs::sys::RDMA_UDP_QKEY));
+            if dev.ud.ethernet {
+                // RoCE routes by IP: the address handle must carry a GRH.
+                assert!(ah.is_global(), "no GRH on RoCE: {ah:?}");
+                assert_ne!(crate::device::verbs::ud::gid_bytes(&ah.attr.grh.dgid), [0; 16]);
+                assert!(ah.attr.grh.hop_limit > 0);
+            }
+        }
+
+        // a -> b through the handle a resolved, then b -> a through the one b's accept made.
+        for (n, (from, from_seen, to, to_seen, dest)) in
+            [(&p.a, &p.a_seen, &p.b, &p.b_seen, &p.to_b), (&p.b, &p.b_seen, &p.a, &p.a_seen, &p.to_a)].into_iter().enumerate()
+        {
+            let len = 200 + n * 100;
+            let (mut src, smr) = buffer(dev, p.pd, len);
+            src.iter_mut().enumerate().for_each(|(i, b)| *b = (i as u8).wrapping_mul(7) ^ n as u8);
+            let (dst, dmr) = buffer(dev, p.pd, GRH_LEN as usize + 1024);
+            to.post_recv(10 + n as u64, sge(&dst, &dmr, 0, dst.len())).expect("post_recv");
+            from.post_send(send(dest, 20 + n as u64, sge(&src, &smr, 0, len))).expect("post_send");
+            let c = completion(dev, from_seen, 20 + n as u64);
+            assert_eq!((c.status, c.op), (DAT_DTO_SUCCESS, WcOp::Send));
+            let c = completion(dev, to_seen, 10 + n as u64);
+            assert_eq!((c.status, c.op), (DAT_DTO_SUCCESS, WcOp::Recv));
+            assert_eq!(c.byte_len, len as u32 + GRH_LEN, "the completed length counts the GRH area");
+            assert_eq!(&dst[GRH_LEN as usize..GRH_LEN as usize + len], &src[..], "the payload follows the GRH area");
+            dev.dereg_mr(&smr);
+            dev.dereg_mr(&dmr);
+        }
+        // A datagram above the MTU is refused (rxe would send it).
+        let (big, bmr) = buffer(dev, p.pd, mtu as usize + 1);
+        assert!(p.a.post_send(send(&p.to_b, 30, sge(&big, &bmr, 0, big.len()))).is_err());
+        assert!(p.a.post_send(send(&p.to_b, 31, sge(&big, &bmr, 0, mtu as usize))).is_ok());
+        assert_eq!(completion(dev, &p.a_seen, 31).status, DAT_DTO_SUCCESS);
+        dev.dereg_mr(&bmr);
+    }
+
+    /// A datagram longer than its receive never overruns it: an HCA completes the receive with
+    /// a length error, rxe drops the datagram and leaves the receive posted (IBTA class D),
+    /// and on an SRQ both complete it with a length error.
+    fn too_long_for_the_receive(p: &Pair, srq: Option<&Arc<dyn Srq>>) {
+        let dev = &p.dev;
+        let (src, smr) = buffer(dev, p.pd, 64);
+        let (dst, dmr) = buffer(dev, p.pd, GRH_LEN as usize + 64);
+        let (big, bmr) = buffer(dev, p.pd, GRH_LEN as usize + 64);
+        let short = sge(&dst, &dmr, 0, GRH_LEN as usize + 16);
+        let post_recv = |id: u64, s: Vec<Sge>| match srq {
+            Some(q) => q.post_recv(id, s).unwrap(),
+            None => p.b.post_recv(id, s).unwrap(),
+        };
+        // Room for the GRH and 16 bytes: a 64-byte datagram does not fit.
+        post_recv(1, short);
+        p.a.post_send(send(&p.to_b, 2, sge(&src, &smr, 0, 64))).unwrap();
+        assert_eq!(completion(dev, &p.a_seen, 2).status, DAT_DTO_SUCCESS);
+        // Then a datagram that fits, and a receive of full size for it.
+        post_recv(3, sge(&big, &bmr, 0, big.len()));
+        p.a.post_send(send(&p.to_b, 4, sge(&src, &smr, 0, 16))).unwrap();
+        let first = completion(dev, &p.b_seen, 1);
+        if first.status == DAT_DTO_SUCCESS {
+            assert!(srq.is_none(), "the receive on an SRQ did not report the datagram too long for it");
+            // Dropped: the short receive took the next datagram, which fits.
+            assert_eq!(first.byte_len, 16 + GRH_LEN);
+        } else {
+            assert_eq!((first.status, first.op), (DAT_DTO_ERR_LOCAL_LENGTH, WcOp::Recv), "{first:?}");
+            let c = completion(dev, &p.b_seen, 3);
+            assert_eq!((c.status, c.byte_len), (DAT_DTO_SUCCESS, 16 + GRH_LEN));
+        }
+        assert!(dst[GRH_LEN as usize + 16..].iter().all(|&b| b == 0), "a datagram overran its receive");
+        assert_eq!(p.b_seen.cm.locked().len(), 1, "a connection event after a datagram's error: {:?}", p.b_seen.cm.locked());
+        for mr in [smr, dmr, bmr] {
+            dev.dereg_mr(&mr);
+        }
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: run by make check-vm"]
+    fn ud_receive_too_short_never_overruns() {
+        too_long_for_the_receive(&fresh(), None);
+        let dev = open();
+        let pd = dev.alloc_pd().unwrap();
+        let srq = dev.create_srq(pd, 8, 1, Arc::new(NoLimit)).expect("an SRQ");
+        too_long_for_the_receive(&pair(Some(srq.clone()), dev, pd), Some(&srq));
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: run by make check-vm"]
+    fn ud_a_datagram_with_the_wrong_qkey_does_not_land() {
+        let p = fresh();
+        let dev = &p.dev;
+        let right = verbs_ah(&p.to_b);
+        let wrong = VerbsAh::create(dev, right.pd, right.attr, right.qpn, right.qkey ^ 0x8000_0001).expect("a second handle");
+        let wrong = UdPeer { ah: wrong, qpn: p.to_b.qpn, addr: p.to_b.addr };
+        let (mut src, smr) = buffer(dev, p.pd, 48);
+        src.fill(0xee);
+        let (dst, dmr) = buffer(dev, p.pd, GRH_LEN as usize + 64);
+        p.b.post_recv(1, sge(&dst, &dmr, 0, dst.len())).unwrap();
+        p.a.post_send(send(&wrong, 2, sge(&src, &smr, 0, 48))).unwrap();
+        // The sender cannot tell: a datagram completes once sent.
+        assert_eq!(completion(dev, &p.a_seen, 2).status, DAT_DTO_SUCCESS);
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            dev.progress();
+            assert!(p.b_seen.completions.locked().is_empty(), "a datagram with a wrong Q_Key was received");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(dst.iter().all(|&b| b == 0));
+        // The same receive takes a datagram with the right Q_Key.
+        src.fill(0x11);
+        p.a.post_send(send(&p.to_b, 3, sge(&src, &smr, 0, 24))).unwrap();
+        let c = completion(dev, &p.b_seen, 1);
+        assert_eq!((c.status, c.byte_len), (DAT_DTO_SUCCESS, 24 + GRH_LEN));
+        assert_eq!(&dst[GRH_LEN as usize..GRH_LEN as usize + 24], &[0x11; 24]);
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: run by make check-vm"]
+    fn ud_on_a_shared_receive_queue() {
+        let dev = open();
+        let pd = dev.alloc_pd().unwrap();
+        let srq = dev.create_srq(pd, 8, 1, Arc::new(NoLimit)).expect("an SRQ");
+        let p = pair(Some(srq.clone()), dev, pd);
+        let dev = &p.dev;
+        let (src, smr) = buffer(dev, p.pd, 100);
+        let (dst, dmr) = buffer(dev, p.pd, 2 * (GRH_LEN as usize + 128));
+        let half = dst.len() / 2;
+        srq.post_recv(7, sge(&dst, &dmr, 0, half)).unwrap();
+        srq.post_recv(8, sge(&dst, &dmr, half, half)).unwrap();
+        assert_eq!(srq.available(), 2);
+        for (i, len) in [(1u64, 100usize), (2, 60)] {
+            p.a.post_send(send(&p.to_b, i, sge(&src, &smr, 0, len))).unwrap();
+            assert_eq!(completion(dev, &p.a_seen, i).status, DAT_DTO_SUCCESS);
+        }
+        let c7 = completion(dev, &p.b_seen, 7);
+        let c8 = completion(dev, &p.b_seen, 8);
+        assert_eq!((c7.status, c7.op, c7.byte_len), (DAT_DTO_SUCCESS, WcOp::Recv, 100 + GRH_LEN));
+        assert_eq!((c8.status, c8.op, c8.byte_len), (DAT_DTO_SUCCESS, WcOp::Recv, 60 + GRH_LEN));
+        assert_eq!(srq.available(), 0);
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: run by make check-vm"]
+    fn ud_rejects_and_missing_service_points() {
+        let dev = open();
+        let pd = dev.alloc_pd().unwrap();
+        let (a, a_seen) = ud_qp(&dev, pd, None);
+        let (b, _b_seen) = ud_qp(&dev, pd, None);
+        let sp = dev.listen(0, Arc::new(Answer { qp: b.clone(), reply: b"no thanks", reject: true })).unwrap();
+        let mut at = dev.address();
+        at.set_port(sp.port());
+        a.connect(at, b"may I", None).unwrap();
+        let ev = wait(&dev, || a_seen.cm.locked().first().cloned());
+        assert_eq!(ev, CmEvent::PeerRejected { private_data: b"no thanks".to_vec() });
+        // Nobody listens there any more: rdma_cm answers, not a consumer.
+        let port = sp.port();
+        drop(sp);
+        at.set_port(port);
+        a.connect(at, b"anyone?", Some(Duration::from_secs(30))).unwrap();
+        let ev = wait(&dev, || a_seen.cm.locked().get(1).cloned());
+        assert!(matches!(ev, CmEvent::NonPeerRejected | CmEvent::Unreachable), "{ev:?}");
+        // Many connects at once on one QP, each resolved once.
+        let sp = dev.listen(0, Arc::new(Answer { qp: b.clone(), reply: b"", reject: false })).unwrap();
+        at.set_port(sp.port());
+        for _ in 0..4 {
+            a.connect(at, b"x", None).unwrap();
+        }
+        wait(&dev, || (a_seen.cm.locked().len() >= 6).then_some(()));
+        std::thread::sleep(Duration::from_millis(300));
+        dev.progress();
+        let evs = a_seen.cm.locked();
+        assert_eq!(evs.len(), 6);
+        assert!(evs[2..].iter().all(|e| matches!(e, CmEvent::UdResolved { passive: false, .. })), "{evs:?}");
+        drop(evs);
+        // Ending the QP reports it once, and a connect after that is refused.
+        a.disconnect(false);
+        a.disconnect(true);
+        assert_eq!(a_seen.cm.locked().iter().filter(|e| **e == CmEvent::Disconnected).count(), 1);
+        assert!(a.connect(at, b"late", None).is_err());
+    }
+}

@@ -6,6 +6,9 @@
 //! QPs are ours (created before the connection, see qp.rs), so rdma_cm is used the way it is
 //! for QPs it did not create: the active side moves the QP to RTR/RTS when the reply arrives
 //! and confirms with rdma_establish; the passive side does so before rdma_accept.
+//!
+//! A listener listens in rdma_cm's TCP port space (RC) and, when the device has UD, in its UDP
+//! port space on the same port (UD requests, answered in udcm.rs).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
@@ -16,7 +19,7 @@ use super::errno::{dev_error, last_error};
 use super::qp::{id_addresses, Conn, VerbsQp};
 use super::{sys, Ptr};
 use crate::dbg_log;
-use crate::device::{CmEvent, DevError, ListenEvents, Listener, PendingConnection, Qp};
+use crate::device::{CmEvent, DevError, ListenEvents, Listener, PendingConnection, Qp, Service};
 use crate::log::DbgType;
 use crate::util::sync::MutexExt;
 
@@ -37,7 +40,7 @@ pub(super) const TRAILER: usize = 4;
 /// length, so that a dat2 peer hands its consumer exactly what was sent. A peer on Debian's
 /// dapl reads the payload where it expects it (at the start) and ignores the rest, as it
 /// ignores the padding.
-fn frame(payload: &[u8], size: usize) -> Vec<u8> {
+pub(super) fn frame(payload: &[u8], size: usize) -> Vec<u8> {
     let mut v = payload.to_vec();
     if payload.len() + TRAILER > size {
         return v;
@@ -50,7 +53,7 @@ fn frame(payload: &[u8], size: usize) -> Vec<u8> {
 
 /// The consumer's private data from what arrived: the framed length from a dat2 peer, the
 /// transport's padded data from any other.
-fn unframe(mut data: Vec<u8>, size: usize) -> Vec<u8> {
+pub(super) fn unframe(mut data: Vec<u8>, size: usize) -> Vec<u8> {
     if data.len() != size || size < TRAILER || data[size - 2..] != [b'D', b'2'] {
         return data;
     }
@@ -70,6 +73,16 @@ pub(super) enum CmTarget {
     Listener(Arc<dyn ListenEvents>),
     Pending(Weak<VerbsPending>),
     Qp(Weak<VerbsQp>),
+    /// A UD QP's connect (one id per connect, see udcm.rs).
+    Ud(Weak<VerbsQp>),
+}
+
+/// What a UD event of rdma_cm says besides its private data.
+#[derive(Clone, Copy)]
+pub(super) struct UdParam {
+    pub ah_attr: sys::ibv_ah_attr,
+    pub qp_num: u32,
+    pub qkey: u32,
 }
 
 /// What the progress thread copied out of an event before acknowledging it.
@@ -81,26 +94,30 @@ pub(super) struct CmEv {
     pub private_data: Vec<u8>,
     pub initiator_depth: u8,
     pub responder_resources: u8,
+    /// Events of ids in the UDP port space (UD).
+    pub ud: Option<UdParam>,
 }
 
-fn create_id(dev: &VerbsDevice) -> Result<Ptr<sys::rdma_cm_id>, DevError> {
+/// A cm id on the device's channel in port space `ps` (RDMA_PS_TCP or RDMA_PS_UDP).
+pub(super) fn create_id(dev: &VerbsDevice, ps: sys::rdma_port_space) -> Result<Ptr<sys::rdma_cm_id>, DevError> {
     let mut id = std::ptr::null_mut();
     // SAFETY: our event channel; the id is released with rdma_destroy_id.
-    if unsafe { (dev.api.cm.create_id)(dev.cm_channel.0, &mut id, std::ptr::null_mut(), sys::RDMA_PS_TCP) } != 0 {
+    if unsafe { (dev.api.cm.create_id)(dev.cm_channel.0, &mut id, std::ptr::null_mut(), ps) } != 0 {
         return Err(last_error());
     }
     Ok(Ptr(id))
 }
 
 /// `addr` with `port`, as a C socket address for rdma_cm.
-fn with_port(mut addr: SocketAddr, port: u16) -> libc::sockaddr_storage {
+pub(super) fn with_port(mut addr: SocketAddr, port: u16) -> libc::sockaddr_storage {
     addr.set_port(port);
     crate::util::sockaddr::to_c(addr)
 }
 
 pub struct VerbsListener {
     dev: Arc<VerbsDevice>,
-    id: Ptr<sys::rdma_cm_id>,
+    /// The TCP port space's id, and the UDP port space's when the device has UD.
+    ids: Vec<Ptr<sys::rdma_cm_id>>,
     port: u16,
 }
 
@@ -110,7 +127,35 @@ unsafe impl Send for VerbsListener {}
 unsafe impl Sync for VerbsListener {}
 
 pub(super) fn listen(dev: &Arc<VerbsDevice>, port: u16, events: Arc<dyn ListenEvents>) -> Result<VerbsListener, DevError> {
-    let id = create_id(dev)?;
+    let ud = crate::device::Device::limits(dev.as_ref()).max_ud_msg > 0;
+    // A port chosen by the TCP space (port 0) may be taken in the UDP space: another one then.
+    for _ in 0..if port == 0 && ud { 16 } else { 1 } {
+        let (tcp, chosen) = listen_on(dev, sys::RDMA_PS_TCP, port)?;
+        let udp = if ud { listen_on(dev, sys::RDMA_PS_UDP, chosen).map(|(id, _)| Some(id)) } else { Ok(None) };
+        let udp = match udp {
+            Ok(udp) => udp,
+            Err(e) => {
+                // SAFETY: the id made above, not yet known to anyone.
+                unsafe { (dev.api.cm.destroy_id)(tcp.0) };
+                if e == DevError::InUse && port == 0 {
+                    continue;
+                }
+                return Err(e);
+            }
+        };
+        let ids: Vec<_> = std::iter::once(tcp).chain(udp).collect();
+        let mut s = dev.lock();
+        for id in &ids {
+            s.ids.insert(id.0 as usize, CmTarget::Listener(events.clone()));
+        }
+        return Ok(VerbsListener { dev: dev.clone(), ids, port: chosen });
+    }
+    Err(DevError::InUse)
+}
+
+/// A listening id in port space `ps` on `port` (0: any), and the port it got.
+fn listen_on(dev: &Arc<VerbsDevice>, ps: sys::rdma_port_space, port: u16) -> Result<(Ptr<sys::rdma_cm_id>, u16), DevError> {
+    let id = create_id(dev, ps)?;
     let mut addr = with_port(dev.address, port);
     let fail = |id: Ptr<sys::rdma_cm_id>, e: DevError| {
         // SAFETY: the id created above, not yet known to anyone.
@@ -120,7 +165,7 @@ pub(super) fn listen(dev: &Arc<VerbsDevice>, port: u16, events: Arc<dyn ListenEv
     // SAFETY: our id and an address of the device.
     if unsafe { (dev.api.cm.bind_addr)(id.0, &mut addr as *mut _ as *mut sys::sockaddr) } != 0 {
         let e = std::io::Error::last_os_error();
-        dbg_log!(DbgType::ERROR, "verbs {}: rdma_bind_addr port {port}: {e}", dev.name_str());
+        dbg_log!(DbgType::ERROR, "verbs {}: rdma_bind_addr port {port} (port space {ps:#x}): {e}", dev.name_str());
         return fail(id, dev_error(e.raw_os_error().unwrap_or(0)));
     }
     // SAFETY: a bound id.
@@ -128,9 +173,7 @@ pub(super) fn listen(dev: &Arc<VerbsDevice>, port: u16, events: Arc<dyn ListenEv
         return fail(id, last_error());
     }
     // SAFETY: a bound id.
-    let port = u16::from_be(unsafe { (dev.api.cm.get_src_port)(id.0) });
-    dev.lock().ids.insert(id.0 as usize, CmTarget::Listener(events));
-    Ok(VerbsListener { dev: dev.clone(), id, port })
+    Ok((id, u16::from_be(unsafe { (dev.api.cm.get_src_port)(id.0) })))
 }
 
 impl Listener for VerbsListener {
@@ -141,20 +184,27 @@ impl Listener for VerbsListener {
 
 impl Drop for VerbsListener {
     fn drop(&mut self) {
-        self.dev.lock().ids.remove(&(self.id.0 as usize));
-        // SAFETY: our listening id, destroyed once.
-        unsafe { (self.dev.api.cm.destroy_id)(self.id.0) };
+        for id in &self.ids {
+            // Dropped after the device's lock: the consumer's side may hold QPs, whose drop
+            // takes that lock.
+            let events = self.dev.lock().ids.remove(&(id.0 as usize));
+            drop(events);
+            // SAFETY: our listening id, destroyed once.
+            unsafe { (self.dev.api.cm.destroy_id)(id.0) };
+        }
     }
 }
 
 /// A connection request not yet accepted or rejected.
 pub struct VerbsPending {
-    dev: Arc<VerbsDevice>,
-    id: Ptr<sys::rdma_cm_id>,
-    private_data: Vec<u8>,
-    remote: SocketAddr,
+    pub(super) dev: Arc<VerbsDevice>,
+    pub(super) id: Ptr<sys::rdma_cm_id>,
+    pub(super) private_data: Vec<u8>,
+    pub(super) remote: SocketAddr,
     initiator_depth: u8,
     responder_resources: u8,
+    /// A UD request: who asks (udcm.rs).
+    pub(super) datagram: Option<super::ud::Requester>,
     /// Set once answered: the id then belongs to the QP (accept) or is gone (reject).
     answered: Mutex<bool>,
 }
@@ -176,12 +226,28 @@ impl PendingConnection for VerbsPending {
         &self.private_data
     }
 
+    fn datagram(&self) -> bool {
+        self.datagram.is_some()
+    }
+
     fn remote(&self) -> SocketAddr {
         self.remote
     }
 
     fn accept(&self, qp: &Arc<dyn Qp>, private_data: &[u8]) -> Result<(), DevError> {
         let vqp = qp.as_any().downcast_ref::<VerbsQp>().ok_or(DevError::NotSupported)?;
+        if self.datagram.is_some() != (vqp.caps.service == Service::Ud) {
+            return Err(DevError::NotSupported);
+        }
+        if let Some(who) = self.datagram {
+            if vqp.lock().conn == Conn::Ended {
+                return Err(DevError::State);
+            }
+            if !self.take() {
+                return Err(DevError::State);
+            }
+            return super::udcm::accept(self, vqp, &who, private_data);
+        }
         if !self.take() {
             return Err(DevError::State);
         }
@@ -231,7 +297,7 @@ impl PendingConnection for VerbsPending {
             return;
         }
         self.dev.lock().ids.remove(&(self.id.0 as usize));
-        let private_data = frame(private_data, PDATA_REJ);
+        let private_data = frame(private_data, if self.datagram.is_some() { super::ud::PDATA_UD_REP } else { PDATA_REJ });
         let (p, n) = if private_data.is_empty() { (std::ptr::null(), 0) } else { (private_data.as_ptr(), private_data.len() as u8) };
         // SAFETY: the request's id, answered and released here.
         unsafe {
@@ -251,7 +317,7 @@ impl Drop for VerbsPending {
 /// Starts an active connection of `qp` to `addr`.
 pub(super) fn connect(qp: &VerbsQp, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
     let dev = &qp.dev;
-    let id = create_id(dev)?;
+    let id = create_id(dev, sys::RDMA_PS_TCP)?;
     let weak = dev.lock().qps.get(&qp.qp_num).cloned().unwrap_or_default();
     {
         let mut i = qp.lock();
@@ -300,6 +366,7 @@ pub(super) fn on_event(dev: &Arc<VerbsDevice>, ev: CmEv) {
             Some(CmTarget::Listener(l)) => Some(CmTarget::Listener(l.clone())),
             Some(CmTarget::Pending(p)) => Some(CmTarget::Pending(p.clone())),
             Some(CmTarget::Qp(q)) => Some(CmTarget::Qp(q.clone())),
+            Some(CmTarget::Ud(q)) => Some(CmTarget::Ud(q.clone())),
             None => None,
         }
     };
@@ -307,13 +374,29 @@ pub(super) fn on_event(dev: &Arc<VerbsDevice>, ev: CmEv) {
     match (ev.kind, target) {
         (sys::RDMA_CM_EVENT_CONNECT_REQUEST, Some(CmTarget::Listener(events))) => {
             let (remote, _) = id_addresses(dev.api, ev.id);
+            let (private_data, datagram) = match ev.ud {
+                None => (unframe(ev.private_data, PDATA_REQ), None),
+                Some(_) => match super::ud::unframe_request(&ev.private_data) {
+                    Some((pdata, who)) => (pdata, Some(who)),
+                    None => {
+                        dbg_log!(DbgType::PROVIDER_API, "verbs {}: a UD request from {remote} names no QP: refused", dev.name_str());
+                        // SAFETY: a request that cannot be answered: refused and released.
+                        unsafe {
+                            (dev.api.cm.reject)(ev.id.0, std::ptr::null(), 0);
+                            (dev.api.cm.destroy_id)(ev.id.0);
+                        }
+                        return;
+                    }
+                },
+            };
             let p = Arc::new(VerbsPending {
                 dev: dev.clone(),
                 id: ev.id,
-                private_data: unframe(ev.private_data, PDATA_REQ),
+                private_data,
                 remote,
                 initiator_depth: ev.initiator_depth,
                 responder_resources: ev.responder_resources,
+                datagram,
                 answered: Mutex::new(false),
             });
             dev.lock().ids.insert(ev.id.0 as usize, CmTarget::Pending(Arc::downgrade(&p)));
@@ -329,6 +412,12 @@ pub(super) fn on_event(dev: &Arc<VerbsDevice>, ev: CmEv) {
         (kind, Some(CmTarget::Qp(w))) => {
             if let Some(qp) = w.upgrade() {
                 on_qp_event(&qp, kind, ev.status, ev.id, ev.private_data);
+            }
+        }
+        // (A QP that is gone destroyed the ids of its connects.)
+        (_, Some(CmTarget::Ud(w))) => {
+            if let Some(qp) = w.upgrade() {
+                super::udcm::on_event(&qp, ev);
             }
         }
         (sys::RDMA_CM_EVENT_DISCONNECTED, Some(CmTarget::Pending(_))) => {}

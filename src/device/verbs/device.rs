@@ -59,6 +59,8 @@ pub struct VerbsDevice {
     pub(super) comp_channel: Ptr<sys::ibv_comp_channel>,
     /// Whether the device binds type-2 memory windows.
     pub(super) mw_type2: bool,
+    /// The port as the UD service needs to know it (ud.rs).
+    pub(super) ud: super::ud::Port,
     /// Consumers in a blocking wait (`Device::consumer_waits`): a CQ is armed again after its
     /// event only while there are any, so that completions a consumer polls for do not also
     /// wake the progress thread.
@@ -161,6 +163,9 @@ impl VerbsDevice {
             unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64
         };
         let mw_type2 = dattr.max_mw > 0 && dattr.device_cap_flags & sys::IBV_DEVICE_MEM_WINDOW_TYPE_2B != 0;
+        // UD on InfiniBand and RoCE (not iWARP): a datagram is at most the path MTU.
+        // SAFETY: an open context points to its device.
+        let ib_transport = unsafe { (*(*ctx.0).device).transport_type } == sys::IBV_TRANSPORT_IB;
         let limits = DeviceLimits {
             max_pds: dattr.max_pd.max(0) as u32,
             max_mrs: dattr.max_mr.max(0) as u32,
@@ -180,7 +185,7 @@ impl VerbsDevice {
             // An rdma_cm connect request over IB or RoCE carries 56 bytes (accept 196, reject
             // 148), less the trailer that keeps its length (cm.rs): DAT has one limit for all.
             max_private_data: (super::cm::PDATA_REQ - super::cm::TRAILER) as u32,
-            max_ud_msg: 0,
+            max_ud_msg: if ib_transport { mtu_bytes(pattr.active_mtu) } else { 0 },
         };
         let dev = Arc::new_cyclic(|this| VerbsDevice {
             this: this.clone(),
@@ -194,6 +199,7 @@ impl VerbsDevice {
             cm_channel: Ptr(cm_channel),
             comp_channel: Ptr(comp_channel),
             mw_type2,
+            ud: super::ud::Port::new(&pattr),
             waiters: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
         });

@@ -11,6 +11,8 @@ pub mod probe;
 mod progress;
 pub mod qp;
 pub mod srq;
+pub mod ud;
+mod udcm;
 // bindgen's output: its unsafe blocks are generated, not written.
 #[allow(clippy::undocumented_unsafe_blocks)]
 pub mod sys;

@@ -66,6 +66,11 @@ pub fn ports_in(root: &Path) -> Vec<PortInfo> {
     out
 }
 
+/// The type of entry `index` of a port's GID table ("IB/RoCE v1", "RoCE v2"), as sysfs says.
+pub fn gid_type(device: &str, port: u8, index: u8) -> Option<String> {
+    read_trimmed(&Path::new(SYSFS).join(device).join(format!("ports/{port}/gid_attrs/types/{index}")))
+}
+
 /// Every port of every RDMA device on this host.
 pub fn ports() -> Vec<PortInfo> {
     ports_in(Path::new(SYSFS))

@@ -131,15 +131,27 @@ fn cm_events(dev: &Arc<VerbsDevice>) {
         if unsafe { (api.cm.get_cm_event)(dev.cm_channel.0, &mut ev) } != 0 {
             return;
         }
-        // SAFETY: an event rdma_cm returned, read before it is acknowledged below.
+        // SAFETY: an event rdma_cm returned, read before it is acknowledged below; its id is
+        // live, and its parameters are the UD ones for an id of the UDP port space.
         let copied = unsafe {
             let e = &*ev;
-            let conn = &e.param.conn;
-            let pdata = if conn.private_data.is_null() || conn.private_data_len == 0 {
+            let udp = !e.id.is_null() && (*e.id).ps == sys::RDMA_PS_UDP;
+            let (data, len) = if udp {
+                (e.param.ud.private_data, e.param.ud.private_data_len)
+            } else {
+                (e.param.conn.private_data, e.param.conn.private_data_len)
+            };
+            let pdata = if data.is_null() || len == 0 {
                 Vec::new()
             } else {
-                std::slice::from_raw_parts(conn.private_data as *const u8, usize::from(conn.private_data_len)).to_vec()
+                std::slice::from_raw_parts(data as *const u8, usize::from(len)).to_vec()
             };
+            let ud = if udp {
+                Some(cm::UdParam { ah_attr: e.param.ud.ah_attr, qp_num: e.param.ud.qp_num, qkey: e.param.ud.qkey })
+            } else {
+                None
+            };
+            let conn = if udp { sys::rdma_conn_param::default() } else { e.param.conn };
             CmEv {
                 kind: e.event,
                 status: e.status,
@@ -148,6 +160,7 @@ fn cm_events(dev: &Arc<VerbsDevice>) {
                 private_data: pdata,
                 initiator_depth: conn.initiator_depth,
                 responder_resources: conn.responder_resources,
+                ud,
             }
         };
         // SAFETY: the event above, acknowledged once.

@@ -32,7 +32,9 @@ use super::srq::VerbsSrq;
 use super::{api, sys, Ptr};
 use crate::abi::*;
 use crate::dbg_log;
-use crate::device::{Access, CmEvent, Completion, DevError, Mr, Mw, Pd, Qp, QpCaps, QpEvents, SendWr, Sge, WcOp, WrOp};
+use crate::device::{
+    Access, AddressHandle, CmEvent, Completion, DevError, Mr, Mw, Pd, Qp, QpCaps, QpEvents, SendWr, Service, Sge, WcOp, WrOp,
+};
 use crate::log::DbgType;
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
@@ -67,6 +69,8 @@ pub(super) struct Inner {
     disconnect_when_drained: bool,
     pub remote: Option<SocketAddr>,
     pub local_port: u16,
+    /// A UD QP's connects under way and the address handles its sends hold (ud.rs).
+    pub ud: super::ud::UdState,
 }
 
 pub struct VerbsQp {
@@ -140,7 +144,7 @@ impl VerbsQp {
         init.cap.max_recv_wr = if srq.is_some() { 0 } else { caps.max_recv_wr };
         init.cap.max_send_sge = caps.max_send_sge;
         init.cap.max_recv_sge = if srq.is_some() { 0 } else { caps.max_recv_sge };
-        init.qp_type = sys::IBV_QPT_RC;
+        init.qp_type = if caps.service == Service::Ud { sys::IBV_QPT_UD } else { sys::IBV_QPT_RC };
         init.sq_sig_all = 0;
         // SAFETY: a live PD and an initialised attribute struct.
         let qp = unsafe { (dev.api.ibv.create_qp)(pdp.0, &mut init) };
@@ -173,6 +177,7 @@ impl VerbsQp {
                 disconnect_when_drained: false,
                 remote: None,
                 local_port: 0,
+                ud: Default::default(),
             }),
         });
         // From here on Drop releases the QP and CQ.
@@ -182,7 +187,11 @@ impl VerbsQp {
             s.polled = Arc::new(s.cqs.values().cloned().collect());
             s.qps.insert(qp_num, Arc::downgrade(&this));
         }
-        this.modify_init()?;
+        if caps.service == Service::Ud {
+            super::ud::ready(&this)?;
+        } else {
+            this.modify_init()?;
+        }
         if dev.waiters.load(Ordering::SeqCst) > 0 {
             this.arm();
         }
@@ -319,6 +328,7 @@ impl VerbsQp {
     }
 
     fn forget_wr(&self, i: &mut Inner, id: u64) {
+        i.ud.held.remove(&id);
         if let Some((_, op, keys)) = i.wrs.remove(&id) {
             i.keys.remove(&keys);
             if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
@@ -327,13 +337,15 @@ impl VerbsQp {
         }
     }
 
-    /// Posts one send-queue request; `fill` sets its opcode and operation fields.
-    fn post(
+    /// Posts one send-queue request; `fill` sets its opcode and operation fields. A datagram's
+    /// address handle (`hold`) is kept until the request completes.
+    pub(super) fn post(
         &self,
         wr_id: u64,
         op: Option<WcOp>,
         sges: &[Sge],
         flags: u32,
+        hold: Option<Arc<dyn AddressHandle>>,
         fill: impl FnOnce(&mut sys::ibv_send_wr),
     ) -> Result<(), DevError> {
         let mut list: Vec<sys::ibv_sge> = sges.iter().map(|s| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
@@ -346,6 +358,9 @@ impl VerbsQp {
         let keys = WrKeys::of(sges);
         let mut i = self.lock();
         let id = self.new_wr(&mut i, wr_id, op, keys);
+        if let Some(ah) = hold {
+            i.ud.held.insert(id, ah);
+        }
         wr.wr_id = id;
         let mut bad = std::ptr::null_mut();
         // SAFETY: our QP; the request and its scatter list live across the call (verbs copies
@@ -389,10 +404,19 @@ impl VerbsQp {
                 None => return,
             },
         };
+        // A datagram longer than its receive: an HCA completes the receive with a local length
+        // error; rxe drops the datagram (IBTA class D) or, on an SRQ, completes the receive as
+        // an invalid request (class E), which on a UD receive means nothing else.
+        let ud_recv = self.caps.service == Service::Ud && op == Some(WcOp::Recv);
+        let status = if ud_recv && wc.status == sys::IBV_WC_REM_INV_REQ_ERR { DAT_DTO_ERR_LOCAL_LENGTH } else { status };
         let ended = self.lock().conn == Conn::Ended;
         // An error ends the connection, as it does on hardware; so does a flush the connection
-        // did not ask for (rxe reports some local errors as flushes).
-        let breaks = status != DAT_DTO_SUCCESS && (status != DAT_DTO_ERR_FLUSHED || !ended);
+        // did not ask for (rxe reports some local errors as flushes). A datagram's error is its
+        // own (a receive too short, say); only flushes say that a UD QP went to the error state.
+        let breaks = match self.caps.service {
+            Service::Rc => status != DAT_DTO_SUCCESS && (status != DAT_DTO_ERR_FLUSHED || !ended),
+            Service::Ud => status == DAT_DTO_ERR_FLUSHED && !ended,
+        };
         let Some(mut op) = op else {
             // Our own request: only its failure matters.
             if breaks {
@@ -404,6 +428,9 @@ impl VerbsQp {
         let with_inv = wc.wc_flags & self.dev.inv_flags() != 0 && op == WcOp::Recv;
         if status == DAT_DTO_SUCCESS && op == WcOp::Recv && wc.opcode == sys::IBV_WC_RECV_RDMA_WITH_IMM {
             op = WcOp::RecvImm;
+        }
+        if status == DAT_DTO_SUCCESS && op == WcOp::Recv && self.caps.service == Service::Ud {
+            super::ud::received(self, wc);
         }
         // SAFETY: the union holds the immediate data or the invalidated rkey, as the flags say.
         let (imm, inv) = unsafe { (wc.__bindgen_anon_1.imm_data, wc.__bindgen_anon_1.invalidated_rkey) };
@@ -442,6 +469,9 @@ impl Drop for VerbsQp {
             }
             id
         };
+        // UD connects still under way: their ids are ours to destroy.
+        let pending = self.inner.get_mut().map(|i| std::mem::take(&mut i.ud.pending)).unwrap_or_default();
+        super::udcm::release_all(&self.dev, pending.into_keys());
         let api = self.dev.api;
         // SAFETY: our objects, released once, the QP before the CQ it uses and the cm id after
         // the QP (destroying a connected id tells the peer).
@@ -471,10 +501,16 @@ pub(super) fn id_addresses(api: &api::Api, id: Ptr<sys::rdma_cm_id>) -> (SocketA
 
 impl Qp for VerbsQp {
     fn connect(&self, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
-        super::cm::connect(self, addr, private_data, timeout)
+        match self.caps.service {
+            Service::Rc => super::cm::connect(self, addr, private_data, timeout),
+            Service::Ud => super::udcm::connect(self, addr, private_data, timeout),
+        }
     }
 
     fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
+        if self.caps.service == Service::Ud || wr.ah.is_some() {
+            return super::ud::post_send(self, wr);
+        }
         let mut flags = 0;
         if wr.fence {
             flags |= sys::IBV_SEND_FENCE;
@@ -493,7 +529,7 @@ impl Qp for VerbsQp {
             WrOp::CmpSwap { .. } => (WcOp::CmpSwap, sys::IBV_WR_ATOMIC_CMP_AND_SWP),
             WrOp::FetchAdd { .. } => (WcOp::FetchAdd, sys::IBV_WR_ATOMIC_FETCH_AND_ADD),
         };
-        self.post(wr.wr_id, Some(op), &wr.sges, flags, |w| {
+        self.post(wr.wr_id, Some(op), &wr.sges, flags, None, |w| {
             w.opcode = opcode;
             match wr.op {
                 WrOp::SendInv(rkey) => w.__bindgen_anon_1.invalidate_rkey = rkey,
@@ -566,7 +602,7 @@ impl Qp for VerbsQp {
         let st = if st.bound { self.dev.replace_mw(mw)? } else { st };
         let mwp = st.mw;
         let rkey = api::inc_rkey(st.rkey);
-        self.post(wr_id, Some(WcOp::Bind), &[], 0, |w| {
+        self.post(wr_id, Some(WcOp::Bind), &[], 0, None, |w| {
             w.opcode = sys::IBV_WR_BIND_MW;
             // (the bind member of the union this opcode uses)
             w.__bindgen_anon_2.bind_mw.mw = mwp.0;
@@ -595,7 +631,7 @@ impl Qp for VerbsQp {
             });
             return;
         }
-        let posted = self.post(wr_id, Some(WcOp::Bind), &[], 0, |w| {
+        let posted = self.post(wr_id, Some(WcOp::Bind), &[], 0, None, |w| {
             w.opcode = sys::IBV_WR_LOCAL_INV;
             w.__bindgen_anon_1.invalidate_rkey = st.rkey;
         });
@@ -623,8 +659,25 @@ impl Qp for VerbsQp {
         self.lock().local_port
     }
 
+    fn destroy(&self) {
+        self.disconnect(false);
+        if self.caps.service == Service::Ud {
+            // The QP is in the error state: it sends nothing more, and the address handles of
+            // sends not yet completed go now, before the EP's PD. Connects under way end unreported.
+            let (held, pending) = {
+                let mut i = self.lock();
+                (std::mem::take(&mut i.ud.held), std::mem::take(&mut i.ud.pending))
+            };
+            drop(held);
+            super::udcm::release_all(&self.dev, pending.into_keys());
+        }
+    }
+
     fn path(&self) -> &'static str {
-        "verbs"
+        match self.caps.service {
+            Service::Rc => "verbs",
+            Service::Ud => "ud",
+        }
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
