@@ -330,7 +330,7 @@ int ud_check_recv_at(int line, const DAT_EVENT *ev, DAT_EP_HANDLE ep, uint64_t c
 {
     const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev->event_data.dto_completion_event_data;
     unsigned char sgid[16], dgid[16];
-    char a[40], b[40];
+    char a[48], b[48];
     int ok = 1;
     if (d->status != DAT_DTO_SUCCESS) {
         harness_fail(line, "receive status %u, expected success", (unsigned)d->status);
@@ -353,6 +353,21 @@ int ud_check_recv_at(int line, const DAT_EVENT *ev, DAT_EP_HANDLE ep, uint64_t c
     if (memcmp(buf + GRH, want, len) != 0) {
         harness_fail(line, "the payload at offset %d differs from what was sent (%zu bytes)", GRH, len);
         ok = 0;
+    }
+    /* RoCE v2 between IPv4 addresses (the verbs device on rxe): the hardware writes the
+     * datagram's IPv4 header in the last 20 bytes of the area, the first 20 left as they were
+     * (zero here); its source and destination are at 32 and 36. */
+    static const unsigned char zero[20];
+    if (buf[20] >> 4 == 4 && memcmp(buf, zero, 20) == 0 && sender && sender->ss_family == AF_INET && receiver &&
+        receiver->ss_family == AF_INET) {
+        const void *src = &((const struct sockaddr_in *)(const void *)sender)->sin_addr;
+        const void *dst = &((const struct sockaddr_in *)(const void *)receiver)->sin_addr;
+        if (memcmp(buf + 32, src, 4) != 0 || memcmp(buf + 36, dst, 4) != 0) {
+            hex(buf + 20, 20, a);
+            harness_fail(line, "the GRH area's IPv4 header (bytes 20..40) %s does not name sender and receiver", a);
+            ok = 0;
+        }
+        return ok;
     }
     if (buf[0] >> 4 != 6) {
         harness_fail(line, "GRH byte 0 is 0x%02x: IP version %d, expected 6", buf[0], buf[0] >> 4);

@@ -6,7 +6,7 @@
 #
 # The groups read DAT2_TEST_IA themselves and skip the checks that concern the soft device
 # alone. Only the plain pass runs: sanitizers on top of TCG's slowdown cost too much.
-# Environment (optional): DAT2_VM_CTEST_GROUPS (default "memory dataxfer afterfree seeds"),
+# Environment (optional): DAT2_VM_CTEST_GROUPS (default "memory dataxfer afterfree seeds ud"),
 # DAT2_VM_CTEST_PASSES (default plain), DAT2_VM_OUT (logs; default a directory under /tmp).
 # Prints the groups' "PASS/FAIL/SKIP <case>" lines; exits non-zero if one failed.
 set -u
@@ -14,8 +14,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 export DAT2_TEST_IA=${DAT2_TEST_IA:-dat2-soft}
 out=${DAT2_VM_OUT:-$(mktemp -d /tmp/dat2-vm-ctests.XXXXXX)}
 mkdir -p "$out"
-echo "c-tests against $DAT2_TEST_IA: ${DAT2_VM_CTEST_GROUPS:-memory dataxfer afterfree seeds}"
-DAT2_TEST_GROUPS=${DAT2_VM_CTEST_GROUPS:-memory dataxfer afterfree seeds} \
+echo "c-tests against $DAT2_TEST_IA: ${DAT2_VM_CTEST_GROUPS:-memory dataxfer afterfree seeds ud}"
+DAT2_TEST_GROUPS=${DAT2_VM_CTEST_GROUPS:-memory dataxfer afterfree seeds ud} \
   DAT2_TEST_PASSES=${DAT2_VM_CTEST_PASSES:-plain} \
   DAT2_TEST_OUT=$out/ctests \
   "$root/c-tests/run-all.sh" |
