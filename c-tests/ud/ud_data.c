@@ -79,6 +79,7 @@ out:
 }
 
 /* A datagram longer than the receive: the receive completes with DAT_DTO_ERR_LOCAL_LENGTH
+ * (on the soft device; an adapter may drop the datagram instead and keep the receive posted)
  * and nothing past it is written. */
 void case_truncation(void)
 {
@@ -92,7 +93,16 @@ void case_truncation(void)
     fill(r.cm.buf, 100, 4);
     if (!UD_SEND(r.ce, &r.cm, 0, 100, &r.at_c.ah, 2))
         goto out;
-    if (EXPECT_RC(wait_ev(r.s.rcv, WAIT_MS, &ev), DAT_SUCCESS)) {
+    DAT_RETURN got = wait_ev(r.s.rcv, WAIT_MS, &ev);
+    if (got != DAT_SUCCESS && !dx_on_soft_device()) {
+        /* rxe drops a UD datagram too long for its receive, which stays posted: then the
+         * next datagram that fits fills it (whatever the adapter does, nothing is written past
+         * the receive). */
+        fill(r.cm.buf + 1024, 10, 5);
+        if (UD_SEND(r.ce, &r.cm, 1024, 10, &r.at_c.ah, 3) && EXPECT_RC(wait_ev(r.s.rcv, WAIT_MS, &ev), DAT_SUCCESS))
+            UD_CHECK_RECV(&ev, r.se, 1, r.sm.buf, r.cm.buf + 1024, 10, &r.ca, &r.sa);
+        EXPECT_RC(wait_ev(r.c.req, WAIT_MS, &ev), DAT_SUCCESS);
+    } else if (EXPECT_RC(got, DAT_SUCCESS)) {
         const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
         EXPECT(ev.event_number == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT || ev.event_number == DAT_DTO_COMPLETION_EVENT,
                "event 0x%x, expected a DTO completion", (unsigned)ev.event_number);
