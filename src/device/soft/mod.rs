@@ -3,6 +3,7 @@
 //! cover only memory that is really mapped with the access asked for, keys are unpredictable
 //! capabilities, and every key names its protection domain, bounds and rights.
 
+pub mod delivery;
 pub mod io;
 pub mod keys;
 pub mod keytab;

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::delivery::Delivery;
 use super::io;
 use super::keytab::KeyTable;
 use super::lease::{Leases, SetLease, Via};
@@ -175,11 +176,6 @@ impl Inner {
     }
 }
 
-struct Delivery {
-    queue: VecDeque<Event>,
-    busy: bool,
-}
-
 struct OutState {
     frames: VecDeque<Frame>,
     closed: bool,
@@ -236,7 +232,7 @@ pub struct SoftQp {
     exec: Mutex<()>,
     /// The peer's shared files this connection has mapped (shm.rs).
     shm_peers: Mutex<shm::Peers>,
-    delivery: Mutex<Delivery>,
+    delivery: Delivery<Event>,
     out: Outbound,
     /// Signalled when receives are posted or stalled requests ran (see `await_room`), when a
     /// thread waits there (`room_waiters`): a notification is a system call.
@@ -299,7 +295,7 @@ impl SoftQp {
             }),
             exec: Mutex::new(()),
             shm_peers: Mutex::new(shm::Peers::default()),
-            delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
+            delivery: Delivery::default(),
             out: Outbound {
                 queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, held: false, fd: -1, acks: 0 }),
                 cv: Condvar::new(),
@@ -503,34 +499,14 @@ impl SoftQp {
     }
 
     /// Hands events to the consumer side in order, never while holding the QP's locks; a
-    /// re-entrant call (from inside a callback) only queues.
+    /// re-entrant call (from inside a callback) only queues (delivery.rs).
     fn deliver(&self, events: Vec<Event>) {
-        {
-            let mut d = self.delivery.locked();
-            d.queue.extend(events);
-            if d.busy {
-                return;
-            }
-            d.busy = true;
-        }
-        loop {
-            let next = {
-                let mut d = self.delivery.locked();
-                match d.queue.pop_front() {
-                    Some(e) => e,
-                    None => {
-                        d.busy = false;
-                        return;
-                    }
-                }
-            };
-            match next {
-                Event::Completion(c) => self.events.completion(c),
-                Event::Cm(e) => self.events.cm(e),
-                // Its events join this queue (a re-entrant deliver only queues).
-                Event::Flush(e) => self.flush(e),
-            }
-        }
+        self.delivery.deliver(events, |e| match e {
+            Event::Completion(c) => self.events.completion(c),
+            Event::Cm(e) => self.events.cm(e),
+            // Its events join this queue (a re-entrant deliver only queues).
+            Event::Flush(e) => self.flush(e),
+        });
     }
 
     // -----------------------------------------------------------------------------------------

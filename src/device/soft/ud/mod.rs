@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::delivery::Delivery;
 use super::lease::{self, SetLease, Via};
 use super::srq::SoftSrq;
 use super::wire::{flag, Dgram, DGRAM_HDR_LEN};
@@ -121,11 +122,6 @@ struct Inner {
     receiver: Option<JoinHandle<()>>,
 }
 
-struct Delivery {
-    queue: VecDeque<Event>,
-    busy: bool,
-}
-
 pub struct SoftUdQp {
     this: Weak<SoftUdQp>,
     dev: Arc<SoftDevice>,
@@ -140,7 +136,7 @@ pub struct SoftUdQp {
     /// `Inner::closed`, for the receiver thread to look at without the lock.
     closed: AtomicBool,
     inner: Mutex<Inner>,
-    delivery: Mutex<Delivery>,
+    delivery: Delivery<Event>,
     /// Shut down to wake the receiver thread (its end polls the other).
     stop: UnixStream,
     /// Held by every send while it reads memory; revoked by `destroy`.
@@ -189,7 +185,7 @@ impl SoftUdQp {
             qkey,
             closed: AtomicBool::new(false),
             inner: Mutex::new(Inner { closed: false, recvs: VecDeque::new(), receiver: None }),
-            delivery: Mutex::new(Delivery { queue: VecDeque::new(), busy: false }),
+            delivery: Delivery::default(),
             stop,
             lease: Arc::default(),
         });
@@ -228,34 +224,12 @@ impl SoftUdQp {
         }
     }
 
-    /// Hands events to the consumer side in order, never while holding the QP's lock; a
-    /// re-entrant call (from inside a handler) or one while another thread delivers only
-    /// queues, and that thread delivers it.
+    /// Hands events to the consumer side in order (delivery.rs).
     fn deliver(&self, events: Vec<Event>) {
-        {
-            let mut d = self.delivery.locked();
-            d.queue.extend(events);
-            if d.busy {
-                return;
-            }
-            d.busy = true;
-        }
-        loop {
-            let next = {
-                let mut d = self.delivery.locked();
-                match d.queue.pop_front() {
-                    Some(e) => e,
-                    None => {
-                        d.busy = false;
-                        return;
-                    }
-                }
-            };
-            match next {
-                Event::Completion(c) => self.events.completion(c),
-                Event::Cm(e) => self.events.cm(e),
-            }
-        }
+        self.delivery.deliver(events, |e| match e {
+            Event::Completion(c) => self.events.completion(c),
+            Event::Cm(e) => self.events.cm(e),
+        });
     }
 
     fn complete(&self, wr_id: u64, op: WcOp, status: u32, byte_len: u32, solicited: bool) {
