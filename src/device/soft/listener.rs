@@ -14,7 +14,7 @@
 //! honest peers (dtestcm -c 1000) is only slowed, never refused.
 
 use std::io::{ErrorKind, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,8 +22,10 @@ use std::time::{Duration, Instant};
 
 use super::qp::Pending;
 use super::ud::UdPending;
+use super::wire::timed_out;
 use super::wire::{op, Hdr, Hello, UdHello, HDR_LEN, HELLO_MAX, UD_HELLO_MAX};
-use crate::device::{DevError, ListenEvents, Listener};
+use crate::device::{CmEvent, DevError, ListenEvents, Listener};
+use crate::util::sockaddr;
 
 /// Connections that have not sent their whole HELLO, per listener.
 pub const HALF_OPEN_MAX: usize = 128;
@@ -230,3 +232,33 @@ impl Drop for SoftListener {
         unsafe { libc::shutdown(self.socket.as_raw_fd(), libc::SHUT_RDWR) };
     }
 }
+
+/// How long a refused connection is retried: rdma_cm spends about as long resolving the
+/// address and route, and programs such as dtest create their listener only just before the
+/// peer connects.
+const REFUSED_RETRY: Duration = Duration::from_millis(200);
+
+/// The active side's connection to the service point `addr` (RC's connect, UD's resolution),
+/// from `local` (unspecified: the address the kernel picks for the route) within `timeout`
+/// (none: the kernel's own limit), or the connection event its failure is.
+pub fn connect_service(local: IpAddr, addr: SocketAddr, timeout: Option<Duration>) -> Result<TcpStream, CmEvent> {
+    let started = Instant::now();
+    let limit = timeout.unwrap_or(NO_LIMIT);
+    loop {
+        let left = limit.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
+        match sockaddr::connect_from(local, addr, left) {
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused && started.elapsed() < REFUSED_RETRY.min(limit) => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => break other,
+        }
+    }
+    .map_err(|e| match e.kind() {
+        ErrorKind::ConnectionRefused => CmEvent::NonPeerRejected,
+        _ if timed_out(&e) => CmEvent::TimedOut,
+        _ => CmEvent::Unreachable,
+    })
+}
+
+/// A connect without a timeout: the kernel gives up first (about two minutes of SYNs).
+const NO_LIMIT: Duration = Duration::from_secs(3600);

@@ -62,30 +62,7 @@ impl SoftQp {
         /// any), and whether it accepted.
         type Outcome = (TcpStream, Hello, Option<(PeerProcess, Claims)>, bool);
         let outcome = (|| -> Result<Outcome, CmEvent> {
-            // A refused connection is retried briefly: rdma_cm spends about as long resolving
-            // the address and route, and programs such as dtest create their listener only
-            // just before the peer connects.
-            let started = std::time::Instant::now();
-            let stream = loop {
-                let attempt = match timeout {
-                    Some(t) => TcpStream::connect_timeout(&addr, t.saturating_sub(started.elapsed()).max(Duration::from_millis(1))),
-                    None => TcpStream::connect(addr),
-                };
-                match attempt {
-                    Err(e)
-                        if e.kind() == std::io::ErrorKind::ConnectionRefused
-                            && started.elapsed() < REFUSED_RETRY.min(timeout.unwrap_or(REFUSED_RETRY)) =>
-                    {
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                    other => break other,
-                }
-            }
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::ConnectionRefused => CmEvent::NonPeerRejected,
-                _ if timed_out(&e) => CmEvent::TimedOut,
-                _ => CmEvent::Unreachable,
-            })?;
+            let stream = super::super::listener::connect_service(std::net::Ipv4Addr::UNSPECIFIED.into(), addr, timeout)?;
             let _ = stream.set_nodelay(true);
             let _ = stream.set_read_timeout(Some(timeout.unwrap_or(Duration::from_secs(3600)).max(Duration::from_millis(1))));
             // A peer on this host is asked to our rendezvous (rendezvous.rs), where each side

@@ -47,9 +47,6 @@ mod tx;
 
 pub use cm::Pending;
 
-/// How long a refused connection attempt is retried.
-const REFUSED_RETRY: Duration = Duration::from_millis(200);
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Idle,

@@ -15,17 +15,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{SoftAh, SoftUdQp};
+use crate::device::soft::listener::connect_service;
 use crate::device::soft::wire::{op, read_message, timed_out, write_message, Hello, UdHello, HELLO_MAX, UD_HELLO_MAX};
 use crate::device::{CmEvent, DevError, PendingConnection, Qp, UdPeer};
-use crate::util::sockaddr;
 use crate::util::sync::MutexExt;
 
 /// How long a resolution without a timeout of its own may take.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How long a refused connection is retried (the peer may create its service point just after
-/// we were told its address), as for RC.
-const REFUSED_RETRY: Duration = Duration::from_millis(200);
 
 /// How long the passive side waits to write its answer.
 const ANSWER_WAIT: Duration = Duration::from_secs(1);
@@ -64,19 +60,7 @@ pub(super) fn resolve(qp: &SoftUdQp, addr: SocketAddr, private_data: &[u8], time
 fn ask(local: IpAddr, addr: SocketAddr, hello: &UdHello, limit: Duration) -> Result<CmEvent, CmEvent> {
     let started = Instant::now();
     let left = || limit.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
-    let stream = loop {
-        match sockaddr::connect_from(local, addr, left()) {
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && started.elapsed() < REFUSED_RETRY.min(limit) => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            other => break other,
-        }
-    }
-    .map_err(|e| match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => CmEvent::NonPeerRejected,
-        _ if timed_out(&e) => CmEvent::TimedOut,
-        _ => CmEvent::Unreachable,
-    })?;
+    let stream = connect_service(local, addr, Some(limit))?;
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(left()));
     let _ = stream.set_write_timeout(Some(left()));
