@@ -25,7 +25,7 @@
  *     posted and not yet reported back (the server returns a credit message for every 32 it
  *     took and reposted, so that no datagram finds the ring empty and is dropped); messages
  *     per second over the stream, counted when their credit is back ("dat2 rate 8 MSGS").
- * Both sides poll their receive EVD with dat_evd_dequeue. A UD client or server whose IA does
+ * Both sides poll their receive EVD with dat_evd_dequeue (with -k they block in dat_evd_wait). A UD client or server whose IA does
  * not report DAT_IB_UD=TRUE prints "# UD not offered" and exits with status 4.
  *
  * The IA is dat2-soft unless -i names another; run with DAT_OVERRIDE=/nonexistent so that no
@@ -87,6 +87,7 @@ static struct {
     int lat_warmup;
     double lat_max_time;
     int yield; /* sched_yield() while spinning (else pause) */
+    int block; /* -m: wait for messages in dat_evd_wait instead of polling dat_evd_dequeue */
     int do_bw, do_lat;
     int shared; /* buffers in a sealed memfd (-M) */
     int msg;    /* 8-byte send/recv messages instead of RDMA (-m) */
@@ -620,7 +621,11 @@ static int m_recv(double secs, uint32_t *kind, uint32_t *value)
     double end = 0;
     unsigned spins = 0;
     for (;;) {
-        DAT_RETURN rc = dat_evd_dequeue(recv_evd, &ev);
+        DAT_COUNT nmore;
+        DAT_RETURN rc = opt.block ? dat_evd_wait(recv_evd, (DAT_TIMEOUT)(secs * 1e6), 1, &ev, &nmore)
+                                  : dat_evd_dequeue(recv_evd, &ev);
+        if (opt.block && DAT_GET_TYPE(rc) == DAT_TIMEOUT_EXPIRED)
+            return 0;
         if (rc == DAT_SUCCESS)
             break;
         if (rc != DAT_QUEUE_EMPTY && DAT_GET_TYPE(rc) != DAT_QUEUE_EMPTY)
@@ -925,6 +930,7 @@ static void usage(void)
             "  -m        8-byte messages (send/recv) instead of RDMA: latency and message rate\n"
             "            (-B: rate only, -l: latency only; -R N messages at most, 2000000, within -T)\n"
             "  -u        with -m: between UD EPs (dat_ib_post_send_ud) instead of over RC\n"
+            "  -k        with -m: wait for each message in dat_evd_wait instead of polling dat_evd_dequeue\n"
             "  -A SECS   abort the whole run after SECS (170)\n"
             "The server takes the same -S list (it sizes its buffer from it).\n");
     exit(2);
@@ -944,7 +950,7 @@ int main(int argc, char **argv)
 {
     int c;
     char *list = NULL;
-    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlMmuR:A:h")) != -1) {
+    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlMmukR:A:h")) != -1) {
         switch (c) {
         case 's': opt.server = 1; break;
         case 'c': opt.host = optarg; break;
@@ -964,6 +970,7 @@ int main(int argc, char **argv)
         case 'M': opt.shared = 1; break;
         case 'm': opt.msg = 1; break;
         case 'u': opt.ud = 1; break;
+        case 'k': opt.block = 1; break;
         case 'R': opt.rate_max = atoi(optarg); break;
         case 'A': opt.alarm_secs = (unsigned)strtoul(optarg, NULL, 0); break;
         default: usage();
