@@ -12,7 +12,9 @@
 #   - bench/rdma_bench -m on dat2-soft, 8-byte messages over RC (send/recv) and between
 #     unreliable datagram EPs (-m -u, dat_ib_post_send_ud): ping-pong latency (half the round
 #     trip) and message rate (credit-limited stream, so no datagram is dropped); the UD row is
-#     n/a when dat2-soft does not report DAT_IB_UD=TRUE;
+#     n/a when dat2-soft does not report DAT_IB_UD=TRUE; then the RC ping-pong with both
+#     processes on CPU 0 (taskset), polling with pause only (-P) and blocking (-k), whose
+#     ratio has a target (a polling consumer must not starve the device's threads);
 #   - ucx_perftest (ucx-utils) ucp_put_bw at the same sizes and ucp_put_lat at 8 bytes, with
 #     UCX_TLS=tcp and with a shared-memory set (posix,cma, or the first that works);
 #   - iperf3 over loopback, 3 s;
@@ -153,15 +155,16 @@ run_dat2() {
 
 # msg LABEL PORT [ARGS...]: one server/client pair of rdma_bench -m (8-byte messages: ARGS -u
 # for UD); R_dat2_LABEL_lat and R_dat2_LABEL_rate. A UD server that finds no UD (exit status
-# 4) makes the row n/a, not a failure.
+# 4) makes the row n/a, not a failure. With PIN=CPU both processes run on that CPU alone.
 run_msg() {
   local label=$1 port=$2
   shift 2
   local log="$OUT/dat2-$label"
-  local args=()
+  local args=() pin=()
   [ "$QUICK" = 1 ] && args=(-n 3000 -w 300 -T 1)
+  [ -n "${PIN:-}" ] && pin=(taskset -c "$PIN")
   DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" \
-    timeout 100 "$OUT/rdma_bench" -s -m -p "$port" "$@" >"$log.server" 2>&1 &
+    timeout 100 "${pin[@]}" "$OUT/rdma_bench" -s -m -p "$port" "$@" >"$log.server" 2>&1 &
   local spid=$!
   PIDS="$PIDS $spid"
   if ! wait_listen "$port" "$spid"; then
@@ -174,7 +177,7 @@ run_msg() {
     return 1
   fi
   DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" \
-    timeout --foreground 90 "$OUT/rdma_bench" -c 127.0.0.1 -m -p "$port" "$@" "${args[@]}" >"$log.client" 2>&1
+    timeout --foreground 90 "${pin[@]}" "$OUT/rdma_bench" -c 127.0.0.1 -m -p "$port" "$@" "${args[@]}" >"$log.client" 2>&1
   local rc=$?
   wait_pid "$spid" || { say "dat2 $label: the server failed:"; cat "$log.server"; rc=1; }
   sed 's/^/  /' "$log.client"
@@ -250,6 +253,13 @@ for rep in $(seq 1 "$REPS"); do
   run_msg rcmsg $((base + 3)) || DAT2_FAILED=1
   say "-- dat2-soft, 8-byte datagrams between UD EPs (rdma_bench -m -u)"
   run_msg udmsg $((base + 4)) -u || DAT2_FAILED=1
+  if command -v taskset >/dev/null; then
+    # MPI progress engines spin in dat_evd_dequeue: with no spare CPU, a polling consumer
+    # must leave the device's threads the CPU (pause-only spinning, -P, against blocking, -k).
+    say "-- dat2-soft, 8-byte messages over RC, both processes on CPU 0: polling (-P), then blocking (-k)"
+    PIN=0 run_msg pinpoll $((base + 5)) -P -l || DAT2_FAILED=1
+    PIN=0 run_msg pinblock $((base + 6)) -k -l || DAT2_FAILED=1
+  fi
 
   if [ "$HAVE_UCX" = 1 ]; then
     uport=$((base + 10))
@@ -322,6 +332,8 @@ row "dat2-soft TCP (DAT2_SOFT_CMA=0)" dat2_tcp
 row "dat2-soft shared-memory buffers" dat2_shm
 row "dat2-soft RC send/recv (8B msgs)" dat2_rcmsg
 row "dat2-soft UD datagrams (8B msgs)" dat2_udmsg
+row "RC msgs, one CPU, both polling" dat2_pinpoll
+row "RC msgs, one CPU, both blocking" dat2_pinblock
 row "UCX put, UCX_TLS=${UCX_SHM:-(shm n/a)}" ucx_shm
 row "UCX put, UCX_TLS=tcp" ucx_tcp
 printf '%-34s %12s %12s %12s %12s %12s\n' "iperf3 loopback (one stream)" "" "$(fmt "$(getr iperf_bw)")" "" "" ""
@@ -345,6 +357,7 @@ printf '  %-58s %s\n' "dat2 TCP bw best of sizes / iperf3" "$(ratio "$best_tcp" 
 printf '  %-58s %s\n' "dat2 TCP bw 1MiB / UCX tcp put_bw 1MiB" "$(ratio "$(getr dat2_tcp_bw_1048576)" "$(getr ucx_tcp_bw_1048576)")"
 printf '  %-58s %s\n' "dat2 TCP lat 8B / UCX tcp put_lat 8B" "$(ratio "$(getr dat2_tcp_lat)" "$(getr ucx_tcp_lat)")"
 printf '  %-58s %s\n' "dat2 CMA lat 8B / UCX ${UCX_SHM:-shm} put_lat 8B" "$(ratio "$(getr dat2_cma_lat)" "$(getr ucx_shm_lat)")"
+printf '  %-58s %s\n' "one CPU: polling lat 8B / blocking lat 8B" "$(ratio "$(getr dat2_pinpoll_lat)" "$(getr dat2_pinblock_lat)")"
 printf '  %-58s %s\n' "dat2 UD msg lat 8B / RC send/recv lat 8B" "$(ratio "$(getr dat2_udmsg_lat)" "$(getr dat2_rcmsg_lat)")"
 printf '  %-58s %s\n' "dat2 UD msg rate 8B / RC send/recv rate 8B" "$(ratio "$(getr dat2_udmsg_rate)" "$(getr dat2_rcmsg_rate)")"
 
@@ -371,6 +384,8 @@ target "zero-copy bw 1MiB, heap buffers >= 0.5 x UCX ${UCX_SHM:-shm} put_bw" "$(
 target "TCP bw at 1MiB >= 0.8 x iperf3" "$(getr dat2_tcp_bw_1048576)" ">=" "$eighty"
 target "TCP lat 8B <= 2 x UCX tcp put_lat" "$(getr dat2_tcp_lat)" "<=" "$twice"
 target "CMA lat 8B <= 10 us" "$(getr dat2_cma_lat)" "<=" "10"
+onecpu=""; [ -n "$(getr dat2_pinblock_lat)" ] && onecpu=$(awk -v v="$(getr dat2_pinblock_lat)" 'BEGIN { print v * 1.5 }')
+target "one CPU, polling msg lat <= 1.5 x blocking" "$(getr dat2_pinpoll_lat)" "<=" "$onecpu"
 say ""
 say "== every round (the table shows medians)"
 for k in $KEYS; do
