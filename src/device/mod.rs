@@ -296,6 +296,14 @@ pub struct Completion {
     pub solicited: bool,
 }
 
+impl Completion {
+    /// A completion that carries no data and no flags: a send-side request, a bind, or a
+    /// receive that is flushed or failed.
+    pub fn bare(wr_id: u64, status: u32, op: WcOp) -> Completion {
+        Completion { wr_id, status, op, byte_len: 0, imm: None, invalidated: None, solicited: false }
+    }
+}
+
 /// Connection events of a QP. A UD QP's connect and accept resolve an address instead of
 /// making a connection: each success is a `UdResolved`, and a UD QP never disconnects.
 #[derive(Clone, Debug, PartialEq, Eq)]

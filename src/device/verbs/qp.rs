@@ -620,15 +620,7 @@ impl Qp for VerbsQp {
         let Some(st) = self.dev.mw_state(mw) else { return };
         if !st.bound {
             // Nothing to invalidate (never bound, unbound, or invalidated by the peer).
-            self.events.completion(Completion {
-                wr_id,
-                status: DAT_DTO_SUCCESS,
-                op: WcOp::Bind,
-                byte_len: 0,
-                imm: None,
-                invalidated: None,
-                solicited: false,
-            });
+            self.events.completion(Completion::bare(wr_id, DAT_DTO_SUCCESS, WcOp::Bind));
             return;
         }
         let posted = self.post(wr_id, Some(WcOp::Bind), &[], 0, None, |w| {
@@ -639,15 +631,7 @@ impl Qp for VerbsQp {
             self.dev.set_mw(mw, st.rkey, false);
         }
         if posted.is_err() {
-            self.events.completion(Completion {
-                wr_id,
-                status: DAT_DTO_ERR_FLUSHED,
-                op: WcOp::Bind,
-                byte_len: 0,
-                imm: None,
-                invalidated: None,
-                solicited: false,
-            });
+            self.events.completion(Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, WcOp::Bind));
         }
     }
 

@@ -144,26 +144,10 @@ impl SoftQp {
             let mut i = self.lock();
             for o in i.outstanding.drain(..) {
                 let status = o.done.unwrap_or(DAT_DTO_ERR_FLUSHED);
-                events.push(Event::Completion(Completion {
-                    wr_id: o.wr_id,
-                    status,
-                    op: o.op,
-                    byte_len: 0,
-                    imm: None,
-                    invalidated: None,
-                    solicited: false,
-                }));
+                events.push(Event::Completion(Completion::bare(o.wr_id, status, o.op)));
             }
             for (wr_id, _) in i.recvs.drain(..) {
-                events.push(Event::Completion(Completion {
-                    wr_id,
-                    status: DAT_DTO_ERR_FLUSHED,
-                    op: WcOp::Recv,
-                    byte_len: 0,
-                    imm: None,
-                    invalidated: None,
-                    solicited: false,
-                }));
+                events.push(Event::Completion(Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, WcOp::Recv)));
             }
             i.stalled.clear();
             i.stalled_bytes = 0;

@@ -172,15 +172,7 @@ impl SoftQp {
                         }
                         Err(Landing::Failed) => {
                             // The connection ends; the receive it took completes with it.
-                            let c = Completion {
-                                wr_id,
-                                status: DAT_DTO_ERR_FLUSHED,
-                                op: WcOp::Recv,
-                                byte_len: 0,
-                                imm: None,
-                                invalidated: None,
-                                solicited: false,
-                            };
+                            let c = Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, WcOp::Recv);
                             return (false, vec![Event::Completion(c)]);
                         }
                         // The receive's memory was revoked (dat_lmr_free) before the data came.

@@ -403,7 +403,7 @@ impl SoftQp {
             let mut i = self.lock();
             if i.state == State::Closed {
                 drop(i);
-                let c = Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, op, byte_len: 0, imm: None, invalidated: None, solicited: false };
+                let c = Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, op);
                 return self.deliver(vec![Event::Completion(c)]);
             }
             i.outstanding.push_back(Outstanding {
@@ -418,15 +418,7 @@ impl SoftQp {
             while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
                 let o = i.outstanding.pop_front().expect("front exists");
                 let status = o.done.unwrap_or(DAT_DTO_SUCCESS);
-                events.push(Event::Completion(Completion {
-                    wr_id: o.wr_id,
-                    status,
-                    op: o.op,
-                    byte_len: 0,
-                    imm: None,
-                    invalidated: None,
-                    solicited: false,
-                }));
+                events.push(Event::Completion(Completion::bare(o.wr_id, status, o.op)));
             }
         }
         self.deliver(events);

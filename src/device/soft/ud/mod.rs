@@ -451,20 +451,8 @@ impl Qp for SoftUdQp {
         self.stop_receiver();
         if first {
             let flushed: Vec<(u64, Vec<Sge>)> = self.inner.locked().recvs.drain(..).collect();
-            let mut events: Vec<Event> = flushed
-                .into_iter()
-                .map(|(wr_id, _)| {
-                    Event::Completion(Completion {
-                        wr_id,
-                        status: DAT_DTO_ERR_FLUSHED,
-                        op: WcOp::Recv,
-                        byte_len: 0,
-                        imm: None,
-                        invalidated: None,
-                        solicited: false,
-                    })
-                })
-                .collect();
+            let mut events: Vec<Event> =
+                flushed.into_iter().map(|(wr_id, _)| Event::Completion(Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, WcOp::Recv))).collect();
             events.push(Event::Cm(CmEvent::Disconnected));
             self.deliver(events);
         }
