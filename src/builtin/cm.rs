@@ -349,10 +349,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
         let boxed: Box<[u8]> = pdata.into_boxed_slice();
         let ptr = if boxed.is_empty() { core::ptr::null_mut() } else { boxed.as_ptr() as *mut c_void };
         let len = boxed.len();
-        i.private_data.push_back(boxed);
-        while i.private_data.len() > 16 {
-            i.private_data.pop_front();
-        }
+        i.keep_private_data(boxed);
         (i.connect_evd.clone(), ptr, len)
     };
     // An EP on an SRQ also reports, on the async EVD, that its last receive is done (the

@@ -70,7 +70,19 @@ pub struct UdState {
     pub contexts: IdMap<u64, Box<[u8]>>,
 }
 
+/// How many connection events' private data an EP keeps alive for the consumer to read.
+const PRIVATE_DATA_KEPT: usize = 16;
+
 impl EpInner {
+    /// Keeps a connection event's private data alive (the event points into it) until
+    /// PRIVATE_DATA_KEPT later events have come.
+    pub fn keep_private_data(&mut self, data: Box<[u8]>) {
+        self.private_data.push_back(data);
+        while self.private_data.len() > PRIVATE_DATA_KEPT {
+            self.private_data.pop_front();
+        }
+    }
+
     /// Frees the UD EP's address handles (from its PZ's index too) and connection records.
     pub fn drop_ud(&mut self) {
         let ud = std::mem::take(&mut self.ud);

@@ -70,7 +70,6 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) -> Option<CmEvent> {
     let mut e = DAT_EVENT { event_number: number, ..Default::default() };
     let (evd, ids) = {
         let mut i = ep.lock();
-        let mut number = number;
         let mut ids = None;
         let pdata: Box<[u8]> = pdata.into_boxed_slice();
         let (ptr, len) = if pdata.is_empty() { (core::ptr::null_mut(), 0) } else { (pdata.as_ptr() as *mut c_void, pdata.len()) };
@@ -95,19 +94,16 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) -> Option<CmEvent> {
                     "UD EP {:#x}: {HELD_MAX} address handles or records unfreed; a resolution is refused",
                     ep.handle
                 );
-                number = DAT_IB_UD_CONNECTION_ERROR_EVENT;
-                e.event_number = number;
+                e.event_number = DAT_IB_UD_CONNECTION_ERROR_EVENT;
                 extension_data(&mut e, DAT_IB_UD_CONNECT_ERROR, DAT_IB_OP_ERR, None, 0);
             }
             None => {
                 extension_data(&mut e, kind, DAT_IB_OP_ERR, None, 0);
-                i.private_data.push_back(pdata);
-                while i.private_data.len() > 16 {
-                    i.private_data.pop_front();
-                }
+                i.keep_private_data(pdata);
             }
         }
-        let ptr = if number == DAT_IB_UD_CONNECTION_ERROR_EVENT { core::ptr::null_mut() } else { ptr };
+        // An error event carries no private data (a refused resolution's is already dropped).
+        let ptr = if e.event_number == DAT_IB_UD_CONNECTION_ERROR_EVENT { core::ptr::null_mut() } else { ptr };
         let len = if ptr.is_null() { 0 } else { len };
         e.event_data.connect_event_data =
             DAT_CONNECTION_EVENT_DATA { ep_handle: ep.handle as DAT_EP_HANDLE, private_data_size: len as DAT_COUNT, private_data: ptr };
