@@ -138,9 +138,34 @@ struct Map {
     len: u64,
 }
 
+/// Where `Map::new` places the next mapping: addresses that no other test of this process maps.
+static NEXT_MAP: AtomicU64 = AtomicU64::new(0x3000_0000_0000);
+
 impl Map {
+    /// A mapping at addresses never mapped before in this process. Tests run in parallel, and an
+    /// unmap event from another test's mapping at the same addresses may be read after this test
+    /// registered them; the cache then (rightly) drops the registration, and counts would differ.
     fn new(pages: u64) -> Map {
-        Map::at(0, pages, 0)
+        loop {
+            // One unmapped page between mappings, so that neighbours never merge into one VMA.
+            let hint = NEXT_MAP.fetch_add((pages + 1) * PAGE, SeqCst);
+            // SAFETY: as in `at`; MAP_FIXED_NOREPLACE fails with EEXIST instead of replacing.
+            let p = unsafe {
+                libc::mmap(
+                    hint as *mut _,
+                    (pages * PAGE) as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                return Map { addr: p as u64, len: pages * PAGE };
+            }
+            let e = std::io::Error::last_os_error();
+            assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "mmap at {hint:#x}: {e}");
+        }
     }
     fn at(hint: u64, pages: u64, extra: i32) -> Map {
         let len = pages * PAGE;

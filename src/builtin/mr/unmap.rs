@@ -71,6 +71,11 @@
 //! `munmap` returned always sees its event. Every range the reader unregisters by itself is
 //! also published, so a registration that loses its watch that way is always dropped.
 //!
+//! An event says which addresses changed, not which mapping: the kernel frees the addresses
+//! before the reader takes the event, so another thread may map the same addresses again and
+//! register them before the old mapping's event is applied. That registration is then dropped
+//! as changed: one needless registration later, never a stale one kept.
+//!
 //! Other limits: each watched range may split a VMA (counting toward `vm.max_map_count`); if
 //! the application closes our descriptor, the reader stops and the caches empty themselves.
 

@@ -262,9 +262,15 @@ mod tests {
     fn heap_is_accessible_and_holes_are_not() {
         let v = vec![0u8; 1 << 20];
         assert!(accessible(v.as_ptr() as u64, v.len() as u64, true, page()));
-        // SAFETY: mapping fresh anonymous memory for the test.
-        let p = unsafe { libc::mmap(core::ptr::null_mut(), 3 * 4096, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
-        assert_ne!(p, libc::MAP_FAILED);
+        // Far below where the kernel places mappings made without a hint: once this one is
+        // unmapped, no other test's thread maps the same addresses meanwhile.
+        let hint = 0x2000_0000_0000usize as *mut libc::c_void;
+        // SAFETY: mapping fresh anonymous memory for the test; MAP_FIXED_NOREPLACE never replaces
+        // an existing mapping.
+        let p = unsafe {
+            libc::mmap(hint, 3 * 4096, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE, -1, 0)
+        };
+        assert_ne!(p, libc::MAP_FAILED, "mmap at {hint:?}: {}", std::io::Error::last_os_error());
         let a = p as u64;
         assert!(accessible(a, 3 * 4096, false, page()));
         assert!(!accessible(a, 3 * 4096, true, page()), "read-only memory must not register for write");
