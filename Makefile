@@ -81,11 +81,14 @@ bench: lib
 # busy (its load average is printed first). tests/vm/run.sh prepares the VM (qemu, kernel,
 # perftest). See bench/vm/run.sh.
 DEB_BENCH_VM := libibverbs-dev perftest dapl2-utils libdapl2
+# The peers beside dat2's registration cache (bench/vm/reg_peer.h): libfabric 1.17, UCX 1.13.
+DEB_BENCH_VM_PEERS := libfabric1 libfabric-dev libucx0 libucx-dev ucx-utils
 BENCH_VM_REG := $(BUILD)/bench-vm/reg
+BENCH_VM_PEERS := $(BUILD)/bench-vm/reg-fi $(BUILD)/bench-vm/reg-ucx
 
 .PHONY: bench-vm
-bench-vm: lib $(BENCH_VM_REG)
-	@tools/ensure-debs $(DEB_BENCH_VM)
+bench-vm: lib $(BENCH_VM_REG) $(BENCH_VM_PEERS)
+	@tools/ensure-debs $(DEB_BENCH_VM) $(DEB_BENCH_VM_PEERS)
 	@echo "bench-vm: host load average $$(cut -d' ' -f1-3 /proc/loadavg) (the VM shares the host's CPUs:" \
 	  "compare runs made at a similar load)"
 	DAT2_VM_TIMEOUT=$${DAT2_VM_TIMEOUT:-1800} tests/vm/run.sh bench/vm/run.sh
@@ -94,6 +97,13 @@ $(BENCH_VM_REG): bench/vm/reg.c $(HEADERS) | $(BUILD)/$(REAL)
 	@tools/ensure-debs libibverbs-dev
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -Wall -Wextra -Iinclude -o $@ bench/vm/reg.c -L$(BUILD) -ldat2 -libverbs
+
+# reg with a peer's backend: -rdynamic exports its counting ibv_reg_mr/ibv_dereg_mr.
+$(BUILD)/bench-vm/reg-fi $(BUILD)/bench-vm/reg-ucx: $(BUILD)/bench-vm/reg-%: bench/vm/reg.c bench/vm/reg_peer.h $(HEADERS) | $(BUILD)/$(REAL)
+	@tools/ensure-debs libibverbs-dev $(DEB_BENCH_VM_PEERS)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Wextra -Iinclude -DREG_PEER_$(if $(filter fi,$*),FI,UCX) -rdynamic -o $@ bench/vm/reg.c \
+	  -L$(BUILD) -ldat2 -libverbs $(if $(filter fi,$*),-lfabric,-lucp -lucs) -ldl
 
 # The whole test suite: the host's tests, then the VM's; ends with the sum of both.
 check:

@@ -285,6 +285,12 @@ static void dat_close(struct dat *d)
         dat_ia_close(d->ia, DAT_CLOSE_ABRUPT_FLAG);
 }
 
+#if defined(REG_PEER_FI) || defined(REG_PEER_UCX)
+/* libfabric's or UCX's registration, as backend "fi" or "ucx" (see reg_peer.h). */
+#include "reg_peer.h"
+#define REG_PEER 1
+#endif
+
 /* ------------------------------------------------------------------ the loops */
 
 /* Runs one SPEC; records its samples when show is set. */
@@ -368,12 +374,20 @@ int main(int argc, char **argv)
             return noia ? EXIT_NOIA : 1;
         }
         b = (struct backend){dat_reg, dat_unreg, &dat};
+#ifdef REG_PEER
+    } else if (strcmp(argv[1], PEER_NAME) == 0) {
+        if (peer_backend(argv[2], &b))
+            return EXIT_NOIA;
+#endif
     } else {
         usage();
     }
 
     const struct spec warm = {COLD, 4096, 1};
     int rc = run_spec(&b, &warm, 0);
+#ifdef REG_PEER
+    peer_mark();
+#endif
     for (int i = 0; i < nspecs && rc == 0; i++)
         rc = run_spec(&b, &specs[i], 1);
 
@@ -383,6 +397,10 @@ int main(int argc, char **argv)
     if (b.self == &dat) {
         dat_report_cache(&dat);
         dat_close(&dat);
+#ifdef REG_PEER
+    } else if (b.self == &peer) {
+        peer_finish();
+#endif
     } else {
         raw_close(&raw);
     }

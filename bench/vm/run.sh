@@ -116,6 +116,30 @@ if [ -z "$REPORT" ] && { [ ! -x "$REG" ] || [ "$ROOT/bench/vm/reg.c" -nt "$REG" 
     { say "error: cannot build bench/vm/reg.c"; exit 1; }
 fi
 
+# The peers' registration programs (bench/vm/reg_peer.h): reg built with libfabric ("fi") and
+# with UCX ("ucx"), the ones make bench-vm built or ones built here; a peer that cannot be
+# built shows as n/a.
+declare -A PEER_BIN=()
+peer_build() { # fi|ucx
+  local k=$1 bin=$BUILD/bench-vm/reg-$1 def libs
+  if [ -z "$REPORT" ] && { [ ! -x "$bin" ] || [ "$ROOT/bench/vm/reg.c" -nt "$bin" ] || [ "$ROOT/bench/vm/reg_peer.h" -nt "$bin" ]; }; then
+    bin=$OUT/reg-$k
+    case $k in fi) def=REG_PEER_FI libs="-lfabric" ;; *) def=REG_PEER_UCX libs="-lucp -lucs" ;; esac
+    # shellcheck disable=SC2086  # libs holds several words
+    ${CC:-cc} -O2 -Wall -Wextra -I"$ROOT/include" -D$def -rdynamic -o "$bin" "$ROOT/bench/vm/reg.c" -L"$BUILD" -ldat2 \
+      -libverbs $libs -ldl 2>"$OUT/reg-$k.build.err" ||
+      { say "note: cannot build the $k peer ($(head -c 160 "$OUT/reg-$k.build.err")); its columns show n/a"; return; }
+  fi
+  PEER_BIN[$k]=$bin
+}
+PEERS=""
+if [ -z "$REPORT" ]; then
+  peer_build fi
+  peer_build ucx
+  [ -n "${PEER_BIN[fi]:-}" ] && PEERS+=" fiuffd fimh"
+  [ -n "${PEER_BIN[ucx]:-}" ] && PEERS+=" ucx"
+fi
+
 # run_as VARIANT CMD...: CMD with the library and environment of a variant:
 #   raw, dapl   Debian's libdat2 (no LD_LIBRARY_PATH) and tests/vm/dat.conf
 #   dat2        our build/libdat2.so.2 (it lists dat2-verbs-<dev>-<port> by itself)
@@ -127,6 +151,13 @@ run_as() {
     raw | dapl) env -u LD_LIBRARY_PATH DAT_OVERRIDE="$CONF" "$@" ;;
     dat2) env LD_LIBRARY_PATH="$BUILD" DAT_OVERRIDE="$CONF" "$@" ;;
     dat2nc) env LD_LIBRARY_PATH="$BUILD" DAT_OVERRIDE="$CONF" DAT2_MR_CACHE=0 "$@" ;;
+    # The peers (their MR cache statistics go to stderr at the end):
+    #   fiuffd, fimh  libfabric's verbs provider, MR cache monitor userfaultfd / memory hooks
+    #   ucx           UCX's ucp_mem_map with the rc_verbs transport's md (and its rcache)
+    fiuffd | fimh)
+      env -u LD_LIBRARY_PATH FI_MR_CACHE_MONITOR="$([ "$v" = fimh ] && echo memhooks || echo uffd)" \
+        FI_LOG_LEVEL=info FI_LOG_SUBSYS=mr "$@" ;;
+    ucx) env -u LD_LIBRARY_PATH UCX_TLS=rc_verbs "$@" ;;
   esac
 }
 
@@ -183,6 +214,7 @@ reg_measure() {
   for s in $SIZES; do specs+=("cold:$s:$(reg_iters "$s")"); done
   for s in $SIZES; do specs+=("rereg:$s:$(reg_iters "$s")"); done
   [ $OURS = 1 ] && variants+=" dat2 dat2nc"
+  variants+=$PEERS
   say "== registration: $ROUNDS rounds of: $variants"
   for r in $(seq 1 "$ROUNDS"); do
     for v in $variants; do
@@ -190,9 +222,13 @@ reg_measure() {
       case $v in
         raw) timed "reg-$v-$r" run_as raw timeout 600 "$REG" raw "$DEV" "${specs[@]}" >"$log" 2>"$log.err" ;;
         dapl) timed "reg-$v-$r" run_as dapl timeout 600 "$REG" dat "$DAPL_IA" "${specs[@]}" >"$log" 2>"$log.err" ;;
+        fiuffd | fimh) timed "reg-$v-$r" run_as "$v" timeout 600 "${PEER_BIN[fi]}" fi "$DEV" "${specs[@]}" >"$log" 2>"$log.err" ;;
+        ucx) timed "reg-$v-$r" run_as ucx timeout 600 "${PEER_BIN[ucx]}" ucx "$DEV" "${specs[@]}" >"$log" 2>"$log.err" ;;
         *) timed "reg-$v-$r" run_as "$v" timeout 600 "$REG" dat "$OURS_IA" "${specs[@]}" >"$log" 2>"$log.err" ;;
       esac
       st=$?
+      # A peer that fails is noted (its figures show n/a); the others must run.
+      case " $PEERS " in *" $v "*) [ $st = 0 ] || say "note: peer $v round $r: exit status $st: $(grep -m1 'reg:' "$log.err" | cut -c1-200)"; st=0 ;; esac
       [ $st = 0 ] || fail "registration $v round $r: exit status $st: $(grep -m1 'reg:' "$log.err" | cut -c1-200)"
     done
     say "   round $r done ($(elapsed) s)"
@@ -245,6 +281,79 @@ reg_report() {
       target("cold", "cold registration <= 1.10 x raw verbs, sizes", why)
       target("rereg", "cached re-registration >= 50 x faster than dapl, sizes", why)
       if (cache != "") print "dat2 cache counters of one process (" last "): " cache
+    }' "$OUT"/reg-*-*.log
+}
+
+# The peers a user would pick instead of a DAT library (see run_as), beside dat2, from the same
+# rounds: cold, munmap and hit (rereg) medians, then dat2 against the best peer of each row
+# (target: dat2 at least as good, dat2/best <= 1.00), then whether each peer's cache was used:
+# device registrations per registration asked for (reg_peer.h counts ibv_reg_mr calls), and
+# libfabric's own MR cache statistics.
+reg_peers_report() {
+  local why="" fistats=""
+  [ $OURS = 1 ] || why="$OURS_IA does not open"
+  for v in fiuffd fimh; do
+    [ -f "$OUT/reg-$v-$ROUNDS.log.err" ] &&
+      fistats+="$v: $(grep -m1 -o 'MR cache stats:.*' "$OUT/reg-$v-$ROUNDS.log.err" | sed 's/MR cache stats: //'); "
+  done
+  awk -v sizes="$SIZES" -v why="$why" -v fistats="$fistats" "$AWK_LIB"'
+    FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, p, "-"); var = p[2] }
+    $1 == "sample" { k = var SUBSEP $2 SUBSEP $3; n[k]++; t[k, n[k]] = $4; u[k, n[k]] = $5 }
+    $1 == "peer" { pc[var, $2] += $3 }
+    $1 == "cache" && ($2 == "DAT2_MR_CACHE_HITS" || $2 == "DAT2_MR_CACHE_MISSES") { pc[var, $2] += $3 }
+    function med(v, m, s, which,    k, i, a) {
+      k = v SUBSEP m SUBSEP s
+      for (i = 1; i <= n[k]; i++) a[i] = (which == "t") ? t[k, i] : u[k, i]
+      return median(a, n[k] + 0)
+    }
+    function human(s) { return s >= 1048576 ? (s / 1048576) "M" : (s / 1024) "K" }
+    END {
+      ns = split(sizes, S, " "); np = split("fiuffd fimh ucx", P, " ")
+      name["fiuffd"] = "fi-uffd"; name["fimh"] = "fi-mhook"; name["ucx"] = "ucx"
+      print "Peers, microseconds (medians of the same rounds), local privileges: fi-uffd and fi-mhook ="
+      print "libfabric 1.17 verbs provider (fi_mr_reg/fi_close) with its MR cache monitored by userfaultfd"
+      print "and by memory hooks; ucx = UCX 1.13 ucp_mem_map/ucp_mem_unmap over rc_verbs (its rcache)."
+      print "hit: the same buffer again (rereg)."
+      print ""
+      fmt = "%-5s|%7s %7s %7s %8s %7s |%7s %7s %7s %8s %7s |%7s %7s %8s %7s\n"
+      printf fmt, "", "cold", "", "", "", "", "munmap", "", "", "", "", "hit", "", "", ""
+      printf fmt, "size", "raw", "dat2", "fi-uffd", "fi-mhook", "ucx", "raw", "dat2", "fi-uffd", "fi-mhook", "ucx", "dat2", "fi-uffd", "fi-mhook", "ucx"
+      for (i = 1; i <= ns; i++) {
+        s = S[i]
+        for (j = 1; j <= np; j++) {
+          C[j] = med(P[j], "cold", s, "t"); U[j] = med(P[j], "cold", s, "u"); G[j] = med(P[j], "rereg", s, "t")
+        }
+        c0 = med("dat2", "cold", s, "t"); u0 = med("dat2", "cold", s, "u"); g0 = med("dat2", "rereg", s, "t")
+        printf fmt, human(s), num(med("raw", "cold", s, "t")), num(c0), num(C[1]), num(C[2]), num(C[3]), \
+          num(med("raw", "cold", s, "u")), num(u0), num(U[1]), num(U[2]), num(U[3]), num(g0), num(G[1]), num(G[2]), num(G[3])
+        # The best peer of each column: the lowest median.
+        bc = bu = bg = ""; nc[i] = nu[i] = ng[i] = "n/a"
+        for (j = 1; j <= np; j++) {
+          if (C[j] != "" && (bc == "" || C[j] + 0 < bc + 0)) { bc = C[j]; nc[i] = name[P[j]] }
+          if (U[j] != "" && (bu == "" || U[j] + 0 < bu + 0)) { bu = U[j]; nu[i] = name[P[j]] }
+          if (G[j] != "" && (bg == "" || G[j] + 0 < bg + 0)) { bg = G[j]; ng[i] = name[P[j]] }
+        }
+        rc[i] = ratio(c0, bc, 2); vc[i] = verdict(rc[i], "<=", 1.0); tally(vc[i], "pcold")
+        ru[i] = ratio(u0, bu, 2); vu[i] = verdict(ru[i], "<=", 1.0); tally(vu[i], "punmap")
+        rg[i] = ratio(g0, bg, 2); vg[i] = verdict(rg[i], "<=", 1.0); tally(vg[i], "phit")
+      }
+      print ""
+      print "dat2 vs best peer: dat2 / the best peer of the row (lower is better; target <= 1.00)."
+      fmt = "%-5s|%6s %-8s %-7s|%6s %-8s %-7s|%6s %-8s %-7s\n"
+      printf fmt, "size", "cold", "best", "", "munmap", "best", "", "hit", "best", ""
+      for (i = 1; i <= ns; i++)
+        printf fmt, human(S[i]), rc[i], nc[i], vc[i], ru[i], nu[i], vu[i], rg[i], ng[i], vg[i]
+      print ""
+      target("pcold", "dat2 cold registration at least as good as the best peer, sizes", why)
+      target("punmap", "dat2 munmap at least as good as the best peer, sizes", why)
+      target("phit", "dat2 cache hit at least as good as the best peer, sizes", why)
+      printf "device registrations per registration asked for, all rounds (below 1: served by a cache):"
+      for (j = 1; j <= np; j++)
+        if (pc[P[j], "calls"] > 0) printf " %s %d/%d (%d deregistered);", name[P[j]], pc[P[j], "regs"], pc[P[j], "calls"], pc[P[j], "deregs"]
+      if (pc["dat2", "DAT2_MR_CACHE_MISSES"] != "")
+        printf " dat2 misses %d, hits %d", pc["dat2", "DAT2_MR_CACHE_MISSES"], pc["dat2", "DAT2_MR_CACHE_HITS"]
+      print ""
+      if (fistats != "") print "libfabric MR cache statistics of the last round: " fistats
     }' "$OUT"/reg-*-*.log
 }
 
@@ -427,10 +536,11 @@ dp_report() {
 
 if [ -n "$REPORT" ]; then
   compgen -G "$OUT/reg-raw-*.log" >/dev/null && { reg_report; say ""; }
+  compgen -G "$OUT/reg-ucx-*.log" >/dev/null || compgen -G "$OUT/reg-fiuffd-*.log" >/dev/null && { reg_peers_report; say ""; }
   compgen -G "$OUT/dp-dapl-*.log" >/dev/null && dp_report
   exit 0
 fi
-case " $SKIP " in *" reg "*) ;; *) reg_measure && reg_report; say "" ;; esac
+case " $SKIP " in *" reg "*) ;; *) reg_measure && reg_report; say ""; [ -n "$PEERS" ] && { reg_peers_report; say ""; } ;; esac
 case " $SKIP " in *" dp "*) ;; *) dp_measure && dp_report; say "" ;; esac
 say "bench-vm: $(elapsed) s in the VM"
 if [ -n "$failed" ]; then
