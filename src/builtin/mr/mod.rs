@@ -12,6 +12,12 @@
 //!   userfaultfd, [`unmap`]), a bound is passed, it stays unused, or its PD goes.
 //! - Counters of registrations made and reused, and the cache's statistics
 //!   ([`cache_stats`]), for the debug log and `dat2-info`.
+//!
+//! `SAFETY.md` in this directory sets the bugs other registration caches had (libfabric, UCX,
+//! Open MPI: stale registrations after unmapped memory, lost or missing monitor events,
+//! deadlocks between `free` and the monitor, rkeys usable after free) against the mechanism here
+//! that answers each, and lists the two cases not answered (`shmat(SHM_REMAP)` over a kept range,
+//! and deregistration after free with rdma-core's fork support on).
 
 pub mod cache;
 pub(crate) mod unmap;
