@@ -8,7 +8,10 @@
 #      fresh mapping each time) and "rereg" (one buffer again and again), for raw verbs
 #      (ibv_reg_mr/ibv_dereg_mr), Debian's libdat2 with its scm provider (ofa-v2-rxe0-1),
 #      ours (dat2-verbs-rxe0-1) and ours with DAT2_MR_CACHE=0. Targets: ours cold <= 1.10 x
-#      raw verbs; dapl rereg / ours rereg >= 50.
+#      raw verbs; dapl rereg / ours rereg >= 50. Beside them, in the same rounds, the peers
+#      (bench/vm/reg_peer.h): libfabric's verbs MR cache with its uffd and memhooks monitors,
+#      and UCX's ucp_mem_map with its rcache; target: ours at least as good as the best peer
+#      on cold, munmap and hit.
 #   2. Data path: Debian's dapltest -T P (RW and RR, blocking and polling; one server per
 #      library, client and server in this VM) through Debian's dapl and through ours, and
 #      perftest's ib_write_bw and ib_write_lat on rxe0 as the limit. Targets: ours / dapl
@@ -199,6 +202,19 @@ function target(k, text, why) {
 '
 
 # =========================================================================== registration
+# Shared by the registration tables' awk programs (after AWK_LIB): var and file, the variant and
+# the log being read, the samples, and med(VARIANT, MODE, SIZE, FIELD), the median of one column
+# (t: register+release, u: munmap).
+AWK_REG_LIB='
+FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, p, "-"); var = p[2]; file = f }
+$1 == "sample" { k = var SUBSEP $2 SUBSEP $3; n[k]++; t[k, n[k]] = $4; u[k, n[k]] = $5 }
+function med(v, m, s, which,    k, i, a) {
+  k = v SUBSEP m SUBSEP s
+  for (i = 1; i <= n[k]; i++) a[i] = (which == "t") ? t[k, i] : u[k, i]
+  return median(a, n[k] + 0)
+}
+function human(s) { return s >= 1048576 ? (s / 1048576) "M" : (s / 1024) "K" }
+'
 SIZES="4096 65536 1048576 16777216 268435456"
 # Timed iterations per size and round.
 reg_iters() {
@@ -240,16 +256,7 @@ reg_report() {
   local why=""
   [ $OURS = 1 ] || why="$OURS_IA does not open"
   awk -v sizes="$SIZES" -v why="$why" -v last="reg-dat2-$ROUNDS.log" "$AWK_LIB"'
-    FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, p, "-"); var = p[2]; file = f }
-    $1 == "sample" { k = var SUBSEP $2 SUBSEP $3; n[k]++; t[k, n[k]] = $4; u[k, n[k]] = $5 }
     $1 == "cache" && file == last { c = $0; sub(/^cache DAT2_MR_CACHE_?/, "", c); cache = cache sep c; sep = "; " }
-    # med(VARIANT, MODE, SIZE, FIELD): the median of one column (t: register+release, u: munmap).
-    function med(v, m, s, which,    k, i, a) {
-      k = v SUBSEP m SUBSEP s
-      for (i = 1; i <= n[k]; i++) a[i] = (which == "t") ? t[k, i] : u[k, i]
-      return median(a, n[k] + 0)
-    }
-    function human(s) { return s >= 1048576 ? (s / 1048576) "M" : (s / 1024) "K" }
     END {
       ns = split(sizes, S, " "); nv = split("raw dapl dat2 dat2nc", V, " ")
       print "Registration, microseconds per register + release (median of all rounds'\'' samples)."
@@ -297,16 +304,8 @@ reg_peers_report() {
       fistats+="$v: $(grep -m1 -o 'MR cache stats:.*' "$OUT/reg-$v-$ROUNDS.log.err" | sed 's/MR cache stats: //'); "
   done
   awk -v sizes="$SIZES" -v why="$why" -v fistats="$fistats" "$AWK_LIB"'
-    FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, p, "-"); var = p[2] }
-    $1 == "sample" { k = var SUBSEP $2 SUBSEP $3; n[k]++; t[k, n[k]] = $4; u[k, n[k]] = $5 }
     $1 == "peer" { pc[var, $2] += $3 }
     $1 == "cache" && ($2 == "DAT2_MR_CACHE_HITS" || $2 == "DAT2_MR_CACHE_MISSES") { pc[var, $2] += $3 }
-    function med(v, m, s, which,    k, i, a) {
-      k = v SUBSEP m SUBSEP s
-      for (i = 1; i <= n[k]; i++) a[i] = (which == "t") ? t[k, i] : u[k, i]
-      return median(a, n[k] + 0)
-    }
-    function human(s) { return s >= 1048576 ? (s / 1048576) "M" : (s / 1024) "K" }
     END {
       ns = split(sizes, S, " "); np = split("fiuffd fimh ucx", P, " ")
       name["fiuffd"] = "fi-uffd"; name["fimh"] = "fi-mhook"; name["ucx"] = "ucx"

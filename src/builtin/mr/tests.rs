@@ -606,7 +606,7 @@ fn munmap_evicts_and_a_new_mapping_registers_afresh() {
 
 /// A new cache and mock device with one kept registration of a new mapping of `pages`; None
 /// (the test skipped, saying so) without userfaultfd.
-fn kept_range(test: &str, pages: u64) -> Option<(Arc<Cache>, Arc<Mock>, Arc<dyn Device>, Map)> {
+fn kept_range(test: &str, pages: u64) -> Option<(Arc<Cache>, Arc<dyn Device>, Map)> {
     if !uffd(test) {
         return None;
     }
@@ -616,12 +616,12 @@ fn kept_range(test: &str, pages: u64) -> Option<(Arc<Cache>, Arc<Mock>, Arc<dyn 
     let m = Map::new(pages);
     let r = reg(&c, &dev, 1, m.addr, pages * PAGE, LOCAL);
     c.release(&dev, &r);
-    Some((c, mock, dev, m))
+    Some((c, dev, m))
 }
 
 #[test]
 fn mmap_fixed_over_a_kept_range_evicts() {
-    let Some((c, _mock, dev, m)) = kept_range("mmap_fixed_over_a_kept_range_evicts", 2) else { return };
+    let Some((c, dev, m)) = kept_range("mmap_fixed_over_a_kept_range_evicts", 2) else { return };
     // Replacing the mapping in place (no gap another thread could take) is an unmap too.
     let again = Map::at(m.addr, 1, libc::MAP_FIXED);
     assert_eq!(again.addr, m.addr);
@@ -640,7 +640,7 @@ fn mmap_fixed_over_a_kept_range_evicts() {
 #[test]
 #[ignore = "known hole: shmat(SHM_REMAP) over a kept range raises no userfaultfd event; see mr/SAFETY.md"]
 fn shmat_remap_over_a_kept_range_evicts() {
-    let Some((c, _mock, dev, m)) = kept_range("shmat_remap_over_a_kept_range_evicts", 2) else { return };
+    let Some((c, dev, m)) = kept_range("shmat_remap_over_a_kept_range_evicts", 2) else { return };
     assert_eq!(c.stats().entries, 1);
     // SAFETY: a new private SysV segment, attached over the test's own mapping m (SHM_REMAP
     // replaces it in place), then detached and removed; m is not used through its old pages.
