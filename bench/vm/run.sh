@@ -255,7 +255,7 @@ reg_measure() {
 reg_report() {
   local why=""
   [ $OURS = 1 ] || why="$OURS_IA does not open"
-  awk -v sizes="$SIZES" -v why="$why" -v last="reg-dat2-$ROUNDS.log" "$AWK_LIB"'
+  awk -v sizes="$SIZES" -v why="$why" -v last="reg-dat2-$ROUNDS.log" "$AWK_LIB$AWK_REG_LIB"'
     $1 == "cache" && file == last { c = $0; sub(/^cache DAT2_MR_CACHE_?/, "", c); cache = cache sep c; sep = "; " }
     END {
       ns = split(sizes, S, " "); nv = split("raw dapl dat2 dat2nc", V, " ")
@@ -303,7 +303,7 @@ reg_peers_report() {
     [ -f "$OUT/reg-$v-$ROUNDS.log.err" ] &&
       fistats+="$v: $(grep -m1 -o 'MR cache stats:.*' "$OUT/reg-$v-$ROUNDS.log.err" | sed 's/MR cache stats: //'); "
   done
-  awk -v sizes="$SIZES" -v why="$why" -v fistats="$fistats" "$AWK_LIB"'
+  awk -v sizes="$SIZES" -v why="$why" -v fistats="$fistats" "$AWK_LIB$AWK_REG_LIB"'
     $1 == "peer" { pc[var, $2] += $3 }
     $1 == "cache" && ($2 == "DAT2_MR_CACHE_HITS" || $2 == "DAT2_MR_CACHE_MISSES") { pc[var, $2] += $3 }
     END {
