@@ -5,7 +5,8 @@
 //! from chunks that are never freed, and a freed cell is reused only after many others (FIFO
 //! with a quarantine), so a stale handle keeps failing the lookup instead of silently naming
 //! a new object. Objects live in one map from handle to `Arc`; a lookup clones the `Arc`, so
-//! an object freed by another thread meanwhile stays valid for the call that holds it.
+//! an object freed by another thread meanwhile stays valid for the call that holds it. The map
+//! and the cells share one lock, so that creating or freeing an object takes it once.
 //!
 //! The table knows no object type: each object module implements [`Object`] for its type,
 //! and a lookup downcasts to the type asked for (a type id compare, so still O(1)). An abrupt
@@ -19,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::abi::*;
 use crate::util::idmap::IdMap;
-use crate::util::sync::{MutexExt, RwLockExt};
+use crate::util::sync::RwLockExt;
 
 #[repr(C)]
 struct Cell {
@@ -37,13 +38,7 @@ struct Cells {
     recycled: VecDeque<usize>,
 }
 
-fn cells() -> &'static Mutex<Cells> {
-    static CELLS: OnceLock<Mutex<Cells>> = OnceLock::new();
-    CELLS.get_or_init(|| Mutex::new(Cells { fresh: &[], recycled: VecDeque::new() }))
-}
-
-fn alloc_cell(provider: *const DAT_PROVIDER) -> usize {
-    let mut c = cells().locked();
+fn alloc_cell(c: &mut Cells, provider: *const DAT_PROVIDER) -> usize {
     let addr = if c.recycled.len() > QUARANTINE {
         c.recycled.pop_front().unwrap_or_default()
     } else {
@@ -61,21 +56,25 @@ fn alloc_cell(provider: *const DAT_PROVIDER) -> usize {
     addr
 }
 
-fn free_cell(addr: usize) {
+fn free_cell(c: &mut Cells, addr: usize) {
     // SAFETY: `addr` came from alloc_cell and names a leaked cell.
     let cell = unsafe { &*(addr as *const Cell) };
     cell.provider.store(core::ptr::null_mut(), Ordering::Release);
-    cells().locked().recycled.push_back(addr);
+    c.recycled.push_back(addr);
 }
 
 /// An object as `Any`, to downcast to its type: implemented once for every type here, so the
 /// object types need not each write it.
 pub trait AsAny {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+    fn as_any_ref(&self) -> &dyn Any;
 }
 
 impl<T: Any + Send + Sync> AsAny for T {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+    fn as_any_ref(&self) -> &dyn Any {
         self
     }
 }
@@ -93,22 +92,62 @@ pub trait Object: AsAny + Send + Sync + 'static {
     /// The teardown of an object freed by an abrupt `dat_ia_close`, after it left the table
     /// and without the checks a consumer's free gets.
     fn destroy(&self) {}
+
+    /// A key the object is also found by among its owner's objects of its type
+    /// ([`find_by_key`]), fixed for its life: an LMR's lmr_context.
+    fn key(&self) -> Option<u64> {
+        None
+    }
 }
 
-/// Every live object of every built-in IA, by handle.
-fn objects() -> &'static RwLock<IdMap<usize, Arc<dyn Object>>> {
-    static OBJECTS: OnceLock<RwLock<IdMap<usize, Arc<dyn Object>>>> = OnceLock::new();
-    OBJECTS.get_or_init(|| RwLock::new(IdMap::default()))
+/// What [`Object::key`] files an object under: (owner, handle type, key).
+type Keyed = (usize, DAT_HANDLE_TYPE, u64);
+
+fn keyed(obj: &dyn Object) -> Option<Keyed> {
+    obj.key().map(|k| (obj.owner(), obj.handle_type(), k))
+}
+
+struct Objects {
+    map: IdMap<usize, Arc<dyn Object>>,
+    /// The handles of the objects that have a key ([`Object::key`]).
+    by_key: IdMap<Keyed, usize>,
+    cells: Cells,
+}
+
+impl Objects {
+    fn insert(&mut self, handle: usize, obj: Arc<dyn Object>) {
+        if let Some(k) = keyed(&*obj) {
+            self.by_key.insert(k, handle);
+        }
+        self.map.insert(handle, obj);
+    }
+
+    fn remove(&mut self, handle: usize) -> Option<Arc<dyn Object>> {
+        let obj = self.map.remove(&handle)?;
+        free_cell(&mut self.cells, handle);
+        if let Some(k) = keyed(&*obj) {
+            if self.by_key.get(&k) == Some(&handle) {
+                self.by_key.remove(&k);
+            }
+        }
+        Some(obj)
+    }
+}
+
+/// Every live object of every built-in IA, by handle, and the cells behind the handles.
+fn objects() -> &'static RwLock<Objects> {
+    static OBJECTS: OnceLock<RwLock<Objects>> = OnceLock::new();
+    OBJECTS.get_or_init(|| RwLock::new(Objects { map: IdMap::default(), by_key: IdMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() } }))
 }
 
 /// Reserves a handle for an object about to be built (objects know their own handle).
 pub fn reserve(provider: *const DAT_PROVIDER) -> usize {
-    alloc_cell(provider)
+    alloc_cell(&mut objects().write_locked().cells, provider)
 }
 
 /// Gives back a reserved handle whose object was never built.
 pub fn unreserve(handle: usize) {
-    free_cell(handle);
+    free_cell(&mut objects().write_locked().cells, handle);
 }
 
 /// Publishes an object under its reserved handle.
@@ -116,17 +155,41 @@ pub fn insert(handle: usize, obj: Arc<dyn Object>) {
     objects().write_locked().insert(handle, obj);
 }
 
+/// Publishes an object that need not know its own handle under a new one: [`reserve`] and
+/// [`insert`] under one lock.
+pub fn publish(provider: *const DAT_PROVIDER, obj: Arc<dyn Object>) -> usize {
+    let mut o = objects().write_locked();
+    let handle = alloc_cell(&mut o.cells, provider);
+    o.insert(handle, obj);
+    handle
+}
+
 /// Removes an object; its handle stops working at once.
 pub fn remove(handle: usize) -> Option<Arc<dyn Object>> {
-    let obj = objects().write_locked().remove(&handle);
-    if obj.is_some() {
-        free_cell(handle);
-    }
-    obj
+    objects().write_locked().remove(handle)
+}
+
+/// Removes the object of type `T` named by `handle` if `check` allows it, under one lock (a
+/// free that looked it up first and removed it after took the lock twice); otherwise
+/// `Err(DAT_INVALID_HANDLE | subtype)`, or what `check` returned, and the object stays.
+pub fn take<T: Object>(handle: DAT_HANDLE, subtype: DAT_RETURN, check: impl FnOnce(&T) -> Result<(), DAT_RETURN>) -> Result<Arc<T>, DAT_RETURN> {
+    let bad = dat_error(DAT_INVALID_HANDLE, subtype);
+    let mut o = objects().write_locked();
+    let obj = o.map.get(&(handle as usize)).ok_or(bad)?;
+    // `**obj`: the object itself (an `Arc` is `Any` too).
+    check((**obj).as_any_ref().downcast_ref::<T>().ok_or(bad)?)?;
+    o.remove(handle as usize).and_then(downcast).ok_or(bad)
+}
+
+/// The object of type `T` that the IA `owner` files under `key` ([`Object::key`]).
+pub fn find_by_key<T: Object>(owner: usize, handle_type: DAT_HANDLE_TYPE, key: u64) -> Option<Arc<T>> {
+    let o = objects().read_locked();
+    let handle = o.by_key.get(&(owner, handle_type, key))?;
+    o.map.get(handle).cloned().and_then(downcast)
 }
 
 pub fn get(handle: DAT_HANDLE) -> Option<Arc<dyn Object>> {
-    objects().read_locked().get(&(handle as usize)).cloned()
+    objects().read_locked().map.get(&(handle as usize)).cloned()
 }
 
 /// The object as its own type, if it is a `T`.
@@ -144,10 +207,28 @@ pub fn lookup<T: Object>(handle: DAT_HANDLE, subtype: DAT_RETURN) -> Result<Arc<
     get_as(handle).ok_or(dat_error(DAT_INVALID_HANDLE, subtype))
 }
 
+/// Under one lock: whether `a` names a live `A`, as its address (only to compare with a
+/// reference another object holds, say a PZ's to its IA: no reference count is taken), and
+/// the `B` named by `b` as [`lookup`] gives it. Both are looked up, so that a caller reports
+/// the errors in its own order.
+#[allow(clippy::type_complexity)]
+pub fn check_and_lookup<A: Object, B: Object>(
+    a: DAT_HANDLE,
+    a_subtype: DAT_RETURN,
+    b: DAT_HANDLE,
+    b_subtype: DAT_RETURN,
+) -> (Result<*const A, DAT_RETURN>, Result<Arc<B>, DAT_RETURN>) {
+    let o = objects().read_locked();
+    let a = o.map.get(&(a as usize)).and_then(|obj| (**obj).as_any_ref().downcast_ref::<A>()).map(|a| a as *const A);
+    let b = o.map.get(&(b as usize)).cloned().and_then(downcast);
+    (a.ok_or(dat_error(DAT_INVALID_HANDLE, a_subtype)), b.ok_or(dat_error(DAT_INVALID_HANDLE, b_subtype)))
+}
+
 /// Every live object owned by the IA `ia` (its async EVD included), by handle.
 pub fn owned_by(ia: usize) -> Vec<(usize, Arc<dyn Object>)> {
     objects()
         .read_locked()
+        .map
         .iter()
         .filter(|(_, o)| o.handle_type() != DAT_HANDLE_TYPE_IA && o.owner() == ia)
         .map(|(h, o)| (*h, o.clone()))
@@ -156,7 +237,7 @@ pub fn owned_by(ia: usize) -> Vec<(usize, Arc<dyn Object>)> {
 
 /// Every live object of type `T`.
 pub fn all_of<T: Object>() -> Vec<Arc<T>> {
-    let all: Vec<Arc<dyn Object>> = objects().read_locked().values().cloned().collect();
+    let all: Vec<Arc<dyn Object>> = objects().read_locked().map.values().cloned().collect();
     all.into_iter().filter_map(downcast).collect()
 }
 
