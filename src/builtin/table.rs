@@ -6,7 +6,10 @@
 //! with a quarantine), so a stale handle keeps failing the lookup instead of silently naming
 //! a new object. Objects live in one map from handle to `Arc`; a lookup clones the `Arc`, so
 //! an object freed by another thread meanwhile stays valid for the call that holds it. The map
-//! and the cells share one lock, so that creating or freeing an object takes it once.
+//! and the cells share one lock, so that creating or freeing an object takes it once. A cell
+//! also says, while an object is published under it, the object's handle type: the registry
+//! checks the handles of built-in objects with a few loads ([`published`]) instead of keeping
+//! records of its own.
 //!
 //! The table knows no object type: each object module implements [`Object`] for its type,
 //! and a lookup downcasts to the type asked for (a type id compare, so still O(1)). An abrupt
@@ -15,7 +18,7 @@
 
 use std::any::Any;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::abi::*;
@@ -25,16 +28,33 @@ use crate::util::sync::RwLockExt;
 #[repr(C)]
 struct Cell {
     provider: AtomicPtr<DAT_PROVIDER>,
-    _reserved: u64,
+    /// The handle type + 1 while an object is published under the cell (0: none), so that
+    /// [`published`] can answer without the table's lock.
+    published: AtomicU64,
 }
 
+const _: () = assert!(core::mem::size_of::<Cell>() == CELL);
+const CELL: usize = 16;
+/// Cells in the first chunk; each further one has twice as many as the one before, up to
+/// `CHUNK << MAX_DOUBLINGS`, so that few chunks hold them all (the quarantine alone keeps
+/// 65536 freed cells: five chunks) and [`published`] has few to look through.
 const CHUNK: usize = 4096;
+const MAX_DOUBLINGS: usize = 8;
+/// The first chunks' addresses and sizes in cells, newest (largest) last, for [`published`]
+/// to tell our cells from other pointers without a lock (written once each, under the
+/// table's lock). Cells of later chunks (past tens of millions of handles) are simply not
+/// found there.
+const LISTED: usize = 64;
+static CHUNKS: [(AtomicUsize, AtomicUsize); LISTED] = [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; LISTED];
+static CHUNKS_LISTED: AtomicUsize = AtomicUsize::new(0);
 /// A freed handle is not handed out again before this many others were freed after it.
 const QUARANTINE: usize = 1 << 16;
 
 struct Cells {
     /// Cells never handed out yet, in the newest chunk.
     fresh: &'static [Cell],
+    /// Chunks made so far.
+    chunks: usize,
     recycled: VecDeque<usize>,
 }
 
@@ -43,8 +63,16 @@ fn alloc_cell(c: &mut Cells, provider: *const DAT_PROVIDER) -> usize {
         c.recycled.pop_front().unwrap_or_default()
     } else {
         if c.fresh.is_empty() {
-            let chunk: Vec<Cell> = (0..CHUNK).map(|_| Cell { provider: AtomicPtr::new(core::ptr::null_mut()), _reserved: 0 }).collect();
+            let cells = CHUNK << c.chunks.min(MAX_DOUBLINGS);
+            let chunk: Vec<Cell> =
+                (0..cells).map(|_| Cell { provider: AtomicPtr::new(core::ptr::null_mut()), published: AtomicU64::new(0) }).collect();
             c.fresh = Box::leak(chunk.into_boxed_slice());
+            if c.chunks < LISTED {
+                CHUNKS[c.chunks].0.store(c.fresh.as_ptr() as usize, Ordering::Release);
+                CHUNKS[c.chunks].1.store(cells, Ordering::Release);
+                CHUNKS_LISTED.store(c.chunks + 1, Ordering::Release);
+            }
+            c.chunks += 1;
         }
         let (first, rest) = c.fresh.split_first().expect("non-empty chunk");
         c.fresh = rest;
@@ -54,6 +82,34 @@ fn alloc_cell(c: &mut Cells, provider: *const DAT_PROVIDER) -> usize {
     let cell = unsafe { &*(addr as *const Cell) };
     cell.provider.store(provider as *mut DAT_PROVIDER, Ordering::Release);
     addr
+}
+
+/// The cell at `handle`, if `handle` is one of a listed chunk's cells (only compared, never
+/// read, until it is known to be one).
+fn listed_cell(handle: usize) -> Option<&'static Cell> {
+    if handle % CELL != 0 {
+        return None;
+    }
+    let n = CHUNKS_LISTED.load(Ordering::Acquire);
+    // Largest first: most cells are there.
+    let inside = CHUNKS[..n]
+        .iter()
+        .rev()
+        .any(|(base, cells)| handle.wrapping_sub(base.load(Ordering::Acquire)) < cells.load(Ordering::Acquire) * CELL);
+    // SAFETY: `handle` is a cell-aligned address inside a leaked chunk, which lives for the
+    // rest of the process.
+    inside.then(|| unsafe { &*(handle as *const Cell) })
+}
+
+/// Whether `handle` is one of our cells, and if an object is published under it, its provider
+/// and handle type: a few loads, no lock. `None`: not a listed cell of ours (a C provider's
+/// handle, a wild pointer, or a cell of a chunk past the listed ones), for the caller to look
+/// elsewhere. Racing with a free, the answer may be a moment old, as a lookup's is.
+pub fn published(handle: usize) -> Option<Option<(*const DAT_PROVIDER, DAT_HANDLE_TYPE)>> {
+    let cell = listed_cell(handle)?;
+    let ty = cell.published.load(Ordering::Acquire);
+    let provider = cell.provider.load(Ordering::Acquire);
+    Some((ty != 0 && !provider.is_null()).then_some((provider as *const DAT_PROVIDER, (ty - 1) as DAT_HANDLE_TYPE)))
 }
 
 fn free_cell(c: &mut Cells, addr: usize) {
@@ -119,11 +175,18 @@ impl Objects {
         if let Some(k) = keyed(&*obj) {
             self.by_key.insert(k, handle);
         }
+        let ty = obj.handle_type();
         self.map.insert(handle, obj);
+        if let Some(cell) = listed_cell(handle) {
+            cell.published.store(u64::from(ty) + 1, Ordering::Release);
+        }
     }
 
     fn remove(&mut self, handle: usize) -> Option<Arc<dyn Object>> {
         let obj = self.map.remove(&handle)?;
+        if let Some(cell) = listed_cell(handle) {
+            cell.published.store(0, Ordering::Release);
+        }
         free_cell(&mut self.cells, handle);
         if let Some(k) = keyed(&*obj) {
             if self.by_key.get(&k) == Some(&handle) {
@@ -137,7 +200,13 @@ impl Objects {
 /// Every live object of every built-in IA, by handle, and the cells behind the handles.
 fn objects() -> &'static RwLock<Objects> {
     static OBJECTS: OnceLock<RwLock<Objects>> = OnceLock::new();
-    OBJECTS.get_or_init(|| RwLock::new(Objects { map: IdMap::default(), by_key: IdMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() } }))
+    OBJECTS.get_or_init(|| {
+        RwLock::new(Objects {
+            map: IdMap::default(),
+            by_key: IdMap::default(),
+            cells: Cells { fresh: &[], chunks: 0, recycled: VecDeque::new() },
+        })
+    })
 }
 
 /// Reserves a handle for an object about to be built (objects know their own handle).
@@ -172,7 +241,11 @@ pub fn remove(handle: usize) -> Option<Arc<dyn Object>> {
 /// Removes the object of type `T` named by `handle` if `check` allows it, under one lock (a
 /// free that looked it up first and removed it after took the lock twice); otherwise
 /// `Err(DAT_INVALID_HANDLE | subtype)`, or what `check` returned, and the object stays.
-pub fn take<T: Object>(handle: DAT_HANDLE, subtype: DAT_RETURN, check: impl FnOnce(&T) -> Result<(), DAT_RETURN>) -> Result<Arc<T>, DAT_RETURN> {
+pub fn take<T: Object>(
+    handle: DAT_HANDLE,
+    subtype: DAT_RETURN,
+    check: impl FnOnce(&T) -> Result<(), DAT_RETURN>,
+) -> Result<Arc<T>, DAT_RETURN> {
     let bad = dat_error(DAT_INVALID_HANDLE, subtype);
     let mut o = objects().write_locked();
     let obj = o.map.get(&(handle as usize)).ok_or(bad)?;
@@ -248,4 +321,49 @@ pub fn destroy(handle: DAT_HANDLE, obj: Arc<dyn Object>) {
         return;
     }
     obj.destroy();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An object of handle type `TY` (a type of its own for each).
+    struct Thing<const TY: DAT_HANDLE_TYPE>(Mutex<u64>);
+
+    impl<const TY: DAT_HANDLE_TYPE> Object for Thing<TY> {
+        fn handle_type(&self) -> DAT_HANDLE_TYPE {
+            TY
+        }
+        fn context(&self) -> &Mutex<u64> {
+            &self.0
+        }
+        fn owner(&self) -> usize {
+            0
+        }
+    }
+
+    type Pz = Thing<DAT_HANDLE_TYPE_PZ>;
+    type Lmr = Thing<DAT_HANDLE_TYPE_LMR>;
+
+    #[test]
+    fn published_answers_for_our_cells_only_while_an_object_is_there() {
+        let provider = 0x1000 as *const DAT_PROVIDER;
+        let h = publish(provider, Arc::new(Thing::<DAT_HANDLE_TYPE_PZ>(Mutex::new(0))));
+        assert_eq!(published(h), Some(Some((provider, DAT_HANDLE_TYPE_PZ))));
+        // Inside a chunk but not a cell's start, and not ours at all.
+        assert_eq!(published(h + 8), None);
+        let local = 0u64;
+        assert_eq!(published(&local as *const u64 as usize), None);
+        assert_eq!(published(0), None);
+        // The wrong type is refused and the object stays.
+        let bad = dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
+        assert_eq!(take::<Lmr>(h as DAT_HANDLE, DAT_INVALID_HANDLE_LMR, |_| Ok(())).err(), Some(bad));
+        assert!(published(h).is_some_and(|p| p.is_some()));
+        // A check that refuses leaves it too; one that allows takes it, and the cell is empty.
+        assert_eq!(take::<Pz>(h as DAT_HANDLE, DAT_INVALID_HANDLE_PZ, |_| Err(7)).err(), Some(7));
+        assert!(take::<Pz>(h as DAT_HANDLE, DAT_INVALID_HANDLE_PZ, |_| Ok(())).is_ok());
+        assert_eq!(published(h), Some(None));
+        assert!(get(h as DAT_HANDLE).is_none());
+        assert!(take::<Pz>(h as DAT_HANDLE, DAT_INVALID_HANDLE_PZ, |_| Ok(())).is_err());
+    }
 }
