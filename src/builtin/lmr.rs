@@ -281,11 +281,13 @@ pub fn query(handle: DAT_LMR_HANDLE, mask: DAT_LMR_PARAM_MASK, param: *mut DAT_L
 
 pub fn free(handle: DAT_LMR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     // Looked up, marked and taken out of the table under one lock.
-    let l = table::take(handle, DAT_INVALID_HANDLE_LMR, |l: &Lmr| match l.bound.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst) {
-        Ok(_) => Ok(()),
-        // Another thread is freeing it: to this caller the handle is already gone.
-        Err(FREED) => Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR)),
-        Err(_) => Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE)),
+    let l = table::take(handle, DAT_INVALID_HANDLE_LMR, |l: &Lmr| {
+        match l.bound.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => Ok(()),
+            // Another thread is freeing it: to this caller the handle is already gone.
+            Err(FREED) => Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR)),
+            Err(_) => Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE)),
+        }
     })?;
     destroy(&l);
     Ok(DAT_SUCCESS)
