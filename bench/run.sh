@@ -18,7 +18,13 @@
 #   - ucx_perftest (ucx-utils) ucp_put_bw at the same sizes and ucp_put_lat at 8 bytes, with
 #     UCX_TLS=tcp and with a shared-memory set (posix,cma, or the first that works);
 #   - iperf3 over loopback, 3 s;
-#   - bench/copy_bw: memcpy() and process_vm_readv() of 1 MiB buffers.
+#   - bench/copy_bw: memcpy() and process_vm_readv() of 1 MiB buffers;
+#   - bench/lmr_hit: the registration cache's hit through the whole DAT call (dat_lmr_create
+#     + dat_lmr_free of a cached 4 KiB range), on a library built apart with the
+#     bench-soft-cache feature (the soft device then caches registrations, as the verbs device
+#     does; $OUT/softcache, never installed): ns per pair (target <= 150), and, when valgrind
+#     is installed, instructions and atomic read-modify-writes per pair (callgrind, exact
+#     counts that the host's load does not change).
 # It prints a table, the ratios against the anchors and the targets with PASS/MISS. A MISS
 # is information, not a failure: the script fails only if dat2's own benchmark cannot run.
 # MB means 2^20 bytes throughout (ucx_perftest's unit; iperf3's result is converted).
@@ -74,6 +80,18 @@ CFLAGS_BENCH="-Wall -Wextra -Werror -O2"
 $CC $CFLAGS_BENCH -o "$OUT/rdma_bench" "$ROOT/bench/rdma_bench.c" -I"$ROOT/include" -L"$ROOT/build" -ldat2 || exit 1
 # shellcheck disable=SC2086
 $CC $CFLAGS_BENCH -o "$OUT/copy_bw" "$ROOT/bench/copy_bw.c" || exit 1
+# The library whose soft device caches registrations (for lmr_hit only).
+HAVE_HIT=1
+if (cd "$ROOT" && cargo build --release --locked --lib --features bench-soft-cache --target-dir target/bench-soft-cache) >"$OUT/build-softcache.log" 2>&1 &&
+  mkdir -p "$OUT/softcache" && cp -f "$ROOT/target/bench-soft-cache/release/libdat2.so" "$OUT/softcache/libdat2.so.2"; then
+  # shellcheck disable=SC2086
+  $CC $CFLAGS_BENCH -g -o "$OUT/lmr_hit" "$ROOT/bench/lmr_hit.c" -I"$ROOT/include" -L"$ROOT/build" -ldat2 || exit 1
+else
+  cat "$OUT/build-softcache.log"; say "bench: the bench-soft-cache library did not build; no hit-path figures"
+  HAVE_HIT=0
+fi
+# lmr_hit ARGS...: bench/lmr_hit on the bench-soft-cache library.
+lmr_hit() { env DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$OUT/softcache" "$@"; }
 
 # ---------------------------------------------------------------------------------------------
 # Helpers.
@@ -242,6 +260,20 @@ for rep in $(seq 1 "$REPS"); do
   "$OUT/copy_bw" 1048576 0.5 | tee "$OUT/copy.out" | sed 's/^/  /'
   setr memcpy_bw "$(awk '$1 == "memcpy" { print $4 }' "$OUT/copy.out")"
   setr cma_bw "$(awk '$1 == "cma" { print $4 }' "$OUT/copy.out")"
+  if [ "$HAVE_HIT" = 1 ]; then
+    say "-- the registration cache's hit through dat_lmr_create + dat_lmr_free (bench/lmr_hit, cache forced on dat2-soft)"
+    hit_args=()
+    [ "$QUICK" = 1 ] && hit_args=(-r 51)
+    lmr_hit timeout 60 "$OUT/lmr_hit" "${hit_args[@]}" | tee "$OUT/hit.out" | sed 's/^/  /'
+    # A run whose pairs were not all hits measures something else.
+    if awk '$1 == "hit" && $2 == "hits" { ok = ($3 != "-" && $4 - $3 >= 1) } END { exit !ok }' "$OUT/hit.out"; then
+      # The fastest of lmr_hit's short rounds (the call's own cost on a busy host), and the median.
+      setr hit_ns "$(awk '$1 == "hit" && $2 == "ns" { print $3 }' "$OUT/hit.out")"
+      setr hit_med "$(awk '$1 == "hit" && $2 == "ns" { print $4 }' "$OUT/hit.out")"
+    else
+      say "  not measured: the cache did not report hits (DAT2_MR_CACHE=0, or no userfaultfd here?)"
+    fi
+  fi
 
   say "-- dat2-soft, cross-memory attach (zero copy)"
   run_dat2 cma "$base" || DAT2_FAILED=1
@@ -316,6 +348,22 @@ for rep in $(seq 1 "$REPS"); do
   fi
 done
 
+# Exact counts of the hit path, once, which the host's load does not change: instructions,
+# and atomic read-modify-writes (each one a full barrier), per create+free pair of lmr_hit's
+# measured loop, in its steady state.
+HIT_INSNS=""; HIT_ATOMICS=""
+if [ "$HAVE_HIT" = 1 ] && [ -n "$(getr hit_ns)" ] && command -v valgrind >/dev/null; then
+  say "-- the hit path under callgrind (instructions and atomics per pair)"
+  hit_n=10000
+  if lmr_hit timeout 300 valgrind --tool=callgrind --toggle-collect=hit_loop --dump-instr=yes \
+    --callgrind-out-file="$OUT/hit.callgrind" "$OUT/lmr_hit" -r 0 -n "$hit_n" >"$OUT/hit.valgrind" 2>&1; then
+    read -r HIT_INSNS HIT_ATOMICS < <(python3 "$ROOT/bench/callgrind_atomics.py" "$OUT/hit.callgrind" "$hit_n" 2>>"$OUT/hit.valgrind")
+    say "  $HIT_INSNS instructions, $HIT_ATOMICS atomic read-modify-writes per pair (details: $OUT/hit.valgrind)"
+  else
+    say "  callgrind failed:"; tail -5 "$OUT/hit.valgrind"
+  fi
+fi
+
 # ---------------------------------------------------------------------------------------------
 # Report.
 
@@ -341,6 +389,8 @@ printf '%-34s %12s %12s %12s %12s %12s\n' "memcpy 1 MiB (one core)" "" "$(fmt "$
 printf '%-34s %12s %12s %12s %12s %12s\n' "process_vm_readv 1 MiB (one core)" "" "$(fmt "$(getr cma_bw)")" "" "" ""
 say "(the RC rows above the message rows have RDMA write ping-pong latency; the message rows"
 say " send/recv ping-pong, polled, half the round trip)"
+printf '%-34s %s\n' "cache hit, dat_lmr_create+free" \
+  "$(fmt "$(getr hit_ns)") ns per pair (fastest round; median round $(fmt "$(getr hit_med)")); ${HIT_INSNS:--} instructions, ${HIT_ATOMICS:--} atomic RMWs (load $(cut -d' ' -f1-3 /proc/loadavg))"
 
 # ratio A B: A / B, two decimals, or "-".
 ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; else printf -- '-'; fi; }
@@ -386,6 +436,7 @@ target "TCP lat 8B <= 2 x UCX tcp put_lat" "$(getr dat2_tcp_lat)" "<=" "$twice"
 target "CMA lat 8B <= 10 us" "$(getr dat2_cma_lat)" "<=" "10"
 onecpu=""; [ -n "$(getr dat2_pinblock_lat)" ] && onecpu=$(awk -v v="$(getr dat2_pinblock_lat)" 'BEGIN { print v * 1.5 }')
 target "one CPU, polling msg lat <= 1.5 x blocking" "$(getr dat2_pinpoll_lat)" "<=" "$onecpu"
+target "cache hit, dat_lmr_create+free <= 150 ns (fastest round)" "$(getr hit_ns)" "<=" "150"
 say ""
 say "== every round (the table shows medians)"
 for k in $KEYS; do

@@ -27,8 +27,6 @@ pub struct Ia {
     /// The IA address `DAT_IA_ATTR.ia_address_ptr` points at.
     pub address: Box<libc::sockaddr_storage>,
     pub context: Mutex<u64>,
-    /// lmr_context -> LMR handle, for the segment checks of the sync calls.
-    pub lkeys: Mutex<crate::util::idmap::IdMap<u32, usize>>,
     /// The provider-specific attributes of the latest `dat_ia_query` (the consumer's copy of
     /// DAT_PROVIDER_ATTR points into them until the next query or the IA's close).
     pub named: Mutex<NamedAttrs>,

@@ -68,7 +68,6 @@ pub fn open(
         async_evd: AtomicUsize::new(given_evd.as_ref().and_then(|e| e.as_ref()).map_or(0, |e| e.handle)),
         owns_async_evd: given_evd.is_none(),
         context: Mutex::new(0),
-        lkeys: Mutex::new(crate::util::idmap::IdMap::default()),
         named: Mutex::new(NamedAttrs::default()),
     });
     table::insert(handle, ia.clone());

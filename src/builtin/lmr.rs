@@ -14,21 +14,19 @@ use std::sync::{Arc, Mutex};
 
 use super::ia::{self, Ia};
 use super::put;
-use super::pz::{self, Pz};
+use super::pz::Pz;
 use super::table::{self, Object};
 use crate::abi::*;
 use crate::builtin::mr::{self, Cookie, RegError, Registration, COOKIE_SIZE};
 use crate::dbg_log;
 use crate::device::{Access, DevError};
 use crate::log::DbgType;
-use crate::util::sync::MutexExt;
 
 /// The privilege bits DAT and its IB extension define.
 pub const PRIV_VALID: u32 = Access::all().bits();
 
 pub struct Lmr {
-    pub handle: usize,
-    pub ia: Arc<Ia>,
+    /// Its PZ, and through it its IA ([`Lmr::ia`]).
     pub pz: Arc<Pz>,
     pub mem_type: DAT_MEM_TYPE,
     /// The region as the consumer described it (the cookie pointer is replaced by ours).
@@ -54,6 +52,9 @@ unsafe impl Sync for Lmr {}
 const FREED: u32 = u32::MAX;
 
 impl Lmr {
+    pub fn ia(&self) -> &Arc<Ia> {
+        &self.pz.ia
+    }
     pub fn lmr_context(&self) -> DAT_LMR_CONTEXT {
         self.reg.mr.lkey
     }
@@ -84,10 +85,13 @@ impl Object for Lmr {
         &self.context
     }
     fn owner(&self) -> usize {
-        self.ia.handle
+        self.ia().handle
     }
     fn destroy(&self) {
         destroy(self)
+    }
+    fn key(&self) -> Option<u64> {
+        Some(u64::from(self.lmr_context()))
     }
 }
 
@@ -122,17 +126,21 @@ pub fn create(
     registered_length: *mut DAT_VLEN,
     registered_address: *mut DAT_VADDR,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    let ia = ia::ia(ia_handle)?;
+    // Both looked up under one lock; the errors in the order of the arguments. The LMR holds
+    // the PZ, and the IA through it.
+    let (ia, pz) = table::check_and_lookup::<Ia, Pz>(ia_handle, DAT_INVALID_HANDLE_IA, pz_handle, DAT_INVALID_HANDLE_PZ);
+    let ia = ia?;
     if !matches!(mem_type, DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_SHARED_VIRTUAL) {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
     }
     if pz_handle.is_null() {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ));
     }
-    let pz = pz::pz(pz_handle)?;
-    if !Arc::ptr_eq(&pz.ia, &ia) {
+    let pz = pz?;
+    if !core::ptr::eq(Arc::as_ptr(&pz.ia), ia) {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ));
     }
+    let ia = &pz.ia;
     if privileges & !PRIV_VALID != 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6));
     }
@@ -152,7 +160,7 @@ pub fn create(
         DAT_MEM_TYPE_LMR => {
             // SAFETY: as above.
             let original = lmr(unsafe { region.for_lmr_handle })?;
-            if !Arc::ptr_eq(&original.ia, &ia) {
+            if !Arc::ptr_eq(original.ia(), ia) {
                 return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR));
             }
             (original.address, original.length)
@@ -189,31 +197,32 @@ pub fn create(
             return Err(reg_error(e));
         }
     };
-    let (made, reused) = mr::counters();
     dbg_log!(
         DbgType::GENERIC,
-        "lmr_create [{address:#x}, +{size:#x}): {} (registrations made {made}, reused {reused})",
-        if reg.reused { "registration reused" } else { "new registration" }
+        "lmr_create [{address:#x}, +{size:#x}): {} (registrations made {}, reused {})",
+        if reg.reused { "registration reused" } else { "new registration" },
+        mr::counters().0,
+        mr::counters().1
     );
-    let handle = table::reserve(ia.provider());
-    let lmr = Arc::new(Lmr {
-        handle,
-        ia: ia.clone(),
-        pz,
-        mem_type,
-        region,
-        length: size,
-        privileges,
-        va_type,
-        reg,
-        address,
-        _cookie: cookie,
-        bound: AtomicU32::new(0),
-        context: Mutex::new(0),
-    });
-    ia.lkeys.locked().insert(lmr.lmr_context(), handle);
-    let (lkey, rkey) = (lmr.lmr_context(), lmr.rmr_context());
-    table::insert(handle, lmr);
+    let (lkey, rkey) = (reg.mr.lkey, reg.mr.rkey);
+    // In the table, it is found by its lkey too (the sync calls' segment checks).
+    let provider = ia.provider();
+    let handle = table::publish(
+        provider,
+        Arc::new(Lmr {
+            pz,
+            mem_type,
+            region,
+            length: size,
+            privileges,
+            va_type,
+            reg,
+            address,
+            _cookie: cookie,
+            bound: AtomicU32::new(0),
+            context: Mutex::new(0),
+        }),
+    );
     // SAFETY: lmr_out checked non-NULL; the others are written only if non-NULL.
     unsafe {
         put(lmr_out, handle as DAT_LMR_HANDLE);
@@ -234,7 +243,7 @@ pub fn query(handle: DAT_LMR_HANDLE, mask: DAT_LMR_PARAM_MASK, param: *mut DAT_L
     unsafe {
         let set = |bit: DAT_LMR_PARAM_MASK| mask & bit != 0;
         if set(DAT_LMR_FIELD_IA_HANDLE) {
-            addr_of_mut!((*p).ia_handle).write(l.ia.consumer_handle());
+            addr_of_mut!((*p).ia_handle).write(l.ia().consumer_handle());
         }
         if set(DAT_LMR_FIELD_MEM_TYPE) {
             addr_of_mut!((*p).mem_type).write(l.mem_type);
@@ -271,24 +280,22 @@ pub fn query(handle: DAT_LMR_HANDLE, mask: DAT_LMR_PARAM_MASK, param: *mut DAT_L
 }
 
 pub fn free(handle: DAT_LMR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
-    let l = lmr(handle)?;
-    match l.bound.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst) {
-        Ok(_) => {}
-        // Another thread is freeing it: to this caller the handle is already gone.
-        Err(FREED) => return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR)),
-        Err(_) => return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE)),
-    }
-    if table::remove(l.handle).is_none() {
-        return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR));
-    }
+    // Looked up, marked and taken out of the table under one lock.
+    let l = table::take(handle, DAT_INVALID_HANDLE_LMR, |l: &Lmr| {
+        match l.bound.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => Ok(()),
+            // Another thread is freeing it: to this caller the handle is already gone.
+            Err(FREED) => Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR)),
+            Err(_) => Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE)),
+        }
+    })?;
     destroy(&l);
     Ok(DAT_SUCCESS)
 }
 
 /// Revokes the LMR's keys at once and releases its PZ (the object has left the table).
 pub fn destroy(l: &Lmr) {
-    l.ia.lkeys.locked().remove(&l.lmr_context());
-    mr::release(&l.ia.dev, &l.reg);
+    mr::release(&l.ia().dev, &l.reg);
     l.pz.release();
 }
 
@@ -305,9 +312,8 @@ pub fn sync(ia_handle: DAT_IA_HANDLE, segments: *const DAT_LMR_TRIPLET, count: D
     // SAFETY: the consumer passes `count` triplets.
     let segs = unsafe { core::slice::from_raw_parts(segments, count as usize) };
     for s in segs {
-        let handle = ia.lkeys.locked().get(&s.lmr_context).copied();
-        let ok =
-            handle.and_then(|h| lmr(h as DAT_LMR_HANDLE).ok()).is_some_and(|l| l.covers(s.virtual_address, u64::from(s.segment_length)));
+        let ok = table::find_by_key::<Lmr>(ia.handle, DAT_HANDLE_TYPE_LMR, u64::from(s.lmr_context))
+            .is_some_and(|l| l.covers(s.virtual_address, u64::from(s.segment_length)));
         if !ok {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
         }

@@ -5,7 +5,11 @@
 //! from chunks that are never freed, and a freed cell is reused only after many others (FIFO
 //! with a quarantine), so a stale handle keeps failing the lookup instead of silently naming
 //! a new object. Objects live in one map from handle to `Arc`; a lookup clones the `Arc`, so
-//! an object freed by another thread meanwhile stays valid for the call that holds it.
+//! an object freed by another thread meanwhile stays valid for the call that holds it. The map
+//! and the cells share one lock, so that creating or freeing an object takes it once. A cell
+//! also says, while an object is published under it, the object's handle type: the registry
+//! checks the handles of built-in objects with a few loads ([`published`]) instead of keeping
+//! records of its own.
 //!
 //! The table knows no object type: each object module implements [`Object`] for its type,
 //! and a lookup downcasts to the type asked for (a type id compare, so still O(1)). An abrupt
@@ -14,42 +18,61 @@
 
 use std::any::Any;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::abi::*;
 use crate::util::idmap::IdMap;
-use crate::util::sync::{MutexExt, RwLockExt};
+use crate::util::sync::RwLockExt;
 
 #[repr(C)]
 struct Cell {
     provider: AtomicPtr<DAT_PROVIDER>,
-    _reserved: u64,
+    /// The handle type + 1 while an object is published under the cell (0: none), so that
+    /// [`published`] can answer without the table's lock.
+    published: AtomicU64,
 }
 
+const _: () = assert!(core::mem::size_of::<Cell>() == CELL);
+const CELL: usize = 16;
+/// Cells in the first chunk; each further one has twice as many as the one before, up to
+/// `CHUNK << MAX_DOUBLINGS`, so that few chunks hold them all (the quarantine alone keeps
+/// 65536 freed cells: five chunks) and [`published`] has few to look through.
 const CHUNK: usize = 4096;
+const MAX_DOUBLINGS: usize = 8;
+/// The first chunks' addresses and sizes in cells, newest (largest) last, for [`published`]
+/// to tell our cells from other pointers without a lock (written once each, under the
+/// table's lock). Cells of later chunks (past tens of millions of handles) are simply not
+/// found there.
+const LISTED: usize = 64;
+static CHUNKS: [(AtomicUsize, AtomicUsize); LISTED] = [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; LISTED];
+static CHUNKS_LISTED: AtomicUsize = AtomicUsize::new(0);
 /// A freed handle is not handed out again before this many others were freed after it.
 const QUARANTINE: usize = 1 << 16;
 
 struct Cells {
     /// Cells never handed out yet, in the newest chunk.
     fresh: &'static [Cell],
+    /// Chunks made so far.
+    chunks: usize,
     recycled: VecDeque<usize>,
 }
 
-fn cells() -> &'static Mutex<Cells> {
-    static CELLS: OnceLock<Mutex<Cells>> = OnceLock::new();
-    CELLS.get_or_init(|| Mutex::new(Cells { fresh: &[], recycled: VecDeque::new() }))
-}
-
-fn alloc_cell(provider: *const DAT_PROVIDER) -> usize {
-    let mut c = cells().locked();
+fn alloc_cell(c: &mut Cells, provider: *const DAT_PROVIDER) -> usize {
     let addr = if c.recycled.len() > QUARANTINE {
         c.recycled.pop_front().unwrap_or_default()
     } else {
         if c.fresh.is_empty() {
-            let chunk: Vec<Cell> = (0..CHUNK).map(|_| Cell { provider: AtomicPtr::new(core::ptr::null_mut()), _reserved: 0 }).collect();
+            let cells = CHUNK << c.chunks.min(MAX_DOUBLINGS);
+            let chunk: Vec<Cell> =
+                (0..cells).map(|_| Cell { provider: AtomicPtr::new(core::ptr::null_mut()), published: AtomicU64::new(0) }).collect();
             c.fresh = Box::leak(chunk.into_boxed_slice());
+            if c.chunks < LISTED {
+                CHUNKS[c.chunks].0.store(c.fresh.as_ptr() as usize, Ordering::Release);
+                CHUNKS[c.chunks].1.store(cells, Ordering::Release);
+                CHUNKS_LISTED.store(c.chunks + 1, Ordering::Release);
+            }
+            c.chunks += 1;
         }
         let (first, rest) = c.fresh.split_first().expect("non-empty chunk");
         c.fresh = rest;
@@ -61,21 +84,53 @@ fn alloc_cell(provider: *const DAT_PROVIDER) -> usize {
     addr
 }
 
-fn free_cell(addr: usize) {
+/// The cell at `handle`, if `handle` is one of a listed chunk's cells (only compared, never
+/// read, until it is known to be one).
+fn listed_cell(handle: usize) -> Option<&'static Cell> {
+    if handle % CELL != 0 {
+        return None;
+    }
+    let n = CHUNKS_LISTED.load(Ordering::Acquire);
+    // Largest first: most cells are there.
+    let inside = CHUNKS[..n]
+        .iter()
+        .rev()
+        .any(|(base, cells)| handle.wrapping_sub(base.load(Ordering::Acquire)) < cells.load(Ordering::Acquire) * CELL);
+    // SAFETY: `handle` is a cell-aligned address inside a leaked chunk, which lives for the
+    // rest of the process.
+    inside.then(|| unsafe { &*(handle as *const Cell) })
+}
+
+/// Whether `handle` is one of our cells, and if an object is published under it, its provider
+/// and handle type: a few loads, no lock. `None`: not a listed cell of ours (a C provider's
+/// handle, a wild pointer, or a cell of a chunk past the listed ones), for the caller to look
+/// elsewhere. Racing with a free, the answer may be a moment old, as a lookup's is.
+pub fn published(handle: usize) -> Option<Option<(*const DAT_PROVIDER, DAT_HANDLE_TYPE)>> {
+    let cell = listed_cell(handle)?;
+    let ty = cell.published.load(Ordering::Acquire);
+    let provider = cell.provider.load(Ordering::Acquire);
+    Some((ty != 0 && !provider.is_null()).then_some((provider as *const DAT_PROVIDER, (ty - 1) as DAT_HANDLE_TYPE)))
+}
+
+fn free_cell(c: &mut Cells, addr: usize) {
     // SAFETY: `addr` came from alloc_cell and names a leaked cell.
     let cell = unsafe { &*(addr as *const Cell) };
     cell.provider.store(core::ptr::null_mut(), Ordering::Release);
-    cells().locked().recycled.push_back(addr);
+    c.recycled.push_back(addr);
 }
 
 /// An object as `Any`, to downcast to its type: implemented once for every type here, so the
 /// object types need not each write it.
 pub trait AsAny {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+    fn as_any_ref(&self) -> &dyn Any;
 }
 
 impl<T: Any + Send + Sync> AsAny for T {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+    fn as_any_ref(&self) -> &dyn Any {
         self
     }
 }
@@ -93,22 +148,75 @@ pub trait Object: AsAny + Send + Sync + 'static {
     /// The teardown of an object freed by an abrupt `dat_ia_close`, after it left the table
     /// and without the checks a consumer's free gets.
     fn destroy(&self) {}
+
+    /// A key the object is also found by among its owner's objects of its type
+    /// ([`find_by_key`]), fixed for its life: an LMR's lmr_context.
+    fn key(&self) -> Option<u64> {
+        None
+    }
 }
 
-/// Every live object of every built-in IA, by handle.
-fn objects() -> &'static RwLock<IdMap<usize, Arc<dyn Object>>> {
-    static OBJECTS: OnceLock<RwLock<IdMap<usize, Arc<dyn Object>>>> = OnceLock::new();
-    OBJECTS.get_or_init(|| RwLock::new(IdMap::default()))
+/// What [`Object::key`] files an object under: (owner, handle type, key).
+type Keyed = (usize, DAT_HANDLE_TYPE, u64);
+
+fn keyed(obj: &dyn Object) -> Option<Keyed> {
+    obj.key().map(|k| (obj.owner(), obj.handle_type(), k))
+}
+
+struct Objects {
+    map: IdMap<usize, Arc<dyn Object>>,
+    /// The handles of the objects that have a key ([`Object::key`]).
+    by_key: IdMap<Keyed, usize>,
+    cells: Cells,
+}
+
+impl Objects {
+    fn insert(&mut self, handle: usize, obj: Arc<dyn Object>) {
+        if let Some(k) = keyed(&*obj) {
+            self.by_key.insert(k, handle);
+        }
+        let ty = obj.handle_type();
+        self.map.insert(handle, obj);
+        if let Some(cell) = listed_cell(handle) {
+            cell.published.store(u64::from(ty) + 1, Ordering::Release);
+        }
+    }
+
+    fn remove(&mut self, handle: usize) -> Option<Arc<dyn Object>> {
+        let obj = self.map.remove(&handle)?;
+        if let Some(cell) = listed_cell(handle) {
+            cell.published.store(0, Ordering::Release);
+        }
+        free_cell(&mut self.cells, handle);
+        if let Some(k) = keyed(&*obj) {
+            if self.by_key.get(&k) == Some(&handle) {
+                self.by_key.remove(&k);
+            }
+        }
+        Some(obj)
+    }
+}
+
+/// Every live object of every built-in IA, by handle, and the cells behind the handles.
+fn objects() -> &'static RwLock<Objects> {
+    static OBJECTS: OnceLock<RwLock<Objects>> = OnceLock::new();
+    OBJECTS.get_or_init(|| {
+        RwLock::new(Objects {
+            map: IdMap::default(),
+            by_key: IdMap::default(),
+            cells: Cells { fresh: &[], chunks: 0, recycled: VecDeque::new() },
+        })
+    })
 }
 
 /// Reserves a handle for an object about to be built (objects know their own handle).
 pub fn reserve(provider: *const DAT_PROVIDER) -> usize {
-    alloc_cell(provider)
+    alloc_cell(&mut objects().write_locked().cells, provider)
 }
 
 /// Gives back a reserved handle whose object was never built.
 pub fn unreserve(handle: usize) {
-    free_cell(handle);
+    free_cell(&mut objects().write_locked().cells, handle);
 }
 
 /// Publishes an object under its reserved handle.
@@ -116,17 +224,45 @@ pub fn insert(handle: usize, obj: Arc<dyn Object>) {
     objects().write_locked().insert(handle, obj);
 }
 
+/// Publishes an object that need not know its own handle under a new one: [`reserve`] and
+/// [`insert`] under one lock.
+pub fn publish(provider: *const DAT_PROVIDER, obj: Arc<dyn Object>) -> usize {
+    let mut o = objects().write_locked();
+    let handle = alloc_cell(&mut o.cells, provider);
+    o.insert(handle, obj);
+    handle
+}
+
 /// Removes an object; its handle stops working at once.
 pub fn remove(handle: usize) -> Option<Arc<dyn Object>> {
-    let obj = objects().write_locked().remove(&handle);
-    if obj.is_some() {
-        free_cell(handle);
-    }
-    obj
+    objects().write_locked().remove(handle)
+}
+
+/// Removes the object of type `T` named by `handle` if `check` allows it, under one lock (a
+/// free that looked it up first and removed it after took the lock twice); otherwise
+/// `Err(DAT_INVALID_HANDLE | subtype)`, or what `check` returned, and the object stays.
+pub fn take<T: Object>(
+    handle: DAT_HANDLE,
+    subtype: DAT_RETURN,
+    check: impl FnOnce(&T) -> Result<(), DAT_RETURN>,
+) -> Result<Arc<T>, DAT_RETURN> {
+    let bad = dat_error(DAT_INVALID_HANDLE, subtype);
+    let mut o = objects().write_locked();
+    let obj = o.map.get(&(handle as usize)).ok_or(bad)?;
+    // `**obj`: the object itself (an `Arc` is `Any` too).
+    check((**obj).as_any_ref().downcast_ref::<T>().ok_or(bad)?)?;
+    o.remove(handle as usize).and_then(downcast).ok_or(bad)
+}
+
+/// The object of type `T` that the IA `owner` files under `key` ([`Object::key`]).
+pub fn find_by_key<T: Object>(owner: usize, handle_type: DAT_HANDLE_TYPE, key: u64) -> Option<Arc<T>> {
+    let o = objects().read_locked();
+    let handle = o.by_key.get(&(owner, handle_type, key))?;
+    o.map.get(handle).cloned().and_then(downcast)
 }
 
 pub fn get(handle: DAT_HANDLE) -> Option<Arc<dyn Object>> {
-    objects().read_locked().get(&(handle as usize)).cloned()
+    objects().read_locked().map.get(&(handle as usize)).cloned()
 }
 
 /// The object as its own type, if it is a `T`.
@@ -144,10 +280,28 @@ pub fn lookup<T: Object>(handle: DAT_HANDLE, subtype: DAT_RETURN) -> Result<Arc<
     get_as(handle).ok_or(dat_error(DAT_INVALID_HANDLE, subtype))
 }
 
+/// Under one lock: whether `a` names a live `A`, as its address (only to compare with a
+/// reference another object holds, say a PZ's to its IA: no reference count is taken), and
+/// the `B` named by `b` as [`lookup`] gives it. Both are looked up, so that a caller reports
+/// the errors in its own order.
+#[allow(clippy::type_complexity)]
+pub fn check_and_lookup<A: Object, B: Object>(
+    a: DAT_HANDLE,
+    a_subtype: DAT_RETURN,
+    b: DAT_HANDLE,
+    b_subtype: DAT_RETURN,
+) -> (Result<*const A, DAT_RETURN>, Result<Arc<B>, DAT_RETURN>) {
+    let o = objects().read_locked();
+    let a = o.map.get(&(a as usize)).and_then(|obj| (**obj).as_any_ref().downcast_ref::<A>()).map(|a| a as *const A);
+    let b = o.map.get(&(b as usize)).cloned().and_then(downcast);
+    (a.ok_or(dat_error(DAT_INVALID_HANDLE, a_subtype)), b.ok_or(dat_error(DAT_INVALID_HANDLE, b_subtype)))
+}
+
 /// Every live object owned by the IA `ia` (its async EVD included), by handle.
 pub fn owned_by(ia: usize) -> Vec<(usize, Arc<dyn Object>)> {
     objects()
         .read_locked()
+        .map
         .iter()
         .filter(|(_, o)| o.handle_type() != DAT_HANDLE_TYPE_IA && o.owner() == ia)
         .map(|(h, o)| (*h, o.clone()))
@@ -156,7 +310,7 @@ pub fn owned_by(ia: usize) -> Vec<(usize, Arc<dyn Object>)> {
 
 /// Every live object of type `T`.
 pub fn all_of<T: Object>() -> Vec<Arc<T>> {
-    let all: Vec<Arc<dyn Object>> = objects().read_locked().values().cloned().collect();
+    let all: Vec<Arc<dyn Object>> = objects().read_locked().map.values().cloned().collect();
     all.into_iter().filter_map(downcast).collect()
 }
 
@@ -167,4 +321,49 @@ pub fn destroy(handle: DAT_HANDLE, obj: Arc<dyn Object>) {
         return;
     }
     obj.destroy();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An object of handle type `TY` (a type of its own for each).
+    struct Thing<const TY: DAT_HANDLE_TYPE>(Mutex<u64>);
+
+    impl<const TY: DAT_HANDLE_TYPE> Object for Thing<TY> {
+        fn handle_type(&self) -> DAT_HANDLE_TYPE {
+            TY
+        }
+        fn context(&self) -> &Mutex<u64> {
+            &self.0
+        }
+        fn owner(&self) -> usize {
+            0
+        }
+    }
+
+    type Pz = Thing<DAT_HANDLE_TYPE_PZ>;
+    type Lmr = Thing<DAT_HANDLE_TYPE_LMR>;
+
+    #[test]
+    fn published_answers_for_our_cells_only_while_an_object_is_there() {
+        let provider = 0x1000 as *const DAT_PROVIDER;
+        let h = publish(provider, Arc::new(Thing::<DAT_HANDLE_TYPE_PZ>(Mutex::new(0))));
+        assert_eq!(published(h), Some(Some((provider, DAT_HANDLE_TYPE_PZ))));
+        // Inside a chunk but not a cell's start, and not ours at all.
+        assert_eq!(published(h + 8), None);
+        let local = 0u64;
+        assert_eq!(published(&local as *const u64 as usize), None);
+        assert_eq!(published(0), None);
+        // The wrong type is refused and the object stays.
+        let bad = dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
+        assert_eq!(take::<Lmr>(h as DAT_HANDLE, DAT_INVALID_HANDLE_LMR, |_| Ok(())).err(), Some(bad));
+        assert!(published(h).is_some_and(|p| p.is_some()));
+        // A check that refuses leaves it too; one that allows takes it, and the cell is empty.
+        assert_eq!(take::<Pz>(h as DAT_HANDLE, DAT_INVALID_HANDLE_PZ, |_| Err(7)).err(), Some(7));
+        assert!(take::<Pz>(h as DAT_HANDLE, DAT_INVALID_HANDLE_PZ, |_| Ok(())).is_ok());
+        assert_eq!(published(h), Some(None));
+        assert!(get(h as DAT_HANDLE).is_none());
+        assert!(take::<Pz>(h as DAT_HANDLE, DAT_INVALID_HANDLE_PZ, |_| Ok(())).is_err());
+    }
 }

@@ -5,7 +5,14 @@
 //! provider returned (from a create call, an event, or a query) and that has not been freed is
 //! ever passed on, and only to the provider of the IA that owns it. We never dereference a
 //! handle ourselves.
+//!
+//! The built-in providers' handles are not recorded here: their table already knows each one,
+//! and says (without a lock, [`crate::builtin::table::published`]) whether a handle is one of
+//! its cells with an object of a given type published under it. That check answers for such a
+//! handle, and the table below holds only the other providers' handles (and the raw IA
+//! pointers of open-extension IAs, built-in ones included).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{OnceLock, RwLock};
 
 use crate::abi::*;
@@ -46,6 +53,37 @@ unsafe impl Send for Tracked {}
 // SAFETY: as above; `Tracked` is plain data.
 unsafe impl Sync for Tracked {}
 
+impl Kind {
+    /// The kind of a `DAT_HANDLE_TYPE` (none for an IA, whose consumer handles are registry slots).
+    fn of(ty: DAT_HANDLE_TYPE) -> Option<Kind> {
+        Some(match ty {
+            DAT_HANDLE_TYPE_CR => Kind::Cr,
+            DAT_HANDLE_TYPE_EP => Kind::Ep,
+            DAT_HANDLE_TYPE_EVD => Kind::Evd,
+            DAT_HANDLE_TYPE_LMR => Kind::Lmr,
+            DAT_HANDLE_TYPE_PSP => Kind::Psp,
+            DAT_HANDLE_TYPE_PZ => Kind::Pz,
+            DAT_HANDLE_TYPE_RMR => Kind::Rmr,
+            DAT_HANDLE_TYPE_RSP => Kind::Rsp,
+            DAT_HANDLE_TYPE_CNO => Kind::Cno,
+            DAT_HANDLE_TYPE_SRQ => Kind::Srq,
+            _ => return None,
+        })
+    }
+}
+
+/// What the built-in table says of `handle`: `None` if it is not one of its cells; otherwise
+/// the record of the object published there, if it is of a kind tracked here (`ia` is 0: the
+/// registry keeps no owner for them, the built-in provider does).
+fn builtin(handle: DAT_HANDLE) -> Option<Option<Tracked>> {
+    let published = crate::builtin::table::published(handle as usize)?;
+    Some(published.and_then(|(provider, ty)| Some(Tracked { kind: Kind::of(ty)?, ia: 0, provider })))
+}
+
+/// How many handles in the table are built-in cells (raw IA pointers): while none is, a
+/// built-in handle's removal needs no lock.
+static CELLS_RECORDED: AtomicUsize = AtomicUsize::new(0);
+
 fn table() -> &'static RwLock<IdMap<usize, Tracked>> {
     static TABLE: OnceLock<RwLock<IdMap<usize, Tracked>>> = OnceLock::new();
     TABLE.get_or_init(|| RwLock::new(IdMap::default()))
@@ -64,7 +102,20 @@ pub fn insert(handle: DAT_HANDLE, kind: Kind, ia: usize, provider: *const DAT_PR
     if handle.is_null() {
         return;
     }
-    write().insert(handle as usize, Tracked { kind, ia, provider });
+    let Some(cell) = to_record(handle, kind) else { return };
+    if write().insert(handle as usize, Tracked { kind, ia, provider }).is_none() && cell {
+        CELLS_RECORDED.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether `handle` must be recorded here as a `kind` (`None`: the built-in table answers for
+/// it), and if so whether it is a built-in cell.
+fn to_record(handle: DAT_HANDLE, kind: Kind) -> Option<bool> {
+    match builtin(handle) {
+        Some(Some(t)) if t.kind == kind => None,
+        Some(_) => Some(true),
+        None => Some(false),
+    }
 }
 
 /// Records a handle unless it is already known (handles that reach us through events and
@@ -73,23 +124,44 @@ pub fn insert_if_new(handle: DAT_HANDLE, kind: Kind, ia: usize, provider: *const
     if handle.is_null() {
         return;
     }
-    write().entry(handle as usize).or_insert(Tracked { kind, ia, provider });
+    let Some(cell) = to_record(handle, kind) else { return };
+    if let std::collections::hash_map::Entry::Vacant(e) = write().entry(handle as usize) {
+        e.insert(Tracked { kind, ia, provider });
+        if cell {
+            CELLS_RECORDED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 /// Forgets a handle once its object is gone.
 pub fn remove(handle: DAT_HANDLE) {
-    write().remove(&(handle as usize));
+    let cell = builtin(handle).is_some();
+    if cell && CELLS_RECORDED.load(Ordering::SeqCst) == 0 {
+        return;
+    }
+    if write().remove(&(handle as usize)).is_some() && cell {
+        CELLS_RECORDED.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Forgets every handle owned by the IA in `slot` (after that IA closed).
 pub fn remove_ia(slot: usize) {
-    write().retain(|_, t| t.ia != slot);
+    write().retain(|&h, t| {
+        let keep = t.ia != slot;
+        if !keep && builtin(h as DAT_HANDLE).is_some() {
+            CELLS_RECORDED.fetch_sub(1, Ordering::SeqCst);
+        }
+        keep
+    });
 }
 
 /// Looks up a handle of any kind.
 pub fn lookup(handle: DAT_HANDLE) -> Option<Tracked> {
     if handle.is_null() {
         return None;
+    }
+    if let Some(Some(t)) = builtin(handle) {
+        return Some(t);
     }
     read().get(&(handle as usize)).copied()
 }

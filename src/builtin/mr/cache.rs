@@ -195,7 +195,9 @@ struct Entry {
     indexed: bool,
     /// A range registration without remote access.
     cacheable: bool,
-    /// LRU position and time of release, while kept.
+    /// Its place in the LRU (0: none), and the time of its last release. A hit leaves the
+    /// place where it was, so that the next release of the newest entry need not move it (a
+    /// live entry's place is dropped when the front reaches it, see [`State::lru`]).
     seq: u64,
     released: Duration,
 }
@@ -225,7 +227,8 @@ impl Entry {
 struct State {
     entries: IdMap<u64, Entry>,
     index: IdMap<Key, u64>,
-    /// Kept entries by `seq`, oldest first.
+    /// Entries by `seq`, oldest first: every kept entry, and live ones that were kept before
+    /// their last hit (at most one place per entry; whoever takes from the front drops those).
     lru: BTreeMap<u64, u64>,
     next_id: u64,
     next_seq: u64,
@@ -300,12 +303,33 @@ impl State {
         if e.indexed && self.index.get(&e.key) == Some(&id) {
             self.index.remove(&e.key);
         }
-        if let Some(mr) = &e.cached {
+        if e.seq != 0 {
             self.lru.remove(&e.seq);
+        }
+        if let Some(mr) = &e.cached {
             self.kept -= 1;
             self.kept_bytes -= mr.len;
         }
         Some(e)
+    }
+
+    /// The oldest kept entry; the places of live entries found before it are dropped.
+    fn oldest_kept(&mut self) -> Option<u64> {
+        while let Some((&seq, &id)) = self.lru.first_key_value() {
+            match self.entries.get_mut(&id) {
+                Some(e) if e.cached.is_some() => return Some(id),
+                Some(e) => e.seq = 0,
+                None => {}
+            }
+            self.lru.remove(&seq);
+        }
+        None
+    }
+
+    /// The kept entries whose device (and PD, if given) match.
+    fn kept_of(&self, dev: usize, pd: Option<Pd>) -> Vec<u64> {
+        let kept = |e: &Entry| e.cached.is_some() && dev_id(&e.dev) == dev && pd.is_none_or(|p| p == e.pd);
+        self.lru.values().copied().filter(|id| self.entries.get(id).is_some_and(kept)).collect()
     }
 }
 
@@ -342,6 +366,12 @@ fn coarse_now() -> Duration {
     // since Linux 2.6.32.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Counts one more in a counter written only under the cache's lock (no read-modify-write:
+/// readers without the lock see one value or the next).
+fn bump(c: &AtomicU64) {
+    c.store(c.load(Relaxed) + 1, Relaxed);
 }
 
 /// The monitor, if this process may still make ioctls on it.
@@ -406,6 +436,13 @@ impl Cache {
     fn mode(&self, dev: &Arc<dyn Device>) -> Mode {
         if !dev.cache_registrations() {
             return Mode::Share;
+        }
+        // Once the monitor runs and the ring is ours, only a fork or a stopped reader turns
+        // the cache off: two loads, not the whole of `availability`.
+        if self.config.enabled && self.ring.get().is_some_and(Option::is_some) {
+            if let Some(m) = unmap::ready() {
+                return Mode::Cache(m);
+            }
         }
         match self.availability() {
             Ok(m) => Mode::Cache(m),
@@ -489,7 +526,7 @@ impl Cache {
 
     fn enforce_bounds(&self, st: &mut State) {
         while st.kept > self.config.max_entries as u64 || st.kept_bytes > self.config.max_bytes {
-            let Some((_, &id)) = st.lru.first_key_value() else { break };
+            let Some(id) = st.oldest_kept() else { break };
             self.evict(st, id, Cause::Lru);
         }
     }
@@ -497,7 +534,7 @@ impl Cache {
     /// Deregisters kept entries unused for the TTL; returns how long until the next expires.
     fn collect(&self, st: &mut State, now: Duration) -> Option<Duration> {
         let ttl = self.config.ttl?;
-        while let Some((_, &id)) = st.lru.first_key_value() {
+        while let Some(id) = st.oldest_kept() {
             let deadline = st.entries.get(&id).map_or(now, |e| e.released + ttl);
             if deadline > now {
                 return Some(deadline - now);
@@ -599,7 +636,7 @@ impl Cache {
                 if let Some(base) = e.members.first().copied() {
                     let mr = dev.alias_mr(&base, pd, access, zero_based).map_err(RegError::Device)?;
                     e.members.push(mr);
-                    self.reuses.fetch_add(1, Relaxed);
+                    bump(&self.reuses);
                     return Ok(Registration { mr, entry: id, reused: true });
                 }
             }
@@ -628,18 +665,18 @@ impl Cache {
             let st = &mut *st;
             if let Some(e) = st.entries.get_mut(&id) {
                 if let Some(mr) = e.cached.take() {
-                    st.lru.remove(&e.seq);
+                    // Its LRU place stays (see `Entry::seq`).
                     st.kept -= 1;
                     st.kept_bytes -= mr.len;
                     e.members.push(mr);
-                    self.hits.fetch_add(1, Relaxed);
-                    self.reuses.fetch_add(1, Relaxed);
+                    bump(&self.hits);
+                    bump(&self.reuses);
                     return Ok(Registration { mr, entry: id, reused: true });
                 }
                 if let Some(base) = e.members.first().copied() {
                     let mr = dev.alias_mr(&base, pd, access, zero_based).map_err(RegError::Device)?;
                     e.members.push(mr);
-                    self.reuses.fetch_add(1, Relaxed);
+                    bump(&self.reuses);
                     return Ok(Registration { mr, entry: id, reused: true });
                 }
             }
@@ -651,8 +688,7 @@ impl Cache {
         let mut reg = dev.reg_mr(pd, addr, len, access, zero_based);
         if reg == Err(DevError::NoResources) {
             // Kept registrations hold pinned memory and device MRs: give them back and retry.
-            let mine: Vec<u64> =
-                st.lru.values().copied().filter(|id| st.entries.get(id).is_some_and(|e| dev_id(&e.dev) == dev_id(dev))).collect();
+            let mine = st.kept_of(dev_id(dev), None);
             if !mine.is_empty() {
                 for id in mine {
                     self.evict(&mut st, id, Cause::Lru);
@@ -724,11 +760,18 @@ impl Cache {
             );
         }
         if keep && !busy {
-            st.next_seq += 1;
-            e.seq = st.next_seq;
+            // The newest place already is at the back (a hit of the registration released
+            // last): it stays.
+            if e.seq == 0 || e.seq != st.next_seq {
+                if e.seq != 0 {
+                    st.lru.remove(&e.seq);
+                }
+                st.next_seq += 1;
+                e.seq = st.next_seq;
+                st.lru.insert(e.seq, reg.entry);
+            }
             e.released = coarse_now();
             e.cached = Some(reg.mr);
-            st.lru.insert(e.seq, reg.entry);
             st.kept += 1;
             st.kept_bytes += reg.mr.len;
             self.enforce_bounds(st);
@@ -746,13 +789,7 @@ impl Cache {
     pub fn flush(&self, dev: &Arc<dyn Device>, pd: Option<Pd>) -> usize {
         let mut st = self.lock();
         self.sync(&mut st);
-        let id = dev_id(dev);
-        let ids: Vec<u64> = st
-            .lru
-            .values()
-            .copied()
-            .filter(|i| st.entries.get(i).is_some_and(|e| dev_id(&e.dev) == id && pd.is_none_or(|p| p == e.pd)))
-            .collect();
+        let ids = st.kept_of(dev_id(dev), pd);
         for i in &ids {
             self.evict(&mut st, *i, Cause::Flush);
         }
@@ -798,7 +835,7 @@ impl Drop for Cache {
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut st = std::mem::take(st);
-        let kept: Vec<u64> = st.lru.values().copied().collect();
+        let kept: Vec<u64> = st.lru.values().copied().filter(|id| st.entries.get(id).is_some_and(|e| e.cached.is_some())).collect();
         for id in kept {
             self.evict(&mut st, id, Cause::Flush);
         }

@@ -446,6 +446,39 @@ fn lru_bound_on_entries() {
 }
 
 #[test]
+fn a_live_entry_at_the_front_of_the_lru_is_not_evicted() {
+    if !uffd("a_live_entry_at_the_front_of_the_lru_is_not_evicted") {
+        return;
+    }
+    let c = Cache::new(Config { max_entries: 1, ..Config::default() });
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let maps: Vec<Map> = (0..3).map(|_| Map::new(1)).collect();
+    let r = reg(&c, &dev, 1, maps[0].addr, PAGE, LOCAL);
+    c.release(&dev, &r);
+    // A hit: the entry is live again, and its LRU place (the oldest) stays.
+    let live = reg(&c, &dev, 1, maps[0].addr, PAGE, LOCAL);
+    assert!(live.reused);
+    for m in &maps[1..] {
+        let r = reg(&c, &dev, 1, m.addr, PAGE, LOCAL);
+        c.release(&dev, &r);
+    }
+    // The bound passed once: the oldest kept entry went, not the live one in front of it.
+    assert_eq!((c.stats().entries, c.stats().evictions.lru), (1, 1));
+    c.release(&dev, &live);
+    assert_eq!((c.stats().entries, c.stats().evictions.lru), (1, 2));
+    // Released last, it is the one kept.
+    let r = reg(&c, &dev, 1, maps[0].addr, PAGE, LOCAL);
+    assert!(r.reused);
+    c.release(&dev, &r);
+    for m in &maps[1..] {
+        let r = reg(&c, &dev, 1, m.addr, PAGE, LOCAL);
+        assert!(!r.reused);
+        c.release(&dev, &r);
+    }
+}
+
+#[test]
 fn lru_bound_on_bytes() {
     if !uffd("lru_bound_on_bytes") {
         return;

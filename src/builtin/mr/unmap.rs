@@ -434,6 +434,15 @@ pub(crate) fn unusable() -> Option<String> {
     }
 }
 
+/// The monitor, if it was opened and this process may still use it (no fork, reader running);
+/// `None` says nothing about why (see [`unusable`] and [`monitor`]).
+pub(crate) fn ready() -> Option<&'static Monitor> {
+    if FORKED.load(SeqCst) || STOPPED.load(SeqCst) != 0 {
+        return None;
+    }
+    MONITOR.get()?.as_ref().ok()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Watches: which pages are registered with the userfaultfd, and how many entries want each.
 

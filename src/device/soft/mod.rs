@@ -422,6 +422,15 @@ impl Device for SoftDevice {
         self.write().pds.remove(&pd.0);
     }
 
+    /// No: the soft device pins nothing, so a registration costs little to make again. A
+    /// library built with the `bench-soft-cache` feature (`make bench` builds one apart, never
+    /// installed) says yes, to time the registration cache's hit through the whole DAT call on
+    /// a host without RDMA hardware; this device does not track the lkeys of outstanding
+    /// requests ([`Device::mr_in_use`]), so such a build is for measuring only.
+    fn cache_registrations(&self) -> bool {
+        cfg!(feature = "bench-soft-cache")
+    }
+
     fn reg_mr(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<Mr, DevError> {
         if len == 0 || len > self.limits.max_mr_size {
             return Err(DevError::NoResources);
