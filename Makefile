@@ -111,9 +111,10 @@ check-host: deps-check lint lib tools check-symbols lint-man
 check-vm: deps-check lib
 	tests/vm/check.sh
 
-# The exported symbol set: exactly the names in dat2.map, each @@DAT_2.0, and the soname.
+# The exported symbol set: exactly the names in dat2.map, each @@DAT_2.0, each with its man
+# page in man/man3 (NAME.3), and the soname.
 check-symbols: lib
-	tools/check-symbols $(BUILD)/$(REAL) src/dat2.map
+	tools/check-symbols $(BUILD)/$(REAL) src/dat2.map man/man3
 
 # Style gates: rustfmt (rustfmt.toml), clippy with warnings denied ([lints] in Cargo.toml), and
 # the module graph the README's Layout states (tools/check-layers).
