@@ -72,7 +72,8 @@ if [ -z "${DAT2_DEB_INSIDE:-}" ]; then
       pass lintian "$(grep -c -E '^W: ' "$log") kept warnings, $(grep -c -E '^[IP]: ' "$log") notes"
     fi
   }
-  trap 'lintian_verdict' EXIT
+  ovl=""
+  trap 'lintian_verdict; [ -z "$ovl" ] || rmdir "$ovl" 2>/dev/null' EXIT
 
   for p in "${debian_pkgs[@]}"; do
     [ "$(pkg_status "$p")" = ii ] || skip_all "Debian's $p is not installed, so there is nothing to replace and restore" "${names[@]:1}"
@@ -106,21 +107,25 @@ if [ -z "${DAT2_DEB_INSIDE:-}" ]; then
     for d in proc dev sys; do mount --rbind "/$d" "$r/$d"; done
     mount -t tmpfs tmpfs "$r/run"
     mount -t tmpfs tmpfs "$r/tmp"
+    mkdir -p "$r$out"
     mount --bind "$out" "$r$out"
     ip link set lo up
     exec chroot "$r" env DAT2_DEB_INSIDE=1 bash "$script"
-  ' overlay "$ovl" "$out" "$here/run.sh"
+  ' overlay "$ovl" "$out" "$here/run.sh" >"$out/inside.log" 2>&1
   inner=$?
-  rmdir "$ovl" 2>/dev/null
+  cat "$out/inside.log"
   [ $inner = 0 ] || rc=1
+  # Every case of the overlay part has its verdict, even when that part broke off.
+  for n in "${names[@]:1:${#names[@]}-2}"; do
+    grep -q -E "^(PASS|FAIL|SKIP) deb:$n( |\$)" "$out/inside.log" ||
+      fail "$n" "no verdict: the part in the overlay exited $inner: $(grep -v -E '^(PASS|FAIL|SKIP|#) ' "$out/inside.log" | tail -2 | tr '\n' ' ')"
+  done
   after=$(state)
   if [ "$before" = "$after" ]; then
     pass host-untouched
   else
     fail host-untouched "the host's dpkg status, /etc/dat.conf, libdat2.so.2 or diversions changed"
   fi
-  trap - EXIT
-  lintian_verdict
   exit $rc
 fi
 
