@@ -8,6 +8,8 @@
 #   make bench-vm   benchmarks on Soft-RoCE in the test VM (see bench/vm/run.sh)
 #   make install    PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
 #   make uninstall
+#   make deb        build/libdat2-2_*.deb, build/libdat2-dev_*.deb, build/dat2-utils_*.deb:
+#                   Debian packages in place of libdapl2 and libdapl-dev (tools/make-deb)
 PREFIX     ?= /usr/local
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
@@ -36,9 +38,9 @@ INFO   := $(BUILD)/dat2-info
 # Debian packages the targets need. deps installs the missing ones when run as root,
 # and prints the exact command otherwise.
 DEB_BUILD :=
-DEB_CHECK := pkg-config groff-base libdapl2 libdapl-dev dapl2-utils iproute2 strace g++
+DEB_CHECK := pkg-config groff-base libdapl2 libdapl-dev dapl2-utils iproute2 strace g++ dpkg-dev lintian man-db
 
-.PHONY: all lib tools run check check-host check-vm check-symbols lint lint-man install uninstall clean deps-build deps-check
+.PHONY: all lib tools run check check-host check-vm check-symbols lint lint-man install uninstall clean deps-build deps-check deb
 
 all: lib tools
 
@@ -109,8 +111,9 @@ $(BUILD)/bench-vm/reg-fi $(BUILD)/bench-vm/reg-ucx: $(BUILD)/bench-vm/reg-%: ben
 check:
 	tools/check-all
 
-# The tests that run on this host (no VM): the style gates, cargo test and the C suite.
-check-host: deps-check lint lib tools check-symbols lint-man
+# The tests that run on this host (no VM): the style gates, cargo test and the C suite (whose
+# group deb installs the packages of `make deb` in an overlay of /).
+check-host: deps-check lint lib tools check-symbols lint-man deb
 	$(CARGO) test --release --locked --quiet
 	c-tests/run-all.sh
 
@@ -121,9 +124,10 @@ check-host: deps-check lint lib tools check-symbols lint-man
 check-vm: deps-check lib
 	tests/vm/check.sh
 
-# The exported symbol set: exactly the names in dat2.map, each @@DAT_2.0, and the soname.
+# The exported symbol set: exactly the names in dat2.map, each @@DAT_2.0, each with its man
+# page in man/man3 (NAME.3), and the soname.
 check-symbols: lib
-	tools/check-symbols $(BUILD)/$(REAL) src/dat2.map
+	tools/check-symbols $(BUILD)/$(REAL) src/dat2.map man/man3
 
 # Style gates: rustfmt (rustfmt.toml), clippy with warnings denied ([lints] in Cargo.toml), and
 # the module graph the README's Layout states (tools/check-layers).
@@ -157,6 +161,22 @@ install: lib tools
 	$(if $(MAN3),install -m 0644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/)
 	$(if $(MAN5),install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/)
 	$(if $(MAN7),install -m 0644 $(MAN7) $(DESTDIR)$(MANDIR)/man7/)
+
+# The Debian packages (tools/make-deb, packaging/deb/): `make install` into a staging tree with
+# Debian's paths and build flags, split into three packages built with dpkg-deb.
+DEB_DEB := dpkg-dev
+DEB_STAGE := $(BUILD)/deb/stage
+
+deb: lib
+	@tools/ensure-debs $(DEB_DEB)
+	rm -rf $(BUILD)/deb
+	mkdir -p $(BUILD)/deb
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEB_STAGE) PREFIX=/usr \
+	  LIBDIR=/usr/lib/$$(dpkg-architecture -qDEB_HOST_MULTIARCH) INFO=$(BUILD)/deb/dat2-info \
+	  CFLAGS="$$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get CFLAGS) -Wall -Wextra" \
+	  CPPFLAGS="$$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get CPPFLAGS)" \
+	  LDFLAGS="$$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get LDFLAGS)"
+	tools/make-deb $(BUILD) $(VERSION)
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/dat2-info
