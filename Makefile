@@ -75,16 +75,18 @@ bench: lib
 	bench/run.sh
 
 # Benchmarks on real verbs inside the Soft-RoCE VM (tests/vm): registration cost against raw
-# verbs and Debian's dapl, dapltest -T P against Debian's dapl and perftest as the limit;
+# verbs and Debian's dapl, dapltest -T P against Debian's dapl and perftest as the limit,
+# user-space instructions per data-path operation against Debian's dapl (callgrind);
 # ratios from one VM run, interleaved rounds, medians (informational: a target missed is
 # reported, not failed). About 2 minutes under TCG on an idle host, 7-8 when the host is
 # busy (its load average is printed first). tests/vm/run.sh prepares the VM (qemu, kernel,
 # perftest). See bench/vm/run.sh.
-DEB_BENCH_VM := libibverbs-dev perftest dapl2-utils libdapl2
+DEB_BENCH_VM := libibverbs-dev perftest dapl2-utils libdapl2 valgrind
 BENCH_VM_REG := $(BUILD)/bench-vm/reg
+BENCH_VM_OPS := $(BUILD)/bench-vm/ops
 
 .PHONY: bench-vm
-bench-vm: lib $(BENCH_VM_REG)
+bench-vm: lib $(BENCH_VM_REG) $(BENCH_VM_OPS)
 	@tools/ensure-debs $(DEB_BENCH_VM)
 	@echo "bench-vm: host load average $$(cut -d' ' -f1-3 /proc/loadavg) (the VM shares the host's CPUs:" \
 	  "compare runs made at a similar load)"
@@ -94,6 +96,12 @@ $(BENCH_VM_REG): bench/vm/reg.c $(HEADERS) | $(BUILD)/$(REAL)
 	@tools/ensure-debs libibverbs-dev
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -Wall -Wextra -Iinclude -o $@ bench/vm/reg.c -L$(BUILD) -ldat2 -libverbs
+
+# Counts instructions under callgrind: its client requests come from valgrind's header.
+$(BENCH_VM_OPS): bench/vm/ops.c $(HEADERS) | $(BUILD)/$(REAL)
+	@tools/ensure-debs valgrind
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Wextra -Iinclude -o $@ bench/vm/ops.c -L$(BUILD) -ldat2 -lpthread
 
 # The whole test suite: the host's tests, then the VM's; ends with the sum of both.
 check:
