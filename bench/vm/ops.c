@@ -12,15 +12,17 @@
  *   write, read   A posts the RDMA operation; its completion comes on A's request EVD;
  *   send          B posts a receive, A a send: the completions of both count;
  *   poll          the poster sleeps (nanosleep, POLL_DELAY_US) so that the completion is
- *                 there, then calls dat_evd_dequeue until it returns it;
+ *                 there, then calls dat_evd_dequeue until it returns it (sleeping again
+ *                 after each call that finds nothing);
  *   wait          one thread per EVD involved is blocked in dat_evd_wait (the poster sleeps
  *                 BLOCK_DELAY_US after waking them) when the operation is posted: the
  *                 blocking path, wake-up included.
  * The same loops without any DAT call ("null-poll", "null-wait") give the harness's own
- * count, which the driver subtracts. Output on stdout, one line per phase:
+ * count, which the driver subtracts; "empty-poll" is one dat_evd_dequeue of an empty EVD and
+ * a sleep per iteration. Output on stdout, one line per phase:
  *   phase NAME ITERS EMPTY
- * EMPTY counts dat_evd_dequeue calls that found nothing (each adds an empty poll to the
- * count; 0 when the delays are long enough). Errors go to stderr and make the exit status
+ * EMPTY counts dat_evd_dequeue calls that found nothing (each costs what an iteration of
+ * "empty-poll" does, which the driver subtracts; 0 when the host is not too busy). Errors go to stderr and make the exit status
  * non-zero; exit status 3 ("noia") means the IA does not open.
  *
  * Build: cc -O2 ops.c -I$ROOT/include -L$ROOT/build -ldat2 -lpthread */
@@ -36,7 +38,7 @@
 #include <dat2/udat.h>
 
 #define EXIT_NOIA 3
-#define POLL_DELAY_US 20000
+#define POLL_DELAY_US 50000
 #define BLOCK_DELAY_US 100000
 #define WARM 3
 #define PORT 47123
@@ -90,11 +92,12 @@ static void reap_poll(DAT_EVD_HANDLE evd, DAT_EP_HANDLE ep, uint64_t cookie)
         if (DAT_GET_TYPE(rc) != DAT_QUEUE_EMPTY)
             die("dat_evd_dequeue", rc);
         empty++;
+        pause_us(POLL_DELAY_US);
     }
     expect_dto(&ev, ep, cookie);
 }
 
-enum op { OP_NULL, OP_WRITE, OP_READ, OP_SEND };
+enum op { OP_NULL, OP_EMPTY, OP_WRITE, OP_READ, OP_SEND };
 
 static void post(enum op op, uint64_t cookie)
 {
@@ -102,6 +105,7 @@ static void post(enum op op, uint64_t cookie)
     DAT_COMPLETION_FLAGS f = DAT_COMPLETION_DEFAULT_FLAG;
     switch (op) {
     case OP_NULL:
+    case OP_EMPTY:
         break;
     case OP_WRITE:
         check("dat_ep_post_rdma_write", dat_ep_post_rdma_write(ep_a, 1, &local_a, c, &remote_b, f));
@@ -175,7 +179,13 @@ static void run(enum op op, int wait, unsigned n, uint64_t *cookie)
         } else {
             post(op, c);
             pause_us(POLL_DELAY_US);
-            if (op != OP_NULL)
+            if (op == OP_EMPTY) {
+                DAT_EVENT ev;
+                DAT_RETURN rc = dat_evd_dequeue(req_a, &ev);
+                if (DAT_GET_TYPE(rc) != DAT_QUEUE_EMPTY)
+                    die("dat_evd_dequeue of an empty EVD", rc);
+            }
+            if (op > OP_EMPTY)
                 reap_poll(req_a, ep_a, c);
             if (op == OP_SEND)
                 reap_poll(rcv_b, ep_b, c);
@@ -263,7 +273,8 @@ static void set_up(char *name)
     memset(&attr, 0, sizeof attr);
     check("dat_ia_query", dat_ia_query(ia, NULL, DAT_IA_FIELD_IA_ADDRESS_PTR, &attr, 0, NULL));
     check("dat_psp_create", dat_psp_create(ia, PORT, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp));
-    check("dat_ep_connect", dat_ep_connect(ep_a, attr.ia_address_ptr, PORT, 20 * 1000 * 1000, 0, NULL,
+    /* No timeout: a connect timer would be a thread of its own, waking in some later phase. */
+    check("dat_ep_connect", dat_ep_connect(ep_a, attr.ia_address_ptr, PORT, DAT_TIMEOUT_INFINITE, 0, NULL,
                                            DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
     DAT_EVENT ev = wait_event(cr_evd, "connection request");
     if (ev.event_number != DAT_CONNECTION_REQUEST_EVENT)
@@ -295,7 +306,7 @@ int main(int argc, char **argv)
         enum op op;
         int wait;
     } phases[] = {
-        {"null-poll", OP_NULL, 0}, {"write-poll", OP_WRITE, 0}, {"read-poll", OP_READ, 0}, {"send-poll", OP_SEND, 0},
+        {"null-poll", OP_NULL, 0}, {"empty-poll", OP_EMPTY, 0}, {"write-poll", OP_WRITE, 0}, {"read-poll", OP_READ, 0}, {"send-poll", OP_SEND, 0},
         {"null-wait", OP_NULL, 1}, {"write-wait", OP_WRITE, 1}, {"read-wait", OP_READ, 1}, {"send-wait", OP_SEND, 1},
     };
     for (size_t k = 0; k < sizeof phases / sizeof phases[0]; k++)

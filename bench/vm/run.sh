@@ -183,11 +183,20 @@ ops_report() {
     kind == "ops" && $1 == "phase" { iters[lib, $2] = $3; empty[lib, $2] = $4 }
     kind == "cg" && /^desc: Trigger: Client Request: / { name = $NF }
     kind == "cg" && /^totals: / && name != "" { ir[lib, name] = $2; name = "" }
-    # per(LIB, OP, MODE): instructions per operation, the harness'"'"'s null loop subtracted.
-    function per(l, op, m,    k, z) {
-      k = op "-" m; z = "null-" m
+    # per(LIB, OP, MODE): instructions per operation, the harness'"'"'s null loop subtracted, and
+    # for each poll that found nothing (and the sleep after it) an iteration of empty-poll.
+    function per(l, op, m,    k, z, e) {
+      k = op "-" m; z = "null-" m; e = 0
       if (!((l, k) in ir) || !((l, z) in ir) || iters[l, k] + 0 == 0) return ""
-      return (ir[l, k] - ir[l, z]) / iters[l, k]
+      if (empty[l, k] + 0 > 0) {
+        if (!((l, "empty-poll") in ir) || iters[l, "empty-poll"] + 0 == 0) return ""
+        e = empty[l, k] * ir[l, "empty-poll"] / iters[l, "empty-poll"]
+      }
+      return (ir[l, k] - ir[l, z] - e) / iters[l, k]
+    }
+    function idle(l) {
+      if (!((l, "empty-poll") in ir) || !((l, "null-poll") in ir) || iters[l, "empty-poll"] + 0 == 0) return ""
+      return (ir[l, "empty-poll"] - ir[l, "null-poll"]) / iters[l, "empty-poll"]
     }
     END {
       print "Instructions per operation (user space, every thread of the process, callgrind): one"
@@ -208,7 +217,8 @@ ops_report() {
         r = ratio(b, a, 2); v = verdict(r, "<=", 1.0); tally(v, "ops")
         printf fmt, k, num(a), num(b), r, v, " " (empty["dapl", k] + 0) ", " (empty["dat2", k] + 0)
       }
-      print "ratio: dat2 / dapl (target <= 1.0)"
+      printf fmt, "empty poll", num(idle("dapl")), num(idle("dat2")), ratio(idle("dat2"), idle("dapl"), 2), "", " (informs: a dequeue that finds nothing)"
+      print "ratio: dat2 / dapl (target <= 1.0); empty polls are subtracted (each at the empty-poll count)"
       print ""
       target("ops", "instructions per operation dat2 <= dapl, rows", why)
     }' "$OUT"/ops-*.log "$OUT"/cg-*.*.*
@@ -540,11 +550,20 @@ ops_report() {
     kind == "ops" && $1 == "phase" { iters[lib, $2] = $3; empty[lib, $2] = $4 }
     kind == "cg" && /^desc: Trigger: Client Request: / { name = $NF }
     kind == "cg" && /^totals: / && name != "" { ir[lib, name] = $2; name = "" }
-    # per(LIB, OP, MODE): instructions per operation, the harness'"'"'s null loop subtracted.
-    function per(l, op, m,    k, z) {
-      k = op "-" m; z = "null-" m
+    # per(LIB, OP, MODE): instructions per operation, the harness'"'"'s null loop subtracted, and
+    # for each poll that found nothing (and the sleep after it) an iteration of empty-poll.
+    function per(l, op, m,    k, z, e) {
+      k = op "-" m; z = "null-" m; e = 0
       if (!((l, k) in ir) || !((l, z) in ir) || iters[l, k] + 0 == 0) return ""
-      return (ir[l, k] - ir[l, z]) / iters[l, k]
+      if (empty[l, k] + 0 > 0) {
+        if (!((l, "empty-poll") in ir) || iters[l, "empty-poll"] + 0 == 0) return ""
+        e = empty[l, k] * ir[l, "empty-poll"] / iters[l, "empty-poll"]
+      }
+      return (ir[l, k] - ir[l, z] - e) / iters[l, k]
+    }
+    function idle(l) {
+      if (!((l, "empty-poll") in ir) || !((l, "null-poll") in ir) || iters[l, "empty-poll"] + 0 == 0) return ""
+      return (ir[l, "empty-poll"] - ir[l, "null-poll"]) / iters[l, "empty-poll"]
     }
     END {
       print "Instructions per operation (user space, every thread of the process, callgrind): one"
@@ -565,7 +584,8 @@ ops_report() {
         r = ratio(b, a, 2); v = verdict(r, "<=", 1.0); tally(v, "ops")
         printf fmt, k, num(a), num(b), r, v, " " (empty["dapl", k] + 0) ", " (empty["dat2", k] + 0)
       }
-      print "ratio: dat2 / dapl (target <= 1.0)"
+      printf fmt, "empty poll", num(idle("dapl")), num(idle("dat2")), ratio(idle("dat2"), idle("dapl"), 2), "", " (informs: a dequeue that finds nothing)"
+      print "ratio: dat2 / dapl (target <= 1.0); empty polls are subtracted (each at the empty-poll count)"
       print ""
       target("ops", "instructions per operation dat2 <= dapl, rows", why)
     }' "$OUT"/ops-*.log "$OUT"/cg-*.*.*
