@@ -27,7 +27,7 @@
 #
 # Environment:
 #   BENCH_VM_ROUNDS     registration rounds (5)
-#   BENCH_VM_DP_ROUNDS  data path rounds (5)
+#   BENCH_VM_DP_ROUNDS  data path rounds (10)
 #   BENCH_VM_ITERS      dapltest / perftest operations per run (500)
 #   BENCH_VM_PIPE       operations in flight in the bandwidth phase (32)
 #   BENCH_VM_SIZE       message size of the data path runs (4096)
@@ -53,7 +53,7 @@ DEV=${DAT2_VM_DEV:-rxe0}
 ADDR=${DAT2_VM_ADDR:-10.0.2.15}
 QUICK=${BENCH_VM_QUICK:-0}
 ROUNDS=${BENCH_VM_ROUNDS:-5}
-DP_ROUNDS=${BENCH_VM_DP_ROUNDS:-5}
+DP_ROUNDS=${BENCH_VM_DP_ROUNDS:-10}
 ITERS=${BENCH_VM_ITERS:-500}
 PIPE=${BENCH_VM_PIPE:-32}
 SIZE=${BENCH_VM_SIZE:-4096}
