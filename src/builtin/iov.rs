@@ -24,7 +24,12 @@ pub fn iov_sges(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, a
     Ok(sges(iov_slice(count, iov, max, arg)?))
 }
 
-fn iov_slice<'a>(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<&'a [DAT_LMR_TRIPLET], DAT_RETURN> {
+fn iov_slice<'a>(
+    count: DAT_COUNT,
+    iov: *const DAT_LMR_TRIPLET,
+    max: DAT_COUNT,
+    arg: DAT_RETURN,
+) -> Result<&'a [DAT_LMR_TRIPLET], DAT_RETURN> {
     if count < 0 || count > max {
         return Err(dat_error(DAT_INVALID_PARAMETER, arg));
     }

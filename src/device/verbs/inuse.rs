@@ -132,7 +132,7 @@ mod tests {
     #[test]
     fn idle_keys_are_dropped_beyond_the_few_kept() {
         let mut k = KeysInUse::default();
-        let many: Vec<WrKeys> = (0..100).map(|n| WrKeys::One(n)).collect();
+        let many: Vec<WrKeys> = (0..100).map(WrKeys::One).collect();
         many.iter().for_each(|w| k.add(w));
         many.iter().for_each(|w| k.remove(w));
         assert!((0..100).all(|n| !k.contains(n)));
