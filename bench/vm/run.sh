@@ -16,6 +16,12 @@
 #      library, client and server in this VM) through Debian's dapl and through ours, and
 #      perftest's ib_write_bw and ib_write_lat on rxe0 as the limit. Targets: ours / dapl
 #      >= 1.0; ours / perftest >= 0.9.
+#   3. Instructions: bench/vm/ops under callgrind counts the user-space instructions (every
+#      thread of the process) of one operation, post + completion, for RDMA write, RDMA read
+#      and send/recv, completed by polling (dat_evd_dequeue) or blocking (dat_evd_wait), once
+#      through Debian's dapl and once through ours; the harness's own count (the same loops
+#      without DAT calls) is subtracted. Deterministic where timings under TCG are not.
+#      Target: ours <= dapl on each of the 6 rows.
 # Every variant runs once per round, in the same order each round (A B C A B C ...), and
 # the tables show medians over all rounds. Under TCG everything is ~30x slower than on
 # hardware and the host's other load shows through: only ratios mean something. A target
@@ -24,12 +30,13 @@
 #
 # Environment:
 #   BENCH_VM_ROUNDS     registration rounds (5)
-#   BENCH_VM_DP_ROUNDS  data path rounds (5)
+#   BENCH_VM_DP_ROUNDS  data path rounds (10)
 #   BENCH_VM_ITERS      dapltest / perftest operations per run (500)
 #   BENCH_VM_PIPE       operations in flight in the bandwidth phase (32)
 #   BENCH_VM_SIZE       message size of the data path runs (4096)
+#   BENCH_VM_OPS_ITERS  operations per counted phase of bench/vm/ops (20)
 #   BENCH_VM_QUICK=1    one round of each with few iterations (a smoke run)
-#   BENCH_VM_SKIP       "reg" or "dp": leave that part out
+#   BENCH_VM_SKIP       "reg", "dp" and/or "ops": leave those parts out
 #   BENCH_VM_OUT=DIR    copy the logs there at the end; to keep them after the VM, share DIR
 #                       with the host: DAT2_VM_RW=DIR BENCH_VM_OUT=DIR make bench-vm. The
 #                       runs themselves write to a scratch directory in the VM's own /tmp:
@@ -49,16 +56,17 @@ DEV=${DAT2_VM_DEV:-rxe0}
 ADDR=${DAT2_VM_ADDR:-10.0.2.15}
 QUICK=${BENCH_VM_QUICK:-0}
 ROUNDS=${BENCH_VM_ROUNDS:-5}
-DP_ROUNDS=${BENCH_VM_DP_ROUNDS:-5}
+DP_ROUNDS=${BENCH_VM_DP_ROUNDS:-10}
 ITERS=${BENCH_VM_ITERS:-500}
 PIPE=${BENCH_VM_PIPE:-32}
 SIZE=${BENCH_VM_SIZE:-4096}
+OPS_ITERS=${BENCH_VM_OPS_ITERS:-20}
 SKIP=${BENCH_VM_SKIP:-}
 DAPL_IA=ofa-v2-${DEV}-1
 OURS_IA=dat2-verbs-${DEV}-1
 CONF=$ROOT/tests/vm/dat.conf
 if [ "$QUICK" = 1 ]; then
-  ROUNDS=1 DP_ROUNDS=1 ITERS=100
+  ROUNDS=1 DP_ROUNDS=1 ITERS=100 OPS_ITERS=10
 fi
 REPORT=${BENCH_VM_REPORT:-}
 KEEP=""
@@ -118,6 +126,13 @@ if [ -z "$REPORT" ] && { [ ! -x "$REG" ] || [ "$ROOT/bench/vm/reg.c" -nt "$REG" 
   ${CC:-cc} -O2 -Wall -Wextra -I"$ROOT/include" -o "$REG" "$ROOT/bench/vm/reg.c" -L"$BUILD" -ldat2 -libverbs ||
     { say "error: cannot build bench/vm/reg.c"; exit 1; }
 fi
+OPS=$BUILD/bench-vm/ops
+if [ -z "$REPORT" ] && { [ ! -x "$OPS" ] || [ "$ROOT/bench/vm/ops.c" -nt "$OPS" ]; }; then
+  OPS=$OUT/ops
+  say "building $OPS (no up-to-date build/bench-vm/ops)"
+  ${CC:-cc} -O2 -g -Wall -Wextra -I"$ROOT/include" -o "$OPS" "$ROOT/bench/vm/ops.c" -L"$BUILD" -ldat2 -lpthread ||
+    { say "error: cannot build bench/vm/ops.c"; exit 1; }
+fi
 
 # The peers' registration programs (bench/vm/reg_peer.h): reg built with libfabric ("fi") and
 # with UCX ("ucx"), the ones make bench-vm built or ones built here; a peer that cannot be
@@ -169,7 +184,7 @@ run_as() {
 [ -n "$REPORT" ] || say "bench-vm: $(uname -r), $(nproc) CPUs, device $DEV, our library $BUILD"
 OURS=1
 if [ -n "$REPORT" ]; then
-  compgen -G "$OUT/reg-dat2-*.log" >/dev/null || compgen -G "$OUT/dp-dat2-*.log" >/dev/null || OURS=0
+  compgen -G "$OUT/reg-dat2-*.log" >/dev/null || compgen -G "$OUT/dp-dat2-*.log" >/dev/null || [ -f "$OUT/ops-dat2.log" ] || OURS=0
   for f in "$OUT"/reg-raw-*.log; do
     f=${f##*-}
     f=${f%.log}
@@ -533,14 +548,92 @@ dp_report() {
   shopt -u nullglob
 }
 
+# =========================================================================== instructions
+# One callgrind run of bench/vm/ops per library; each counted phase leaves a dump file
+# (cg-LIB.PID.N) whose "desc: Trigger: Client Request: PHASE" names it and whose "totals:"
+# line holds its instructions since the stats were zeroed (its "summary:" also counts the
+# untimed rounds before).
+ops_measure() {
+  local libs="dapl" lib ia st
+  [ $OURS = 1 ] && libs+=" dat2"
+  if ! command -v valgrind >/dev/null; then
+    fail "valgrind is not installed (make bench-vm installs it)"
+    return 1
+  fi
+  say "== instructions: valgrind --tool=callgrind bench/vm/ops IA $OPS_ITERS $SIZE for each of: $libs"
+  for lib in $libs; do
+    ia=$DAPL_IA
+    [ "$lib" = dat2 ] && ia=$OURS_IA
+    timed "ops-$lib" run_as "$lib" timeout 1200 valgrind --tool=callgrind --callgrind-out-file="$OUT/cg-$lib.%p" \
+      "$OPS" "$ia" "$OPS_ITERS" "$SIZE" >"$OUT/ops-$lib.log" 2>"$OUT/ops-$lib.err"
+    st=$?
+    [ $st = 0 ] || fail "bench/vm/ops on $ia: exit status $st: $(grep -m1 '^ops:' "$OUT/ops-$lib.err" | cut -c1-200)"
+    say "   $lib done ($(elapsed) s)"
+  done
+  say ""
+}
+
+ops_report() {
+  local why=""
+  [ $OURS = 1 ] || why="$OURS_IA does not open"
+  shopt -s nullglob
+  awk -v why="$why" "$AWK_LIB"'
+    FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, p, "[-.]"); lib = p[2]; kind = p[1] }
+    kind == "ops" && $1 == "phase" { iters[lib, $2] = $3; empty[lib, $2] = $4 }
+    kind == "cg" && /^desc: Trigger: Client Request: / { name = $NF }
+    kind == "cg" && /^totals: / && name != "" { ir[lib, name] = $2; name = "" }
+    # per(LIB, OP, MODE): instructions per operation, the harness'"'"'s null loop subtracted, and
+    # for each poll that found nothing (and the sleep after it) an iteration of empty-poll.
+    function per(l, op, m,    k, z, e) {
+      k = op "-" m; z = "null-" m; e = 0
+      if (!((l, k) in ir) || !((l, z) in ir) || iters[l, k] + 0 == 0) return ""
+      if (empty[l, k] + 0 > 0) {
+        if (!((l, "empty-poll") in ir) || iters[l, "empty-poll"] + 0 == 0) return ""
+        e = empty[l, k] * ir[l, "empty-poll"] / iters[l, "empty-poll"]
+      }
+      return (ir[l, k] - ir[l, z] - e) / iters[l, k]
+    }
+    function idle(l) {
+      if (!((l, "empty-poll") in ir) || !((l, "null-poll") in ir) || iters[l, "empty-poll"] + 0 == 0) return ""
+      return (ir[l, "empty-poll"] - ir[l, "null-poll"]) / iters[l, "empty-poll"]
+    }
+    END {
+      print "Instructions per operation (user space, every thread of the process, callgrind): one"
+      print "post + its completion; send is post_recv + post_send + both completions. poll: the"
+      print "completion is ready when dat_evd_dequeue is called; wait: dat_evd_wait was blocked"
+      print "when the operation was posted (the wake-up counts). The harness'"'"'s own loop is subtracted:"
+      printf "null-poll %s / %s, null-wait %s / %s instructions per iteration (dapl / dat2).\n", \
+        num(ir["dapl", "null-poll"] / (iters["dapl", "null-poll"] ? iters["dapl", "null-poll"] : 1)), \
+        num(ir["dat2", "null-poll"] / (iters["dat2", "null-poll"] ? iters["dat2", "null-poll"] : 1)), \
+        num(ir["dapl", "null-wait"] / (iters["dapl", "null-wait"] ? iters["dapl", "null-wait"] : 1)), \
+        num(ir["dat2", "null-wait"] / (iters["dat2", "null-wait"] ? iters["dat2", "null-wait"] : 1))
+      print ""
+      fmt = "%-11s|%9s %9s |%7s %-7s|%s\n"
+      printf fmt, "op", "dapl", "dat2", "ratio", "", " empty polls (dapl, dat2)"
+      nops = split("write read send", O, " "); nm = split("poll wait", M, " ")
+      for (i = 1; i <= nops; i++) for (j = 1; j <= nm; j++) {
+        k = O[i] "-" M[j]; a = per("dapl", O[i], M[j]); b = per("dat2", O[i], M[j])
+        r = ratio(b, a, 2); v = verdict(r, "<=", 1.0); tally(v, "ops")
+        printf fmt, k, num(a), num(b), r, v, " " (empty["dapl", k] + 0) ", " (empty["dat2", k] + 0)
+      }
+      printf fmt, "empty poll", num(idle("dapl")), num(idle("dat2")), ratio(idle("dat2"), idle("dapl"), 2), "", " (informs: a dequeue that finds nothing)"
+      print "ratio: dat2 / dapl (target <= 1.0); empty polls are subtracted (each at the empty-poll count)"
+      print ""
+      target("ops", "instructions per operation dat2 <= dapl, rows", why)
+    }' "$OUT"/ops-*.log "$OUT"/cg-*.*.*
+  shopt -u nullglob
+}
+
 if [ -n "$REPORT" ]; then
   compgen -G "$OUT/reg-raw-*.log" >/dev/null && { reg_report; say ""; }
   compgen -G "$OUT/reg-ucx-*.log" >/dev/null || compgen -G "$OUT/reg-fiuffd-*.log" >/dev/null && { reg_peers_report; say ""; }
-  compgen -G "$OUT/dp-dapl-*.log" >/dev/null && dp_report
+  compgen -G "$OUT/dp-dapl-*.log" >/dev/null && { dp_report; say ""; }
+  compgen -G "$OUT/ops-dapl.log" >/dev/null && ops_report
   exit 0
 fi
 case " $SKIP " in *" reg "*) ;; *) reg_measure && reg_report; say ""; [ -n "$PEERS" ] && { reg_peers_report; say ""; } ;; esac
 case " $SKIP " in *" dp "*) ;; *) dp_measure && dp_report; say "" ;; esac
+case " $SKIP " in *" ops "*) ;; *) ops_measure && ops_report; say "" ;; esac
 say "bench-vm: $(elapsed) s in the VM"
 if [ -n "$failed" ]; then
   say "bench-vm: FAILED: $failed"

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::ep::{self, check_watermarks, ep_state_subtype, is_ud, Ep, COMPLETION_FLAGS};
 use super::events::{dto_event, immediate_event, request_event, send_immediate_event, ud_recv_event, PendingSend, Report};
-use super::iov::{iov_arg, sges, PostedRecv};
+use super::iov::{iov_arg, iov_sges, sges, PostedRecv};
 use crate::abi::*;
 use crate::device::{AddressHandle, Completion, DevError, SendWr, WcOp, WrOp};
 use crate::util::sync::MutexExt;
@@ -43,32 +43,41 @@ pub fn post(
     flags: DAT_COMPLETION_FLAGS,
     p: Post,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    let ep = ep::ep(handle)?;
+    post_on(&ep::ep(handle)?, count, iov, cookie, flags, p)
+}
+
+/// [`post`] on an EP already looked up.
+fn post_on(
+    ep: &Arc<Ep>,
+    count: DAT_COUNT,
+    iov: *const DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+    p: Post,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    let mut i = ep.lock();
     // Completions nobody has collected yet (a consumer that suppresses them never dequeues)
     // may still hold send-queue slots: the device delivers what is ready first.
-    let full = {
-        let i = ep.lock();
-        i.sends.len() >= i.attr.max_request_dtos.max(0) as usize
-    };
-    if full {
+    if i.sends.len() >= i.attr.max_request_dtos.max(0) as usize {
+        drop(i);
         ep.ia.dev.progress();
+        i = ep.lock();
     }
-    let (wr_id, segs, qp) = {
-        let mut i = ep.lock();
+    let (wr_id, sges, qp) = {
         // A UD EP takes only datagram sends, and only a UD EP takes them (checked first: a UD
         // EP's RDMA segment limits are 0, which would otherwise name the vector).
         let ud = is_ud(&i.attr);
         if ud != p.ah.is_some() {
             return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
         }
-        let segs = iov_arg(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;
+        let sges = iov_sges(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;
         if flags & !COMPLETION_FLAGS != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
         }
         // Like an HCA, only the device's message size limit is enforced (programs such as
         // dtest post RDMA larger than the max_rdma_size they ask for); a datagram's is the
         // EP's max_message_size, which is at most the path MTU.
-        let len: u64 = segs.iter().map(|t| u64::from(t.segment_length)).sum();
+        let len: u64 = sges.iter().map(|t| u64::from(t.len)).sum();
         let limit = if ud { i.attr.max_message_size } else { ep.ia.dev.limits().max_msg_size };
         if len > u64::from(limit) {
             return Err(dat_error(DAT_LENGTH_ERROR, 0));
@@ -93,12 +102,13 @@ pub fn post(
         let wr_id = i.next_wr;
         i.next_wr += 1;
         i.sends.insert(wr_id, PendingSend { cookie, flags, report: p.report });
-        (wr_id, segs, qp)
+        drop(i);
+        (wr_id, sges, qp)
     };
     let wr = SendWr {
         wr_id,
         op: p.op,
-        sges: sges(&segs),
+        sges,
         remote: p.remote,
         ah: p.ah,
         fence: flags & DAT_COMPLETION_BARRIER_FENCE_FLAG != 0,
@@ -209,9 +219,9 @@ fn post_rdma(
     dto: DAT_DTOS,
     max_iov: fn(&DAT_EP_ATTR) -> DAT_COUNT,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    ep::ep(handle)?;
+    let ep = ep::ep(handle)?;
     let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG5)?;
-    post(handle, count, iov, cookie, flags, Post { op, report: Report::Dto(dto), remote: Some((addr, key)), ah: None, max_iov })
+    post_on(&ep, count, iov, cookie, flags, Post { op, report: Report::Dto(dto), remote: Some((addr, key)), ah: None, max_iov })
 }
 
 pub fn post_rdma_write(
@@ -270,16 +280,14 @@ pub fn post_recv(
     flags: DAT_COMPLETION_FLAGS,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep::ep(handle)?;
+    let mut i = ep.lock();
     // As for sends (dto::post): receive completions not collected yet hold their slots.
-    let full = {
-        let i = ep.lock();
-        i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize
-    };
-    if full {
+    if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
+        drop(i);
         ep.ia.dev.progress();
+        i = ep.lock();
     }
-    let (wr_id, segs, qp, crossing) = {
-        let mut i = ep.lock();
+    let (wr_id, list, qp, crossing) = {
         let segs = iov_arg(count, iov, i.attr.max_recv_iov, DAT_INVALID_ARG2)?;
         if flags & !COMPLETION_FLAGS != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
@@ -296,15 +304,18 @@ pub fn post_recv(
         }
         let wr_id = i.next_wr;
         i.next_wr += 1;
-        i.recvs.insert(wr_id, PostedRecv { cookie, iov: segs.clone() });
+        let list = sges(&segs);
+        i.recvs.insert(wr_id, PostedRecv { cookie, iov: segs });
         let qp = i.qp.clone();
         if qp.is_none() {
             i.unposted.push_back(wr_id);
         }
         let held = i.recvs.len();
-        (wr_id, segs, qp, check_watermarks(&mut i, held))
+        let crossing = check_watermarks(&mut i, held);
+        drop(i);
+        (wr_id, list, qp, crossing)
     };
-    let posted = qp.map_or(Ok(()), |qp| qp.post_recv(wr_id, sges(&segs)));
+    let posted = qp.map_or(Ok(()), |qp| qp.post_recv(wr_id, list));
     // After the receive is with the QP: a connection broken by the hard watermark flushes it.
     crossing.report(&ep);
     if let Err(e) = posted {

@@ -73,7 +73,7 @@ impl Evd {
     /// and triggers no CNO (a later notification event, or a new wait, finds it queued).
     pub fn post_as(&self, mut event: DAT_EVENT, notify: bool) -> bool {
         event.evd_handle = self.handle as DAT_EVD_HANDLE;
-        let cno = {
+        let (cno, wake) = {
             let mut s = self.lock();
             if s.queue.len() >= s.qlen as usize {
                 drop(s);
@@ -85,16 +85,14 @@ impl Evd {
                 return true;
             }
             s.notices = s.notices.wrapping_add(1);
-            // Only a waiter needs waking (a futex call per event otherwise).
-            if s.waiter {
-                self.cond.notify_all();
-            }
-            if s.enabled {
-                s.cno.clone()
-            } else {
-                None
-            }
+            (if s.enabled { s.cno.clone() } else { None }, s.waiter)
         };
+        // Only a waiter needs waking (a futex call per event otherwise), and after the lock is
+        // given back, so that it does not wake into a held lock. It reads the queue and the
+        // notice count under the lock, so it cannot miss what was queued above.
+        if wake {
+            self.cond.notify_all();
+        }
         if let Some(c) = cno {
             cno::trigger(&c, self.handle);
         }

@@ -15,17 +15,33 @@ unsafe impl Send for PostedRecv {}
 /// Checks a local I/O vector argument: `count` triplets at `iov` (`arg` is the count's
 /// subtype; the vector is the next argument).
 pub fn iov_arg(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Vec<DAT_LMR_TRIPLET>, DAT_RETURN> {
+    Ok(iov_slice(count, iov, max, arg)?.to_vec())
+}
+
+/// Checks a local I/O vector argument as [`iov_arg`] does and turns it into the device's
+/// scatter list at once (one copy of the consumer's triplets, read once).
+pub fn iov_sges(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Vec<Sge>, DAT_RETURN> {
+    Ok(sges(iov_slice(count, iov, max, arg)?))
+}
+
+fn iov_slice<'a>(
+    count: DAT_COUNT,
+    iov: *const DAT_LMR_TRIPLET,
+    max: DAT_COUNT,
+    arg: DAT_RETURN,
+) -> Result<&'a [DAT_LMR_TRIPLET], DAT_RETURN> {
     if count < 0 || count > max {
         return Err(dat_error(DAT_INVALID_PARAMETER, arg));
     }
     if count == 0 {
-        return Ok(Vec::new());
+        return Ok(&[]);
     }
     if iov.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, arg + 1));
     }
-    // SAFETY: the consumer passes `count` triplets.
-    Ok(unsafe { core::slice::from_raw_parts(iov, count as usize) }.to_vec())
+    // SAFETY: the consumer passes `count` triplets, readable for the call; the callers copy
+    // them before the call returns.
+    Ok(unsafe { core::slice::from_raw_parts(iov, count as usize) })
 }
 
 pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Vec<Sge> {

@@ -59,6 +59,10 @@ impl WrKeys {
     }
 }
 
+/// Keys whose count reached 0 stay in the map (a program posts with the same few keys again
+/// and again: no removal and insertion per request) while it holds at most this many.
+const KEEP_IDLE: usize = 16;
+
 /// How many outstanding requests of a queue use each lkey.
 #[derive(Debug, Default)]
 pub(super) struct KeysInUse {
@@ -73,10 +77,11 @@ impl KeysInUse {
 
     /// A request with `keys` completed (or was never posted after all).
     pub(super) fn remove(&mut self, keys: &WrKeys) {
+        let keep = self.counts.len() <= KEEP_IDLE;
         keys.each(|k| {
             if let Some(n) = self.counts.get_mut(&k) {
-                *n -= 1;
-                if *n == 0 {
+                *n = n.saturating_sub(1);
+                if *n == 0 && !keep {
                     self.counts.remove(&k);
                 }
             }
@@ -84,7 +89,7 @@ impl KeysInUse {
     }
 
     pub(super) fn contains(&self, lkey: u32) -> bool {
-        self.counts.contains_key(&lkey)
+        self.counts.get(&lkey).is_some_and(|&n| n > 0)
     }
 }
 
@@ -122,5 +127,20 @@ mod tests {
         // a removal without its addition changes nothing
         k.remove(&b);
         assert!(!k.contains(2));
+    }
+
+    #[test]
+    fn idle_keys_are_dropped_beyond_the_few_kept() {
+        let mut k = KeysInUse::default();
+        let many: Vec<WrKeys> = (0..100).map(WrKeys::One).collect();
+        many.iter().for_each(|w| k.add(w));
+        many.iter().for_each(|w| k.remove(w));
+        assert!((0..100).all(|n| !k.contains(n)));
+        assert!(k.counts.len() <= KEEP_IDLE, "{} idle keys kept", k.counts.len());
+        // a kept idle key counts from 0 again
+        k.add(&WrKeys::One(3));
+        assert!(k.contains(3));
+        k.remove(&WrKeys::One(3));
+        assert!(!k.contains(3));
     }
 }

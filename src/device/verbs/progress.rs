@@ -86,8 +86,9 @@ pub(super) fn poll_now(dev: &VerbsDevice) {
 
 /// Arms every CQ of the device (a consumer starts waiting).
 pub(super) fn arm_all(dev: &VerbsDevice) {
-    let qps: Vec<_> = dev.lock().cqs.values().filter_map(|w| w.upgrade()).collect();
-    for qp in qps {
+    // `polled` lists every CQ of `cqs` (both change together, under the device lock).
+    let polled = dev.lock().polled.clone();
+    for qp in polled.iter().filter_map(|w| w.upgrade()) {
         qp.arm();
     }
 }
@@ -106,19 +107,26 @@ fn drain(qp: &Arc<super::qp::VerbsQp>, cq: Ptr<sys::ibv_cq>) {
 }
 
 fn poll_cq(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>) {
-    // SAFETY: plain data.
-    let mut wcs: [sys::ibv_wc; 16] = unsafe { std::mem::zeroed() };
+    // Not zeroed: the provider writes the entries it returns, and only those are read.
+    let mut wcs = [const { std::mem::MaybeUninit::<sys::ibv_wc>::uninit() }; 16];
     loop {
         // SAFETY: a live CQ and room for 16 completions.
-        let n = unsafe { api::poll_cq(cq.0, wcs.len() as i32, wcs.as_mut_ptr()) };
+        let n = unsafe { api::poll_cq(cq.0, wcs.len() as i32, wcs.as_mut_ptr().cast()) };
         if n <= 0 {
             if n < 0 {
                 dbg_log!(DbgType::ERROR, "verbs QP {}: ibv_poll_cq failed ({n})", qp.qp_num);
             }
             return;
         }
-        for wc in &wcs[..n as usize] {
-            qp.on_wc(wc);
+        let n = (n as usize).min(wcs.len());
+        for wc in &wcs[..n] {
+            // SAFETY: ibv_poll_cq filled the first n entries.
+            qp.on_wc(unsafe { wc.assume_init_ref() });
+        }
+        // Fewer than asked for: the CQ was empty then. What completes later raises an event
+        // (the CQ was armed before it was drained) or waits for the next poll.
+        if n < wcs.len() {
+            return;
         }
     }
 }

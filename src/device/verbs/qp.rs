@@ -110,6 +110,23 @@ fn dto_status(s: u32) -> u32 {
     }
 }
 
+/// Scatter entries a request carries on the stack; a longer list goes to the heap.
+const INLINE_SGES: usize = 4;
+
+/// Runs `f` with the verbs form of `sges` (which verbs copies into the queue during the call).
+fn with_sge_list<R>(sges: &[Sge], f: impl FnOnce(&mut [sys::ibv_sge]) -> R) -> R {
+    let conv = |s: &Sge| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey };
+    if sges.len() <= INLINE_SGES {
+        let mut inline = [sys::ibv_sge::default(); INLINE_SGES];
+        for (d, s) in inline.iter_mut().zip(sges) {
+            *d = conv(s);
+        }
+        f(&mut inline[..sges.len()])
+    } else {
+        f(&mut sges.iter().map(conv).collect::<Vec<_>>())
+    }
+}
+
 impl VerbsQp {
     pub(super) fn create(
         dev: &Arc<VerbsDevice>,
@@ -328,7 +345,9 @@ impl VerbsQp {
     }
 
     fn forget_wr(&self, i: &mut Inner, id: u64) {
-        i.ud.held.remove(&id);
+        if !i.ud.held.is_empty() {
+            i.ud.held.remove(&id);
+        }
         if let Some((_, op, keys)) = i.wrs.remove(&id) {
             i.keys.remove(&keys);
             if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
@@ -348,30 +367,31 @@ impl VerbsQp {
         hold: Option<Arc<dyn AddressHandle>>,
         fill: impl FnOnce(&mut sys::ibv_send_wr),
     ) -> Result<(), DevError> {
-        let mut list: Vec<sys::ibv_sge> = sges.iter().map(|s| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
-        // SAFETY: plain data.
-        let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
-        wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
-        wr.num_sge = list.len() as i32;
-        wr.send_flags = flags | sys::IBV_SEND_SIGNALED;
-        fill(&mut wr);
-        let keys = WrKeys::of(sges);
-        let mut i = self.lock();
-        let id = self.new_wr(&mut i, wr_id, op, keys);
-        if let Some(ah) = hold {
-            i.ud.held.insert(id, ah);
-        }
-        wr.wr_id = id;
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: our QP; the request and its scatter list live across the call (verbs copies
-        // them into the send queue).
-        let rc = unsafe { api::post_send(self.qp.0, &mut wr, &mut bad) };
-        if rc != 0 {
-            self.forget_wr(&mut i, id);
-            dbg_log!(DbgType::ERROR, "verbs QP {}: ibv_post_send: {}", self.qp_num, std::io::Error::from_raw_os_error(rc));
-            return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
-        }
-        Ok(())
+        with_sge_list(sges, |list| {
+            // SAFETY: plain data.
+            let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+            wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
+            wr.num_sge = list.len() as i32;
+            wr.send_flags = flags | sys::IBV_SEND_SIGNALED;
+            fill(&mut wr);
+            let keys = WrKeys::of(sges);
+            let mut i = self.lock();
+            let id = self.new_wr(&mut i, wr_id, op, keys);
+            if let Some(ah) = hold {
+                i.ud.held.insert(id, ah);
+            }
+            wr.wr_id = id;
+            let mut bad = std::ptr::null_mut();
+            // SAFETY: our QP; the request and its scatter list live across the call (verbs
+            // copies them into the send queue).
+            let rc = unsafe { api::post_send(self.qp.0, &mut wr, &mut bad) };
+            if rc != 0 {
+                self.forget_wr(&mut i, id);
+                dbg_log!(DbgType::ERROR, "verbs QP {}: ibv_post_send: {}", self.qp_num, std::io::Error::from_raw_os_error(rc));
+                return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
+            }
+            Ok(())
+        })
     }
 
     /// A completion of this QP's CQ.
@@ -388,14 +408,14 @@ impl VerbsQp {
                 wc.opcode
             );
         }
-        let (found, drained) = {
+        let (found, drained, ended) = {
             let mut i = self.lock();
             let found = i.wrs.get(&wc.wr_id).map(|&(wr_id, op, _)| (wr_id, op));
             if found.is_some() {
                 self.forget_wr(&mut i, wc.wr_id);
             }
             let drained = i.disconnect_when_drained && i.sends_out == 0;
-            (found, drained)
+            (found, drained, i.conn == Conn::Ended)
         };
         let (wr_id, op) = match found {
             Some(f) => f,
@@ -409,7 +429,6 @@ impl VerbsQp {
         // an invalid request (class E), which on a UD receive means nothing else.
         let ud_recv = self.caps.service == Service::Ud && op == Some(WcOp::Recv);
         let status = if ud_recv && wc.status == sys::IBV_WC_REM_INV_REQ_ERR { DAT_DTO_ERR_LOCAL_LENGTH } else { status };
-        let ended = self.lock().conn == Conn::Ended;
         // An error ends the connection, as it does on hardware; so does a flush the connection
         // did not ask for (rxe reports some local errors as flushes). A datagram's error is its
         // own (a receive too short, say); only flushes say that a UD QP went to the error state.
@@ -558,23 +577,24 @@ impl Qp for VerbsQp {
     }
 
     fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
-        let mut list: Vec<sys::ibv_sge> = sges.iter().map(|s| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
-        // SAFETY: plain data.
-        let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
-        wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
-        wr.num_sge = list.len() as i32;
-        let keys = WrKeys::of(&sges);
-        let mut i = self.lock();
-        let id = self.new_wr(&mut i, wr_id, Some(WcOp::Recv), keys);
-        wr.wr_id = id;
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: our QP; the request and its list live across the call.
-        let rc = unsafe { api::post_recv(self.qp.0, &mut wr, &mut bad) };
-        if rc != 0 {
-            self.forget_wr(&mut i, id);
-            return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
-        }
-        Ok(())
+        with_sge_list(&sges, |list| {
+            // SAFETY: plain data.
+            let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
+            wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
+            wr.num_sge = list.len() as i32;
+            let keys = WrKeys::of(&sges);
+            let mut i = self.lock();
+            let id = self.new_wr(&mut i, wr_id, Some(WcOp::Recv), keys);
+            wr.wr_id = id;
+            let mut bad = std::ptr::null_mut();
+            // SAFETY: our QP; the request and its list live across the call.
+            let rc = unsafe { api::post_recv(self.qp.0, &mut wr, &mut bad) };
+            if rc != 0 {
+                self.forget_wr(&mut i, id);
+                return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
+            }
+            Ok(())
+        })
     }
 
     fn disconnect(&self, graceful: bool) {
