@@ -2,14 +2,23 @@
 /* Part of dat2: what one memory registration costs, through raw verbs or through a DAT IA.
  *
  *   reg raw DEVICE SPEC...     ibv_reg_mr + ibv_dereg_mr on DEVICE (e.g. rxe0)
- *   reg dat IA SPEC...         dat_lmr_create (LOCAL_READ|LOCAL_WRITE) + dat_lmr_free on IA
+ *   reg dat IA SPEC...         dat_lmr_create + dat_lmr_free on IA
  *
- * SPEC is MODE:SIZE:ITERS, MODE being
+ * SPEC is MODE[/PRIV]:SIZE:ITERS, MODE being
  *   cold   each iteration maps a fresh anonymous buffer of SIZE bytes, writes one byte per
  *          page, then times one registration and its release, then unmaps the buffer
  *          (the unmap is timed separately: a registration cache may do its work there);
  *   rereg  one buffer, mapped and touched once and registered once untimed (a cache's first
- *          miss), then registered and released ITERS times, each pair timed.
+ *          miss), then registered and released ITERS times, each pair timed;
+ *   pool   one pool of ITERS x SIZE bytes, mapped, touched and registered whole (untimed, that
+ *          registration kept for the whole spec), then each iteration times the registration
+ *          and release of the next SIZE bytes of it: a fresh buffer carved from memory that
+ *          was registered before, as programs do with their big regions.
+ * and PRIV the privileges asked for (raw verbs: the access flags that give them):
+ *   local  LOCAL_READ|LOCAL_WRITE (IBV_ACCESS_LOCAL_WRITE), the default;
+ *   rw     LOCAL_WRITE|REMOTE_READ|REMOTE_WRITE, 0x32 (raw: the same; Debian's dapl refuses
+ *          0x22, remote write without local write, as verbs does);
+ *   all    DAT_MEM_PRIV_ALL_FLAG, 0x33 (raw: as rw, with REMOTE_ATOMIC).
  * SIZE takes a K, M or G suffix (powers of 1024). Before the first SPEC, one untimed cold
  * cycle of 4 KiB takes the one-time costs (a cache's monitor thread, the first use of the
  * protection domain), which are not what "cold" means here.
@@ -17,7 +26,8 @@
  * One process measures one variant; bench/vm/run.sh interleaves processes of the variants
  * in rounds and takes the medians. Output, at the end (nothing is written while measuring),
  * one line per timed iteration:
- *   sample MODE SIZE REG_US UNMAP_US       (UNMAP_US is 0 for rereg)
+ *   sample MODE SIZE REG_US UNMAP_US       (MODE as in the SPEC, "/local" left out;
+ *                                           UNMAP_US is 0 but for cold)
  * and, for a DAT IA that reports them, the registration cache's state and counters:
  *   cache NAME VALUE
  * Errors go to stderr and make the exit status non-zero; "noia" on stderr and exit status 3
@@ -39,10 +49,15 @@
 
 #define EXIT_NOIA 3
 
-enum mode { COLD, REREG };
+enum mode { COLD, REREG, POOL };
+static const char *const mode_names[] = {"cold", "rereg", "pool"};
+
+enum priv { LOCAL, RW, ALL };
+static const char *const priv_names[] = {"local", "rw", "all"};
 
 struct spec {
     enum mode mode;
+    enum priv priv;
     size_t size;
     unsigned iters;
 };
@@ -51,24 +66,30 @@ struct spec {
  * next iteration (much so when stdout is a file on the VM's 9p share). */
 struct sample {
     enum mode mode;
+    enum priv priv;
     size_t size;
     double reg_us, unmap_us;
 };
 static struct sample *samples;
 static size_t nsamples, max_samples;
 
-static void record(enum mode mode, size_t size, double reg_us, double unmap_us)
+static void record(const struct spec *sp, double reg_us, double unmap_us)
 {
     if (nsamples < max_samples)
-        samples[nsamples++] = (struct sample){mode, size, reg_us, unmap_us};
+        samples[nsamples++] = (struct sample){sp->mode, sp->priv, sp->size, reg_us, unmap_us};
 }
 
-/* One way of registering memory: open once, then reg/unreg pairs. */
+/* One way of registering memory: open once, then reg/unreg pairs with the privileges in
+ * reg_priv. A backend holds two registrations at most: reg may be called once more before
+ * unreg (a pool's registration stays while the buffers carved from it are registered), and
+ * unreg releases the latest one. */
 struct backend {
     int (*reg)(void *self, void *buf, size_t len);
     int (*unreg)(void *self);
     void *self;
 };
+#define MAX_HELD 2
+static enum priv reg_priv;
 
 static double now_us(void)
 {
@@ -105,12 +126,20 @@ static int parse_spec(const char *arg, struct spec *sp)
     char *mode = strtok(buf, ":"), *size = strtok(NULL, ":"), *iters = strtok(NULL, ":");
     if (!mode || !size || !iters || strtok(NULL, ":"))
         return -1;
-    if (strcmp(mode, "cold") == 0)
-        sp->mode = COLD;
-    else if (strcmp(mode, "rereg") == 0)
-        sp->mode = REREG;
-    else
+    char *priv = strchr(mode, '/');
+    if (priv)
+        *priv++ = '\0';
+    int m = -1, p = priv ? -1 : LOCAL;
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(mode, mode_names[i]) == 0)
+            m = i;
+        if (priv && strcmp(priv, priv_names[i]) == 0)
+            p = i;
+    }
+    if (m < 0 || p < 0)
         return -1;
+    sp->mode = (enum mode)m;
+    sp->priv = (enum priv)p;
     char *end;
     unsigned long n = strtoul(iters, &end, 10);
     if (*end != '\0' || n == 0 || n > 1000000)
@@ -138,14 +167,23 @@ static void *fresh_buffer(size_t len)
 struct raw {
     struct ibv_context *ctx;
     struct ibv_pd *pd;
-    struct ibv_mr *mr;
+    struct ibv_mr *mr[MAX_HELD];
+    int held;
 };
 
 static int raw_reg(void *self, void *buf, size_t len)
 {
     struct raw *r = self;
-    r->mr = ibv_reg_mr(r->pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
-    if (!r->mr) {
+    int remote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    int access = reg_priv == LOCAL ? IBV_ACCESS_LOCAL_WRITE : reg_priv == RW ? remote : remote | IBV_ACCESS_REMOTE_ATOMIC;
+    if (r->held == MAX_HELD) {
+        fprintf(stderr, "reg: more than %d registrations held\n", MAX_HELD);
+        return -1;
+    }
+    struct ibv_mr *mr = ibv_reg_mr(r->pd, buf, len, access);
+    if (mr)
+        r->mr[r->held++] = mr;
+    else {
         fprintf(stderr, "reg: ibv_reg_mr of %zu bytes: %s\n", len, strerror(errno));
         return -1;
     }
@@ -155,8 +193,9 @@ static int raw_reg(void *self, void *buf, size_t len)
 static int raw_unreg(void *self)
 {
     struct raw *r = self;
-    int rc = ibv_dereg_mr(r->mr);
-    r->mr = NULL;
+    if (r->held == 0)
+        return -1;
+    int rc = ibv_dereg_mr(r->mr[--r->held]);
     if (rc) {
         fprintf(stderr, "reg: ibv_dereg_mr: %s\n", strerror(rc));
         return -1;
@@ -202,7 +241,8 @@ struct dat {
     DAT_IA_HANDLE ia;
     DAT_EVD_HANDLE async;
     DAT_PZ_HANDLE pz;
-    DAT_LMR_HANDLE lmr;
+    DAT_LMR_HANDLE lmr[MAX_HELD];
+    int held;
 };
 
 static void dat_error(const char *what, DAT_RETURN rc)
@@ -221,21 +261,31 @@ static int dat_reg(void *self, void *buf, size_t len)
     DAT_VLEN rsize;
     DAT_VADDR raddr;
     region.for_va = buf;
-    DAT_RETURN rc = dat_lmr_create(d->ia, DAT_MEM_TYPE_VIRTUAL, region, len, d->pz,
-                                   DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
-                                   DAT_VA_TYPE_VA, &d->lmr, &lctx, &rctx, &rsize, &raddr);
+    DAT_MEM_PRIV_FLAGS privs = reg_priv == LOCAL ? DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG
+                               : reg_priv == RW  ? DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_READ_FLAG |
+                                                       DAT_MEM_PRIV_REMOTE_WRITE_FLAG
+                                                 : DAT_MEM_PRIV_ALL_FLAG;
+    if (d->held == MAX_HELD) {
+        fprintf(stderr, "reg: more than %d registrations held\n", MAX_HELD);
+        return -1;
+    }
+    DAT_RETURN rc = dat_lmr_create(d->ia, DAT_MEM_TYPE_VIRTUAL, region, len, d->pz, privs, DAT_VA_TYPE_VA,
+                                   &d->lmr[d->held], &lctx, &rctx, &rsize, &raddr);
     if (rc != DAT_SUCCESS) {
         dat_error("dat_lmr_create", rc);
         return -1;
     }
+    d->held++;
     return 0;
 }
 
 static int dat_unreg(void *self)
 {
     struct dat *d = self;
-    DAT_RETURN rc = dat_lmr_free(d->lmr);
-    d->lmr = DAT_HANDLE_NULL;
+    if (d->held == 0)
+        return -1;
+    DAT_RETURN rc = dat_lmr_free(d->lmr[--d->held]);
+    d->lmr[d->held] = DAT_HANDLE_NULL;
     if (rc != DAT_SUCCESS) {
         dat_error("dat_lmr_free", rc);
         return -1;
@@ -293,33 +343,58 @@ static void dat_close(struct dat *d)
 
 /* ------------------------------------------------------------------ the loops */
 
+/* Registers and releases buf, timed; returns the microseconds or -1. */
+static double timed_pair(const struct backend *b, void *buf, const struct spec *sp)
+{
+    double t0 = now_us();
+    if (b->reg(b->self, buf, sp->size) || b->unreg(b->self))
+        return -1;
+    return now_us() - t0;
+}
+
 /* Runs one SPEC; records its samples when show is set. */
 static int run_spec(const struct backend *b, const struct spec *sp, int show)
 {
+    reg_priv = sp->priv;
     if (sp->mode == REREG) {
         void *buf = fresh_buffer(sp->size);
         if (!buf)
             return -1;
         int rc = b->reg(b->self, buf, sp->size) || b->unreg(b->self) ? -1 : 0;
         for (unsigned i = 0; rc == 0 && i < sp->iters; i++) {
-            double t0 = now_us();
-            if (b->reg(b->self, buf, sp->size) || b->unreg(b->self)) {
+            double t = timed_pair(b, buf, sp);
+            if (t < 0)
                 rc = -1;
-                break;
-            }
-            double t1 = now_us();
-            if (show)
-                record(REREG, sp->size, t1 - t0, 0);
+            else if (show)
+                record(sp, t, 0);
         }
         munmap(buf, sp->size);
+        return rc;
+    }
+    if (sp->mode == POOL) {
+        size_t len = sp->size * sp->iters;
+        char *pool = fresh_buffer(len);
+        if (!pool)
+            return -1;
+        int rc = b->reg(b->self, pool, len) ? -1 : 0;
+        for (unsigned i = 0; rc == 0 && i < sp->iters; i++) {
+            double t = timed_pair(b, pool + (size_t)i * sp->size, sp);
+            if (t < 0)
+                rc = -1;
+            else if (show)
+                record(sp, t, 0);
+        }
+        if (rc == 0 && b->unreg(b->self))
+            rc = -1;
+        munmap(pool, len);
         return rc;
     }
     for (unsigned i = 0; i < sp->iters; i++) {
         void *buf = fresh_buffer(sp->size);
         if (!buf)
             return -1;
-        double t0 = now_us();
-        if (b->reg(b->self, buf, sp->size) || b->unreg(b->self)) {
+        double t = timed_pair(b, buf, sp);
+        if (t < 0) {
             munmap(buf, sp->size);
             return -1;
         }
@@ -327,15 +402,16 @@ static int run_spec(const struct backend *b, const struct spec *sp, int show)
         munmap(buf, sp->size);
         double t2 = now_us();
         if (show)
-            record(COLD, sp->size, t1 - t0, t2 - t1);
+            record(sp, t, t2 - t1);
     }
     return 0;
 }
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: reg raw DEVICE MODE:SIZE:ITERS...\n"
-                    "       reg dat IA MODE:SIZE:ITERS...      (MODE cold or rereg)\n");
+    fprintf(stderr, "usage: reg raw DEVICE MODE[/PRIV]:SIZE:ITERS...\n"
+                    "       reg dat IA MODE[/PRIV]:SIZE:ITERS...   (MODE cold, rereg or pool;\n"
+                    "                                               PRIV local, rw or all)\n");
     exit(2);
 }
 
@@ -383,7 +459,7 @@ int main(int argc, char **argv)
         usage();
     }
 
-    const struct spec warm = {COLD, 4096, 1};
+    const struct spec warm = {COLD, LOCAL, 4096, 1};
     int rc = run_spec(&b, &warm, 0);
 #ifdef REG_PEER
     peer_mark();
@@ -392,8 +468,9 @@ int main(int argc, char **argv)
         rc = run_spec(&b, &specs[i], 1);
 
     for (size_t i = 0; i < nsamples; i++)
-        printf("sample %s %zu %.2f %.2f\n", samples[i].mode == COLD ? "cold" : "rereg", samples[i].size,
-               samples[i].reg_us, samples[i].unmap_us);
+        printf("sample %s%s%s %zu %.2f %.2f\n", mode_names[samples[i].mode], samples[i].priv == LOCAL ? "" : "/",
+               samples[i].priv == LOCAL ? "" : priv_names[samples[i].priv], samples[i].size, samples[i].reg_us,
+               samples[i].unmap_us);
     if (b.self == &dat) {
         dat_report_cache(&dat);
         dat_close(&dat);

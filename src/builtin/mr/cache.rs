@@ -10,12 +10,19 @@
 //!   its lkey is still outstanding, [`Device::mr_in_use`]: a kept MR's lkey stays valid, and
 //!   such a request would go on using the memory after `dat_lmr_free` returned; the MR is then
 //!   deregistered, which the device completes in error), and a later registration of the
-//!   same (device, PD, range, access, address type) takes it back: a hit. A registration with
-//!   remote access is never kept, so a freed LMR's rkey never stays usable by a peer.
+//!   same (device, PD, range, access, address type) takes it back: a hit.
 //!   A watched range that is unmapped, remapped or discarded makes its registrations stale: a
 //!   kept one is deregistered at once, a live one leaves the lookup table (later LMRs register
 //!   afresh) and is deregistered with its last LMR. A range that cannot be watched is
 //!   registered for its LMR alone and never shared or kept.
+//! - **Remote** (a registration with remote access on a device that opts in, cache on or off):
+//!   registered for its LMR alone, like Private, with no watch. It is never kept, so a freed
+//!   LMR's rkey never stays usable by a peer; and the watch would only serve to share it
+//!   between LMRs that live at the same time, which without a watch could hand a later LMR a
+//!   registration of pages since unmapped. Such sharing saves nothing on these devices (the
+//!   verbs device's `alias_mr` is a registration of its own), while the watch cost 4-5x a
+//!   registration on Soft-RoCE: the `UFFDIO_REGISTER` and its probe, and a `munmap` that
+//!   waits for the monitor's thread.
 //! - **Private** (a device that opts in, with the cache off): every LMR registers on its own,
 //!   since without the monitor nothing proves that the memory under an older registration is
 //!   still the same.
@@ -193,8 +200,6 @@ struct Entry {
     watch: Option<(u64, u64)>,
     /// Whether lookups find it (false once stale).
     indexed: bool,
-    /// A range registration without remote access.
-    cacheable: bool,
     /// Its place in the LRU (0: none), and the time of its last release. A hit leaves the
     /// place where it was, so that the next release of the newest entry need not move it (a
     /// live entry's place is dropped when the front reaches it, see [`State::lru`]).
@@ -204,8 +209,7 @@ struct Entry {
 
 impl Entry {
     /// A registration of `[addr, addr+len)` just made for its first LMR.
-    #[allow(clippy::too_many_arguments)]
-    fn new(key: Key, dev: &Arc<dyn Device>, pd: Pd, mr: Mr, addr: u64, len: u64, watch: Option<(u64, u64)>, cacheable: bool) -> Entry {
+    fn new(key: Key, dev: &Arc<dyn Device>, pd: Pd, mr: Mr, addr: u64, len: u64, watch: Option<(u64, u64)>) -> Entry {
         Entry {
             key,
             dev: dev.clone(),
@@ -216,7 +220,6 @@ impl Entry {
             len,
             watch,
             indexed: true,
-            cacheable,
             seq: 0,
             released: coarse_now(),
         }
@@ -574,6 +577,21 @@ impl Cache {
         }
     }
 
+    /// Deregisters every registration kept for `dev`, which ran out of resources (kept
+    /// registrations hold pinned memory and device MRs); whether there was any to try again.
+    fn give_back(&self, st: &mut Locked<'_>, dev: &Arc<dyn Device>) -> bool {
+        let mine = st.kept_of(dev_id(dev), None);
+        if mine.is_empty() {
+            return false;
+        }
+        for id in mine {
+            self.evict(st, id, Cause::Lru);
+        }
+        st.reap();
+        self.wait_reaped();
+        true
+    }
+
     /// Registers `[addr, addr+len)` (see the module comment for how it is shared or kept).
     pub fn register_range(
         &self,
@@ -585,14 +603,21 @@ impl Cache {
         zero_based: bool,
     ) -> Result<Registration, RegError> {
         let key = Key::Range { dev: dev_id(dev), pd: pd.0, addr, len, access: access.bits(), zero_based };
-        match self.mode(dev) {
+        // Remote access on a device that caches: this LMR's registration alone, and no monitor
+        // is opened for it (see the module comment).
+        let mode = if access.is_remote() && dev.cache_registrations() { Mode::Private } else { self.mode(dev) };
+        match mode {
             Mode::Share => self.share(dev, key, pd, addr, len, access, zero_based),
+            Mode::Cache(monitor) => self.cached(dev, key, pd, addr, len, access, zero_based, monitor),
             Mode::Private => {
-                let mr = dev.reg_mr(pd, addr, len, access, zero_based).map_err(RegError::Device)?;
+                let mut reg = dev.reg_mr(pd, addr, len, access, zero_based);
+                if reg == Err(DevError::NoResources) && self.give_back(&mut self.lock(), dev) {
+                    reg = dev.reg_mr(pd, addr, len, access, zero_based);
+                }
+                let mr = reg.map_err(RegError::Device)?;
                 self.registrations.fetch_add(1, Relaxed);
                 Ok(Registration { mr, entry: 0, reused: false })
             }
-            Mode::Cache(monitor) => self.cached(dev, key, pd, addr, len, access, zero_based, monitor),
         }
     }
 
@@ -643,7 +668,7 @@ impl Cache {
         }
         let mr = dev.reg_mr(pd, addr, len, access, zero_based).map_err(RegError::Device)?;
         self.registrations.fetch_add(1, Relaxed);
-        let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, None, false));
+        let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, None));
         Ok(Registration { mr, entry: id, reused: false })
     }
 
@@ -686,17 +711,8 @@ impl Cache {
         // device pins.
         let watch = monitor.watch(addr, len);
         let mut reg = dev.reg_mr(pd, addr, len, access, zero_based);
-        if reg == Err(DevError::NoResources) {
-            // Kept registrations hold pinned memory and device MRs: give them back and retry.
-            let mine = st.kept_of(dev_id(dev), None);
-            if !mine.is_empty() {
-                for id in mine {
-                    self.evict(&mut st, id, Cause::Lru);
-                }
-                st.reap();
-                self.wait_reaped();
-                reg = dev.reg_mr(pd, addr, len, access, zero_based);
-            }
+        if reg == Err(DevError::NoResources) && self.give_back(&mut st, dev) {
+            reg = dev.reg_mr(pd, addr, len, access, zero_based);
         }
         let mr = match reg {
             Ok(mr) => mr,
@@ -715,7 +731,7 @@ impl Cache {
                 return Ok(Registration { mr, entry: 0, reused: false });
             }
         };
-        let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, Some(w), !access.is_remote()));
+        let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, Some(w)));
         drop(st);
         self.start_worker();
         Ok(Registration { mr, entry: id, reused: false })
@@ -747,7 +763,6 @@ impl Cache {
         let keep = caching
             && e.indexed
             && e.watch.is_some()
-            && e.cacheable
             && reg.mr.rkey == 0
             && self.config.max_entries > 0
             && reg.mr.len <= self.config.max_bytes;

@@ -341,27 +341,54 @@ fn in_use_is_never_kept() {
 }
 
 #[test]
-fn remote_access_is_never_kept() {
-    if !uffd("remote_access_is_never_kept") {
-        return;
-    }
+fn remote_access_is_registered_alone_unwatched_and_never_kept() {
     let c = Cache::new(Config::default());
     let mock = Mock::new(true);
     let dev = dev_of(&mock);
     let m = Map::new(2);
     let r1 = reg(&c, &dev, 1, m.addr, 2 * PAGE, REMOTE);
     let r2 = reg(&c, &dev, 1, m.addr, 2 * PAGE, REMOTE);
-    assert!(r2.reused, "live sharing still applies");
+    assert!(!r1.reused && !r2.reused, "each LMR with remote access registers on its own");
     assert!(r1.mr.rkey != 0 && r2.mr.rkey != 0 && r1.mr.rkey != r2.mr.rkey, "each LMR has its own rkey");
+    assert_eq!(mock.counts(), (2, 0, 0));
+    assert_eq!(c.live(), 0, "not in the table: nothing can find it");
+    if let Ok(mon) = unmap::monitor() {
+        assert_eq!((mon.watches_at(m.addr), mon.watches_at(m.addr + PAGE)), (0, 0), "remote registrations are not watched");
+    }
     c.release(&dev, &r1);
-    assert_eq!(mock.counts(), (1, 1, 1), "the first LMR's keys are revoked at once");
+    assert_eq!(mock.counts(), (2, 0, 1), "the first LMR's keys are revoked at once");
     c.release(&dev, &r2);
-    assert_eq!(mock.counts(), (1, 1, 2), "the last remote registration is deregistered, not kept");
-    assert_eq!(c.stats().entries, 0);
+    assert_eq!(mock.counts(), (2, 0, 2), "the last remote registration is deregistered, not kept");
+    let s = c.stats();
+    assert_eq!((s.entries, s.hits, s.misses), (0, 0, 0), "remote registrations are no cache misses");
     let r3 = reg(&c, &dev, 1, m.addr, 2 * PAGE, REMOTE);
     assert!(!r3.reused);
-    assert_eq!(mock.counts().0, 2);
+    assert_eq!(mock.counts().0, 3);
     c.release(&dev, &r3);
+    assert!(mock.live.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_local_registration_is_watched_and_kept_beside_remote_ones() {
+    if !uffd("a_local_registration_is_watched_and_kept_beside_remote_ones") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    let dev = dev_of(&mock);
+    let m = Map::new(2);
+    let remote = reg(&c, &dev, 1, m.addr, 2 * PAGE, REMOTE);
+    let local = reg(&c, &dev, 1, m.addr, 2 * PAGE, LOCAL);
+    let mon = unmap::monitor().unwrap();
+    assert_eq!(mon.watches_at(m.addr), 1, "only the local registration is watched");
+    c.release(&dev, &remote);
+    c.release(&dev, &local);
+    assert_eq!(mock.counts(), (2, 0, 1), "the remote one deregistered, the local one kept");
+    let again = reg(&c, &dev, 1, m.addr, 2 * PAGE, LOCAL);
+    assert!(again.reused);
+    c.release(&dev, &again);
+    assert_eq!(c.flush(&dev, None), 1);
+    assert_eq!(mon.watches_at(m.addr), 0);
     assert!(mock.live.lock().unwrap().is_empty());
 }
 
@@ -574,6 +601,13 @@ fn out_of_resources_gives_back_kept_registrations() {
     // With the one live registration the device really is full.
     assert_eq!(c.register_range(&dev, Pd(1), m1.addr, PAGE, LOCAL, false).unwrap_err(), RegError::Device(DevError::NoResources));
     c.release(&dev, &r);
+    // A registration with remote access, made outside the table, gets the kept one back too.
+    assert_eq!(c.stats().entries, 1);
+    let r = reg(&c, &dev, 1, m1.addr, PAGE, REMOTE);
+    assert_eq!((c.stats().entries, c.stats().evictions.lru), (0, 2));
+    assert_eq!(mock.counts(), (3, 0, 2));
+    c.release(&dev, &r);
+    assert!(mock.live.lock().unwrap().is_empty());
 }
 
 // ---- the monitor on real memory --------------------------------------------------------------

@@ -281,9 +281,11 @@ fn reader(fd: i32, page: u64) {
                 break;
             }
         }
+        // Finished before the collector is woken: a thread waiting in `settle` goes on without
+        // waiting for that system call.
+        FINISHED.store(batch, SeqCst);
         EVENT_GEN.fetch_add(1, SeqCst);
         futex_wake_all();
-        FINISHED.store(batch, SeqCst);
         if failed != 0 {
             break failed;
         }
@@ -610,6 +612,12 @@ impl Monitor {
         let end = addr.checked_add(len)?.checked_add(self.page - 1)? & !(self.page - 1);
         let start = addr & !(self.page - 1);
         (len > 0 && end > start).then_some((start, end))
+    }
+
+    /// How many watches cover the page at `x`.
+    #[cfg(test)]
+    pub(crate) fn watches_at(&self, x: u64) -> u32 {
+        self.watches.lock().unwrap_or_else(|p| p.into_inner()).count_at(x)
     }
 
     /// Whether shared memory is recognised (and left unwatched): the kernel offers MINOR
