@@ -292,6 +292,15 @@ impl SoftDevice {
         s.lkeys.get(&lkey).and_then(|id| s.sets.get(id)).cloned()
     }
 
+    /// What a local key grants, when it is live and its registration is in a shared file
+    /// (shm.rs), with that file's backing.
+    pub fn lkey_shared(&self, lkey: u32) -> Option<(KeySet, Arc<shm::Backing>)> {
+        let s = self.read();
+        let k = s.lkeys.get(&lkey).and_then(|id| s.sets.get(id))?;
+        let b = s.regions.get(&k.region)?.shm.clone()?;
+        Some((k.clone(), b))
+    }
+
     /// The key sets of a local scatter list's non-empty elements, when each lies within a live
     /// lkey of PD `pd`: its bounds, and LOCAL_WRITE when the element is written.
     pub fn local_keys(&self, pd: u32, sges: &[Sge], write: bool) -> Option<Vec<KeySet>> {
