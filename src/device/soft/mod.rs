@@ -292,13 +292,12 @@ impl SoftDevice {
         s.lkeys.get(&lkey).and_then(|id| s.sets.get(id)).cloned()
     }
 
-    /// What a local key grants, when it is live and its registration is in a shared file
-    /// (shm.rs), with that file's backing.
-    pub fn lkey_shared(&self, lkey: u32) -> Option<(KeySet, Arc<shm::Backing>)> {
+    /// What a local key grants, if it is live, and the shared file its registration is in
+    /// (shm.rs), if it is in one.
+    pub fn lkey_shared(&self, lkey: u32) -> Option<(KeySet, Option<Arc<shm::Backing>>)> {
         let s = self.read();
         let k = s.lkeys.get(&lkey).and_then(|id| s.sets.get(id))?;
-        let b = s.regions.get(&k.region)?.shm.clone()?;
-        Some((k.clone(), b))
+        Some((k.clone(), s.regions.get(&k.region).and_then(|r| r.shm.clone())))
     }
 
     /// The key sets of a local scatter list's non-empty elements, when each lies within a live

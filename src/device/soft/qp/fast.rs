@@ -24,11 +24,13 @@ use super::*;
 /// The local key set the fast path used last on this QP, and its shared file: looked up in
 /// the device's tables once, then reused while its lease is not revoked (a freed LMR's set is
 /// revoked before `dat_lmr_free` returns; the file is held weakly, so a freed registration's
-/// mapping is not kept alive by the QP).
+/// mapping is not kept alive by the QP). A key whose memory is in no shared file is kept too
+/// (`backing` None), so that posts from heap memory do not look it up twice: keys are not
+/// reused (keys.rs), so the answer cannot change.
 pub(super) struct LocalHit {
     lkey: u32,
     set: KeySet,
-    backing: Weak<shm::Backing>,
+    backing: Option<Weak<shm::Backing>>,
 }
 
 impl SoftQp {
@@ -45,10 +47,11 @@ impl SoftQp {
         }
         if i.local_hit.as_ref().is_none_or(|h| h.lkey != sge.lkey) {
             let (set, backing) = self.dev.lkey_shared(sge.lkey)?;
-            i.local_hit = Some(LocalHit { lkey: sge.lkey, set, backing: Arc::downgrade(&backing) });
+            i.local_hit = Some(LocalHit { lkey: sge.lkey, set, backing: backing.as_ref().map(Arc::downgrade) });
         }
         let i = &*i;
         let hit = i.local_hit.as_ref()?;
+        let backing = hit.backing.as_ref()?;
         let k = &hit.set;
         let len = u64::from(sge.len);
         if k.pd != self.pd || sge.addr < k.addr || sge.addr.checked_add(len)? > k.addr + k.len {
@@ -56,7 +59,7 @@ impl SoftQp {
         }
         // Our source stays registered while we copy it (lease.rs); a revoked set fails here.
         let _held = super::super::lease::hold_all(std::slice::from_ref(k))?;
-        let backing = hit.backing.upgrade()?;
+        let backing = backing.upgrade()?;
         let src = backing.view(sge.addr, sge.len as usize)?;
         // The peer's key stays valid while we write through it: its revoke waits for the pin.
         let (g, _pin) = i.peer_keys.as_ref()?.pin(rkey)?;
