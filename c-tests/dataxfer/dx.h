@@ -161,6 +161,9 @@ unsigned write_via(int line, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, struct mr *sr
 #define WRITE_VIA(ep, evd, src, addr, key, len) write_via(__LINE__, ep, evd, src, addr, key, len)
 #define ADDR(m, off) ((DAT_VADDR)(uintptr_t)((m)->buf + (off)))
 
+/* The soft device's data path of a connected EP (its DAT2_SOFT_PATH attribute: "cma", "tcp"). */
+const char *path_of(DAT_EP_HANDLE ep);
+
 /* Posts one receive of `len` bytes at `off` of m. */
 int post_recv1(DAT_EP_HANDLE ep, const struct mr *m, size_t off, DAT_SEG_LENGTH len, uint64_t cookie);
 
