@@ -9,9 +9,14 @@
  * The client then measures
  *   - RDMA write bandwidth per message size: a window of writes is kept in flight, each one
  *     signalled, until a byte volume and a minimum time are reached (or a maximum time);
- *   - 8-byte RDMA write ping-pong latency: the client writes a counter into the server's
- *     control region, the server spins on that word and writes the value back, the client
- *     spins on its own word; the median round trip / 2 is the one-way latency.
+ *   - 8-byte RDMA write ping-pong latency, as ucx_perftest's ucp_put_lat measures it: the
+ *     client writes a counter into the server's memory, the server spins on that word (memory,
+ *     not a completion) and writes the value back, the client spins on its own word; each
+ *     iteration is timed whole (post, the spin, and taking whatever completions are already
+ *     there), and the median round trip / 2 is the one-way latency ("dat2 lat 8 USEC");
+ *   - the same ping-pong where each side also waits for its own write's completion (polling
+ *     dat_evd_dequeue) before it spins on memory ("dat2 latc 8 USEC").
+ *     The ping-pong words are in the control region, or with -M in the shared data buffer.
  * Results go to stdout as machine-readable lines ("dat2 bw SIZE MBPS", "dat2 lat 8 USEC"),
  * MB meaning 2^20 bytes (as ucx_perftest counts); details go on lines starting with '#'.
  *
@@ -68,7 +73,13 @@ struct msg {
     uint64_t data_addr, data_len;
     uint64_t ctl_addr, ctl_len;
     uint32_t data_rkey, ctl_rkey;
+    /* MSG_LAT: the ping-pong's mode (LAT_*) and the counter's last value before it */
+    uint32_t mode, pad;
+    uint64_t base;
 };
+
+/* Latency modes: spin on memory only (ucx_perftest's way), or wait for the write's completion too. */
+enum lat_mode { LAT_POLL_MEMORY = 0, LAT_WAIT_COMPLETION = 1 };
 
 static char default_ia[] = "dat2-soft";
 
@@ -90,6 +101,8 @@ static struct {
     int block; /* -m: wait for messages in dat_evd_wait instead of polling dat_evd_dequeue */
     int do_bw, do_lat;
     int shared; /* buffers in a sealed memfd (-M) */
+    int mark;   /* a getppid() before and after each latency run's measured loop (-I) */
+    int no_latc; /* no completion-mode latency run (-K) */
     int msg;    /* 8-byte send/recv messages instead of RDMA (-m) */
     int ud;     /* ... between UD EPs (-u) */
     int rate_max; /* messages of the rate test (-R), at most -T seconds */
@@ -122,6 +135,11 @@ static DAT_RMR_CONTEXT data_rkey, ctl_rkey;
 static char *data_buf, *ctl_buf;
 static size_t data_len;
 static struct msg peer;
+/* Where the ping-pong words are: the control region, or with -M the shared data buffer. */
+static char *lat_buf;
+static DAT_LMR_CONTEXT lat_lkey;
+static uint64_t peer_lat_addr;
+static DAT_RMR_CONTEXT peer_lat_rkey;
 static int unreaped; /* signalled requests whose completions we have not taken yet */
 
 static void die(const char *fmt, ...)
@@ -191,6 +209,16 @@ static void post_recv_slot(int slot)
     check(dat_ep_post_recv(ep, 1, &seg, cookie, DAT_COMPLETION_DEFAULT_FLAG), "dat_ep_post_recv");
 }
 
+/* A dequeued request completion: it must be a successful DTO completion. */
+static void check_completion(DAT_RETURN rc, const DAT_EVENT *ev)
+{
+    check(rc, "dat_evd_dequeue");
+    if (ev->event_number != DAT_DTO_COMPLETION_EVENT ||
+        ev->event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+        die("request completion: event %#x status %d", (unsigned)ev->event_number,
+            (int)ev->event_data.dto_completion_event_data.status);
+}
+
 /* Takes the completions of signalled requests that are already there; blocks only while
  * more than `keep` are outstanding. */
 static void reap(int keep)
@@ -203,17 +231,36 @@ static void reap(int keep)
                 return;
             wait_event(req_evd, 10, DAT_DTO_COMPLETION_EVENT, &ev, "request completion");
         } else {
-            check(rc, "dat_evd_dequeue");
-            if (ev.event_number != DAT_DTO_COMPLETION_EVENT ||
-                ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
-                die("request completion: event %#x status %d", (unsigned)ev.event_number,
-                    (int)ev.event_data.dto_completion_event_data.status);
+            check_completion(rc, &ev);
         }
         unreaped--;
     }
 }
 
-static void send_msg(enum msg_kind kind)
+/* Takes every outstanding completion, spinning on dat_evd_dequeue (the completion mode). */
+static void reap_spin(void)
+{
+    DAT_EVENT ev;
+    double t0 = 0;
+    unsigned spins = 0;
+    while (unreaped > 0) {
+        DAT_RETURN rc = dat_evd_dequeue(req_evd, &ev);
+        if (DAT_GET_TYPE(rc) == DAT_QUEUE_EMPTY) {
+            if (++spins % 65536 == 0) {
+                if (t0 == 0)
+                    t0 = now();
+                else if (now() - t0 > 10)
+                    die("no completion within 10 s");
+            }
+            relax();
+            continue;
+        }
+        check_completion(rc, &ev);
+        unreaped--;
+    }
+}
+
+static void send_msg_lat(enum msg_kind kind, uint32_t mode, uint64_t base)
 {
     struct msg *m = (struct msg *)(void *)(ctl_buf + OFF_SEND);
     memset(m, 0, sizeof *m);
@@ -225,6 +272,8 @@ static void send_msg(enum msg_kind kind)
     m->ctl_addr = (uint64_t)(uintptr_t)ctl_buf;
     m->ctl_len = CTL_LEN;
     m->ctl_rkey = ctl_rkey;
+    m->mode = mode;
+    m->base = base;
     DAT_LMR_TRIPLET seg = local_seg(ctl_lkey, m, sizeof *m);
     DAT_DTO_COOKIE cookie;
     cookie.as_64 = 0;
@@ -232,6 +281,11 @@ static void send_msg(enum msg_kind kind)
     check(dat_ep_post_send(ep, 1, &seg, cookie, DAT_COMPLETION_DEFAULT_FLAG), "dat_ep_post_send");
     unreaped++;
     reap(0);
+}
+
+static void send_msg(enum msg_kind kind)
+{
+    send_msg_lat(kind, 0, 0);
 }
 
 /* Checks a received control message (from a receive completion) and reposts its slot. */
@@ -360,20 +414,33 @@ static void exchange_info(void)
     peer = recv_msg(10, "peer's RMR triplets");
     if (peer.kind != MSG_INFO)
         die("expected the peer's RMR triplets");
+    if (opt.shared) {
+        /* Both ends of the ping-pong in shared memory (the data buffers, idle by then). */
+        lat_buf = data_buf;
+        lat_lkey = data_lkey;
+        peer_lat_addr = peer.data_addr;
+        peer_lat_rkey = peer.data_rkey;
+    } else {
+        lat_buf = ctl_buf;
+        lat_lkey = ctl_lkey;
+        peer_lat_addr = peer.ctl_addr;
+        peer_lat_rkey = peer.ctl_rkey;
+    }
 }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Server */
 
-/* The server's half of the ping-pong: echo each counter value the client writes, until the
- * client's STOP message arrives. */
-static void echo_loop(void)
+/* The server's half of the ping-pong: echo each counter value the client writes (after
+ * `base`), until the client's next control message arrives, which it returns. In the
+ * completion mode each echo's completion is taken before the next spin. */
+static struct msg echo_loop(enum lat_mode mode, uint64_t base)
 {
-    volatile uint64_t *ping = (volatile uint64_t *)(void *)(ctl_buf + OFF_PING);
-    uint64_t *echo = (uint64_t *)(void *)(ctl_buf + OFF_ECHO);
-    /* Counting starts at 1 on both sides: the client's first write may land before we get
-     * here, so the start is not read from memory. */
-    uint64_t expect = 1;
+    volatile uint64_t *ping = (volatile uint64_t *)(void *)(lat_buf + OFF_PING);
+    uint64_t *echo = (uint64_t *)(void *)(lat_buf + OFF_ECHO);
+    /* The client's first write may land before we get here, so the start is not read from
+     * memory: it comes with the request. */
+    uint64_t expect = base + 1;
     double deadline = now() + 150;
     DAT_EVENT ev;
     for (;; expect++) {
@@ -385,20 +452,23 @@ static void echo_loop(void)
             }
             if (dat_evd_dequeue(recv_evd, &ev) == DAT_SUCCESS) {
                 if (ev.event_number != DAT_DTO_COMPLETION_EVENT ||
-                    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
-                    die("latency test: event %#x status %d", (unsigned)ev.event_number,
-                        (int)ev.event_data.dto_completion_event_data.status);
-                struct msg m = take_msg(&ev);
-                if (m.kind != MSG_STOP)
-                    die("unexpected control message %u", m.kind);
-                return;
+                    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS) {
+                    DAT_EVENT cev;
+                    unsigned cn = dat_evd_dequeue(conn_evd, &cev) == DAT_SUCCESS ? (unsigned)cev.event_number : 0;
+                    die("latency test: event %#x status %d (connection event %#x)", (unsigned)ev.event_number,
+                        (int)ev.event_data.dto_completion_event_data.status, cn);
+                }
+                return take_msg(&ev);
             }
             if (now() > deadline)
                 die("latency test: the client went quiet");
         }
         *echo = expect;
-        post_write(echo, 8, ctl_lkey, peer.ctl_addr + OFF_PING, peer.ctl_rkey, expect);
-        reap(64);
+        post_write(echo, 8, lat_lkey, peer_lat_addr + OFF_PING, peer_lat_rkey, expect);
+        if (mode == LAT_WAIT_COMPLETION)
+            reap_spin();
+        else
+            reap(64);
     }
 }
 
@@ -415,9 +485,9 @@ static void run_server(void)
 
     /* Idle (blocked, not spinning) through the bandwidth test, then echo until told to stop. */
     struct msg m = recv_msg(150, "the client's next step");
-    if (m.kind == MSG_LAT)
-        echo_loop();
-    else if (m.kind != MSG_STOP)
+    while (m.kind == MSG_LAT)
+        m = echo_loop((enum lat_mode)m.mode, m.base);
+    if (m.kind != MSG_STOP)
         die("unexpected control message %u", m.kind);
     teardown();
 }
@@ -507,47 +577,61 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void latency(void)
+/* One ping-pong run in `mode`, the counter continuing from *v; prints "dat2 lat 8 USEC"
+ * (memory polled) or "dat2 latc 8 USEC" (each write's completion taken too). Each
+ * iteration is timed whole, from one iteration's start to the next's, as ucx_perftest does. */
+static void latency(enum lat_mode mode, uint64_t *v)
 {
-    send_msg(MSG_LAT);
-    volatile uint64_t *ping = (volatile uint64_t *)(void *)(ctl_buf + OFF_PING);
-    uint64_t *echo = (uint64_t *)(void *)(ctl_buf + OFF_ECHO);
+    send_msg_lat(MSG_LAT, mode, *v);
+    volatile uint64_t *ping = (volatile uint64_t *)(void *)(lat_buf + OFF_PING);
+    uint64_t *echo = (uint64_t *)(void *)(lat_buf + OFF_ECHO);
     int total = opt.lat_warmup + opt.lat_iters;
     double *rtt = malloc(sizeof(double) * (size_t)total);
     if (!rtt)
         die("out of memory");
-    uint64_t v = 0;
     int n = 0;
-    double start = now();
+    double start = now(), t = start;
     for (int i = 0; i < total; i++) {
-        v++;
-        *echo = v;
-        double t = now();
-        post_write(echo, 8, ctl_lkey, peer.ctl_addr + OFF_PING, peer.ctl_rkey, v);
+        if (opt.mark && i == opt.lat_warmup)
+            getppid(); /* the first mark for bench/inscount */
+        ++*v;
+        *echo = *v;
+        post_write(echo, 8, lat_lkey, peer_lat_addr + OFF_PING, peer_lat_rkey, *v);
+        if (mode == LAT_WAIT_COMPLETION)
+            reap_spin();
         unsigned spins = 0;
-        while (*ping != v) {
+        while (*ping != *v) {
             if (++spins % 65536 == 0 && now() - t > 10)
-                die("latency test: no echo of %" PRIu64 " within 10 s", v);
+                die("latency test: no echo of %" PRIu64 " within 10 s", *v);
             relax();
         }
-        rtt[i] = now() - t;
+        if (mode == LAT_POLL_MEMORY)
+            reap(64);
+        double end = now();
+        rtt[i] = end - t;
+        t = end;
         n = i + 1;
-        reap(64);
-        if (i >= opt.lat_warmup && now() - start > opt.lat_max_time)
+        if (i >= opt.lat_warmup && end - start > opt.lat_max_time)
             break;
     }
+    if (opt.mark)
+        getppid(); /* the second mark */
     reap(0);
-    send_msg(MSG_STOP);
     int m = n - opt.lat_warmup;
     if (m <= 0)
         die("latency test: no measured iterations");
     double *s = rtt + opt.lat_warmup;
+    double sum = 0;
+    for (int i = 0; i < m; i++)
+        sum += s[i];
     qsort(s, (size_t)m, sizeof *s, cmp_double);
     double med = s[m / 2] / 2 * 1e6;
-    printf("dat2 lat 8 %.2f\n", med);
-    printf("# lat 8: one-way (rtt/2) over %d iterations after %d warm-up: median %.2f us, "
-           "min %.2f, p90 %.2f, p99 %.2f\n",
-           m, opt.lat_warmup, med, s[0] / 2 * 1e6, s[(size_t)(m * 0.9)] / 2 * 1e6,
+    const char *key = mode == LAT_POLL_MEMORY ? "lat" : "latc";
+    printf("dat2 %s 8 %.3f\n", key, med);
+    printf("# %s 8 (%s): one-way (rtt/2) over %d iterations after %d warm-up: median %.3f us, "
+           "mean %.3f, min %.3f, p90 %.3f, p99 %.3f\n",
+           key, mode == LAT_POLL_MEMORY ? "target memory polled" : "each write's completion taken",
+           m, opt.lat_warmup, med, sum / m / 2 * 1e6, s[0] / 2 * 1e6, s[(size_t)(m * 0.9)] / 2 * 1e6,
            s[(size_t)(m * 0.99)] / 2 * 1e6);
     fflush(stdout);
     free(rtt);
@@ -560,10 +644,13 @@ static void run_client(void)
     if (opt.do_bw)
         for (int i = 0; i < opt.nsizes; i++)
             bandwidth(opt.sizes[i]);
-    if (opt.do_lat)
-        latency();
-    else
-        send_msg(MSG_STOP);
+    if (opt.do_lat) {
+        uint64_t v = 0;
+        latency(LAT_POLL_MEMORY, &v);
+        if (!opt.no_latc)
+            latency(LAT_WAIT_COMPLETION, &v);
+    }
+    send_msg(MSG_STOP);
     teardown();
 }
 
@@ -927,6 +1014,9 @@ static void usage(void)
             "            which leaves the CPU to the provider's progress threads on small machines)\n"
             "  -B        bandwidth only;  -l  latency only\n"
             "  -M        data buffer in shared memory (a sealed memfd) instead of the heap\n"
+            "  -I        mark each latency run's measured iterations with a getppid() before and after,\n"
+            "            for bench/inscount (instructions per iteration; timings are then meaningless)\n"
+            "  -K        no latency run that waits for each write's completion (memory polled only)\n"
             "  -m        8-byte messages (send/recv) instead of RDMA: latency and message rate\n"
             "            (-B: rate only, -l: latency only; -R N messages at most, 2000000, within -T)\n"
             "  -u        with -m: between UD EPs (dat_ib_post_send_ud) instead of over RC\n"
@@ -950,7 +1040,7 @@ int main(int argc, char **argv)
 {
     int c;
     char *list = NULL;
-    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlMmukR:A:h")) != -1) {
+    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlMIKmukR:A:h")) != -1) {
         switch (c) {
         case 's': opt.server = 1; break;
         case 'c': opt.host = optarg; break;
@@ -968,6 +1058,8 @@ int main(int argc, char **argv)
         case 'B': opt.do_lat = 0; break;
         case 'l': opt.do_bw = 0; break;
         case 'M': opt.shared = 1; break;
+        case 'I': opt.mark = 1; break;
+        case 'K': opt.no_latc = 1; break;
         case 'm': opt.msg = 1; break;
         case 'u': opt.ud = 1; break;
         case 'k': opt.block = 1; break;

@@ -8,7 +8,13 @@
 #   - bench/rdma_bench on dat2-soft, once with cross-memory attach (zero copy), once with
 #     DAT2_SOFT_CMA=0 (TCP), and once with both data buffers in shared memory (-M: a sealed
 #     memfd, copied between the processes' files): RDMA write bandwidth at 64 KiB, 1 MiB,
-#     16 MiB; 8-byte latency;
+#     16 MiB; 8-byte RDMA write ping-pong latency measured as ucx_perftest's ucp_put_lat does
+#     (each side spins on the word the other writes, each iteration timed whole, half the median
+#     round trip; with -M both words are in the shared buffers), and the same ping-pong where
+#     each write's completion is also taken ("lat+cq");
+#   - for the shared-memory pair, the deterministic costs of that ping-pong: system calls per
+#     iteration (strace -c -f on the client) and user-space instructions per iteration inside
+#     libdat2 (bench/inscount single-steps the client's measured iterations, rdma_bench -I);
 #   - bench/rdma_bench -m on dat2-soft, 8-byte messages over RC (send/recv) and between
 #     unreliable datagram EPs (-m -u, dat_ib_post_send_ud): ping-pong latency (half the round
 #     trip) and message rate (credit-limited stream, so no datagram is dropped); the UD row is
@@ -62,11 +68,12 @@ trap 'exit 143' TERM
 say() { printf '%s\n' "$*"; }
 # fmt NUMBER: one decimal, or "-" when there is none.
 fmt() { if [ -n "${1:-}" ]; then awk -v v="$1" 'BEGIN { printf "%.1f", v }'; else printf -- '-'; fi; }
+fmt3() { if [ -n "${1:-}" ]; then awk -v v="$1" 'BEGIN { printf "%.3f", v }'; else printf -- '-'; fi; }
 
 # ---------------------------------------------------------------------------------------------
 # Dependencies and build.
 
-if ! "$ROOT/tools/ensure-debs" ucx-utils iperf3; then
+if ! "$ROOT/tools/ensure-debs" ucx-utils iperf3 strace; then
   say "note: anchors whose package is missing are skipped (see the command above)"
 fi
 HAVE_UCX=0; HAVE_IPERF=0
@@ -92,6 +99,8 @@ else
 fi
 # lmr_hit ARGS...: bench/lmr_hit on the bench-soft-cache library.
 lmr_hit() { env DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$OUT/softcache" "$@"; }
+# shellcheck disable=SC2086
+$CC $CFLAGS_BENCH -o "$OUT/inscount" "$ROOT/bench/inscount.c" || exit 1
 
 # ---------------------------------------------------------------------------------------------
 # Helpers.
@@ -146,7 +155,14 @@ run_dat2() {
   [ "$QUICK" = 1 ] && args=(-V 268435456 -t 0.2 -T 1 -n 3000 -w 300)
   # shm: both programs keep their data buffer in shared memory (a sealed memfd), as UCX's
   # posix transport allocates its own
-  [ "$label" = shm ] && both=(-M)
+  # (and the ping-pong spins with pause only, as ucx_perftest's does: nothing waits for the
+  # device's threads on that path)
+  [ "$label" = shm ] && both=(-M -P)
+  # TCP: the memory-polled ping-pong only. The one that also waits for each write's completion
+  # loses its connection in about one run of three on a loaded host (the server's reader reads
+  # EOF, rx.rs, while the client reports nothing), with main's library as well: a known fault
+  # of the TCP path, not of this benchmark, left to its own fix.
+  [ "$label" = tcp ] && both=(-K)
   env "$@" DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" \
     timeout 100 "$OUT/rdma_bench" -s -p "$port" "${both[@]}" >"$log.server" 2>&1 &
   local spid=$!
@@ -169,6 +185,57 @@ run_dat2() {
     setr "dat2_${label}_bw_$s" "$(awk -v s="$s" '$1 == "dat2" && $2 == "bw" && $3 == s { print $4 }' "$log.client")"
   done
   setr "dat2_${label}_lat" "$(awk '$1 == "dat2" && $2 == "lat" { print $4 }' "$log.client")"
+  setr "dat2_${label}_latc" "$(awk '$1 == "dat2" && $2 == "latc" { print $4 }' "$log.client")"
+}
+
+# costs PORT: the shared-memory ping-pong once more (latency only, 200 measured iterations of
+# each kind), its client under strace -c -f (system calls per iteration, whatever the thread),
+# then under bench/inscount (instructions per iteration in libdat2, in the posting thread).
+# Deterministic: they do not depend on the host's load.
+COST_N=200
+run_costs() {
+  local port=$1 log="$OUT/dat2-costs" n=$COST_N
+  local args=(-M -P -l -n "$n" -w 20 -L 600 -A 600)
+  local spid
+  if command -v strace >/dev/null; then
+    DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" timeout 100 "$OUT/rdma_bench" -s -p "$port" "${args[@]}" >"$log.server" 2>&1 &
+    spid=$!
+    PIDS="$PIDS $spid"
+    if wait_listen "$port" "$spid"; then
+      DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" timeout --foreground 90 \
+        strace -f -c -o "$log.strace" "$OUT/rdma_bench" -c 127.0.0.1 -p "$port" "${args[@]}" >"$log.client" 2>&1
+      local base_calls total
+      # the same program with no measured iterations: what the set-up and teardown call
+      DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" timeout 100 "$OUT/rdma_bench" -s -p $((port + 1)) "${args[@]}" >"$log.server0" 2>&1 &
+      local spid0=$!
+      PIDS="$PIDS $spid0"
+      wait_pid "$spid"
+      if wait_listen $((port + 1)) "$spid0"; then
+        DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" timeout --foreground 90 \
+          strace -f -c -o "$log.strace0" "$OUT/rdma_bench" -c 127.0.0.1 -p $((port + 1)) -M -P -l -n 1 -w 20 >"$log.client0" 2>&1
+      fi
+      wait_pid "$spid0"
+      total=$(awk '$NF == "total" { print $4 }' "$log.strace" 2>/dev/null)
+      base_calls=$(awk '$NF == "total" { print $4 }' "$log.strace0" 2>/dev/null)
+      # two runs of n iterations (memory polled, completion taken) against two of one
+      [ -n "$total" ] && [ -n "$base_calls" ] &&
+        setr dat2_shm_syscalls "$(awk -v a="$total" -v b="$base_calls" -v n="$n" 'BEGIN { v = (a - b) / (2 * (n - 1)); printf "%.2f", v < 0 ? 0 : v }')"
+      sed -n '/% time/,$p' "$log.strace" | head -8 | sed 's/^/  strace: /'
+    else
+      wait_pid "$spid"
+    fi
+  fi
+  DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" timeout 300 "$OUT/rdma_bench" -s -p $((port + 2)) "${args[@]}" >"$log.server" 2>&1 &
+  spid=$!
+  PIDS="$PIDS $spid"
+  if wait_listen $((port + 2)) "$spid"; then
+    DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" timeout --foreground 280 \
+      "$OUT/inscount" libdat2.so "$OUT/rdma_bench" -c 127.0.0.1 -p $((port + 2)) -I "${args[@]}" >"$log.ins" 2>&1
+    grep '^inscount' "$log.ins" | sed 's/^/  /'
+    setr dat2_shm_ins "$(awk -v n="$n" '$1 == "inscount" && $2 == 1 { print $4 / n }' "$log.ins")"
+    setr dat2_shm_insc "$(awk -v n="$n" '$1 == "inscount" && $2 == 2 { print $4 / n }' "$log.ins")"
+  fi
+  wait_pid "$spid"
 }
 
 # msg LABEL PORT [ARGS...]: one server/client pair of rdma_bench -m (8-byte messages: ARGS -u
@@ -281,6 +348,10 @@ for rep in $(seq 1 "$REPS"); do
   run_dat2 tcp $((base + 1)) DAT2_SOFT_CMA=0 || DAT2_FAILED=1
   say "-- dat2-soft, buffers in shared memory (rdma_bench -M)"
   run_dat2 shm $((base + 2)) || DAT2_FAILED=1
+  if [ "$rep" = 1 ]; then
+    say "-- dat2-soft, shared-memory ping-pong: system calls and instructions per iteration"
+    run_costs $((base + 20))
+  fi
   say "-- dat2-soft, 8-byte messages over RC (rdma_bench -m)"
   run_msg rcmsg $((base + 3)) || DAT2_FAILED=1
   say "-- dat2-soft, 8-byte datagrams between UD EPs (rdma_bench -m -u)"
@@ -387,10 +458,19 @@ row "UCX put, UCX_TLS=tcp" ucx_tcp
 printf '%-34s %12s %12s %12s %12s %12s\n' "iperf3 loopback (one stream)" "" "$(fmt "$(getr iperf_bw)")" "" "" ""
 printf '%-34s %12s %12s %12s %12s %12s\n' "memcpy 1 MiB (one core)" "" "$(fmt "$(getr memcpy_bw)")" "" "" ""
 printf '%-34s %12s %12s %12s %12s %12s\n' "process_vm_readv 1 MiB (one core)" "" "$(fmt "$(getr cma_bw)")" "" "" ""
-say "(the RC rows above the message rows have RDMA write ping-pong latency; the message rows"
-say " send/recv ping-pong, polled, half the round trip)"
+say "(the RC rows above the message rows have RDMA write ping-pong latency, the target's memory"
+say " polled as ucx_perftest -t ucp_put_lat does; the message rows send/recv ping-pong, polled,"
+say " half the round trip)"
 printf '%-34s %s\n' "cache hit, dat_lmr_create+free" \
   "$(fmt "$(getr hit_ns)") ns per pair (fastest round; median round $(fmt "$(getr hit_med)")); ${HIT_INSNS:--} instructions, ${HIT_ATOMICS:--} atomic RMWs (load $(cut -d' ' -f1-3 /proc/loadavg))"
+say ""
+say "== 8-byte RDMA write ping-pong, buffers in shared memory (rdma_bench -M), one way, per iteration"
+printf '  %-58s %s\n' "memory polled (ucx_perftest's way), median us" "$(fmt3 "$(getr dat2_shm_lat)")"
+printf '  %-58s %s\n' "each write's completion also taken, median us" "$(fmt3 "$(getr dat2_shm_latc)")"
+printf '  %-58s %s\n' "UCX ${UCX_SHM:-shm} ucp_put_lat, same run, median us" "$(fmt3 "$(getr ucx_shm_lat)")"
+printf '  %-58s %s\n' "system calls per round trip (client, all threads)" "$(getr dat2_shm_syscalls)"
+printf '  %-58s %s\n' "libdat2 instructions per round trip (post + completion)" "$(getr dat2_shm_ins)"
+printf '  %-58s %s\n' "... completion mode" "$(getr dat2_shm_insc)"
 
 # ratio A B: A / B, two decimals, or "-".
 ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; else printf -- '-'; fi; }
@@ -425,6 +505,17 @@ target() {
 half=""; [ -n "$(getr ucx_shm_bw_1048576)" ] && half=$(awk -v v="$(getr ucx_shm_bw_1048576)" 'BEGIN { print v * 0.5 }')
 eighty=""; [ -n "$(getr iperf_bw)" ] && eighty=$(awk -v v="$(getr iperf_bw)" 'BEGIN { print v * 0.8 }')
 twice=""; [ -n "$(getr ucx_tcp_lat)" ] && twice=$(awk -v v="$(getr ucx_tcp_lat)" 'BEGIN { print v * 2 }')
+# target3: as target, three decimals.
+target3() {
+  local verdict
+  if [ -z "$2" ]; then
+    verdict="SKIP (not measured)"
+  else
+    verdict=$(awk -v v="$2" -v l="$4" -v op="$3" 'BEGIN { ok = (op == ">=") ? (v >= l) : (v <= l); print ok ? "PASS" : "MISS" }')
+    verdict="$verdict ($(fmt3 "$2") $3 $(fmt3 "$4"))"
+  fi
+  printf '  %-58s %s\n' "$1" "$verdict"
+}
 say ""
 say "== targets (informational)"
 # The zero-copy path with buffers in shared memory, as UCX's own (its posix transport puts
@@ -434,6 +525,8 @@ target "zero-copy bw 1MiB, heap buffers >= 0.5 x UCX ${UCX_SHM:-shm} put_bw" "$(
 target "TCP bw at 1MiB >= 0.8 x iperf3" "$(getr dat2_tcp_bw_1048576)" ">=" "$eighty"
 target "TCP lat 8B <= 2 x UCX tcp put_lat" "$(getr dat2_tcp_lat)" "<=" "$twice"
 target "CMA lat 8B <= 10 us" "$(getr dat2_cma_lat)" "<=" "10"
+# Issue 13: as ucx_perftest -t ucp_put_lat measures (the UCX figure of this run beside it).
+target3 "shm RDMA write lat 8B <= 0.5 us (UCX ${UCX_SHM:-shm}: $(fmt3 "$(getr ucx_shm_lat)") us)" "$(getr dat2_shm_lat)" "<=" "0.5"
 onecpu=""; [ -n "$(getr dat2_pinblock_lat)" ] && onecpu=$(awk -v v="$(getr dat2_pinblock_lat)" 'BEGIN { print v * 1.5 }')
 target "one CPU, polling msg lat <= 1.5 x blocking" "$(getr dat2_pinpoll_lat)" "<=" "$onecpu"
 target "cache hit, dat_lmr_create+free <= 150 ns (fastest round)" "$(getr hit_ns)" "<=" "150"

@@ -150,6 +150,20 @@ DAT_RMR_TRIPLET rt(const struct mr *m, size_t off, DAT_SEG_LENGTH len);
 DAT_DTO_COOKIE ck(uint64_t v);
 void fill(unsigned char *p, size_t n, unsigned seed);
 
+/* Binds `rmr` over [off, off+len) of m for `ep`; checks the bind completion on `evd`. */
+int bind_at(int line, DAT_RMR_HANDLE rmr, const struct mr *m, size_t off, DAT_SEG_LENGTH len, DAT_EP_HANDLE ep,
+            DAT_EVD_HANDLE evd, uint64_t cookie, DAT_RMR_CONTEXT *ctx);
+#define BIND(rmr, m, off, len, ep, evd, cookie, ctx) bind_at(__LINE__, rmr, m, off, len, ep, evd, cookie, ctx)
+/* An RDMA write of `len` bytes from the start of src to `addr` with key `key`; returns its
+ * completion status. */
+unsigned write_via(int line, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, struct mr *src, DAT_VADDR addr, DAT_RMR_CONTEXT key,
+                   DAT_SEG_LENGTH len);
+#define WRITE_VIA(ep, evd, src, addr, key, len) write_via(__LINE__, ep, evd, src, addr, key, len)
+#define ADDR(m, off) ((DAT_VADDR)(uintptr_t)((m)->buf + (off)))
+
+/* The soft device's data path of a connected EP (its DAT2_SOFT_PATH attribute: "cma", "tcp"). */
+const char *path_of(DAT_EP_HANDLE ep);
+
 /* Posts one receive of `len` bytes at `off` of m. */
 int post_recv1(DAT_EP_HANDLE ep, const struct mr *m, size_t off, DAT_SEG_LENGTH len, uint64_t cookie);
 

@@ -37,6 +37,11 @@ void case_shm_write_read(void);
 void case_shm_rkey_bounds(void);
 void case_shm_rkey_freed(void);
 void case_shm_rkey_no_write(void);
+void case_shm_small_rkey_bounds(void);
+void case_shm_small_rkey_freed(void);
+void case_shm_small_rkey_no_write(void);
+void case_shm_small_writes(void);
+void case_shm_small_revoke_race(void);
 
 /* data and RMR (dx_data.c) */
 void case_data_send_recv_3seg(void);

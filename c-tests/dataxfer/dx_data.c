@@ -485,8 +485,7 @@ out:
 
 /* ---- RMR ---------------------------------------------------------------------------- */
 
-/* Binds `rmr` over [off, off+len) of m for `ep`; checks the bind completion on `evd`. */
-static int bind_at(int line, DAT_RMR_HANDLE rmr, const struct mr *m, size_t off, DAT_SEG_LENGTH len, DAT_EP_HANDLE ep,
+int bind_at(int line, DAT_RMR_HANDLE rmr, const struct mr *m, size_t off, DAT_SEG_LENGTH len, DAT_EP_HANDLE ep,
                    DAT_EVD_HANDLE evd, uint64_t cookie, DAT_RMR_CONTEXT *ctx)
 {
     DAT_LMR_TRIPLET t = lt(m, off, len);
@@ -513,10 +512,8 @@ static int bind_at(int line, DAT_RMR_HANDLE rmr, const struct mr *m, size_t off,
     }
     return ok;
 }
-#define BIND(rmr, m, off, len, ep, evd, cookie, ctx) bind_at(__LINE__, rmr, m, off, len, ep, evd, cookie, ctx)
 
-/* An RDMA write of `len` bytes to `addr` with key `key`; returns its completion status. */
-static unsigned write_via(int line, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, struct mr *src, DAT_VADDR addr,
+unsigned write_via(int line, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, struct mr *src, DAT_VADDR addr,
                           DAT_RMR_CONTEXT key, DAT_SEG_LENGTH len)
 {
     DAT_LMR_TRIPLET l = lt(src, 0, len);
@@ -531,8 +528,6 @@ static unsigned write_via(int line, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, struct
         return 99;
     return d.status;
 }
-#define WRITE_VIA(ep, evd, src, addr, key, len) write_via(__LINE__, ep, evd, src, addr, key, len)
-#define ADDR(m, off) ((DAT_VADDR)(uintptr_t)((m)->buf + (off)))
 
 static int rmr_setup(struct pair *p, struct mr *sm, struct mr *cm, DAT_RMR_HANDLE *rmr)
 {

@@ -313,7 +313,7 @@ out:
 
 /* ---- the passive side's data path ---------------------------------------------------- */
 
-static const char *path_of(DAT_EP_HANDLE ep)
+const char *path_of(DAT_EP_HANDLE ep)
 {
     DAT_EP_PARAM param;
     memset(&param, 0, sizeof param);

@@ -6,6 +6,7 @@
  * same cases check the data only. */
 #include "dx.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "dx_cases.h"
@@ -130,9 +131,10 @@ out:
     mr_drop(&hm);
 }
 
-/* A bad remote access with shared memory at both ends: REMOTE_ACCESS, and the target's file is
- * untouched. */
-static void shm_remote_error(int kind)
+/* A bad remote access with shared memory at both ends, of `len` bytes (128 KiB, or 8 bytes,
+ * which the initiator's fast path would otherwise copy itself): REMOTE_ACCESS, and the
+ * target's file is untouched. */
+static void shm_remote_error(int kind, DAT_SEG_LENGTH len)
 {
     static const char *names[] = {"out of bounds", "freed LMR", "no REMOTE_WRITE"};
     struct pair p;
@@ -149,8 +151,9 @@ static void shm_remote_error(int kind)
     if (!snap)
         goto out;
     memcpy(snap, sm.buf, sm.alloc);
-    DAT_LMR_TRIPLET l = lt(&cm, 0, 131072);
-    DAT_RMR_TRIPLET r = rt(&sm, kind == 0 ? 3 * 65536 : 0, 131072);
+    DAT_LMR_TRIPLET l = lt(&cm, 0, len);
+    /* out of bounds: the range straddles the registration's end */
+    DAT_RMR_TRIPLET r = rt(&sm, kind == 0 ? 4 * 65536 - len / 2 : 0, len);
     if (kind == 1) {
         if (!EXPECT_RC(dat_lmr_free(sm.h), DAT_SUCCESS))
             goto out;
@@ -169,6 +172,151 @@ out:
     mr_drop(&cm);
 }
 
-void case_shm_rkey_bounds(void) { shm_remote_error(0); }
-void case_shm_rkey_freed(void) { shm_remote_error(1); }
-void case_shm_rkey_no_write(void) { shm_remote_error(2); }
+void case_shm_rkey_bounds(void) { shm_remote_error(0, 131072); }
+void case_shm_rkey_freed(void) { shm_remote_error(1, 131072); }
+void case_shm_rkey_no_write(void) { shm_remote_error(2, 131072); }
+void case_shm_small_rkey_bounds(void) { shm_remote_error(0, 8); }
+void case_shm_small_rkey_freed(void) { shm_remote_error(1, 8); }
+void case_shm_small_rkey_no_write(void) { shm_remote_error(2, 8); }
+
+/* 8-byte RDMA writes between shared registrations (the initiator copies them itself, and
+ * completes them before the post returns): data lands exactly where the key says, through an
+ * LMR's rkey and through a window, and a window's old context stops working at its unbind. */
+void case_shm_small_writes(void)
+{
+    struct pair p;
+    struct mr sm = {0}, cm = {0};
+    DAT_RMR_HANDLE rmr = DAT_HANDLE_NULL;
+    DAT_RMR_CONTEXT ctx = 0, after = 0;
+    unsigned char *want = NULL;
+    if (!pair_up(&p, dx_port(0), NULL, NULL, 64) || !mr_make_shared(&p.s, p.s.pz, 65536, PRIV_ALL, &sm) ||
+        !mr_make_shared(&p.c, p.c.pz, 65536, PRIV_ALL, &cm) || !EXPECT_RC(dat_rmr_create(p.s.pz, &rmr), DAT_SUCCESS))
+        goto out;
+    want = calloc(1, sm.alloc);
+    if (!want)
+        goto out;
+    fill(cm.buf, 65536, 11);
+    /* the connection's path is chosen when it is made (a peer the kernel has not confirmed in
+     * time gets TCP): the initiator copies only on the cross-memory path */
+    int direct = path_expected() && strcmp(path_of(p.ce), "cma") == 0, immediate = 0;
+    static const size_t at[] = {0, 8, 13, 4093, 65536 - 8};
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+        DAT_LMR_TRIPLET l = lt(&cm, 100 + k, 8);
+        DAT_RMR_TRIPLET r = rt(&sm, at[k], 8);
+        memcpy(want + at[k], cm.buf + 100 + k, 8);
+        if (!EXPECT_RC(dat_ep_post_rdma_write(p.ce, 1, &l, ck(k), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS))
+            break;
+        DAT_EVENT ev;
+        DAT_DTO_COMPLETION_EVENT_DATA d;
+        /* Done on the posting thread, the completion is queued before the post returns, unless
+         * another thread of the QP was delivering an event just then (its delivery goes on,
+         * in order; delivery.rs): so at least one of these is there at once. */
+        if (direct && dat_evd_dequeue(p.c.req, &ev) == DAT_SUCCESS) {
+            immediate++;
+            d = ev.event_data.dto_completion_event_data;
+            EXPECT(ev.event_number == DAT_DTO_COMPLETION_EVENT, "8-byte write %zu: event 0x%x", k, (unsigned)ev.event_number);
+        } else if (!WAIT_DTO(p.c.req, &d)) {
+            break;
+        }
+        EXPECT(d.status == DAT_DTO_SUCCESS && d.user_cookie.as_64 == k && d.transfered_length == 8,
+               "8-byte write %zu: status %u cookie %llu length %llu", k, (unsigned)d.status,
+               (unsigned long long)d.user_cookie.as_64, (unsigned long long)d.transfered_length);
+    }
+    EXPECT(memcmp(sm.buf, want, sm.alloc) == 0, "8-byte writes: the target's bytes differ from what was written");
+    if (direct)
+        EXPECT(immediate > 0, "no 8-byte write was completed when its post returned (the initiator did not copy it)");
+
+    /* Through a window over [4096, 8192) bound to the server's EP, then after its unbind. */
+    if (!BIND(rmr, &sm, 4096, 4096, p.se, p.s.req, 1, &ctx))
+        goto out;
+    EXPECT(WRITE_VIA(p.ce, p.c.req, &cm, ADDR(&sm, 8192 - 8), ctx, 8) == DAT_DTO_SUCCESS, "8-byte write into the window");
+    memcpy(want + 8192 - 8, cm.buf, 8);
+    EXPECT(memcmp(sm.buf, want, sm.alloc) == 0, "8-byte write into the window: the target's bytes differ");
+    if (!BIND(rmr, &sm, 4096, 0, p.se, p.s.req, 2, &after))
+        goto out;
+    unsigned st = WRITE_VIA(p.ce, p.c.req, &cm, ADDR(&sm, 4096), ctx, 8);
+    EXPECT(st == DAT_DTO_ERR_REMOTE_ACCESS, "8-byte write after the unbind: status %u, expected 6", st);
+    EXPECT(memcmp(sm.buf, want, sm.alloc) == 0, "the write after the unbind changed the target");
+out:
+    free(want);
+    if (rmr != DAT_HANDLE_NULL)
+        dat_rmr_free(rmr);
+    pair_down(&p);
+    mr_drop(&sm);
+    mr_drop(&cm);
+}
+
+/* The initiator's 8-byte writes race the target's dat_lmr_free: once the free returns, the
+ * target's memory never changes again (the free waits for a write that passed the key check;
+ * a later one finds the key withdrawn and fails at the target). */
+struct racer {
+    struct pair *p;
+    struct mr *cm, *sm;
+    volatile int stop;
+    unsigned long done;
+    unsigned status;
+};
+
+static void *race_writes(void *arg)
+{
+    struct racer *r = arg;
+    for (uint64_t v = 1; !r->stop; v++) {
+        memcpy(r->cm->buf, &v, 8);
+        DAT_LMR_TRIPLET l = lt(r->cm, 0, 8);
+        DAT_RMR_TRIPLET t = rt(r->sm, 512, 8);
+        DAT_DTO_COMPLETION_EVENT_DATA d;
+        if (dat_ep_post_rdma_write(r->p->ce, 1, &l, ck(v), &t, DAT_COMPLETION_DEFAULT_FLAG) != DAT_SUCCESS)
+            break;
+        DAT_EVENT ev;
+        DAT_COUNT nmore;
+        if (dat_evd_wait(r->p->c.req, 5000000, 1, &ev, &nmore) != DAT_SUCCESS)
+            break;
+        d = ev.event_data.dto_completion_event_data;
+        if (d.status != DAT_DTO_SUCCESS) {
+            r->status = d.status;
+            break;
+        }
+        r->done++;
+    }
+    return NULL;
+}
+
+void case_shm_small_revoke_race(void)
+{
+    struct pair p;
+    struct mr sm = {0}, cm = {0};
+    struct racer r = {&p, &cm, &sm, 0, 0, 0};
+    pthread_t t;
+    int started = 0;
+    if (!pair_up(&p, dx_port(0), NULL, NULL, 64) || !mr_make_shared(&p.s, p.s.pz, 65536, PRIV_ALL, &sm) ||
+        !mr_make_shared(&p.c, p.c.pz, 65536, PRIV_ALL, &cm))
+        goto out;
+    if (!EXPECT(pthread_create(&t, NULL, race_writes, &r) == 0, "pthread_create failed"))
+        goto out;
+    started = 1;
+    /* let writes flow, then free the target's LMR under them */
+    double until = dx_now() + 2.0;
+    while (r.done < 2000 && dx_now() < until)
+        dx_sleep_ms(1);
+    EXPECT(r.done > 0, "no write completed before the free");
+    if (!EXPECT_RC(dat_lmr_free(sm.h), DAT_SUCCESS))
+        goto out;
+    sm.h = DAT_HANDLE_NULL;
+    uint64_t snap;
+    memcpy(&snap, sm.buf + 512, 8);
+    dx_sleep_ms(200);
+    uint64_t later;
+    memcpy(&later, sm.buf + 512, 8);
+    EXPECT(later == snap, "the target's memory changed after dat_lmr_free returned: %llu -> %llu",
+           (unsigned long long)snap, (unsigned long long)later);
+out:
+    r.stop = 1;
+    if (started) {
+        pthread_join(t, NULL);
+        EXPECT(r.status == 0 || r.status == DAT_DTO_ERR_REMOTE_ACCESS || r.status == DAT_DTO_ERR_FLUSHED,
+               "a racing write completed with status %u", r.status);
+    }
+    pair_down(&p);
+    mr_drop(&sm);
+    mr_drop(&cm);
+}

@@ -292,6 +292,14 @@ impl SoftDevice {
         s.lkeys.get(&lkey).and_then(|id| s.sets.get(id)).cloned()
     }
 
+    /// What a local key grants, if it is live, and the shared file its registration is in
+    /// (shm.rs), if it is in one.
+    pub fn lkey_shared(&self, lkey: u32) -> Option<(KeySet, Option<Arc<shm::Backing>>)> {
+        let s = self.read();
+        let k = s.lkeys.get(&lkey).and_then(|id| s.sets.get(id))?;
+        Some((k.clone(), s.regions.get(&k.region).and_then(|r| r.shm.clone())))
+    }
+
     /// The key sets of a local scatter list's non-empty elements, when each lies within a live
     /// lkey of PD `pd`: its bounds, and LOCAL_WRITE when the element is written.
     pub fn local_keys(&self, pd: u32, sges: &[Sge], write: bool) -> Option<Vec<KeySet>> {

@@ -42,6 +42,7 @@ use crate::util::sync::MutexExt;
 
 mod cm;
 mod exec;
+mod fast;
 mod rx;
 mod tx;
 
@@ -159,6 +160,8 @@ struct Inner {
     closing: bool,
     /// Passive side: the peer's READY, which completes the handshake, has not come yet.
     awaiting_ready: bool,
+    /// The local key set the shared-memory fast path used last (fast.rs).
+    local_hit: Option<fast::LocalHit>,
 }
 
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
@@ -289,6 +292,7 @@ impl SoftQp {
                 peer_qp: 0,
                 closing: false,
                 awaiting_ready: false,
+                local_hit: None,
             }),
             exec: Mutex::new(()),
             shm_peers: Mutex::new(shm::Peers::default()),
@@ -380,6 +384,14 @@ impl SoftQp {
         }
         io::push(pid, &ltail, &tail).ok()?;
         Some(())
+    }
+
+    /// Completes an RDMA write its poster did itself (`write_fast`, `write_direct`).
+    fn complete_write(&self, wr_id: u64, len: u32) -> Result<(), DevError> {
+        let c =
+            Completion { wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len, imm: None, invalidated: None, solicited: false };
+        self.deliver([Event::Completion(c)]);
+        Ok(())
     }
 
     /// A request that fails before it goes out (a local protection or length error) completes
@@ -489,7 +501,7 @@ impl SoftQp {
 
     /// Hands events to the consumer side in order, never while holding the QP's locks; a
     /// re-entrant call (from inside a callback) only queues (delivery.rs).
-    fn deliver(&self, events: Vec<Event>) {
+    fn deliver(&self, events: impl IntoIterator<Item = Event>) {
         self.delivery.deliver(events, |e| match e {
             Event::Completion(c) => self.events.completion(c),
             Event::Cm(e) => self.events.cm(e),
@@ -580,6 +592,10 @@ impl Qp for SoftQp {
         if i.outstanding.len() >= self.caps.max_send_wr as usize {
             return Err(DevError::QueueFull);
         }
+        if let Some(len) = self.write_fast(&mut i, &wr) {
+            drop(i);
+            return self.complete_write(wr.wr_id, len);
+        }
         let is_read = matches!(wr.op, WrOp::Read | WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. });
         let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
         let wc_op = match wr.op {
@@ -604,30 +620,21 @@ impl Qp for SoftQp {
         // Data in shared files (shm.rs) goes as file references: the target copies it in one
         // memcpy, faster than our own process_vm_writev below.
         let carries_data = matches!(wr.op, WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) | WrOp::Write | WrOp::WriteImm(_));
-        let local: Option<Vec<(Arc<shm::Backing>, u64, usize)>> = (i.cma() && carries_data && len >= shm::MIN_LEN)
-            .then(|| {
-                wr.sges
-                    .iter()
-                    .filter(|s| s.len > 0)
-                    .zip(&keys)
-                    .map(|(s, k)| Some((self.dev.shared(k.region)?, s.addr, s.len as usize)))
-                    .collect()
-            })
-            .flatten();
+        let local: Option<Vec<(Arc<shm::Backing>, u64, usize)>> =
+            (i.cma() && carries_data && (len >= shm::MIN_LEN || wr.op == WrOp::Write))
+                .then(|| {
+                    wr.sges
+                        .iter()
+                        .filter(|s| s.len > 0)
+                        .zip(&keys)
+                        .map(|(s, k)| Some((self.dev.shared(k.region)?, s.addr, s.len as usize)))
+                        .collect()
+                })
+                .flatten();
         let shared: Option<Vec<shm::Source>> = local.as_ref().and_then(|l| l.iter().map(|(b, a, n)| b.source(*a, *n as u64)).collect());
         if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs, &keys, local.as_deref()).is_some() {
             drop(i);
-            let c = Completion {
-                wr_id: wr.wr_id,
-                status: DAT_DTO_SUCCESS,
-                op: WcOp::Write,
-                byte_len: len as u32,
-                imm: None,
-                invalidated: None,
-                solicited: false,
-            };
-            self.deliver(vec![Event::Completion(c)]);
-            return Ok(());
+            return self.complete_write(wr.wr_id, len as u32);
         }
         let mut hdr = Hdr { raddr, rkey, length: len as u32, ..Hdr::default() };
         if wr.solicited {

@@ -1,0 +1,77 @@
+//! The same-host fast path of an RDMA write whose source and target both lie in shared files
+//! (shm.rs): one `memcpy` on the posting thread, from our alias of the source into our mapping
+//! of the peer's file, no system call, and the completion reported before the post returns.
+//!
+//! It runs only when nothing else is outstanding on the QP (so the write cannot overtake an
+//! earlier request) and every check an HCA makes passes first, in this order: our lkey is live
+//! (its lease is taken, so `dat_lmr_free` waits for the copy), in our PD, and the source lies
+//! within it; the peer's rkey is in its published table and pinned (its revoke waits for the
+//! pin), for the peer's PD, unbound or bound to the peer's QP, with REMOTE_WRITE, and the
+//! target lies within it; the peer's file is its own descriptor, open for writing, and the
+//! range lies within our mapping of it. Anything else, a scatter list of more than one
+//! element included, takes the ordinary path (`write_direct`, or a request the target checks).
+//!
+//! Revocation: the target withdraws a key from its table (the slot's sequence moves) before it
+//! waits for the slot's pin count to fall to zero; we pin the slot, then read the sequence
+//! again (both sequentially consistent), so either we see the withdrawal and write nothing, or
+//! the target sees our pin and its revoke returns only after our copy. Our own source is held
+//! by its key set's lease the same way.
+
+use std::sync::Weak;
+
+use super::*;
+
+/// The local key set the fast path used last on this QP, and its shared file: looked up in
+/// the device's tables once, then reused while its lease is not revoked (a freed LMR's set is
+/// revoked before `dat_lmr_free` returns; the file is held weakly, so a freed registration's
+/// mapping is not kept alive by the QP). A key whose memory is in no shared file is kept too
+/// (`backing` None), so that posts from heap memory do not look it up twice: keys are not
+/// reused (keys.rs), so the answer cannot change.
+pub(super) struct LocalHit {
+    lkey: u32,
+    set: KeySet,
+    backing: Option<Weak<shm::Backing>>,
+}
+
+impl SoftQp {
+    /// Does an RDMA write of one scatter element directly when both ends are in shared files;
+    /// returns its length, to be completed at once. None: take the ordinary path.
+    pub(super) fn write_fast(&self, i: &mut Inner, wr: &SendWr) -> Option<u32> {
+        let [sge] = wr.sges.as_slice() else { return None };
+        let (raddr, rkey) = wr.remote?;
+        if wr.op != WrOp::Write || sge.len == 0 || sge.len > self.caps.max_message {
+            return None;
+        }
+        if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma() || i.peer_keys.is_none() {
+            return None;
+        }
+        if i.local_hit.as_ref().is_none_or(|h| h.lkey != sge.lkey) {
+            let (set, backing) = self.dev.lkey_shared(sge.lkey)?;
+            i.local_hit = Some(LocalHit { lkey: sge.lkey, set, backing: backing.as_ref().map(Arc::downgrade) });
+        }
+        let i = &*i;
+        let hit = i.local_hit.as_ref()?;
+        let backing = hit.backing.as_ref()?;
+        let k = &hit.set;
+        let len = u64::from(sge.len);
+        if k.pd != self.pd || sge.addr < k.addr || sge.addr.checked_add(len)? > k.addr + k.len {
+            return None;
+        }
+        // Our source stays registered while we copy it (lease.rs); a revoked set fails here.
+        let _held = super::super::lease::hold_all(std::slice::from_ref(k))?;
+        let backing = backing.upgrade()?;
+        let src = backing.view(sge.addr, sge.len as usize)?;
+        // The peer's key stays valid while we write through it: its revoke waits for the pin.
+        let (g, _pin) = i.peer_keys.as_ref()?.pin(rkey)?;
+        if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.contains(Access::REMOTE_WRITE) {
+            return None;
+        }
+        let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
+        if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
+            return None;
+        }
+        let file = g.file?;
+        let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
+        self.shm_peers.locked().put(i.peer.as_deref()?, dst, &[(src, sge.len as usize)], io::TAIL).then_some(sge.len)
+    }
+}
