@@ -1,10 +1,10 @@
 //! The built-in providers' objects, and the handles that name them.
 //!
 //! A handle is the address of a 16-byte cell whose first word is the object's
-//! `DAT_PROVIDER *`, as DAT requires of every non-IA handle (and of provider IAs). Cells come
-//! from chunks that are never freed, and a freed cell is reused only after many others (FIFO
-//! with a quarantine), so a stale handle keeps failing the lookup instead of silently naming
-//! a new object. Objects live in one map from handle to `Arc`; a lookup clones the `Arc`, so
+//! `DAT_PROVIDER *`, as DAT requires of every non-IA handle (and of provider IAs), and stays
+//! so after the object is freed. Cells come from chunks that are never freed, and a freed
+//! cell is reused only after many others (FIFO with a quarantine), so a stale handle keeps
+//! failing the lookup instead of silently naming a new object. Objects live in one map from handle to `Arc`; a lookup clones the `Arc`, so
 //! an object freed by another thread meanwhile stays valid for the call that holds it.
 //!
 //! The table knows no object type: each object module implements [`Object`] for its type,
@@ -61,10 +61,11 @@ fn alloc_cell(provider: *const DAT_PROVIDER) -> usize {
     addr
 }
 
+/// A freed cell keeps its `DAT_PROVIDER *`: a libdat2 that dispatches on the first word without
+/// checking the handle (Debian's, with the provider library `src/plugin.rs`) then still calls
+/// our table for a stale handle, whose lookup fails with DAT_INVALID_HANDLE, instead of
+/// calling through NULL.
 fn free_cell(addr: usize) {
-    // SAFETY: `addr` came from alloc_cell and names a leaked cell.
-    let cell = unsafe { &*(addr as *const Cell) };
-    cell.provider.store(core::ptr::null_mut(), Ordering::Release);
     cells().locked().recycled.push_back(addr);
 }
 
