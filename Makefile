@@ -120,7 +120,7 @@ check-host: deps-check lint lib plugin tools check-symbols lint-man
 # Debian's libdat2 and through ours with Debian's provider, and through our own verbs IA,
 # side by side; then the C suite on our verbs IA. Ends with "vm: N passed, N failed, N
 # skipped". tests/vm/prepare.sh (run by run.sh) installs qemu and fetches the kernel.
-check-vm: deps-check lib
+check-vm: deps-check lib plugin
 	tests/vm/check.sh
 
 # The exported symbol sets: exactly the names in dat2.map, each @@DAT_2.0, and the soname;
