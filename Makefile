@@ -1,7 +1,9 @@
 # dat2: build, test and install libdat2.so.2.
 #
-#   make            build build/libdat2.so.2.0.0 (+ links libdat2.so.2, libdat2.so) and
-#                   build/dat2-info
+#   make            build build/libdat2.so.2.0.0 (+ links libdat2.so.2, libdat2.so),
+#                   build/libdat2prov.so.2 and build/dat2-info
+#   make plugin     build/libdat2prov.so.2 only: the built-in providers as a DAT provider
+#                   library for another libdat2 (Debian's) to load through dat.conf
 #   make run        the main job (see README)
 #   make check      the whole test suite
 #   make check-vm   the tests on real verbs in a qemu VM with Soft-RoCE (tests/vm)
@@ -22,6 +24,7 @@ CARGO  ?= cargo
 BUILD  := build
 SONAME := libdat2.so.2
 REAL   := libdat2.so.2.0.0
+PLUGIN := libdat2prov.so.2
 VERSION := 2.0.0
 HEADERS := $(wildcard include/dat2/*.h)
 MAN1   := $(wildcard man/man1/*.1)
@@ -40,9 +43,9 @@ INFO   := $(BUILD)/dat2-info
 DEB_BUILD :=
 DEB_CHECK := pkg-config groff-base libdapl2 libdapl-dev dapl2-utils iproute2 strace g++ dpkg-dev lintian man-db
 
-.PHONY: all lib tools run check check-host check-vm check-symbols lint lint-man install uninstall clean deps-build deps-check deb
+.PHONY: all lib plugin tools run check check-host check-vm check-symbols lint lint-man install uninstall clean deps-build deps-check deb
 
-all: lib tools
+all: lib plugin tools
 
 lib: $(BUILD)/$(REAL)
 
@@ -52,6 +55,15 @@ $(BUILD)/$(REAL): FORCE
 	cp -f target/release/libdat2.so $(BUILD)/$(REAL).tmp && mv -f $(BUILD)/$(REAL).tmp $(BUILD)/$(REAL)
 	ln -sf $(REAL) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libdat2.so
+
+# The same crate with the feature "plugin" (src/plugin.rs), in a target directory of its own so
+# that it never replaces the library's target/release/libdat2.so.
+plugin: $(BUILD)/$(PLUGIN)
+
+$(BUILD)/$(PLUGIN): FORCE
+	$(CARGO) build --release --locked --lib --features plugin --target-dir target/plugin
+	@mkdir -p $(BUILD)
+	cp -f target/plugin/release/libdat2.so $(BUILD)/$(PLUGIN).tmp && mv -f $(BUILD)/$(PLUGIN).tmp $(BUILD)/$(PLUGIN)
 
 FORCE:
 
@@ -122,7 +134,7 @@ check:
 
 # The tests that run on this host (no VM): the style gates, cargo test and the C suite (whose
 # group deb installs the packages of `make deb` in an overlay of /).
-check-host: deps-check lint lib tools check-symbols lint-man deb
+check-host: deps-check lint lib plugin tools check-symbols lint-man deb
 	$(CARGO) test --release --locked --quiet
 	c-tests/run-all.sh
 
@@ -130,13 +142,15 @@ check-host: deps-check lint lib tools check-symbols lint-man deb
 # Debian's libdat2 and through ours with Debian's provider, and through our own verbs IA,
 # side by side; then the C suite on our verbs IA. Ends with "vm: N passed, N failed, N
 # skipped". tests/vm/prepare.sh (run by run.sh) installs qemu and fetches the kernel.
-check-vm: deps-check lib
+check-vm: deps-check lib plugin
 	tests/vm/check.sh
 
-# The exported symbol set: exactly the names in dat2.map, each @@DAT_2.0, each with its man
-# page in man/man3 (NAME.3), and the soname.
-check-symbols: lib
-	tools/check-symbols $(BUILD)/$(REAL) src/dat2.map man/man3
+# The exported symbol sets: exactly the names in dat2.map, each @@DAT_2.0 with its man page
+# in man/man3 (NAME.3), and the soname; the provider library's, exactly dat2prov.map's two
+# (no dat_* API function).
+check-symbols: lib plugin
+	tools/check-symbols $(BUILD)/$(REAL) src/dat2.map $(SONAME) man/man3
+	tools/check-symbols $(BUILD)/$(PLUGIN) src/dat2prov.map $(PLUGIN)
 
 # Style gates: rustfmt (rustfmt.toml), clippy with warnings denied ([lints] in Cargo.toml), and
 # the module graph the README's Layout states (tools/check-layers).
@@ -147,6 +161,7 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
 	$(CARGO) clippy --release --locked --all-targets --quiet -- -D warnings
+	$(CARGO) clippy --release --locked --lib --features plugin --target-dir target/plugin --quiet -- -D warnings
 	tools/check-layers
 
 lint-man:
@@ -155,13 +170,14 @@ lint-man:
 	  if [ -n "$$out" ]; then echo "$$f: $$out"; exit 1; fi; \
 	done; echo "man pages: $(words $(MANS)) linted"
 
-install: lib tools
+install: lib plugin tools
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/dat2 $(DESTDIR)$(PKGCONFIGDIR) \
 	  $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7
 	install -m 0755 $(INFO) $(DESTDIR)$(BINDIR)/dat2-info
 	install -m 0755 $(BUILD)/$(REAL) $(DESTDIR)$(LIBDIR)/$(REAL)
 	ln -sf $(REAL) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdat2.so
+	install -m 0755 $(BUILD)/$(PLUGIN) $(DESTDIR)$(LIBDIR)/$(PLUGIN)
 	install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/dat2/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(VERSION)|' pkgconfig/dat2.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/dat2.pc
@@ -190,6 +206,7 @@ deb: lib
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/dat2-info
 	rm -f $(DESTDIR)$(LIBDIR)/$(REAL) $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libdat2.so
+	rm -f $(DESTDIR)$(LIBDIR)/$(PLUGIN)
 	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/dat2/,$(notdir $(HEADERS)))
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/dat2 2>/dev/null
 	rm -f $(DESTDIR)$(PKGCONFIGDIR)/dat2.pc

@@ -59,25 +59,3 @@ dat2_return dat_extension_op(void *handle, int op, ...)
     va_end(args);
     return status;
 }
-
-/* Argument readers for the built-in providers' handle_extendedop_func (src/builtin/ext.rs),
- * which receives the va_list as an opaque pointer. On x86_64 a va_list parameter is a
- * pointer to the caller's state, so each call advances the caller's list. */
-__attribute__((visibility("hidden"))) uint64_t dat2_va_u64(va_list args);
-__attribute__((visibility("hidden"))) void *dat2_va_ptr(va_list args);
-__attribute__((visibility("hidden"))) int dat2_va_int(va_list args);
-
-uint64_t dat2_va_u64(va_list args)
-{
-    return va_arg(args, uint64_t);
-}
-
-void *dat2_va_ptr(va_list args)
-{
-    return va_arg(args, void *);
-}
-
-int dat2_va_int(va_list args)
-{
-    return va_arg(args, int);
-}

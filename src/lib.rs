@@ -12,13 +12,22 @@
 //! - Beside them: [`abi`] (the `#[repr(C)]` mirrors and constants), [`ffi`] (the C boundary:
 //!   the panic guard and argument checks), [`log`] (`DAT_DBG_TYPE`) and [`util`] (helpers that
 //!   know no DAT object and no device).
+//! - With the feature `plugin`, [`api`] and [`registry`] give way to [`plugin`]: the built-in
+//!   providers as a DAT provider library (`libdat2prov.so.2`) that another libdat2 loads.
+
+// The provider library uses the built-in providers and what is below them, not all of it.
+#![cfg_attr(feature = "plugin", allow(dead_code))]
 
 pub mod abi;
+#[cfg(not(feature = "plugin"))]
 mod api;
 pub(crate) mod builtin;
 pub(crate) mod device;
 pub(crate) mod ffi;
 pub(crate) mod log;
+#[cfg(feature = "plugin")]
+mod plugin;
+#[cfg(not(feature = "plugin"))]
 pub(crate) mod registry;
 pub(crate) mod util;
 

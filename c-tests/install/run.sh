@@ -70,6 +70,12 @@ one_round() {
   else
     fail "$name:library expected $L/libdat2.so.2.0.0 and links libdat2.so.2, libdat2.so: $(ls -l "$L" 2>&1 | tr '\n' ' ')"
   fi
+  # the provider library beside it (dat.conf(5): dat2's providers in another libdat2)
+  if [ -f "$L/libdat2prov.so.2" ] && nm -D --defined-only "$L/libdat2prov.so.2" | grep -q ' dat_provider_init@'; then
+    pass "$name:provider-library"
+  else
+    fail "$name:provider-library expected $L/libdat2prov.so.2 exporting dat_provider_init: $(ls -l "$L" 2>&1 | tr '\n' ' ')"
+  fi
   local missing="" h m
   for h in "${headers[@]}"; do [ -f "$I/dat2/$h" ] || missing="$missing $h"; done
   local extra

@@ -4,7 +4,9 @@
 # 127.0.0.1: dtest, dtestx (RC and UD), dtestcm, dtestsrq (RC and UD) and dapltest
 # (transaction, performance and quit clients against one dapltest server). One more dtest,
 # and a dtestx -u, run between two network namespaces joined by a veth pair, as two hosts
-# would.
+# would. Then dtest, dtestx and dapltest -T T again through Debian's own libdat2 (no
+# LD_LIBRARY_PATH) with our provider library build/libdat2prov.so.2 on the soft device
+# (plugin-* cases).
 #
 # These programs mostly exit 0 whether they passed or not, so every case is judged from
 # what both sides printed: the program's own success lines must be there and no error
@@ -55,6 +57,11 @@ dtestx_ud_variants=("u:-u" "u-b8192:-u -b 8192")
 # RC, then UD (address handles, each EP sending to every peer EP through them).
 srq_variants=("default:" "c4-B10:-c 4 -B 10" "u-default:-u" "u-c4-B10:-u -c 4 -B 10")
 netns_names=(dtest-netns-veth dtestx-u-netns-veth)
+# Through Debian's libdat2 with our provider library: dapltest -T T's first three variants.
+plugin_t_variants=("${dapltest_t_variants[@]:0:3}")
+plugin_names=(plugin-dtest plugin-dtestx-rc)
+for v in "${plugin_t_variants[@]}"; do plugin_names+=("plugin-dapltest-${v%%:*}"); done
+plugin_names+=(plugin-dapltest-quit)
 dapltest_p_variants=(
   "P-RW:-i 1000 RW 4096 1"
   "P-RR:-i 1000 RR 4096 1"
@@ -77,7 +84,7 @@ case_names() {
     echo "dapltest-${v%%:*}"
   done
   echo dapltest-quit
-  echo "${netns_names[@]}"
+  echo "${netns_names[@]}" "${plugin_names[@]}"
 }
 
 # shellcheck disable=SC2046 # one name a word
@@ -144,9 +151,12 @@ report "$name" "$why" "$slog" "$clog"
 # "IB extension test - immed/atomic test PASSED"; the client exits 0 (dtestx exits 1 on
 # any failed check).
 
-name=dtestx-rc
-run_pair "$name" 15828 -- 25 dtestx -s -P "$prov" --- -- 20 dtestx -h 127.0.0.1 -P "$prov"
-report "$name" "$(dtestx_rc_check)" "$slog" "$clog"
+dtestx_rc_case() { # name
+  name=$1
+  run_pair "$name" 15828 -- 25 dtestx -s -P "$prov" --- -- 20 dtestx -h 127.0.0.1 -P "$prov"
+  report "$name" "${lib_why:-}$(dtestx_rc_check)" "$slog" "$clog"
+}
+dtestx_rc_case dtestx-rc
 
 # dtestx -u: the unreliable datagram service. Both sides create a service point (the server
 # 31112, the client 31111) and resolve the other's four times from their first EP (the
@@ -276,9 +286,12 @@ dserver_after() { # pattern count-before
   fi
 }
 
-dapltest_server_start || true
-for v in "${dapltest_t_variants[@]}"; do
-  name=dapltest-${v%%:*}
+# The transaction clients: dapltest_t_cases PREFIX VARIANT... (cases PREFIXdapltest-<name>).
+dapltest_t_cases() {
+local prefix=$1 v
+shift
+for v in "$@"; do
+  name=${prefix}dapltest-${v%%:*}
   read -r -a args <<<"${v#*:}"
   log=$out/$name.log
   if [ -n "$dsrv_why" ]; then
@@ -318,6 +331,9 @@ for v in "${dapltest_t_variants[@]}"; do
   why+=$dwords
   report "$name" "$why" "$log" "$dslog"
 done
+}
+dapltest_server_start || true
+dapltest_t_cases "" "${dapltest_t_variants[@]}"
 
 for v in "${dapltest_p_variants[@]}"; do
   name=dapltest-${v%%:*}
@@ -352,7 +368,9 @@ for v in "${dapltest_p_variants[@]}"; do
   report "$name" "$why" "$log" "$dslog"
 done
 
-name=dapltest-quit
+# The quit client, which must make the server exit: dapltest_quit NAME.
+dapltest_quit() {
+name=$1
 log=$out/$name.log
 if [ -n "$dsrv_why" ]; then
   report "$name" "$dsrv_why" "$dslog"
@@ -369,6 +387,8 @@ else
   grep -qE "DT_cs_Server \($prov\): +Exiting\." "$dslog" || why+=" server did not print \"DT_cs_Server ($prov): Exiting.\";"
   report "$name" "$why" "$log" "$dslog"
 fi
+}
+dapltest_quit dapltest-quit
 
 # ---------------------------------------------------------------------------------------
 # Two hosts: network namespaces joined by a veth pair, 10.77.0.1 and 10.77.0.2, each with
@@ -417,6 +437,36 @@ else
   fi
   for ns in "${namespaces[@]}"; do ip netns delete "$ns" 2>/dev/null; done
   namespaces=()
+fi
+
+# ---------------------------------------------------------------------------------------
+# Debian's libdat2 with our provider library (src/plugin.rs): a dat.conf entry naming
+# build/libdat2prov.so.2 by its absolute path, ia_params "soft 127.0.0.1 0", and no
+# LD_LIBRARY_PATH, so that the programs load Debian's libdat2 and it loads the provider
+# library as it loads dapl's.
+
+plugin=$build/libdat2prov.so.2
+if [ ! -e "$debian_lib" ]; then
+  for name in "${plugin_names[@]}"; do skip "$name" "Debian's libdat2 is not installed (apt-get install libdapl2)"; done
+elif [ ! -e "$plugin" ]; then
+  for name in "${plugin_names[@]}"; do fail "$name" "no libdat2prov.so.2 in $build (make plugin)"; done
+else
+  printf 'dat2prov-soft u2.0 nonthreadsafe default %s dat2.2.0 "soft 127.0.0.1 0" ""\n' "$(readlink -f "$plugin")" >"$out/plugin.conf"
+  # pairs.sh's make_cmd: no LD_LIBRARY_PATH (an empty pair_lib), and this dat.conf.
+  pair_conf=$out/plugin.conf pair_lib="" prov=dat2prov-soft
+  # Which libdat2 the programs get without LD_LIBRARY_PATH: Debian's, or these cases prove nothing.
+  which_lib=$(env -u LD_LIBRARY_PATH ldd "$(command -v dtest)" | awk '$1 == "libdat2.so.2" { print $3 }')
+  lib_why=""
+  [ "$(readlink -f "$which_lib")" = "$(readlink -f "$debian_lib")" ] || lib_why=" dtest loads libdat2.so.2 from \"$which_lib\", not Debian's $debian_lib;"
+  name=plugin-dtest
+  run_pair "$name" 15828 -- 25 dtest -s -P "$prov" --- -- 20 dtest -h 127.0.0.1 -P "$prov"
+  report "$name" "$lib_why$(dtest_check)" "$slog" "$clog"
+  dtestx_rc_case plugin-dtestx-rc
+  dapltest_server_start || true
+  dapltest_t_cases plugin- "${plugin_t_variants[@]}"
+  dapltest_quit plugin-dapltest-quit
+  unset pair_conf pair_lib
+  prov=dat2-soft
 fi
 
 exit $rc

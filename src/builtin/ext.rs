@@ -12,7 +12,7 @@ use crate::device::WrOp;
 use crate::ffi::guard_try;
 
 extern "C" {
-    // Hidden helpers of shim/extension_op.c: each takes the next argument of the va_list.
+    // Hidden helpers of shim/va_args.c: each takes the next argument of the va_list.
     fn dat2_va_u64(ap: *mut c_void) -> u64;
     fn dat2_va_ptr(ap: *mut c_void) -> *mut c_void;
     fn dat2_va_int(ap: *mut c_void) -> c_int;

@@ -1,15 +1,15 @@
 //! The built-in providers' objects, and the handles that name them.
 //!
 //! A handle is the address of a 16-byte cell whose first word is the object's
-//! `DAT_PROVIDER *`, as DAT requires of every non-IA handle (and of provider IAs). Cells come
-//! from chunks that are never freed, and a freed cell is reused only after many others (FIFO
-//! with a quarantine), so a stale handle keeps failing the lookup instead of silently naming
-//! a new object. Objects live in one map from handle to `Arc`; a lookup clones the `Arc`, so
-//! an object freed by another thread meanwhile stays valid for the call that holds it. The map
-//! and the cells share one lock, so that creating or freeing an object takes it once. A cell
-//! also says, while an object is published under it, the object's handle type: the registry
-//! checks the handles of built-in objects with a few loads ([`published`]) instead of keeping
-//! records of its own.
+//! `DAT_PROVIDER *`, as DAT requires of every non-IA handle (and of provider IAs), and stays
+//! so after the object is freed. Cells come from chunks that are never freed, and a freed cell
+//! is reused only after many others (FIFO with a quarantine), so a stale handle keeps failing
+//! the lookup instead of silently naming a new object. Objects live in one map from handle to
+//! `Arc`; a lookup clones the `Arc`, so an object freed by another thread meanwhile stays valid
+//! for the call that holds it. The map and the cells share one lock, so that creating or
+//! freeing an object takes it once. A cell also says, while an object is published under it,
+//! the object's handle type: the registry checks the handles of built-in objects with a few
+//! loads ([`published`]) instead of keeping records of its own.
 //!
 //! The table knows no object type: each object module implements [`Object`] for its type,
 //! and a lookup downcasts to the type asked for (a type id compare, so still O(1)). An abrupt
@@ -112,10 +112,11 @@ pub fn published(handle: usize) -> Option<Option<(*const DAT_PROVIDER, DAT_HANDL
     Some((ty != 0 && !provider.is_null()).then_some((provider as *const DAT_PROVIDER, (ty - 1) as DAT_HANDLE_TYPE)))
 }
 
+/// A freed cell keeps its `DAT_PROVIDER *`: a libdat2 that dispatches on the first word without
+/// checking the handle (Debian's, with the provider library `src/plugin.rs`) then still calls
+/// our table for a stale handle, whose lookup fails with DAT_INVALID_HANDLE, instead of
+/// calling through NULL. Its published type is cleared before it comes here.
 fn free_cell(c: &mut Cells, addr: usize) {
-    // SAFETY: `addr` came from alloc_cell and names a leaked cell.
-    let cell = unsafe { &*(addr as *const Cell) };
-    cell.provider.store(core::ptr::null_mut(), Ordering::Release);
     c.recycled.push_back(addr);
 }
 

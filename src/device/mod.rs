@@ -17,7 +17,11 @@ pub static DRIVERS: &[&dyn Driver] = &[&soft::DRIVER, &verbs::DRIVER];
 
 /// The driver a dat.conf lib_path `builtin:<name>` names.
 pub fn driver(lib_path: &[u8]) -> Option<&'static dyn Driver> {
-    let name = lib_path.strip_prefix(b"builtin:")?;
+    driver_named(lib_path.strip_prefix(b"builtin:")?)
+}
+
+/// The driver called `name` (`soft`, `verbs`).
+pub fn driver_named(name: &[u8]) -> Option<&'static dyn Driver> {
     DRIVERS.iter().copied().find(|d| d.name().as_bytes() == name)
 }
 

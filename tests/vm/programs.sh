@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs inside the VM (tests/vm/run.sh): Debian's test programs (dapl2-utils) on real verbs
-# (Soft-RoCE rxe0), in three columns:
+# (Soft-RoCE rxe0), in four columns:
 #   debian      Debian's libdat2 with Debian's socket-CM provider (IA $scm_ia), the anchor
 #   dat2        our libdat2 with the same Debian provider (dat.conf: tests/vm/dat.conf)
 #   dat2-verbs  our libdat2 with its own verbs device (IA $verbs_ia); every cell is SKIP
 #               while our library's registry does not list that IA
+#   plugin      Debian's libdat2 with our provider library build/libdat2prov.so.2 on the
+#               same verbs port (IA $plugin_ia, "verbs rxe0 1"); only the rows that name it,
+#               SKIP like dat2-verbs
 # and prints them side by side, one row per case as it completes, then one line per counted
 # cell: "PASS|FAIL|SKIP vm:<column>:<case> [why]". The dat2 and dat2-verbs cells are counted;
 # the debian column is the reference and is only shown (Debian's own failures, such as
@@ -19,7 +22,7 @@
 #   DAT2_VM_SCM_IA     Debian's provider IA in tests/vm/dat.conf (default ofa-v2-rxe0-1)
 #   DAT2_VM_VERBS_IA   our verbs IA (default dat2-verbs-rxe0-1)
 #   DAT2_VM_ADDR       the VM's address on rxe0's netdev (default 10.0.2.15)
-#   DAT2_VM_COLUMNS    columns to run (default "debian dat2 dat2-verbs")
+#   DAT2_VM_COLUMNS    columns to run (default "debian dat2 dat2-verbs plugin")
 #   DAT2_VM_CASES      only the cases whose names are listed (default: all)
 #   DAT2_VM_IA_LISTED  a built ia-listed (tests/vm/ia-listed.c); built here when unset
 #   DAT2_VM_OUT        where the logs go (default: a fresh directory under /tmp)
@@ -27,14 +30,21 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
-conf=$root/tests/vm/dat.conf
+plugin_ia=dat2prov-rxe0-1
 scm_ia=${DAT2_VM_SCM_IA:-ofa-v2-rxe0-1}
 verbs_ia=${DAT2_VM_VERBS_IA:-dat2-verbs-rxe0-1}
 addr=${DAT2_VM_ADDR:-10.0.2.15}
-columns=${DAT2_VM_COLUMNS:-debian dat2 dat2-verbs}
+columns=${DAT2_VM_COLUMNS:-debian dat2 dat2-verbs plugin}
 only=${DAT2_VM_CASES:-}
 out=${DAT2_VM_OUT:-$(mktemp -d /tmp/dat2-vm-programs.XXXXXX)}
 mkdir -p "$out"
+# tests/vm/dat.conf, and our provider library on the same port (an entry needs its
+# absolute path).
+conf=$out/dat.conf
+{
+  cat "$root/tests/vm/dat.conf"
+  printf '%s u2.0 nonthreadsafe default %s dat2.2.0 "verbs rxe0 1" ""\n' "$plugin_ia" "$build/libdat2prov.so.2"
+} > "$conf"
 
 # ---------------------------------------------------------------------------------------
 # The cases: "name|kind|arguments[|ia[|columns]]".
@@ -47,8 +57,10 @@ mkdir -p "$out"
 #   columns    the columns the row runs in (the others show "-")
 # A row for our verbs IA only, for instance, reads
 #   "dtest-verbs-b65536|dtest|-b 65536 -B 10|dat2-verbs-rxe0-1|dat2"
+# The plugin column runs only the rows whose columns name it.
+all="debian dat2 dat2-verbs"
 cases=(
-  "dtest|dtest|-b 4096 -B 10"
+  "dtest|dtest|-b 4096 -B 10||$all plugin"
   "dtest-p|dtest|-p -b 4096 -B 10"
   "dtest-c|dtest|-c -b 4096 -B 10"
   "dtest-u|dtest|-u -b 4096 -B 10"
@@ -58,7 +70,7 @@ cases=(
   "dtest-W-a|dtest|-W -a -b 16384 -B 5"
   "dtest-t-S1|dtest|-t -S 1 -b 4096 -B 10"
   "dtest-cma|dtest|-b 4096 -B 10|ofa-v2-eth0"
-  "dtestx|dtestx|"
+  "dtestx|dtestx|||$all plugin"
   "dtestcm-c10|dtestcm|-c 10"
   "dtestsrq|dtestsrq|"
   # Debian's scm provider fails this one through either library ("Error disconnect_eps:
@@ -71,9 +83,9 @@ cases=(
   "dtestx-u-b8192|dtestx|-u -b 8192||debian dat2-verbs"
   "dtestsrq-u|dtestsrq|-u||debian dat2-verbs"
   "dtestsrq-u-c4-B10|dtestsrq|-c 4 -B 10 -u||debian dat2-verbs"
-  "T-SR|T|-i 20 client SR 4096 server SR 4096"
-  "T-RW|T|-i 20 client SR 4096 client RW 4096 1 server RW 4096 1 server SR 4096"
-  "T-RR|T|-i 20 client SR 4096 client RR 4096 1 server RR 4096 1 server SR 4096"
+  "T-SR|T|-i 20 client SR 4096 server SR 4096||$all plugin"
+  "T-RW|T|-i 20 client SR 4096 client RW 4096 1 server RW 4096 1 server SR 4096||$all plugin"
+  "T-RR|T|-i 20 client SR 4096 client RR 4096 1 server RR 4096 1 server SR 4096||$all plugin"
   "T-V|T|-i 20 -V client SR 4096 client RW 4096 1 server RW 4096 1 server SR 4096"
   "T-t2-w2|T|-i 10 -t 2 -w 2 client SR 4096 server SR 4096"
   "P-RW|P|-i 100 RW 4096 1"
@@ -95,8 +107,8 @@ command -v stdbuf > /dev/null && unbuf=(stdbuf -oL -eL)
 # ---------------------------------------------------------------------------------------
 # The columns: the library each runs against and its IA.
 
-col_lib() { case $1 in debian) echo "" ;; *) echo "$build" ;; esac; }
-col_ia() { case $1 in dat2-verbs) echo "$verbs_ia" ;; *) echo "$scm_ia" ;; esac; }
+col_lib() { case $1 in debian | plugin) echo "" ;; *) echo "$build" ;; esac; }
+col_ia() { case $1 in dat2-verbs) echo "$verbs_ia" ;; plugin) echo "$plugin_ia" ;; *) echo "$scm_ia" ;; esac; }
 
 # Does our library list the verbs IA? Decided once: its column counts only when it does.
 verbs_why=""
@@ -497,7 +509,7 @@ for col in $columns; do
       continue
     fi
     ia=${fixed_ia:-$(col_ia "$col")}
-    if [ "$col" != debian ] && [ -n "$verbs_why" ] && [ "$ia" = "$verbs_ia" ]; then
+    if [ "$col" != debian ] && [ -n "$verbs_why" ] && { [ "$ia" = "$verbs_ia" ] || [ "$ia" = "$plugin_ia" ]; }; then
       cell[$col,$name]=SKIP
       results+=("SKIP vm:$col:$name $verbs_why")
       continue
@@ -510,7 +522,7 @@ for col in $columns; do
     # Debian's provider (its data path is Debian's code in either column) now and then fails
     # a case under TCG's timing; such a cell gets one more try, and the first failure is
     # shown. Our own device (any IA of our library that is not a dat.conf provider) gets none.
-    if [ -n "$why" ] && [ "$ia" != "$verbs_ia" ] && [ "$ia" != dat2-soft ]; then
+    if [ -n "$why" ] && [ "$ia" != "$verbs_ia" ] && [ "$ia" != "$plugin_ia" ] && [ "$ia" != dat2-soft ]; then
       echo "    $col:$name: failed once, trying again:$why"
       for f in "$out/$col.$name".*; do [ -e "$f" ] && mv "$f" "$f.first"; done
       case $kind in T | P) dserver_stop ;; esac
@@ -532,10 +544,11 @@ for col in $columns; do
 done
 
 echo
-printf '%-18s %-8s %-8s %-10s\n' case debian dat2 dat2-verbs
+printf '%-18s %-8s %-8s %-10s %-8s\n' case debian dat2 dat2-verbs plugin
 for c in "${rows[@]}"; do
   IFS='|' read -r name _ <<< "$c"
-  printf '%-18s %-8s %-8s %-10s\n' "$name" "${cell[debian,$name]:-}" "${cell[dat2,$name]:-}" "${cell[dat2-verbs,$name]:-}"
+  printf '%-18s %-8s %-8s %-10s %-8s\n' "$name" "${cell[debian,$name]:-}" "${cell[dat2,$name]:-}" "${cell[dat2-verbs,$name]:-}" \
+    "${cell[plugin,$name]:-}"
 done
 [ -n "$verbs_why" ] && echo "(dat2-verbs: $verbs_why)"
 echo
