@@ -109,7 +109,7 @@ pub fn published(handle: usize) -> Option<Option<(*const DAT_PROVIDER, DAT_HANDL
     let cell = listed_cell(handle)?;
     let ty = cell.published.load(Ordering::Acquire);
     let provider = cell.provider.load(Ordering::Acquire);
-    Some((ty != 0 && !provider.is_null()).then_some((provider as *const DAT_PROVIDER, (ty - 1) as DAT_HANDLE_TYPE)))
+    Some((ty != 0 && !provider.is_null()).then(|| (provider as *const DAT_PROVIDER, (ty - 1) as DAT_HANDLE_TYPE)))
 }
 
 /// A freed cell keeps its `DAT_PROVIDER *`: a libdat2 that dispatches on the first word without
