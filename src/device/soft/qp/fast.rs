@@ -42,7 +42,7 @@ impl SoftQp {
         if wr.op != WrOp::Write || sge.len == 0 || sge.len > self.caps.max_message {
             return None;
         }
-        if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma() || i.peer_keys.is_none() {
+        if !direct_allowed(i) || i.peer_keys.is_none() {
             return None;
         }
         if i.local_hit.as_ref().is_none_or(|h| h.lkey != sge.lkey) {
@@ -61,17 +61,7 @@ impl SoftQp {
         let _held = super::super::lease::hold_all(std::slice::from_ref(k))?;
         let backing = backing.upgrade()?;
         let src = backing.view(sge.addr, sge.len as usize)?;
-        // The peer's key stays valid while we write through it: its revoke waits for the pin.
-        let (g, _pin) = i.peer_keys.as_ref()?.pin(rkey)?;
-        if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.contains(Access::REMOTE_WRITE) {
-            return None;
-        }
-        let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
-        if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
-            return None;
-        }
-        let file = g.file?;
-        let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
-        self.shm_peers.locked().put(i.peer.as_deref()?, dst, &[(src, sge.len as usize)], io::TAIL).then_some(sge.len)
+        let (g, _pin, addr) = pin_peer_write(i, rkey, raddr, len)?;
+        self.put_peer_file(i, &g, addr, &[(src, sge.len as usize)]).then_some(sge.len)
     }
 }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use super::delivery::Delivery;
 use super::io;
-use super::keytab::KeyTable;
+use super::keytab::{Grant, KeyTable, Pin};
 use super::lease::{Leases, SetLease, Via};
 use super::peer::{self, OtherEnd, PeerProcess};
 use super::rendezvous::{Channel, Claims, Rendezvous};
@@ -246,6 +246,27 @@ pub struct SoftQp {
     lease: Arc<SetLease>,
 }
 
+/// Whether the poster may do an RDMA write itself: nothing else outstanding (so the write
+/// cannot overtake an earlier request) and the peer on this host.
+fn direct_allowed(i: &Inner) -> bool {
+    i.outstanding.is_empty() && i.deferred.is_empty() && i.cma()
+}
+
+/// The peer's key `rkey` pinned for an RDMA write of `len` bytes at `raddr`, and the target
+/// address: the peer published it for its PD, unbound or bound to the peer's QP, with
+/// REMOTE_WRITE, and the range lies within it. Its revoke waits for the pin.
+fn pin_peer_write(i: &Inner, rkey: u32, raddr: u64, len: u64) -> Option<(Grant, Pin<'_>, u64)> {
+    let (g, pin) = i.peer_keys.as_ref()?.pin(rkey)?;
+    if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.contains(Access::REMOTE_WRITE) {
+        return None;
+    }
+    let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
+    if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
+        return None;
+    }
+    Some((g, pin, addr))
+}
+
 /// The verified peer's pid for one copy; None when there is no verified peer or it has exited
 /// (peer.rs).
 fn live_pid(i: &Inner) -> Option<u32> {
@@ -333,6 +354,14 @@ impl SoftQp {
         i.peer = verified.map(|(p, _)| Arc::new(p));
     }
 
+    /// Copies `views` into the peer's shared file at `addr` of key `g` (shm.rs); false when the
+    /// key's memory is in no shared file or the range is outside our mapping of it.
+    fn put_peer_file(&self, i: &Inner, g: &Grant, addr: u64, views: &[(*const u8, usize)]) -> bool {
+        let (Some(file), Some(peer)) = (g.file, i.peer.as_deref()) else { return false };
+        let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
+        self.shm_peers.locked().put(peer, dst, views, io::TAIL)
+    }
+
     /// The direct path of an RDMA write on one host: with nothing else outstanding (so the
     /// write cannot overtake an earlier request), a key the peer published as valid for this
     /// connection, and the peer's memory reachable, we write it ourselves. None: send the
@@ -348,31 +377,19 @@ impl SoftQp {
         keys: &[KeySet],
         local: Option<&[(Arc<shm::Backing>, u64, usize)]>,
     ) -> Option<()> {
-        if !i.outstanding.is_empty() || !i.deferred.is_empty() || !i.cma() {
+        if !direct_allowed(i) {
             return None;
         }
         // Our source memory stays ours while we copy it (lease.rs). No lease on the QP is
         // needed: we hold its lock, which its destruction takes first.
         let _held = super::lease::hold_all(keys)?;
-        // The peer's key stays valid while we write through it: its revoke waits for the pin.
-        let keys = i.peer_keys.as_ref()?;
-        let (g, _pin) = keys.pin(rkey)?;
-        if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.contains(Access::REMOTE_WRITE) {
-            return None;
-        }
-        let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
-        if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
-            return None;
-        }
-        if let (Some(local), Some(file)) = (local, g.file) {
+        let (g, _pin, addr) = pin_peer_write(i, rkey, raddr, len)?;
+        if let Some(local) = local {
             // Both ends in shared files (shm.rs): one memcpy from our alias into the peer's
             // file; `local` holds our aliases alive meanwhile.
-            let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
             let views: Option<Vec<(*const u8, usize)>> = local.iter().map(|(b, a, n)| Some((b.view(*a, *n)?, *n))).collect();
-            if let Some(v) = views {
-                if self.shm_peers.locked().put(i.peer.as_deref()?, dst, &v, io::TAIL) {
-                    return Some(());
-                }
+            if views.is_some_and(|v| self.put_peer_file(i, &g, addr, &v)) {
+                return Some(());
             }
         }
         let target = [(addr, len as usize)];
