@@ -86,6 +86,10 @@ DAT_COUNT dx_max_pdata(DAT_IA_HANDLE ia);
 /* Whether the IA is a verbs device on Soft-RoCE (rxe): some of rxe's reports differ from
  * what an HCA reports, said at each use. */
 int dx_on_rxe(DAT_IA_HANDLE ia);
+/* Whether the IA's provider attribute `attr` says FALSE (say DAT_IB_CMP_AND_SWAP on iWARP);
+ * dx_ia_lacks asks an IA it opens on dx_ia_name() for the time of the call. */
+int dx_lacks(DAT_IA_HANDLE ia, const char *attr);
+int dx_ia_lacks(const char *attr);
 /* Whether `status` is what a local protection error completes with: LOCAL_PROTECTION, or on
  * rxe a flush (rxe completes the failing request itself as flushed; the connection still ends). */
 int dx_local_protection(DAT_IA_HANDLE ia, unsigned status);

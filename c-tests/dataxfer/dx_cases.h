@@ -47,6 +47,7 @@ void case_shm_small_revoke_race(void);
 void case_data_send_recv_3seg(void);
 void case_data_suppress_unsignalled(void);
 void case_data_rdma_write_read(void);
+void case_rdma_zero_based(void);
 void case_rdma_rkey_invalid(void);
 void case_rdma_rkey_bounds(void);
 void case_rdma_rkey_no_write(void);

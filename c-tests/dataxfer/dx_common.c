@@ -50,6 +50,32 @@ int dx_on_rxe(DAT_IA_HANDLE ia)
     return strncmp(a.adapter_name, "rxe", 3) == 0;
 }
 
+int dx_lacks(DAT_IA_HANDLE ia, const char *attr)
+{
+    DAT_PROVIDER_ATTR pa;
+    memset(&pa, 0, sizeof pa);
+    if (dat_ia_query(ia, NULL, 0, NULL, DAT_PROVIDER_FIELD_PROVIDER_SPECIFIC_ATTR, &pa) != DAT_SUCCESS)
+        return 0;
+    for (DAT_COUNT i = 0; i < pa.num_provider_specific_attr; i++) {
+        const DAT_NAMED_ATTR *a = &pa.provider_specific_attr[i];
+        if (a->name && a->value && strcmp(a->name, attr) == 0)
+            return strcmp(a->value, "FALSE") == 0;
+    }
+    return 0;
+}
+
+int dx_ia_lacks(const char *attr)
+{
+    DAT_IA_HANDLE ia;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    if (dat_ia_openv((DAT_NAME_PTR)dx_ia_name(), 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE) !=
+        DAT_SUCCESS)
+        return 0;
+    int lacks = dx_lacks(ia, attr);
+    dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+    return lacks;
+}
+
 int dx_local_protection(DAT_IA_HANDLE ia, unsigned status)
 {
     if (status == DAT_DTO_ERR_LOCAL_PROTECTION)

@@ -239,6 +239,79 @@ out:
     pair_down(&p);
 }
 
+/* ---- zero-based addressing ------------------------------------------------------------ */
+
+/* A zero-based LMR (DAT_VA_TYPE_ZB): the peer names its bytes by offset. An RDMA write to offset 64 lands at buf+64 and nowhere else, an RDMA read from offset
+ * 256 returns buf+256, and the region's own virtual address (far outside [0, 4096)) is a remote
+ * access error that leaves the buffer alone. An IA whose zb_supported is false (siw, which
+ * ignores the iova it is given) refuses the LMR with DAT_MODEL_NOT_SUPPORTED. */
+void case_rdma_zero_based(void)
+{
+    struct pair p;
+    struct mr sm = {0}, cm = {0};
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    DAT_REGION_DESCRIPTION reg;
+    DAT_VLEN rlen = 0;
+    DAT_VADDR raddr = 1;
+    if (!pair_up(&p, dx_port(0), NULL, NULL, 16) || !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &cm))
+        goto out;
+    sm.alloc = 8192;
+    sm.len = 4096;
+    sm.buf = aligned_alloc(4096, sm.alloc);
+    if (!EXPECT(sm.buf != NULL, "out of memory"))
+        goto out;
+    memset(sm.buf, 0, sm.alloc);
+    memset(&reg, 0, sizeof reg);
+    reg.for_va = sm.buf;
+    DAT_RETURN rc = dat_lmr_create(p.s.ia, DAT_MEM_TYPE_VIRTUAL, reg, 4096, p.s.pz, PRIV_ALL, DAT_VA_TYPE_ZB, &sm.h,
+                                   &sm.lkey, &sm.rkey, &rlen, &raddr);
+    DAT_IA_ATTR ia_attr;
+    memset(&ia_attr, 0, sizeof ia_attr);
+    if (EXPECT_RC(dat_ia_query(p.s.ia, NULL, DAT_IA_FIELD_IA_ZB_SUPPORTED, &ia_attr, 0, NULL), DAT_SUCCESS) &&
+        ia_attr.zb_supported == DAT_FALSE) {
+        harness_note("the IA reports zb_supported false: the LMR must be refused");
+        EXPECT_RC(rc, DAT_MODEL_NOT_SUPPORTED);
+        goto out;
+    }
+    if (!EXPECT_RC(rc, DAT_SUCCESS))
+        goto out;
+    /* registered_address is the region's local start, as for any LMR (dat_lmr_create(3)) */
+    EXPECT(raddr == (DAT_VADDR)(uintptr_t)sm.buf, "registered address 0x%llx, expected the region's start %p",
+           (unsigned long long)raddr, (void *)sm.buf);
+    fill(cm.buf, 4096, 21);
+    DAT_LMR_TRIPLET l = lt(&cm, 0, 100);
+    DAT_RMR_TRIPLET r = {.rmr_context = sm.rkey, .virtual_address = 64, .segment_length = 100};
+    if (EXPECT_RC(dat_ep_post_rdma_write(p.ce, 1, &l, ck(1), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) &&
+        WAIT_DTO(p.c.req, &d)) {
+        EXPECT(d.status == DAT_DTO_SUCCESS, "write to offset 64: status %u", (unsigned)d.status);
+        EXPECT(memcmp(sm.buf + 64, cm.buf, 100) == 0, "the write to offset 64 did not land at buf+64");
+        EXPECT(all_zero(sm.buf, 64) && all_zero(sm.buf + 164, sm.alloc - 164), "the write touched bytes outside [64, 164)");
+    }
+    fill(sm.buf + 256, 200, 5);
+    l = lt(&cm, 1024, 200);
+    r.virtual_address = 256;
+    r.segment_length = 200;
+    if (EXPECT_RC(dat_ep_post_rdma_read(p.ce, 1, &l, ck(2), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) &&
+        WAIT_DTO(p.c.req, &d)) {
+        EXPECT(d.status == DAT_DTO_SUCCESS, "read from offset 256: status %u", (unsigned)d.status);
+        EXPECT(memcmp(cm.buf + 1024, sm.buf + 256, 200) == 0, "the read from offset 256 returned other bytes");
+    }
+    unsigned char snap[512];
+    memcpy(snap, sm.buf, sizeof snap);
+    l = lt(&cm, 0, 100);
+    r.virtual_address = (DAT_VADDR)(uintptr_t)sm.buf;
+    r.segment_length = 100;
+    if (EXPECT_RC(dat_ep_post_rdma_write(p.ce, 1, &l, ck(3), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) &&
+        WAIT_DTO(p.c.req, &d))
+        EXPECT(d.status == DAT_DTO_ERR_REMOTE_ACCESS, "a write to the region's virtual address: status %u, expected 6",
+               (unsigned)d.status);
+    EXPECT(memcmp(snap, sm.buf, sizeof snap) == 0, "the write to the region's virtual address changed it");
+out:
+    mr_drop(&sm);
+    mr_drop(&cm);
+    pair_down(&p);
+}
+
 /* ---- remote access errors ------------------------------------------------------------ */
 
 enum remote_kind { RK_INVALID, RK_BOUNDS, RK_NO_WRITE, RK_FREED };

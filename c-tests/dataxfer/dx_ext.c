@@ -39,11 +39,51 @@ static int wait_ext_at(int line, DAT_EVD_HANDLE evd, DAT_EVENT *ev, DAT_IB_EXT_T
 }
 #define WAIT_EXT(evd, ev, type) wait_ext_at(__LINE__, evd, ev, type)
 
+/* On an IA whose provider attribute `attr` says FALSE (iWARP has no immediate data and no
+ * atomics), the request `op` (0 write with immediate, 1 compare-and-swap, 2 fetch-and-add) is
+ * refused with DAT_MODEL_NOT_SUPPORTED, nothing is queued, and the connection still carries
+ * an RDMA write. Returns 0 where the IA has the feature (the case then runs as usual). */
+static int refused_where_lacking(const char *attr, int op)
+{
+    struct pair p;
+    struct mr sm = {0}, cm = {0};
+    DAT_EVENT ev;
+    if (!dx_ia_lacks(attr))
+        return 0;
+    harness_note("the IA reports %s=FALSE: the request must be refused", attr);
+    if (!pair_up(&p, dx_port(0), NULL, NULL, 16) || !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &sm) ||
+        !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &cm))
+        goto out;
+    fill(cm.buf, 4096, 3);
+    DAT_LMR_TRIPLET l = lt(&cm, 0, 8);
+    DAT_RMR_TRIPLET r = rt(&sm, 64, 8);
+    DAT_RETURN rc = op == 0   ? dat_ib_post_rdma_write_immed(p.ce, 1, &l, ck(1), &r, 7, DAT_COMPLETION_DEFAULT_FLAG)
+                    : op == 1 ? dat_ib_post_cmp_and_swap(p.ce, 0, 1, &l, ck(1), &r, DAT_COMPLETION_DEFAULT_FLAG)
+                              : dat_ib_post_fetch_and_add(p.ce, 1, &l, ck(1), &r, DAT_COMPLETION_DEFAULT_FLAG);
+    EXPECT_RC(rc, DAT_MODEL_NOT_SUPPORTED);
+    EXPECT(DAT_GET_TYPE(dat_evd_dequeue(p.c.req, &ev)) == DAT_QUEUE_EMPTY, "the refused request completed");
+    if (EXPECT_RC(dat_ep_post_rdma_write(p.ce, 1, &l, ck(2), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) &&
+        EXPECT_RC(wait_ev(p.c.req, WAIT_MS, &ev), DAT_SUCCESS)) {
+        EXPECT(ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS, "the RDMA write after it: status %u",
+               (unsigned)ev.event_data.dto_completion_event_data.status);
+        EXPECT(ev.event_data.dto_completion_event_data.user_cookie.as_64 == 2, "the RDMA write's cookie %llu",
+               (unsigned long long)ev.event_data.dto_completion_event_data.user_cookie.as_64);
+        EXPECT(memcmp(sm.buf + 64, cm.buf, 8) == 0, "the RDMA write after the refused request did not land");
+    }
+out:
+    mr_drop(&sm);
+    mr_drop(&cm);
+    pair_down(&p);
+    return 1;
+}
+
 void case_ext_write_immed(void)
 {
     struct pair p;
     struct mr sm = {0}, cm = {0};
     DAT_EVENT ev;
+    if (refused_where_lacking("DAT_IB_IMMED_DATA", 0))
+        return;
     if (!pair_up(&p, dx_port(0), NULL, NULL, 16) || !mr_make(&p.s, p.s.pz, 8192, PRIV_ALL, &sm) ||
         !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &cm) || !post_recv1(p.se, &sm, 0, 64, 5))
         goto out;
@@ -122,6 +162,8 @@ void case_ext_cmp_and_swap(void)
     struct pair p;
     struct mr sm = {0}, cm = {0};
     unsigned st;
+    if (refused_where_lacking("DAT_IB_CMP_AND_SWAP", 1))
+        return;
     if (!atomic_setup(&p, &sm, &cm, PRIV_ALL_ATOMIC))
         goto out;
     *word(&sm, 64) = 5;
@@ -156,6 +198,8 @@ void case_ext_fetch_and_add(void)
     struct pair p;
     struct mr sm = {0}, cm = {0};
     unsigned st;
+    if (refused_where_lacking("DAT_IB_FETCH_AND_ADD", 2))
+        return;
     if (!atomic_setup(&p, &sm, &cm, PRIV_ALL_ATOMIC))
         goto out;
     *word(&sm, 64) = 100;
@@ -184,6 +228,10 @@ void case_ext_atomic_no_priv(void)
     struct pair p;
     struct mr sm = {0}, cm = {0};
     unsigned st;
+    if (dx_ia_lacks("DAT_IB_FETCH_AND_ADD")) {
+        harness_skip("the IA has no atomics (DAT_IB_FETCH_AND_ADD=FALSE; ext_fetch_and_add checks the refusal)");
+        return;
+    }
     /* remote read and write, but not DAT_IB_MEM_PRIV_REMOTE_ATOMIC */
     if (!atomic_setup(&p, &sm, &cm, PRIV_ALL))
         goto out;
@@ -318,6 +366,10 @@ void case_ext_atomic_concurrent(void)
     struct mr m = {0};
     size_t shared_len = (size_t)ADD_TOTAL * sizeof(uint64_t);
     memset(&s, 0, sizeof s);
+    if (dx_ia_lacks("DAT_IB_FETCH_AND_ADD")) {
+        harness_skip("the IA has no atomics (DAT_IB_FETCH_AND_ADD=FALSE; ext_fetch_and_add checks the refusal)");
+        return;
+    }
     uint64_t *shared = mmap(NULL, shared_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (!EXPECT(shared != MAP_FAILED, "mmap failed"))
         return;

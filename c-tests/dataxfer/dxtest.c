@@ -62,6 +62,8 @@ static const struct harness_case cases[] = {
     CASE(data_suppress_unsignalled),
     CASE(data_rdma_write_read),
     CASE_TCP(data_rdma_write_read),
+    CASE(rdma_zero_based),
+    CASE_TCP(rdma_zero_based),
     CASE(rdma_rkey_invalid),
     CASE(rdma_rkey_bounds),
     CASE_TCP(rdma_rkey_bounds),

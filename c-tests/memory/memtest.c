@@ -1003,6 +1003,15 @@ static void case_shared_null_cookie(void)
 
 /* ---- rule 5: zero-based addressing -------------------------------------------- */
 
+/* Whether the IA reports zb_supported false (Soft-iWARP: siw registers the virtual address
+ * whatever iova it is given). */
+static int zero_based_lacking(DAT_IA_HANDLE ia)
+{
+    DAT_IA_ATTR a;
+    memset(&a, 0, sizeof a);
+    return dat_ia_query(ia, NULL, DAT_IA_FIELD_IA_ZB_SUPPORTED, &a, 0, NULL) == DAT_SUCCESS && a.zb_supported == DAT_FALSE;
+}
+
 static void case_lmr_va_type_zb(void)
 {
     /* page aligned: verbs keeps a region's page offset in its remote addresses, so only an
@@ -1014,7 +1023,10 @@ static void case_lmr_va_type_zb(void)
     DAT_LMR_PARAM p;
     if (!setup(&ia, &pz))
         return;
-    if (EXPECT_RC(lmr_va(ia, pz, buf, sizeof buf, 0x33, DAT_VA_TYPE_ZB, &z), DAT_SUCCESS)) {
+    if (zero_based_lacking(ia)) {
+        harness_note("the IA reports zb_supported false: a zero-based LMR must be refused");
+        EXPECT_RC(lmr_va(ia, pz, buf, sizeof buf, 0x33, DAT_VA_TYPE_ZB, &z), DAT_MODEL_NOT_SUPPORTED);
+    } else if (EXPECT_RC(lmr_va(ia, pz, buf, sizeof buf, 0x33, DAT_VA_TYPE_ZB, &z), DAT_SUCCESS)) {
         memset(&p, 0x5a, sizeof p);
         if (EXPECT_RC(dat_lmr_query(z.lmr, DAT_LMR_FIELD_VA_TYPE, &p), DAT_SUCCESS))
             EXPECT(p.va_type == DAT_VA_TYPE_ZB, "query va_type %d, expected DAT_VA_TYPE_ZB", (int)p.va_type);

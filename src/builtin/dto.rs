@@ -67,7 +67,7 @@ fn post_on(
         // A UD EP takes only datagram sends, and only a UD EP takes them (checked first: a UD
         // EP's RDMA segment limits are 0, which would otherwise name the vector).
         let ud = is_ud(&i.attr);
-        if ud != p.ah.is_some() {
+        if ud != p.ah.is_some() || !ep.ia.dev.limits().supports(&p.op) {
             return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
         }
         let sges = iov_sges(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;

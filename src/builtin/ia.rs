@@ -161,7 +161,7 @@ fn ia_attributes(ia: &Ia) -> DAT_IA_ATTR {
     a.max_rdma_read_out = clamp(l.max_rd_atom.into());
     a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
     a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
-    a.zb_supported = DAT_TRUE;
+    a.zb_supported = if l.zero_based { DAT_TRUE } else { DAT_FALSE };
     a.extension_supported = DAT_EXTENSION_IB;
     a.extension_version = DAT_IB_EXTENSION_VERSION;
     a

@@ -51,6 +51,7 @@ impl Builtin {
     /// ones, the device's transport MTU and UD service, and the registration cache's state and counters.
     pub fn provider_specific(&self, dev: &dyn Device) -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = self.attrs.iter().map(|(n, v)| (n.to_string(), v.clone())).collect();
+        v.extend(crate::device::capability_attributes(dev.limits()));
         v.push(("DAT_IB_TRANSPORT_MTU".into(), dev.limits().mtu.to_string()));
         // The unreliable datagram service, when the device has one, and its datagram size
         // limit (a UD EP's max_message_size is at most this).

@@ -44,16 +44,26 @@ pub trait Driver: Sync {
 }
 
 /// The provider-specific attributes every built-in device reports first: the DAT IB
-/// extensions it implements, its connectivity mode and its driver's name.
+/// extension interface, its connectivity mode and its driver's name. What the open device
+/// can do (atomics, immediate data, ...) follows from [`capability_attributes`].
 pub fn common_attributes(driver: &dyn Driver, mode: &str) -> Vec<(&'static str, String)> {
     vec![
         ("DAT_EXTENSION_INTERFACE", "TRUE".into()),
         ("DAT_IB_RDMA_READ", "TRUE".into()),
-        ("DAT_IB_CMP_AND_SWAP", "TRUE".into()),
-        ("DAT_IB_FETCH_AND_ADD", "TRUE".into()),
-        ("DAT_IB_IMMED_DATA", "TRUE".into()),
         ("DAT_IB_CONNECTIVITY_MODE", mode.into()),
         ("DAT2_DEVICE", driver.name().into()),
+    ]
+}
+
+/// The IB extensions an open device offers, as `TRUE`/`FALSE` attributes: a consumer reads
+/// them before it posts what the device would refuse (zero-based addressing is
+/// `DAT_IA_ATTR.zb_supported`).
+pub fn capability_attributes(l: &DeviceLimits) -> Vec<(String, String)> {
+    let b = |v: bool| if v { "TRUE" } else { "FALSE" }.to_string();
+    vec![
+        ("DAT_IB_CMP_AND_SWAP".into(), b(l.atomics)),
+        ("DAT_IB_FETCH_AND_ADD".into(), b(l.atomics)),
+        ("DAT_IB_IMMED_DATA".into(), b(l.immediate)),
     ]
 }
 
@@ -143,6 +153,25 @@ pub struct DeviceLimits {
     pub max_private_data: u32,
     /// The largest datagram payload of a UD QP (the path MTU); 0 when the device has no UD.
     pub max_ud_msg: u32,
+    /// Compare-and-swap and fetch-and-add (iWARP has neither).
+    pub atomics: bool,
+    /// 32 bits of immediate data on a send or an RDMA write (iWARP has none).
+    pub immediate: bool,
+    /// Zero-based registrations (`DAT_VA_TYPE_ZB`) whose remote addresses are offsets
+    /// (`DAT_IA_ATTR.zb_supported`).
+    pub zero_based: bool,
+}
+
+impl DeviceLimits {
+    /// Whether the device can carry out `op` at all: a request it cannot is refused with
+    /// `DAT_MODEL_NOT_SUPPORTED` before anything is queued.
+    pub fn supports(&self, op: &WrOp) -> bool {
+        match op {
+            WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. } => self.atomics,
+            WrOp::SendImm(_) | WrOp::WriteImm(_) => self.immediate,
+            _ => true,
+        }
+    }
 }
 
 pub trait Device: Send + Sync {
@@ -191,6 +220,13 @@ pub trait Device: Send + Sync {
     /// layer deregisters it, and flushes a PD's kept MRs before `dealloc_pd`.
     fn cache_registrations(&self) -> bool {
         false
+    }
+    /// The rights a registration asked for with `access` really grants on this device. On
+    /// iWARP the sink of an RDMA read is written by the peer's read response as by an RDMA
+    /// write, so local write brings remote write with it; the registration cache treats such
+    /// a registration as a remote one (never shared or kept after its LMR).
+    fn wire_access(&self, access: Access) -> Access {
+        access
     }
     /// Whether a request posted with `mr`'s lkey may still be outstanding on a QP or SRQ of
     /// the device. The registration cache keeps an MR after its last LMR is freed only when

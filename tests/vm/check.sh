@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # `make check-vm`: builds on the host what the VM runs (ia-listed, the library's unit test
-# binary), boots the Soft-RoCE VM once (tests/vm/run.sh) and runs tests/vm/suite.sh in it,
+# binary), boots the VM twice (tests/vm/run.sh: Soft-RoCE, then Soft-iWARP) and runs
+# tests/vm/suite.sh in each,
 # then prints one closing line "vm: N passed, N failed, N skipped" counted from the
 # "PASS|FAIL|SKIP <case>" lines, with the elapsed time, boot included. A VM that does not
 # report back (timeout, crash) counts as one more failure. Exit status: 0 when nothing
 # failed. The logs stay in build/vm-logs/.
 #
 # Environment: what tests/vm/run.sh and tests/vm/programs.sh take; DAT2_VM_TIMEOUT defaults
-# to 1500 s here (the whole suite takes about 6 minutes on 2 cores).
+# to 1500 s here, for each of the two boots (the rxe suite takes about 6 minutes on 2 cores);
+# DAT2_VM_RUNS (default "rxe siw").
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -47,24 +49,56 @@ mkdir -p "$logs"
 export DAT2_VM_OUT=$logs
 export DAT2_VM_RW="$logs ${DAT2_VM_RW:-}"
 
-log=$logs/check-vm.log
-"$here/run.sh" "$here/suite.sh" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-
-pass=$(grep -cE '^ *PASS ' "$log")
-fail=$(grep -cE '^ *FAIL ' "$log")
-skip=$(grep -cE '^ *SKIP ' "$log")
-if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
-  case $rc in
-    124) echo "FAIL vm:run the VM timed out after ${DAT2_VM_TIMEOUT}s" ;;
-    125) echo "FAIL vm:run the VM reported no exit status" ;;
-    *) echo "FAIL vm:run the suite exited $rc" ;;
+# Two boots: Soft-RoCE (rxe0), then Soft-iWARP (siw0, a module tests/vm/prepare.sh builds
+# from Debian's kernel source). The siw run names its cases vm-siw:..., uses Debian's
+# rdma_cm provider (ofa-v2-eth0) as its anchor, and leaves out the rows iWARP cannot run:
+# UD, and dtestx's write with immediate data and atomics (siw has neither; the c-tests
+# check that both are refused with DAT_MODEL_NOT_SUPPORTED). DAT2_VM_RUNS picks the runs.
+siw_cases="dtest dtest-p dtest-c dtest-u dtest-w dtest-W dtest-D dtest-W-a dtest-t-S1 dtestcm-c10
+  dtestsrq dtestsrq-c4-B10 T-SR T-RW T-RR T-V T-t2-w2 P-RW P-RR-poll F-hwconn F-endpoint F-pz F-mem
+  F-connmgt F-queryinfo L"
+rc=0
+logs_all=()
+for run in ${DAT2_VM_RUNS:-rxe siw}; do
+  case $run in
+    rxe)
+      log=$logs/check-vm.log
+      "$here/run.sh" "$here/suite.sh" 2>&1 | tee "$log"
+      rrc=${PIPESTATUS[0]}
+      ;;
+    siw)
+      log=$logs/check-vm-siw.log
+      mkdir -p "$logs/siw"
+      DAT2_VM_RDMA=siw0:siw DAT2_VM_TAG=vm-siw \
+        DAT2_VM_RUST_FILTER=device::verbs::api::device_tests::ud::capabilities_follow_the_transport DAT2_VM_OUT=$logs/siw \
+        DAT2_VM_VERBS_IA=dat2-verbs-siw0-1 DAT2_VM_SCM_IA=ofa-v2-eth0 \
+        DAT2_VM_PLUGIN="dat2prov-siw0-1|verbs siw0 1" DAT2_VM_CASES="$(echo $siw_cases)" \
+        "$here/run.sh" "$here/suite.sh" 2>&1 | tee "$log"
+      rrc=${PIPESTATUS[0]}
+      ;;
+    *)
+      echo "FAIL vm:run unknown run $run in DAT2_VM_RUNS" | tee -a "$logs/check-vm.log"
+      continue
+      ;;
   esac
-  fail=$((fail + 1))
-fi
+  logs_all+=("$log")
+  if [ "$rrc" -ne 0 ] && ! grep -qE '^ *FAIL ' "$log"; then
+    case $rrc in
+      124) echo "FAIL vm:run-$run the VM timed out after ${DAT2_VM_TIMEOUT}s" ;;
+      125) echo "FAIL vm:run-$run the VM reported no exit status" ;;
+      *) echo "FAIL vm:run-$run the suite exited $rrc" ;;
+    esac | tee -a "$log"
+  fi
+  [ "$rrc" -eq 0 ] || rc=1
+done
+
+pass=$(cat "${logs_all[@]}" /dev/null | grep -cE '^ *PASS ')
+fail=$(cat "${logs_all[@]}" /dev/null | grep -cE '^ *FAIL ')
+skip=$(cat "${logs_all[@]}" /dev/null | grep -cE '^ *SKIP ')
 if [ "$fail" -gt 0 ]; then
   echo "Failed in the VM:"
-  grep -E '^ *FAIL ' "$log" | sed 's/^ */  /'
+  cat "${logs_all[@]}" | grep -E '^ *FAIL ' | sed 's/^ */  /'
+  rc=1
 fi
 echo "vm: $pass passed, $fail failed, $skip skipped ($(($(date +%s) - start)) s)"
-[ "$fail" -eq 0 ]
+[ "$rc" -eq 0 ] && [ "$fail" -eq 0 ]

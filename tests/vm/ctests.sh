@@ -14,10 +14,14 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 export DAT2_TEST_IA=${DAT2_TEST_IA:-dat2-soft}
 out=${DAT2_VM_OUT:-$(mktemp -d /tmp/dat2-vm-ctests.XXXXXX)}
 mkdir -p "$out"
+# A run other than the default Soft-RoCE one names its cases apart (say vm-siw:memory:...).
+prefix=""
+[ "${DAT2_VM_TAG:-vm}" = vm ] || prefix="$DAT2_VM_TAG:"
 echo "c-tests against $DAT2_TEST_IA: ${DAT2_VM_CTEST_GROUPS:-memory dataxfer afterfree seeds ud}"
 DAT2_TEST_GROUPS=${DAT2_VM_CTEST_GROUPS:-memory dataxfer afterfree seeds ud} \
   DAT2_TEST_PASSES=${DAT2_VM_CTEST_PASSES:-plain} \
   DAT2_TEST_OUT=$out/ctests \
   "$root/c-tests/run-all.sh" |
-  sed -u "s/^\([0-9]* passed, [0-9]* failed, [0-9]* skipped\)\$/c-tests on $DAT2_TEST_IA: \1/"
+  sed -u -e "s/^\([0-9]* passed, [0-9]* failed, [0-9]* skipped\)\$/c-tests on $DAT2_TEST_IA: \1/" \
+    -e "s/^\( *\)\(PASS\|FAIL\|SKIP\) \([^ ]\)/\1\2 $prefix\3/"
 exit "${PIPESTATUS[0]}"

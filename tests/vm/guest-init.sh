@@ -77,9 +77,16 @@ ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0
 ip route add default via 10.0.2.2 dev eth0
-if ! chroot "$root" rdma link add rxe0 type rxe netdev eth0; then
-    log "rdma link add rxe0 failed"
-fi
+# The RDMA devices on eth0, one "name type" pair a line (tests/vm/run.sh writes them from
+# DAT2_VM_RDMA): Soft-RoCE (rxe0) unless the job asks for another, such as Soft-iWARP (siw0).
+links="rxe0 rxe"
+[ -s "$job/rdma-links" ] && links=$(cat "$job/rdma-links")
+echo "$links" | while read -r name type; do
+    [ -n "$name" ] || continue
+    if ! chroot "$root" rdma link add "$name" type "$type" netdev eth0; then
+        log "rdma link add $name type $type failed"
+    fi
+done
 
 chroot "$root" /bin/bash /run/dat2-vm/job.sh
 echo "$?" > "$job/init-status"

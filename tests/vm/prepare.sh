@@ -21,12 +21,14 @@ say() { printf 'vm-prepare: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 # Modules the guest needs, in the order we ask modprobe about them.
-# crc32_generic is needed by rdma_rxe but not declared as a dependency.
-guest_modules="virtio_pci virtio_net virtio_console 9p 9pnet_virtio overlay crc32_generic rdma_rxe rdma_ucm"
+# crc32_generic is needed by rdma_rxe but not declared as a dependency; siw (Soft-iWARP)
+# computes MPA's CRC32c through the crypto API, so crc32c_generic goes in too (a module the
+# kernel has built in is skipped).
+guest_modules="virtio_pci virtio_net virtio_console 9p 9pnet_virtio overlay crc32_generic crc32c_generic rdma_rxe siw rdma_ucm"
 
 # ---------------------------------------------------------------- host tools
 need_pkgs="qemu-system-x86 busybox-static rdma-core ibverbs-utils perftest
-libibverbs1 librdmacm1 kmod cpio file python3 xz-utils zstd iproute2"
+libibverbs1 librdmacm1 kmod cpio file python3 xz-utils zstd iproute2 make pahole libelf1"
 
 missing=()
 for p in $need_pkgs; do
@@ -192,6 +194,60 @@ kind=$(file -b "$cache/vmlinux")
 [[ $kind == "ELF 64-bit"* ]] || die "$cache/vmlinux is not an ELF kernel: $kind"
 
 # -------------------------------------------------------------------- depmod
+# ------------------------------------------------------- siw (Soft-iWARP)
+# Debian builds its 6.1 and 6.12 kernels without CONFIG_RDMA_SIW, so siw.ko is built here
+# from Debian's source package of the same kernel version, against that kernel's headers
+# packages, all downloaded and unpacked under the cache (nothing is installed on the host),
+# and goes into the modules tree as updates/siw.ko. DAT2_VM_NO_SIW=1 skips it; a failure
+# only leaves the VM without siw (tests/vm/check.sh then reports the siw suite as failed).
+build_siw() {
+    local kdeb ver abi series sb hdr p
+    kdeb=$(find "$debs" -maxdepth 1 -name "${kpkg}_*.deb" | head -n 1)
+    [ -n "$kdeb" ] || { say "siw: no $kpkg .deb in $debs"; return 1; }
+    ver=$(dpkg-deb -f "$kdeb" Version)
+    abi=${kver%-amd64}
+    series=$(printf '%s\n' "$kver" | cut -d. -f1,2)
+    sb="$cache/siw-build"
+    rm -rf "$sb"
+    mkdir -p "$sb/debs" "$sb/root" "$sb/src"
+    say "siw: building siw.ko for $kver from linux-source-$series $ver"
+    for p in "linux-headers-$kver" "linux-headers-$abi-common" "linux-kbuild-$abi|linux-kbuild-$series" \
+        "linux-source-$series"; do
+        local alt ok=0
+        for alt in ${p//|/ }; do
+            if (cd "$sb/debs" && apt-get download "$alt=$ver" > /dev/null 2>&1); then ok=1; break; fi
+        done
+        [ "$ok" = 1 ] || { say "siw: apt-get download ${p//|/ or } (version $ver) failed"; return 1; }
+    done
+    for p in "$sb"/debs/linux-headers-*.deb "$sb"/debs/linux-kbuild-*.deb; do
+        dpkg -x "$p" "$sb/root"
+    done
+    dpkg-deb --fsys-tarfile "$sb"/debs/linux-source-*.deb |
+        tar -xO "./usr/src/linux-source-$series.tar.xz" |
+        tar -xJ -C "$sb/src" --strip-components=5 --wildcards "linux-source-$series/drivers/infiniband/sw/siw/*" ||
+        { say "siw: the source package has no drivers/infiniband/sw/siw"; return 1; }
+    rm -f "$sb"/debs/linux-source-*.deb
+    hdr="$sb/root/usr/src/linux-headers-$kver"
+    # The headers' Makefile includes the common part by its installed path.
+    sed -i "s|/usr/src/|$sb/root/usr/src/|" "$hdr/Makefile"
+    if ! make -C "$hdr" M="$sb/src" CONFIG_RDMA_SIW=m modules > "$sb/build.log" 2>&1; then
+        say "siw: the module did not build:"
+        tail -n 20 "$sb/build.log" >&2
+        return 1
+    fi
+    mkdir -p "$kroot/lib/modules/$kver/updates"
+    cp "$sb/src/siw.ko" "$kroot/lib/modules/$kver/updates/siw.ko"
+    rm -rf "$sb/root" "$sb/debs"
+}
+if [ "${DAT2_VM_NO_SIW:-0}" != 1 ] &&
+   [ -z "$(find "$kroot/lib/modules/$kver" -name 'siw.ko*' -print -quit)" ]; then
+    if build_siw; then
+        rm -f "$kroot/lib/modules/$kver/modules.dep"
+    else
+        say "siw: continuing without Soft-iWARP"
+    fi
+fi
+
 if [ ! -s "$kroot/lib/modules/$kver/modules.dep" ] ||
    [ "$kroot/.stamp" -nt "$kroot/lib/modules/$kver/modules.dep" ]; then
     say "depmod $kver"
@@ -204,7 +260,8 @@ fi
 # fresh clone has newer files than any cache, and several work trees may share
 # one cache (DAT2_VM_CACHE) without rebuilding or replacing each other's image.
 key=$(cat "$0" "$here/guest-init.sh" /bin/busybox | sha256sum | cut -c1-16)
-key=$(printf '%s %s\n' "$key" "$kver" | sha256sum | cut -c1-16)
+key=$(printf '%s %s %s\n' "$key" "$kver" "$(ls "$kroot/lib/modules/$kver/updates" 2> /dev/null | tr '\n' ' ')" |
+    sha256sum | cut -c1-16)
 initrd="$cache/initrd-$key.img"
 init_src="$here/guest-init.sh"
 if [ ! -s "$initrd" ]; then
@@ -219,7 +276,7 @@ if [ ! -s "$initrd" ]; then
     order="$stage/modules/order"
     : > "$order"
     for m in $guest_modules; do
-        modprobe -d "$kroot" -S "$kver" --show-depends "$m" |
+        { modprobe -d "$kroot" -S "$kver" --show-depends "$m" 2> /dev/null || true; } |
             awk '$1 == "insmod" { print $2 }'
     done | awk '!seen[$0]++' | while read -r ko; do
         name=$(basename "$ko")

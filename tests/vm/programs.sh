@@ -23,6 +23,10 @@
 #   DAT2_VM_VERBS_IA   our verbs IA (default dat2-verbs-rxe0-1)
 #   DAT2_VM_ADDR       the VM's address on rxe0's netdev (default 10.0.2.15)
 #   DAT2_VM_COLUMNS    columns to run (default "debian dat2 dat2-verbs plugin")
+#   DAT2_VM_PLUGIN     the plugin column's IA name and its ia_params (default
+#                      "dat2prov-rxe0-1|verbs rxe0 1")
+#   DAT2_VM_TAG        the first word of each verdict's name (default vm; vm-siw for the
+#                      Soft-iWARP run of tests/vm/check.sh)
 #   DAT2_VM_CASES      only the cases whose names are listed (default: all)
 #   DAT2_VM_IA_LISTED  a built ia-listed (tests/vm/ia-listed.c); built here when unset
 #   DAT2_VM_OUT        where the logs go (default: a fresh directory under /tmp)
@@ -30,7 +34,10 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
-plugin_ia=dat2prov-rxe0-1
+plugin=${DAT2_VM_PLUGIN:-dat2prov-rxe0-1|verbs rxe0 1}
+plugin_ia=${plugin%%|*}
+plugin_params=${plugin#*|}
+tag=${DAT2_VM_TAG:-vm}
 scm_ia=${DAT2_VM_SCM_IA:-ofa-v2-rxe0-1}
 verbs_ia=${DAT2_VM_VERBS_IA:-dat2-verbs-rxe0-1}
 addr=${DAT2_VM_ADDR:-10.0.2.15}
@@ -43,7 +50,7 @@ mkdir -p "$out"
 conf=$out/dat.conf
 {
   cat "$root/tests/vm/dat.conf"
-  printf '%s u2.0 nonthreadsafe default %s dat2.2.0 "verbs rxe0 1" ""\n' "$plugin_ia" "$build/libdat2prov.so.2"
+  printf '%s u2.0 nonthreadsafe default %s dat2.2.0 "%s" ""\n' "$plugin_ia" "$build/libdat2prov.so.2" "$plugin_params"
 } > "$conf"
 
 # ---------------------------------------------------------------------------------------
@@ -511,7 +518,7 @@ for col in $columns; do
     ia=${fixed_ia:-$(col_ia "$col")}
     if [ "$col" != debian ] && [ -n "$verbs_why" ] && { [ "$ia" = "$verbs_ia" ] || [ "$ia" = "$plugin_ia" ]; }; then
       cell[$col,$name]=SKIP
-      results+=("SKIP vm:$col:$name $verbs_why")
+      results+=("SKIP $tag:$col:$name $verbs_why")
       continue
     fi
     # dapltest -T S serves T and P rows only; stop it before anything else runs.
@@ -531,10 +538,10 @@ for col in $columns; do
     secs=$(echo "$start $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
     if [ -z "$why" ]; then
       cell[$col,$name]=PASS
-      verdict="PASS vm:$col:$name"
+      verdict="PASS $tag:$col:$name"
     else
       cell[$col,$name]=FAIL
-      verdict="FAIL vm:$col:$name${why} (logs: $out/$col.$name.*)"
+      verdict="FAIL $tag:$col:$name${why} (logs: $out/$col.$name.*)"
     fi
     printf '  %-10s %-18s %-4s %5ss\n' "$col" "$name" "${cell[$col,$name]}" "$secs"
     [ "$col" = debian ] || results+=("$verdict")

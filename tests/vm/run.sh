@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run a command inside a qemu VM whose kernel has Soft-RoCE (rxe0 on eth0,
-# address 10.0.2.15).  The guest's root is the host's / (shared read-only
+# address 10.0.2.15), or Soft-iWARP (siw0) with DAT2_VM_RDMA=siw0:siw.  The guest's root is the host's / (shared read-only
 # over 9p) under a tmpfs overlay, so the repository, /tmp and every installed
 # tool sit at the same paths, the guest may write anywhere, and its writes
 # vanish with the VM.  The command's stdout and stderr are copied to ours
@@ -16,6 +16,8 @@
 #   DAT2_VM_RW       space-separated host directories whose guest writes must
 #                    reach the host (shared read-write at the same path)
 #   DAT2_VM_KEEP=1   keep the run directory (console log, job script)
+#   DAT2_VM_RDMA     the RDMA devices made on eth0, "name:type" words (default
+#                    "rxe0:rxe"; "siw0:siw" for Soft-iWARP instead)
 # Exported variables (LD_LIBRARY_PATH, PATH, DAT2_*, ...) and the working
 # directory are passed on to the command.  Exit status 125 means the VM
 # never reported one; the console log tail is printed then.
@@ -75,6 +77,9 @@ trap 'exit 130' INT TERM
 } > "$out/job.sh"
 : > "$out/stdout"
 : > "$out/stderr"
+for link in ${DAT2_VM_RDMA:-rxe0:rxe}; do
+    printf '%s %s\n' "${link%%:*}" "${link#*:}" >> "$out/rdma-links"
+done
 
 shares=(
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"

@@ -605,7 +605,7 @@ impl Cache {
         let key = Key::Range { dev: dev_id(dev), pd: pd.0, addr, len, access: access.bits(), zero_based };
         // Remote access on a device that caches: this LMR's registration alone, and no monitor
         // is opened for it (see the module comment).
-        let mode = if access.is_remote() && dev.cache_registrations() { Mode::Private } else { self.mode(dev) };
+        let mode = if dev.wire_access(access).is_remote() && dev.cache_registrations() { Mode::Private } else { self.mode(dev) };
         match mode {
             Mode::Share => self.share(dev, key, pd, addr, len, access, zero_based),
             Mode::Cache(monitor) => self.cached(dev, key, pd, addr, len, access, zero_based, monitor),

@@ -146,6 +146,9 @@ impl SoftDevice {
                 max_private_data: 256,
                 // A datagram is at most the MTU, as on a fabric (see ud/).
                 max_ud_msg: ud::MTU,
+                atomics: true,
+                immediate: true,
+                zero_based: true,
             },
             address,
             keys: KeyGen::new(),

@@ -414,6 +414,54 @@ mod ud {
         pair(None, dev, pd)
     }
 
+    /// What the device offers follows its transport: iWARP (siw) has no UD, atomics or
+    /// immediate data, a registration with local write is remotely writable there (an RDMA
+    /// read's sink), and siw ignores a zero-based iova; RoCE (rxe) has all of them and grants
+    /// only what was asked. The Soft-iWARP run of make check-vm runs this test alone.
+    #[test]
+    #[ignore = "needs an RDMA device: run by make check-vm"]
+    fn capabilities_follow_the_transport() {
+        let dev = open();
+        let l = dev.limits().clone();
+        let pd = dev.alloc_pd().expect("a PD");
+        let page = vec![0u8; 8192];
+        let aligned = (page.as_ptr() as u64 + 4095) & !4095;
+        let zb = dev.reg_mr(pd, aligned, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE, true);
+        if dev.iwarp {
+            assert_eq!((l.max_ud_msg, l.atomics, l.immediate), (0, false, false), "iWARP: no UD, atomics or immediate data");
+            assert_eq!(dev.wire_access(Access::LOCAL_WRITE), Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+            assert_eq!(dev.wire_access(Access::LOCAL_READ), Access::LOCAL_READ);
+            let caps = QpCaps {
+                service: Service::Ud,
+                max_send_wr: 8,
+                max_recv_wr: 8,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_rd_atomic: 1,
+                max_rd_in: 1,
+                max_message: 1024,
+            };
+            assert!(
+                matches!(dev.create_qp(pd, caps, None, Arc::new(Seen::default())), Err(crate::device::DevError::NotSupported)),
+                "a UD QP on iWARP"
+            );
+            assert!(!l.zero_based, "siw ignores the iova of a zero-based registration");
+            assert!(matches!(zb, Err(crate::device::DevError::NotSupported)), "a zero-based registration on siw");
+        } else {
+            assert!(l.max_ud_msg > 0 && l.atomics && l.immediate && l.zero_based, "RoCE: UD, atomics, immediate data, zero-based");
+            assert_eq!(dev.wire_access(Access::LOCAL_WRITE), Access::LOCAL_WRITE);
+            let mr = zb.expect("a zero-based registration");
+            dev.dereg_mr(&mr);
+        }
+        if let Ok(mr) = dev.reg_mr(pd, aligned, 4096, Access::LOCAL_WRITE, false) {
+            assert_eq!(mr.rkey, 0, "a local registration hands out no rkey, even where it is remotely writable");
+            dev.dereg_mr(&mr);
+        } else {
+            panic!("a local registration");
+        }
+        dev.dealloc_pd(pd);
+    }
+
     fn verbs_ah(p: &UdPeer) -> &VerbsAh {
         p.ah.as_any().downcast_ref::<VerbsAh>().expect("the device's own address handle")
     }

@@ -59,6 +59,9 @@ pub struct VerbsDevice {
     pub(super) comp_channel: Ptr<sys::ibv_comp_channel>,
     /// Whether the device binds type-2 memory windows.
     pub(super) mw_type2: bool,
+    /// An iWARP device (rdma_cm connections only, no UD, no immediate data; an RDMA read's
+    /// sink needs remote write).
+    pub(super) iwarp: bool,
     /// The port as the UD service needs to know it (ud.rs).
     pub(super) ud: super::ud::Port,
     /// Consumers in a blocking wait (`Device::consumer_waits`): a CQ is armed again after its
@@ -97,6 +100,9 @@ fn mr_access(a: Access) -> u32 {
 pub(super) fn mw_access(a: Access, zero_based: bool) -> u32 {
     remote_access(a) | if zero_based { sys::IBV_ACCESS_ZERO_BASED } else { 0 }
 }
+
+/// `ibv_device_attr.vendor_id` of Soft-iWARP (siw).
+const SIW_VENDOR_ID: u32 = 0x626d74;
 
 fn mtu_bytes(mtu: u32) -> u32 {
     // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
@@ -165,7 +171,9 @@ impl VerbsDevice {
         let mw_type2 = dattr.max_mw > 0 && dattr.device_cap_flags & sys::IBV_DEVICE_MEM_WINDOW_TYPE_2B != 0;
         // UD on InfiniBand and RoCE (not iWARP): a datagram is at most the path MTU.
         // SAFETY: an open context points to its device.
-        let ib_transport = unsafe { (*(*ctx.0).device).transport_type } == sys::IBV_TRANSPORT_IB;
+        let transport = unsafe { (*(*ctx.0).device).transport_type };
+        let ib_transport = transport == sys::IBV_TRANSPORT_IB;
+        let iwarp = transport == sys::IBV_TRANSPORT_IWARP;
         let limits = DeviceLimits {
             max_pds: dattr.max_pd.max(0) as u32,
             max_mrs: dattr.max_mr.max(0) as u32,
@@ -186,6 +194,12 @@ impl VerbsDevice {
             // 148), less the trailer that keeps its length (cm.rs): DAT has one limit for all.
             max_private_data: (super::cm::PDATA_REQ - super::cm::TRAILER) as u32,
             max_ud_msg: if ib_transport { mtu_bytes(pattr.active_mtu) } else { 0 },
+            atomics: dattr.atomic_cap != sys::IBV_ATOMIC_NONE,
+            // iWARP's DDP has no immediate data (siw refuses such requests).
+            immediate: !iwarp,
+            // Soft-iWARP registers the virtual address whatever iova it is given
+            // (siw_reg_user_mr), so its zero-based remote addresses would miss the region.
+            zero_based: api.ibv.reg_mr_iova2.is_some() && dattr.vendor_id != SIW_VENDOR_ID,
         };
         let dev = Arc::new_cyclic(|this| VerbsDevice {
             this: this.clone(),
@@ -199,6 +213,7 @@ impl VerbsDevice {
             cm_channel: Ptr(cm_channel),
             comp_channel: Ptr(comp_channel),
             mw_type2,
+            iwarp,
             ud: super::ud::Port::new(&pattr),
             waiters: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
@@ -287,7 +302,7 @@ impl VerbsDevice {
             dbg_log!(DbgType::ERROR, "verbs {}: a zero-based LMR must start on a page boundary ({addr:#x} does not)", self.name);
             return Err(DevError::NotSupported);
         }
-        let flags = mr_access(access);
+        let flags = mr_access(self.wire_access(access));
         match self.register_with(pd, addr, len, access, zero_based, flags) {
             // Windows need MW_BIND, which the kernel pins as writable: read-only memory is
             // registered without it (no window can then be bound over it).
@@ -302,6 +317,10 @@ impl VerbsDevice {
         let pdp = self.pd_ptr(pd)?;
         let flags = flags as i32;
         let mr = if zero_based {
+            if !self.limits.zero_based {
+                dbg_log!(DbgType::ERROR, "verbs {}: zero-based registrations are not supported on this device", self.name);
+                return Err(DevError::NotSupported);
+            }
             let f = self.api.ibv.reg_mr_iova2.ok_or(DevError::NotSupported)?;
             // SAFETY: a live PD; the range is the consumer's (the kernel checks it is mapped).
             unsafe { f(pdp.0, addr as *mut libc::c_void, len as usize, 0, flags as u32) }
@@ -384,6 +403,14 @@ impl Device for VerbsDevice {
     }
     fn cache_registrations(&self) -> bool {
         true
+    }
+
+    fn wire_access(&self, access: Access) -> Access {
+        if self.iwarp && access.contains(Access::LOCAL_WRITE) {
+            access | Access::REMOTE_WRITE
+        } else {
+            access
+        }
     }
 
     fn mr_in_use(&self, mr: &Mr) -> bool {
