@@ -433,7 +433,7 @@ impl Device for VerbsDevice {
             // completes after the poll raises an event.
             self.waiters.fetch_add(1, Ordering::SeqCst);
             super::progress::arm_all(self);
-            super::progress::poll_now(self);
+            super::progress::poll_before_blocking(self);
         } else {
             self.waiters.fetch_sub(1, Ordering::SeqCst);
         }

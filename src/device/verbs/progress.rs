@@ -84,6 +84,27 @@ pub(super) fn poll_now(dev: &VerbsDevice) {
     }
 }
 
+/// What a consumer about to block finds ready, after it armed every CQ: each CQ is polled
+/// empty, waiting for its turn where another thread polls it. Skipping such a CQ (as
+/// [`poll_now`] does) would lose a completion that arrived after the other thread's last poll
+/// and before the arm: it raises no event, and the other thread has finished looking.
+/// A thread that is itself dispatching completions (a CNO's proxy agent that waits, say) may
+/// hold the turn it would wait for: it polls only what is free, as before.
+pub(super) fn poll_before_blocking(dev: &VerbsDevice) {
+    if IN_POLL.get() {
+        return poll_now(dev);
+    }
+    let polled = dev.lock().polled.clone();
+    for qp in polled.iter().filter_map(|w| w.upgrade()) {
+        drain(&qp, qp.cq());
+    }
+}
+
+thread_local! {
+    /// This thread is polling a CQ and dispatching its completions (see `poll_cq`).
+    static IN_POLL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Arms every CQ of the device (a consumer starts waiting).
 pub(super) fn arm_all(dev: &VerbsDevice) {
     // `polled` lists every CQ of `cqs` (both change together, under the device lock).
@@ -107,6 +128,18 @@ fn drain(qp: &Arc<super::qp::VerbsQp>, cq: Ptr<sys::ibv_cq>) {
 }
 
 fn poll_cq(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>) {
+    /// Restores the flag however the poll ends (a consumer's callback may unwind).
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IN_POLL.set(self.0);
+        }
+    }
+    let _restore = Restore(IN_POLL.replace(true));
+    poll_cq_turn(qp, cq);
+}
+
+fn poll_cq_turn(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>) {
     // Not zeroed: the provider writes the entries it returns, and only those are read.
     let mut wcs = [const { std::mem::MaybeUninit::<sys::ibv_wc>::uninit() }; 16];
     loop {
