@@ -135,6 +135,8 @@ int wait_dto_at(int line, DAT_EVD_HANDLE evd, int ms, DAT_DTO_COMPLETION_EVENT_D
 DAT_EVENT_NUMBER wait_conn_at(int line, DAT_EVD_HANDLE evd, int ms, DAT_EVENT *ev);
 /* A connection that ended: BROKEN or DISCONNECTED within `ms`. */
 int expect_conn_end_at(int line, DAT_EVD_HANDLE evd, int ms, const char *who);
+/* The next event on evd is ESTABLISHED for ep (within WAIT_MS). */
+int wait_established(int line, DAT_EVD_HANDLE evd, DAT_EP_HANDLE ep, const char *who);
 #define EXPECT_CONN_END(evd, ms, who) expect_conn_end_at(__LINE__, evd, ms, who)
 /* Nothing more is queued on the EVD. */
 int expect_empty_at(int line, DAT_EVD_HANDLE evd, const char *what);

@@ -31,6 +31,7 @@ void case_conn_peer_killed(void);
 void case_conn_ep_free_flushes(void);
 void case_conn_connect_connected(void);
 void case_conn_established_order(void);
+void case_conn_passive_sends_first(void);
 
 /* shared-memory registrations (dx_shm.c) */
 void case_shm_write_read(void);

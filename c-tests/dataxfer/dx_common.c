@@ -228,7 +228,7 @@ DAT_IA_ADDRESS_PTR dx_loopback(int ipv6)
 }
 
 /* Waits for the ESTABLISHED event of `ep` on `evd`. */
-static int wait_established(int line, DAT_EVD_HANDLE evd, DAT_EP_HANDLE ep, const char *who)
+int wait_established(int line, DAT_EVD_HANDLE evd, DAT_EP_HANDLE ep, const char *who)
 {
     DAT_EVENT ev;
     DAT_EVENT_NUMBER num = wait_conn_at(line, evd, WAIT_MS, &ev);

@@ -259,6 +259,56 @@ static void *spinner(void *arg)
     return NULL;
 }
 
+/* The passive side sends the moment its ESTABLISHED arrives, before the active side has sent
+ * anything (or even seen its own ESTABLISHED): on each of ROUNDS connections that message
+ * arrives whole and both sides stay connected. iWARP's MPA lets only the active side speak
+ * first; a message that reaches the active side before it has read the accept fails the
+ * connection there, unless the provider holds the send back. */
+void case_conn_passive_sends_first(void)
+{
+    enum { ROUNDS = 10 };
+    struct node s, c;
+    struct mr sm = {0}, cm = {0};
+    memset(&s, 0, sizeof s);
+    memset(&c, 0, sizeof c);
+    if (!node_open(&s, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16) || !node_listen(&s, dx_port(0)) ||
+        !mr_make(&s, s.pz, 4096, PRIV_ALL, &sm) || !mr_make(&c, c.pz, 4096, PRIV_ALL, &cm))
+        goto out;
+    for (int round = 0; round < ROUNDS && harness_failures() == 0; round++) {
+        DAT_EP_HANDLE se, ce;
+        DAT_CR_HANDLE cr;
+        DAT_DTO_COMPLETION_EVENT_DATA d;
+        if (!ep_make(&s, NULL, &se) || !ep_make(&c, NULL, &ce))
+            break;
+        fill(sm.buf, 64, (unsigned)round + 1);
+        memset(cm.buf, 0, 64);
+        DAT_LMR_TRIPLET t = lt(&sm, 0, 64);
+        if (post_recv1(ce, &cm, 0, 64, 100 + (uint64_t)round) && request(&s, &c, ce, NULL, 0, &cr) &&
+            EXPECT_RC(dat_cr_accept(cr, se, 0, NULL), DAT_SUCCESS) &&
+            wait_established(__LINE__, s.conn, se, "server") &&
+            EXPECT_RC(dat_ep_post_send(se, 1, &t, ck((uint64_t)round), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) &&
+            wait_established(__LINE__, c.conn, ce, "client")) {
+            if (WAIT_DTO(c.rcv, &d)) {
+                EXPECT(d.status == DAT_DTO_SUCCESS && d.transfered_length == 64, "round %d: receive status %u, %u bytes",
+                       round, (unsigned)d.status, (unsigned)d.transfered_length);
+                EXPECT(memcmp(cm.buf, sm.buf, 64) == 0, "round %d: the passive side's message arrived changed", round);
+            }
+            if (WAIT_DTO(s.req, &d))
+                EXPECT(d.status == DAT_DTO_SUCCESS, "round %d: send status %u", round, (unsigned)d.status);
+            EXPECT_RC(dat_ep_disconnect(ce, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+            EXPECT_CONN_END(c.conn, WAIT_MS, "client");
+            EXPECT_CONN_END(s.conn, WAIT_MS, "server");
+        }
+        EXPECT_RC(dat_ep_free(ce), DAT_SUCCESS);
+        EXPECT_RC(dat_ep_free(se), DAT_SUCCESS);
+    }
+out:
+    mr_drop(&sm);
+    mr_drop(&cm);
+    node_close(&c);
+    node_close(&s);
+}
+
 void case_conn_established_order(void)
 {
     enum { K = 24, ROUNDS = 6, SPINNERS = 3 };

@@ -57,6 +57,7 @@ static const struct harness_case cases[] = {
     CASE(conn_ep_free_flushes),
     CASE(conn_connect_connected),
     CASE(conn_established_order),
+    CASE(conn_passive_sends_first),
     CASE(data_send_recv_3seg),
     CASE_TCP(data_send_recv_3seg),
     CASE(data_suppress_unsignalled),

@@ -3,7 +3,7 @@
 //! the privileges do not allow userfaultfd).
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,8 @@ struct Mock {
     max_live: usize,
     /// lkeys that outstanding requests were posted with (`mr_in_use`).
     in_use: Mutex<HashSet<u32>>,
+    /// Local write grants remote write too, as on iWARP (`wire_access`).
+    iwarp: AtomicBool,
 }
 
 impl Mock {
@@ -62,6 +64,7 @@ impl Mock {
             live: Mutex::new(HashSet::new()),
             max_live,
             in_use: Mutex::new(HashSet::new()),
+            iwarp: AtomicBool::new(false),
         })
     }
     fn set(&self, addr: u64, len: u64, access: Access) -> Result<Mr, DevError> {
@@ -115,6 +118,13 @@ impl Device for Mock {
     }
     fn mr_in_use(&self, mr: &Mr) -> bool {
         self.in_use.lock().unwrap().contains(&mr.lkey)
+    }
+    fn wire_access(&self, a: Access) -> Access {
+        if self.iwarp.load(SeqCst) && a.contains(Access::LOCAL_WRITE) {
+            a | Access::REMOTE_WRITE
+        } else {
+            a
+        }
     }
     fn alloc_mw(&self, _pd: Pd) -> Result<Mw, DevError> {
         Err(DevError::NotSupported)
@@ -369,6 +379,24 @@ fn remote_access_is_registered_alone_unwatched_and_never_kept() {
     assert_eq!(mock.counts().0, 3);
     c.release(&dev, &r3);
     assert!(mock.live.lock().unwrap().is_empty());
+}
+
+#[test]
+fn on_iwarp_a_local_write_registration_is_never_kept() {
+    if !uffd("on_iwarp_a_local_write_registration_is_never_kept") {
+        return;
+    }
+    let c = Cache::new(Config::default());
+    let mock = Mock::new(true);
+    mock.iwarp.store(true, SeqCst);
+    let dev = dev_of(&mock);
+    let m = Map::new(1);
+    let (w, r) = (reg(&c, &dev, 1, m.addr, PAGE, LOCAL), reg(&c, &dev, 1, m.addr, PAGE, Access::LOCAL_READ));
+    assert_eq!(c.live(), 1, "only the read-only registration is in the cache");
+    c.release(&dev, &w);
+    c.release(&dev, &r);
+    assert_eq!(mock.counts(), (2, 0, 1), "the remotely writable one deregistered at once, the read-only one kept");
+    assert_eq!(c.flush(&dev, None), 1);
 }
 
 #[test]
