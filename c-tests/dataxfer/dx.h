@@ -90,6 +90,8 @@ int dx_on_rxe(DAT_IA_HANDLE ia);
  * dx_ia_lacks asks an IA it opens on dx_ia_name() for the time of the call. */
 int dx_lacks(DAT_IA_HANDLE ia, const char *attr);
 int dx_ia_lacks(const char *attr);
+/* Whether the IA is a verbs IA on iWARP (its DAT2_VERBS_TRANSPORT attribute). */
+int dx_iwarp(DAT_IA_HANDLE ia);
 /* Whether `status` is what a local protection error completes with: LOCAL_PROTECTION, or on
  * rxe a flush (rxe completes the failing request itself as flushed; the connection still ends). */
 int dx_local_protection(DAT_IA_HANDLE ia, unsigned status);

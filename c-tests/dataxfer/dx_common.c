@@ -64,6 +64,20 @@ int dx_lacks(DAT_IA_HANDLE ia, const char *attr)
     return 0;
 }
 
+int dx_iwarp(DAT_IA_HANDLE ia)
+{
+    DAT_PROVIDER_ATTR pa;
+    memset(&pa, 0, sizeof pa);
+    if (dat_ia_query(ia, NULL, 0, NULL, DAT_PROVIDER_FIELD_PROVIDER_SPECIFIC_ATTR, &pa) != DAT_SUCCESS)
+        return 0;
+    for (DAT_COUNT i = 0; i < pa.num_provider_specific_attr; i++) {
+        const DAT_NAMED_ATTR *a = &pa.provider_specific_attr[i];
+        if (a->name && a->value && strcmp(a->name, "DAT2_VERBS_TRANSPORT") == 0)
+            return strcmp(a->value, "iWARP") == 0;
+    }
+    return 0;
+}
+
 int dx_ia_lacks(const char *attr)
 {
     DAT_IA_HANDLE ia;

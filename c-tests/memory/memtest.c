@@ -1025,7 +1025,7 @@ static void case_lmr_va_type_zb(void)
         return;
     if (zero_based_lacking(ia)) {
         harness_note("the IA reports zb_supported false: a zero-based LMR must be refused");
-        EXPECT_RC(lmr_va(ia, pz, buf, sizeof buf, 0x33, DAT_VA_TYPE_ZB, &z), DAT_MODEL_NOT_SUPPORTED);
+        EXPECT_RC(lmr_va(ia, pz, buf, sizeof buf, 0x33, DAT_VA_TYPE_ZB, &z), DAT_CLASS_ERROR | DAT_MODEL_NOT_SUPPORTED);
     } else if (EXPECT_RC(lmr_va(ia, pz, buf, sizeof buf, 0x33, DAT_VA_TYPE_ZB, &z), DAT_SUCCESS)) {
         memset(&p, 0x5a, sizeof p);
         if (EXPECT_RC(dat_lmr_query(z.lmr, DAT_LMR_FIELD_VA_TYPE, &p), DAT_SUCCESS))
@@ -1901,19 +1901,63 @@ static void case_ia_close_graceful_then_abrupt(void)
     }
 }
 
+/* ---- memory windows ------------------------------------------------------------ */
+
+/* The IA's max_rmrs (-1 when it cannot be asked): 0 on Soft-iWARP, which has no memory
+ * windows. */
+static long windows_of_ia(void)
+{
+    DAT_IA_HANDLE ia;
+    DAT_IA_ATTR a;
+    long n = -1;
+    memset(&a, 0, sizeof a);
+    if (open_ia_ts(&ia, DAT_FALSE) != DAT_SUCCESS)
+        return -1;
+    if (dat_ia_query(ia, NULL, DAT_IA_FIELD_IA_MAX_RMRS, &a, 0, NULL) == DAT_SUCCESS)
+        n = (long)a.max_rmrs;
+    dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+    return n;
+}
+
+/* An IA whose max_rmrs is 0 refuses dat_rmr_create with DAT_MODEL_NOT_SUPPORTED and leaves
+ * the handle untouched; where windows exist this is the other cases' business. */
+static void case_rmr_without_windows(void)
+{
+    DAT_IA_HANDLE ia;
+    DAT_PZ_HANDLE pz;
+    DAT_IA_ATTR a;
+    if (!setup(&ia, &pz))
+        return;
+    memset(&a, 0, sizeof a);
+    if (EXPECT_RC(dat_ia_query(ia, NULL, DAT_IA_FIELD_IA_MAX_RMRS, &a, 0, NULL), DAT_SUCCESS)) {
+        if (a.max_rmrs != 0) {
+            harness_skip("the IA has memory windows (max_rmrs %ld)", (long)a.max_rmrs);
+        } else {
+            DAT_RMR_HANDLE rmr = (DAT_RMR_HANDLE)(uintptr_t)0x5a5a;
+            EXPECT_RC(dat_rmr_create(pz, &rmr), DAT_CLASS_ERROR | DAT_MODEL_NOT_SUPPORTED);
+            EXPECT(rmr == (DAT_RMR_HANDLE)(uintptr_t)0x5a5a, "the refused dat_rmr_create wrote its handle");
+        }
+    }
+    EXPECT_RC(dat_pz_free(pz), DAT_SUCCESS);
+    teardown(ia);
+}
+
 /* ---- driver ------------------------------------------------------------------ */
 
 #define CASE(n) {#n, case_##n, 0}
+/* A case that needs a memory window: skipped on an IA without them (rmr_without_windows). */
+#define CASE_RMR(n) {#n, case_##n, 1}
 static const struct harness_case cases[] = {
+    CASE(rmr_without_windows),
     CASE(ia_address),
     CASE(ia_mem_types),
     CASE(ia_thread_safe_false),
     CASE(ia_thread_safe_true),
     CASE(pz_create_query_free),
     CASE(pz_free_in_use_lmr),
-    CASE(pz_free_in_use_rmr),
+    CASE_RMR(pz_free_in_use_rmr),
     CASE(pz_free_in_use_ep),
-    CASE(pz_free_in_use_mixed),
+    CASE_RMR(pz_free_in_use_mixed),
     CASE(lmr_privilege_combinations),
     CASE(lmr_optional_outputs_null),
     CASE(lmr_length_zero),
@@ -1943,8 +1987,8 @@ static const struct harness_case cases[] = {
     CASE(lmr_query_mask),
     CASE(lmr_query_errors),
     CASE(lmr_double_free),
-    CASE(lmr_free_rmr_bound),
-    CASE(lmr_free_after_bound_rmr_freed),
+    CASE_RMR(lmr_free_rmr_bound),
+    CASE_RMR(lmr_free_after_bound_rmr_freed),
     CASE(lmr_freed_context_rejected),
     CASE(sync_inside),
     CASE(sync_outside),
@@ -1952,19 +1996,26 @@ static const struct harness_case cases[] = {
     CASE(sync_other_ia),
     CASE(sync_count_and_null),
     CASE(sync_bad_ia),
-    CASE(rmr_create_query_free),
-    CASE(rmr_query_errors),
+    CASE_RMR(rmr_create_query_free),
+    CASE_RMR(rmr_query_errors),
     CASE(rmr_create_bad_pz),
     CASE(reuse_same_range),
     CASE(reuse_debug_log),
     CASE(threads_create_free),
     CASE(scale_100k),
     CASE(scale_10k_write),
-    CASE(ia_close_graceful_then_abrupt),
+    CASE_RMR(ia_close_graceful_then_abrupt),
 };
 
 /* MEMTEST_VERBOSE=1 prints every failed check; by default only the first (in the verdict). */
-static const struct harness_group group = {"memory", cases, sizeof cases / sizeof cases[0], NULL, "MEMTEST_VERBOSE"};
+static void prepare(const struct harness_case *c, size_t index)
+{
+    (void)index;
+    if (c->arg == 1 && windows_of_ia() == 0)
+        harness_skip("the IA has no memory windows (max_rmrs 0; rmr_without_windows checks the refusal)");
+}
+
+static const struct harness_group group = {"memory", cases, sizeof cases / sizeof cases[0], prepare, "MEMTEST_VERBOSE"};
 
 int main(int argc, char **argv)
 {

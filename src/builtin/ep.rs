@@ -208,7 +208,7 @@ pub fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
     a.max_request_iov = 4.min(l.max_sge as DAT_COUNT);
     a.max_rdma_read_in = 4.min(l.max_rd_atom as DAT_COUNT);
     a.max_rdma_read_out = 4.min(l.max_rd_atom as DAT_COUNT);
-    a.max_rdma_read_iov = a.max_request_iov;
+    a.max_rdma_read_iov = a.max_request_iov.min(l.max_sge_rd as DAT_COUNT);
     a.max_rdma_write_iov = a.max_request_iov;
     a
 }
@@ -237,7 +237,7 @@ fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, 
         && within(a.max_request_iov, l.max_sge)
         && within(a.max_rdma_read_in, l.max_rd_atom)
         && within(a.max_rdma_read_out, l.max_rd_atom)
-        && within(a.max_rdma_read_iov, l.max_sge)
+        && within(a.max_rdma_read_iov, l.max_sge_rd)
         && within(a.max_rdma_write_iov, l.max_sge)
         && a.recv_completion_flags & !COMPLETION_FLAGS == 0
         && a.request_completion_flags & !COMPLETION_FLAGS == 0;
@@ -253,7 +253,7 @@ fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, 
         copy.max_rdma_size = l.max_msg_size;
     }
     if copy.max_rdma_read_iov == 0 {
-        copy.max_rdma_read_iov = copy.max_request_iov;
+        copy.max_rdma_read_iov = copy.max_request_iov.min(l.max_sge_rd as DAT_COUNT);
     }
     if copy.max_rdma_write_iov == 0 {
         copy.max_rdma_write_iov = copy.max_request_iov;

@@ -155,14 +155,14 @@ fn ia_attributes(ia: &Ia) -> DAT_IA_ATTR {
     a.max_srqs = clamp(l.max_srqs.into());
     a.max_ep_per_srq = clamp(l.max_qps.into());
     a.max_recv_per_srq = clamp(l.max_srq_wr.into());
-    a.max_iov_segments_per_rdma_read = clamp(l.max_sge.into());
+    a.max_iov_segments_per_rdma_read = clamp(l.max_sge_rd.into());
     a.max_iov_segments_per_rdma_write = clamp(l.max_sge.into());
     a.max_rdma_read_in = clamp(l.max_rd_atom.into());
     a.max_rdma_read_out = clamp(l.max_rd_atom.into());
     a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
     a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a.zb_supported = if l.zero_based { DAT_TRUE } else { DAT_FALSE };
-    a.extension_supported = DAT_EXTENSION_IB;
+    a.extension_supported = if l.ib_extensions() { DAT_EXTENSION_IB } else { DAT_EXTENSION_NONE };
     a.extension_version = DAT_IB_EXTENSION_VERSION;
     a
 }

@@ -47,12 +47,7 @@ pub trait Driver: Sync {
 /// extension interface, its connectivity mode and its driver's name. What the open device
 /// can do (atomics, immediate data, ...) follows from [`capability_attributes`].
 pub fn common_attributes(driver: &dyn Driver, mode: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("DAT_EXTENSION_INTERFACE", "TRUE".into()),
-        ("DAT_IB_RDMA_READ", "TRUE".into()),
-        ("DAT_IB_CONNECTIVITY_MODE", mode.into()),
-        ("DAT2_DEVICE", driver.name().into()),
-    ]
+    vec![("DAT_IB_RDMA_READ", "TRUE".into()), ("DAT_IB_CONNECTIVITY_MODE", mode.into()), ("DAT2_DEVICE", driver.name().into())]
 }
 
 /// The IB extensions an open device offers, as `TRUE`/`FALSE` attributes: a consumer reads
@@ -61,6 +56,7 @@ pub fn common_attributes(driver: &dyn Driver, mode: &str) -> Vec<(&'static str, 
 pub fn capability_attributes(l: &DeviceLimits) -> Vec<(String, String)> {
     let b = |v: bool| if v { "TRUE" } else { "FALSE" }.to_string();
     vec![
+        ("DAT_EXTENSION_INTERFACE".into(), b(l.ib_extensions())),
         ("DAT_IB_CMP_AND_SWAP".into(), b(l.atomics)),
         ("DAT_IB_FETCH_AND_ADD".into(), b(l.atomics)),
         ("DAT_IB_IMMED_DATA".into(), b(l.immediate)),
@@ -141,6 +137,8 @@ pub struct DeviceLimits {
     pub max_qps: u32,
     pub max_qp_wr: u32,
     pub max_sge: u32,
+    /// Scatter entries of an RDMA read's sink (1 on iWARP).
+    pub max_sge_rd: u32,
     pub max_cqs: u32,
     pub max_cqe: u32,
     pub max_rd_atom: u32,
@@ -171,6 +169,12 @@ impl DeviceLimits {
             WrOp::SendImm(_) | WrOp::WriteImm(_) => self.immediate,
             _ => true,
         }
+    }
+    /// Whether any operation of the IB extensions is there: `DAT_IA_ATTR.extension_supported`
+    /// is `DAT_EXTENSION_NONE` otherwise (iWARP), as Debian's dapl reports, so that programs
+    /// such as dtest fall back to plain operations.
+    pub fn ib_extensions(&self) -> bool {
+        self.atomics || self.immediate || self.max_ud_msg > 0
     }
 }
 

@@ -43,6 +43,7 @@ impl Mock {
                 max_qps: 16,
                 max_qp_wr: 16,
                 max_sge: 4,
+                max_sge_rd: 4,
                 max_cqs: 16,
                 max_cqe: 16,
                 max_rd_atom: 4,

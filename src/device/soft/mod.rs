@@ -135,6 +135,7 @@ impl SoftDevice {
                 max_qps: 1 << 14,
                 max_qp_wr: 1 << 14,
                 max_sge: 16,
+                max_sge_rd: 16,
                 max_cqs: 1 << 14,
                 max_cqe: 1 << 20,
                 max_rd_atom: 16,

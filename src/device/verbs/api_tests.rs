@@ -429,6 +429,8 @@ mod ud {
         let zb = dev.reg_mr(pd, aligned, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE, true);
         if dev.iwarp {
             assert_eq!((l.max_ud_msg, l.atomics, l.immediate), (0, false, false), "iWARP: no UD, atomics or immediate data");
+            assert!(!l.ib_extensions(), "iWARP: extension_supported is DAT_EXTENSION_NONE");
+            assert!(l.max_sge_rd >= 1 && l.max_sge_rd <= l.max_sge);
             assert_eq!(dev.wire_access(Access::LOCAL_WRITE), Access::LOCAL_WRITE | Access::REMOTE_WRITE);
             assert_eq!(dev.wire_access(Access::LOCAL_READ), Access::LOCAL_READ);
             let caps = QpCaps {

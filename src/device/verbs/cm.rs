@@ -436,25 +436,18 @@ fn on_qp_event(qp: &Arc<VerbsQp>, kind: u32, status: i32, id: Ptr<sys::rdma_cm_i
                 qp.end(CmEvent::Unreachable);
             }
         }
-        sys::RDMA_CM_EVENT_ROUTE_RESOLVED => {
-            let pdata = qp.lock().pdata.clone();
-            // SAFETY: plain data.
-            let mut p: sys::rdma_conn_param = unsafe { std::mem::zeroed() };
-            p.private_data = if pdata.is_empty() { std::ptr::null() } else { pdata.as_ptr() as *const _ };
-            p.private_data_len = pdata.len() as u8;
-            let depth = qp.caps.max_rd_atomic.clamp(1, 255) as u8;
-            p.responder_resources = depth;
-            p.initiator_depth = depth;
-            p.retry_count = 7;
-            p.rnr_retry_count = 7;
-            p.qp_num = qp.qp_num;
-            p.srq = u8::from(qp.on_srq());
-            // SAFETY: the QP's id and parameters that live across the call.
-            if unsafe { (api.cm.connect)(id.0, &mut p) } != 0 {
-                dbg_log!(DbgType::ERROR, "verbs QP {}: rdma_connect: {}", qp.qp_num, std::io::Error::last_os_error());
-                qp.end(CmEvent::Unreachable);
+        sys::RDMA_CM_EVENT_ROUTE_RESOLVED if qp.dev.iwarp => {
+            // siw's rdma_connect makes the TCP connection before it returns: towards a host that
+            // does not answer it would hold the progress thread (every QP of the device) for
+            // the kernel's SYN retries. Each iWARP connect gets a thread of its own.
+            let qp = qp.clone();
+            let spawned =
+                std::thread::Builder::new().name("dat2-verbs-connect".into()).stack_size(64 << 10).spawn(move || connect_now(&qp, id));
+            if spawned.is_err() {
+                dbg_log!(DbgType::ERROR, "verbs: no thread for an iWARP connect");
             }
         }
+        sys::RDMA_CM_EVENT_ROUTE_RESOLVED => connect_now(qp, id),
         sys::RDMA_CM_EVENT_CONNECT_RESPONSE => {
             if qp.lock().conn != Conn::Connecting {
                 return;
@@ -475,16 +468,22 @@ fn on_qp_event(qp: &Arc<VerbsQp>, kind: u32, status: i32, id: Ptr<sys::rdma_cm_i
         }
         sys::RDMA_CM_EVENT_ESTABLISHED => {
             let state = qp.lock().conn;
-            if matches!(state, Conn::Accepting | Conn::Connecting) {
-                established(qp, id, private_data);
+            match state {
+                // iWARP: the active side's connect completes with ESTABLISHED, carrying the
+                // accept's private data (the kernel moved the QP to RTS).
+                Conn::Connecting => established(qp, id, unframe(private_data, PDATA_REP)),
+                Conn::Accepting => established(qp, id, private_data),
+                _ => {}
             }
         }
         sys::RDMA_CM_EVENT_REJECTED => {
-            let ev = if status == REJ_CONSUMER_DEFINED {
-                CmEvent::PeerRejected { private_data: unframe(private_data, PDATA_REJ) }
-            } else {
-                CmEvent::NonPeerRejected
-            };
+            // IB: the CM's reason (28 for a consumer's reject). iWARP: -ECONNREFUSED for an MPA
+            // reject, which a dat2 or dapl peer sends with private data, and for a connection
+            // the peer's host refused.
+            let by_peer =
+                status == REJ_CONSUMER_DEFINED || (qp.dev.iwarp && status.abs() == libc::ECONNREFUSED && !private_data.is_empty());
+            let ev =
+                if by_peer { CmEvent::PeerRejected { private_data: unframe(private_data, PDATA_REJ) } } else { CmEvent::NonPeerRejected };
             qp.end(ev);
         }
         sys::RDMA_CM_EVENT_ADDR_ERROR
@@ -497,6 +496,30 @@ fn on_qp_event(qp: &Arc<VerbsQp>, kind: u32, status: i32, id: Ptr<sys::rdma_cm_i
         sys::RDMA_CM_EVENT_DISCONNECTED => qp.end(CmEvent::Disconnected),
         sys::RDMA_CM_EVENT_DEVICE_REMOVAL => qp.end(CmEvent::Broken),
         _ => {}
+    }
+}
+
+/// rdma_connect once the route is resolved. A host that refuses the connection outright
+/// (siw's TCP connect meets a reset: nobody listens on that port) is a non-peer reject, as the
+/// IB CM's reject of an unknown service is.
+fn connect_now(qp: &Arc<VerbsQp>, id: Ptr<sys::rdma_cm_id>) {
+    let pdata = qp.lock().pdata.clone();
+    // SAFETY: plain data.
+    let mut p: sys::rdma_conn_param = unsafe { std::mem::zeroed() };
+    p.private_data = if pdata.is_empty() { std::ptr::null() } else { pdata.as_ptr() as *const _ };
+    p.private_data_len = pdata.len() as u8;
+    let depth = qp.caps.max_rd_atomic.clamp(1, 255) as u8;
+    p.responder_resources = depth;
+    p.initiator_depth = depth;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    p.qp_num = qp.qp_num;
+    p.srq = u8::from(qp.on_srq());
+    // SAFETY: the QP's id and parameters that live across the call.
+    if unsafe { (qp.dev.api.cm.connect)(id.0, &mut p) } != 0 {
+        let e = std::io::Error::last_os_error();
+        dbg_log!(DbgType::ERROR, "verbs QP {}: rdma_connect: {e}", qp.qp_num);
+        qp.end(if e.raw_os_error() == Some(libc::ECONNREFUSED) { CmEvent::NonPeerRejected } else { CmEvent::Unreachable });
     }
 }
 

@@ -62,6 +62,8 @@ pub struct VerbsDevice {
     /// An iWARP device (rdma_cm connections only, no UD, no immediate data; an RDMA read's
     /// sink needs remote write).
     pub(super) iwarp: bool,
+    /// "InfiniBand", "RoCE" or "iWARP" (`DAT2_VERBS_TRANSPORT`).
+    transport: &'static str,
     /// The port as the UD service needs to know it (ud.rs).
     pub(super) ud: super::ud::Port,
     /// Consumers in a blocking wait (`Device::consumer_waits`): a CQ is armed again after its
@@ -182,6 +184,8 @@ impl VerbsDevice {
             max_qps: dattr.max_qp.max(0) as u32,
             max_qp_wr: dattr.max_qp_wr.max(0) as u32,
             max_sge: dattr.max_sge.max(0) as u32,
+            // iWARP reads into one sink segment (siw reports max_sge_rd 1).
+            max_sge_rd: dattr.max_sge_rd.clamp(0, dattr.max_sge.max(0)) as u32,
             max_cqs: dattr.max_cq.max(0) as u32,
             max_cqe: dattr.max_cqe.max(0) as u32,
             max_rd_atom: dattr.max_qp_rd_atom.max(0) as u32,
@@ -214,6 +218,13 @@ impl VerbsDevice {
             comp_channel: Ptr(comp_channel),
             mw_type2,
             iwarp,
+            transport: if iwarp {
+                "iWARP"
+            } else if pattr.link_layer == sys::IBV_LINK_LAYER_ETHERNET as u8 {
+                "RoCE"
+            } else {
+                "InfiniBand"
+            },
             ud: super::ud::Port::new(&pattr),
             waiters: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
@@ -387,7 +398,7 @@ fn open_by_name(api: &Api, name: &str) -> Result<Ptr<sys::ibv_context>, String> 
 
 impl Device for VerbsDevice {
     fn attributes(&self) -> Vec<(String, String)> {
-        vec![("DAT_IB_DEVICE_NAME".into(), self.name.clone())]
+        vec![("DAT_IB_DEVICE_NAME".into(), self.name.clone()), ("DAT2_VERBS_TRANSPORT".into(), self.transport.into())]
     }
     fn name(&self) -> &str {
         &self.name

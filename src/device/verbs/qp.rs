@@ -67,6 +67,9 @@ pub(super) struct Inner {
     sends_out: u32,
     /// A graceful disconnect waits for the posted sends.
     disconnect_when_drained: bool,
+    /// An iWARP connect ended before it completed: its cm id is destroyed on a thread of its
+    /// own (the kernel's iw_cm makes a disconnect or destroy wait until the connect resolves).
+    abandoned: bool,
     pub remote: Option<SocketAddr>,
     pub local_port: u16,
     /// A UD QP's connects under way and the address handles its sends hold (ud.rs).
@@ -192,6 +195,7 @@ impl VerbsQp {
                 keys: KeysInUse::default(),
                 sends_out: 0,
                 disconnect_when_drained: false,
+                abandoned: false,
                 remote: None,
                 local_port: 0,
                 ud: Default::default(),
@@ -320,9 +324,13 @@ impl VerbsQp {
             if i.conn == Conn::Ended {
                 return;
             }
+            // On iWARP, rdma_disconnect of a connect still under way blocks until the peer's
+            // MPA reply or the kernel's timeout (iw_cm_disconnect waits for the connect): a
+            // connect timeout would be reported seconds late. Such an id is only abandoned.
+            i.abandoned = self.dev.iwarp && i.conn == Conn::Connecting;
             i.conn = Conn::Ended;
             i.disconnect_when_drained = false;
-            i.id
+            i.id.filter(|_| !i.abandoned)
         };
         if let Some(id) = id {
             // SAFETY: our connection's cm id (a no-op error if it never connected).
@@ -488,19 +496,31 @@ impl Drop for VerbsQp {
             }
             id
         };
+        let abandoned = self.inner.get_mut().map(|i| i.abandoned).unwrap_or(false);
         // UD connects still under way: their ids are ours to destroy.
         let pending = self.inner.get_mut().map(|i| std::mem::take(&mut i.ud.pending)).unwrap_or_default();
         super::udcm::release_all(&self.dev, pending.into_keys());
         let api = self.dev.api;
-        // SAFETY: our objects, released once, the QP before the CQ it uses and the cm id after
-        // the QP (destroying a connected id tells the peer).
-        unsafe {
-            (api.ibv.destroy_qp)(self.qp.0);
-            if let Some(id) = id {
-                (api.cm.destroy_id)(id.0);
+        // SAFETY: our QP, destroyed once, before the cm id (destroying a connected id tells the
+        // peer) and the CQ it uses.
+        unsafe { (api.ibv.destroy_qp)(self.qp.0) };
+        if let Some(id) = id {
+            // Nothing else holds the id (it left the device's table above), and the progress
+            // thread acknowledges its events as they come, so destroying an abandoned one
+            // waits only for the kernel's connect to resolve (see `end`): on a thread of its own.
+            let destroy = move || {
+                let id = id;
+                // SAFETY: as above; the id is destroyed once, here.
+                unsafe { (api.cm.destroy_id)(id.0) };
+            };
+            if !abandoned {
+                destroy();
+            } else if let Err(e) = std::thread::Builder::new().name("dat2-verbs-abandon".into()).stack_size(64 << 10).spawn(destroy) {
+                dbg_log!(DbgType::ERROR, "verbs QP {}: no thread to destroy an abandoned connect's cm id ({e}): it is kept", self.qp_num);
             }
-            (api.ibv.destroy_cq)(self.cq.0);
         }
+        // SAFETY: our CQ, destroyed once, after the QP that used it.
+        unsafe { (api.ibv.destroy_cq)(self.cq.0) };
     }
 }
 
