@@ -50,32 +50,31 @@ int dx_on_rxe(DAT_IA_HANDLE ia)
     return strncmp(a.adapter_name, "rxe", 3) == 0;
 }
 
-int dx_lacks(DAT_IA_HANDLE ia, const char *attr)
+/* The value of the IA's provider attribute `name`, or NULL (valid while the IA is open). */
+static const char *attr_value(DAT_IA_HANDLE ia, const char *name)
 {
     DAT_PROVIDER_ATTR pa;
     memset(&pa, 0, sizeof pa);
     if (dat_ia_query(ia, NULL, 0, NULL, DAT_PROVIDER_FIELD_PROVIDER_SPECIFIC_ATTR, &pa) != DAT_SUCCESS)
-        return 0;
+        return NULL;
     for (DAT_COUNT i = 0; i < pa.num_provider_specific_attr; i++) {
         const DAT_NAMED_ATTR *a = &pa.provider_specific_attr[i];
-        if (a->name && a->value && strcmp(a->name, attr) == 0)
-            return strcmp(a->value, "FALSE") == 0;
+        if (a->name && a->value && strcmp(a->name, name) == 0)
+            return a->value;
     }
-    return 0;
+    return NULL;
+}
+
+int dx_lacks(DAT_IA_HANDLE ia, const char *attr)
+{
+    const char *v = attr_value(ia, attr);
+    return v && strcmp(v, "FALSE") == 0;
 }
 
 int dx_iwarp(DAT_IA_HANDLE ia)
 {
-    DAT_PROVIDER_ATTR pa;
-    memset(&pa, 0, sizeof pa);
-    if (dat_ia_query(ia, NULL, 0, NULL, DAT_PROVIDER_FIELD_PROVIDER_SPECIFIC_ATTR, &pa) != DAT_SUCCESS)
-        return 0;
-    for (DAT_COUNT i = 0; i < pa.num_provider_specific_attr; i++) {
-        const DAT_NAMED_ATTR *a = &pa.provider_specific_attr[i];
-        if (a->name && a->value && strcmp(a->name, "DAT2_VERBS_TRANSPORT") == 0)
-            return strcmp(a->value, "iWARP") == 0;
-    }
-    return 0;
+    const char *v = attr_value(ia, "DAT2_VERBS_TRANSPORT");
+    return v && strcmp(v, "iWARP") == 0;
 }
 
 int dx_ia_lacks(const char *attr)

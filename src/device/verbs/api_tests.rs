@@ -324,8 +324,8 @@ mod ud {
         VerbsDevice::new(&format!("{} {}", port.device, port.port)).unwrap_or_else(|e| panic!("open {}: {e}", port.device))
     }
 
-    fn ud_qp(dev: &VerbsDevice, pd: Pd, srq: Option<Arc<dyn Srq>>) -> (Arc<dyn Qp>, Arc<Seen>) {
-        let caps = QpCaps {
+    fn ud_caps(max_message: u32) -> QpCaps {
+        QpCaps {
             service: Service::Ud,
             max_send_wr: 8,
             max_recv_wr: 8,
@@ -333,8 +333,12 @@ mod ud {
             max_recv_sge: 1,
             max_rd_atomic: 1,
             max_rd_in: 1,
-            max_message: dev.limits().max_ud_msg,
-        };
+            max_message,
+        }
+    }
+
+    fn ud_qp(dev: &VerbsDevice, pd: Pd, srq: Option<Arc<dyn Srq>>) -> (Arc<dyn Qp>, Arc<Seen>) {
+        let caps = ud_caps(dev.limits().max_ud_msg);
         let seen = Arc::new(Seen::default());
         let qp = dev.create_qp(pd, caps, srq, seen.clone()).expect("a UD QP");
         assert_eq!(qp.path(), "ud");
@@ -433,18 +437,8 @@ mod ud {
             assert!(l.max_sge_rd >= 1 && l.max_sge_rd <= l.max_sge);
             assert_eq!(dev.wire_access(Access::LOCAL_WRITE), Access::LOCAL_WRITE | Access::REMOTE_WRITE);
             assert_eq!(dev.wire_access(Access::LOCAL_READ), Access::LOCAL_READ);
-            let caps = QpCaps {
-                service: Service::Ud,
-                max_send_wr: 8,
-                max_recv_wr: 8,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_rd_atomic: 1,
-                max_rd_in: 1,
-                max_message: 1024,
-            };
             assert!(
-                matches!(dev.create_qp(pd, caps, None, Arc::new(Seen::default())), Err(crate::device::DevError::NotSupported)),
+                matches!(dev.create_qp(pd, ud_caps(1024), None, Arc::new(Seen::default())), Err(crate::device::DevError::NotSupported)),
                 "a UD QP on iWARP"
             );
             assert!(!l.zero_based, "siw ignores the iova of a zero-based registration");
