@@ -190,6 +190,18 @@ void attr_init(DAT_EP_ATTR *a)
 
 int ep_make(struct node *n, const DAT_EP_ATTR *attr, DAT_EP_HANDLE *ep)
 {
+    DAT_EP_ATTR a;
+    DAT_IA_ATTR ia;
+    if (attr) {
+        /* an RDMA read's sink takes as many segments as the IA allows (1 on iWARP); more is
+         * DAT_INVALID_PARAMETER from dat_ep_create */
+        a = *attr;
+        memset(&ia, 0, sizeof ia);
+        if (dat_ia_query(n->ia, NULL, DAT_IA_FIELD_IA_MAX_IOV_SEGMENTS_PER_RDMA_READ, &ia, 0, NULL) == DAT_SUCCESS &&
+            ia.max_iov_segments_per_rdma_read > 0 && a.max_rdma_read_iov > ia.max_iov_segments_per_rdma_read)
+            a.max_rdma_read_iov = ia.max_iov_segments_per_rdma_read;
+        attr = &a;
+    }
     return EXPECT_RC(dat_ep_create(n->ia, n->pz, n->rcv, n->req, n->conn, attr, ep), DAT_SUCCESS);
 }
 

@@ -477,11 +477,12 @@ fn on_qp_event(qp: &Arc<VerbsQp>, kind: u32, status: i32, id: Ptr<sys::rdma_cm_i
             }
         }
         sys::RDMA_CM_EVENT_REJECTED => {
-            // IB: the CM's reason (28 for a consumer's reject). iWARP: -ECONNREFUSED for an MPA
-            // reject, which a dat2 or dapl peer sends with private data, and for a connection
-            // the peer's host refused.
-            let by_peer =
-                status == REJ_CONSUMER_DEFINED || (qp.dev.iwarp && status.abs() == libc::ECONNREFUSED && !private_data.is_empty());
+            // IB: the CM's reason (28 for a consumer's reject). iWARP: an MPA reject, which a
+            // dat2 or dapl peer sends with private data, comes as -ECONNRESET from siw
+            // (-ECONNREFUSED from other adapters); a reset or refusal without any is the
+            // peer's host, not its consumer.
+            let by_peer = status == REJ_CONSUMER_DEFINED
+                || (qp.dev.iwarp && matches!(status.abs(), libc::ECONNREFUSED | libc::ECONNRESET) && !private_data.is_empty());
             let ev =
                 if by_peer { CmEvent::PeerRejected { private_data: unframe(private_data, PDATA_REJ) } } else { CmEvent::NonPeerRejected };
             qp.end(ev);
