@@ -62,6 +62,8 @@ pub struct VerbsDevice {
     /// An iWARP device (rdma_cm connections only, no UD, no immediate data; an RDMA read's
     /// sink needs remote write).
     pub(super) iwarp: bool,
+    /// Soft-iWARP, whose kernel driver has bugs the device works around (qp.rs).
+    pub(super) siw: bool,
     /// "InfiniBand", "RoCE" or "iWARP" (`DAT2_VERBS_TRANSPORT`).
     transport: &'static str,
     /// The port as the UD service needs to know it (ud.rs).
@@ -218,6 +220,7 @@ impl VerbsDevice {
             comp_channel: Ptr(comp_channel),
             mw_type2,
             iwarp,
+            siw: dattr.vendor_id == SIW_VENDOR_ID,
             transport: if iwarp {
                 "iWARP"
             } else if pattr.link_layer == sys::IBV_LINK_LAYER_ETHERNET as u8 {

@@ -117,8 +117,14 @@ fn dto_status(s: u32) -> u32 {
 const INLINE_SGES: usize = 4;
 
 /// Runs `f` with the verbs form of `sges` (which verbs copies into the queue during the call).
-fn with_sge_list<R>(sges: &[Sge], f: impl FnOnce(&mut [sys::ibv_sge]) -> R) -> R {
+/// With `skip_empty`, zero-length entries are left out: they move no bytes, and Soft-iWARP
+/// (6.12) dereferences a NULL memory object in `siw_tx_hdt` for one in a send, an oops that
+/// leaves the posting process unkillable (c-tests `dataxfer:data_send_recv_3seg`).
+fn with_sge_list<R>(sges: &[Sge], skip_empty: bool, f: impl FnOnce(&mut [sys::ibv_sge]) -> R) -> R {
     let conv = |s: &Sge| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey };
+    if skip_empty && sges.iter().any(|s| s.len == 0) {
+        return f(&mut sges.iter().filter(|s| s.len > 0).map(conv).collect::<Vec<_>>());
+    }
     if sges.len() <= INLINE_SGES {
         let mut inline = [sys::ibv_sge::default(); INLINE_SGES];
         for (d, s) in inline.iter_mut().zip(sges) {
@@ -375,7 +381,7 @@ impl VerbsQp {
         hold: Option<Arc<dyn AddressHandle>>,
         fill: impl FnOnce(&mut sys::ibv_send_wr),
     ) -> Result<(), DevError> {
-        with_sge_list(sges, |list| {
+        with_sge_list(sges, self.dev.siw, |list| {
             // SAFETY: plain data.
             let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
             wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
@@ -597,7 +603,7 @@ impl Qp for VerbsQp {
     }
 
     fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
-        with_sge_list(&sges, |list| {
+        with_sge_list(&sges, self.dev.siw, |list| {
             // SAFETY: plain data.
             let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
             wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };

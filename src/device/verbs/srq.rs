@@ -100,7 +100,12 @@ impl Drop for VerbsSrq {
 
 impl Srq for VerbsSrq {
     fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
-        let mut list: Vec<sys::ibv_sge> = sges.iter().map(|s| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
+        // (zero-length entries left out on siw, as for a QP's requests: see qp.rs)
+        let mut list: Vec<sys::ibv_sge> = sges
+            .iter()
+            .filter(|s| s.len > 0 || !self.dev.siw)
+            .map(|s| sys::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey })
+            .collect();
         // SAFETY: plain data.
         let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
         wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
