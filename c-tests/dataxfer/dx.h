@@ -90,8 +90,16 @@ int dx_on_rxe(DAT_IA_HANDLE ia);
  * dx_ia_lacks asks an IA it opens on dx_ia_name() for the time of the call. */
 int dx_lacks(DAT_IA_HANDLE ia, const char *attr);
 int dx_ia_lacks(const char *attr);
+/* The same questions of an IA opened on dx_ia_name() for the time of the call: iWARP, and
+ * no memory windows (max_rmrs 0). */
+int dx_ia_iwarp(void);
+int dx_ia_lacks_windows(void);
 /* Whether the IA is a verbs IA on iWARP (its DAT2_VERBS_TRANSPORT attribute). */
 int dx_iwarp(DAT_IA_HANDLE ia);
+/* Whether `status` reports an RDMA write the target refused: REMOTE_ACCESS; on iWARP, where a
+ * write completes once it is sent and the target answers with a TERMINATE that ends the
+ * connection, also SUCCESS, LOCAL_EP or FLUSHED (the connection's end is checked apart). */
+int dx_remote_error(DAT_IA_HANDLE ia, unsigned status);
 /* Whether `status` is what a local protection error completes with: LOCAL_PROTECTION, or on
  * rxe a flush (rxe completes the failing request itself as flushed; the connection still ends). */
 int dx_local_protection(DAT_IA_HANDLE ia, unsigned status);

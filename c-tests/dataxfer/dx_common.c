@@ -77,6 +77,32 @@ int dx_iwarp(DAT_IA_HANDLE ia)
     return v && strcmp(v, "iWARP") == 0;
 }
 
+int dx_ia_iwarp(void)
+{
+    DAT_IA_HANDLE ia;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    if (dat_ia_openv((DAT_NAME_PTR)dx_ia_name(), 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE) !=
+        DAT_SUCCESS)
+        return 0;
+    int iwarp = dx_iwarp(ia);
+    dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+    return iwarp;
+}
+
+int dx_ia_lacks_windows(void)
+{
+    DAT_IA_HANDLE ia;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    DAT_IA_ATTR a;
+    memset(&a, 0, sizeof a);
+    if (dat_ia_openv((DAT_NAME_PTR)dx_ia_name(), 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE) !=
+        DAT_SUCCESS)
+        return 0;
+    int none = dat_ia_query(ia, NULL, DAT_IA_FIELD_IA_MAX_RMRS, &a, 0, NULL) == DAT_SUCCESS && a.max_rmrs == 0;
+    dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+    return none;
+}
+
 int dx_ia_lacks(const char *attr)
 {
     DAT_IA_HANDLE ia;
@@ -95,6 +121,23 @@ int dx_local_protection(DAT_IA_HANDLE ia, unsigned status)
         return 1;
     if (status == DAT_DTO_ERR_FLUSHED && dx_on_rxe(ia)) {
         harness_note("rxe reported the local protection error as a flush");
+        return 1;
+    }
+    if (status == DAT_DTO_ERR_LOCAL_EP && dx_iwarp(ia)) {
+        harness_note("siw reported the local protection error as a local QP error (LOCAL_EP)");
+        return 1;
+    }
+    return 0;
+}
+
+int dx_remote_error(DAT_IA_HANDLE ia, unsigned status)
+{
+    if (status == DAT_DTO_ERR_REMOTE_ACCESS)
+        return 1;
+    if (dx_iwarp(ia) && (status == DAT_DTO_SUCCESS || status == DAT_DTO_ERR_LOCAL_EP || status == DAT_DTO_ERR_FLUSHED)) {
+        harness_note("iWARP: the refused RDMA write completed with status %u (it completes once sent; the target's "
+                     "TERMINATE ends the connection)",
+                     status);
         return 1;
     }
     return 0;

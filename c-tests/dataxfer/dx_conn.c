@@ -518,7 +518,11 @@ void case_conn_peer_killed(void)
     DAT_EVENT_NUMBER num = wait_conn_at(__LINE__, c.conn, WAIT_MS, &ev);
     if (!EXPECT(num == DAT_CONNECTION_EVENT_ESTABLISHED, "event 0x%x, expected ESTABLISHED", (unsigned)num))
         goto out;
-    enum { NRECV = 8, NSEND = 8 };
+    enum { NRECV = 8 };
+    /* The peer posts no receive: on IB and RoCE the sends wait for one (receiver not ready)
+     * until the kill flushes them; iWARP has no such wait (the peer would end the connection
+     * at the first send), so there only the receives are checked. */
+    const int NSEND = dx_iwarp(c.ia) ? 0 : 8;
     for (int i = 0; i < NRECV; i++)
         post_recv1(ep, &m, (size_t)i * 1024, 1024, 1 + (uint64_t)i);
     for (int i = 0; i < NSEND; i++) {

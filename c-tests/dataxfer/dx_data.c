@@ -363,8 +363,8 @@ static void remote_error(enum remote_kind kind)
     if (!EXPECT_RC(dat_ep_post_rdma_write(p.ce, 1, &l, ck(5), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS))
         goto out;
     if (WAIT_DTO(p.c.req, &d)) {
-        EXPECT(d.status == DAT_DTO_ERR_REMOTE_ACCESS, "%s: write completed with status %u, expected REMOTE_ACCESS (6)",
-               what, (unsigned)d.status);
+        EXPECT(dx_remote_error(p.c.ia, d.status), "%s: write completed with status %u, expected REMOTE_ACCESS (6)", what,
+               (unsigned)d.status);
         EXPECT(d.user_cookie.as_64 == 5, "%s: cookie %llu", what, (unsigned long long)d.user_cookie.as_64);
     }
     EXPECT_CONN_END(p.c.conn, 2000, "initiator");
@@ -487,6 +487,12 @@ out:
 
 void case_post_too_many(void)
 {
+    if (dx_ia_iwarp()) {
+        /* the sends fill the queue by waiting for receives the peer never posts (receiver not
+         * ready); iWARP has no such wait: the peer ends the connection at the first send */
+        harness_skip("iWARP has no receiver-not-ready wait, which fills the send queue here");
+        return;
+    }
     struct pair p;
     struct mr sm = {0}, cm = {0};
     DAT_EP_ATTR a;
@@ -614,6 +620,11 @@ unsigned write_via(int line, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, struct mr *sr
 
 static int rmr_setup(struct pair *p, struct mr *sm, struct mr *cm, DAT_RMR_HANDLE *rmr)
 {
+    if (dx_ia_lacks_windows()) {
+        memset(p, 0, sizeof *p);
+        harness_skip("the IA has no memory windows (max_rmrs 0; memory:rmr_without_windows checks the refusal)");
+        return 0;
+    }
     return pair_up(p, dx_port(0), NULL, NULL, 16) && mr_make(&p->s, p->s.pz, 16384, PRIV_ALL, sm) &&
            mr_make(&p->c, p->c.pz, 4096, PRIV_ALL, cm) && EXPECT_RC(dat_rmr_create(p->s.pz, rmr), DAT_SUCCESS);
 }

@@ -34,6 +34,12 @@ void case_shm_write_read(void)
     struct pair p;
     struct mr sm = {0}, cm = {0}, hm = {0};
     int before = dx_shm_mappings();
+    if (dx_ia_iwarp()) {
+        /* its second part queues writes behind a send the target has no receive for, which
+         * waits on IB and RoCE; iWARP has no such wait (the target ends the connection) */
+        harness_skip("iWARP has no receiver-not-ready wait, which the case's second part relies on");
+        return;
+    }
     if (!pair_up(&p, dx_port(0), NULL, NULL, 64) || !mr_make_shared(&p.s, p.s.pz, 2 * BIG, PRIV_ALL, &sm) ||
         !mr_make_shared(&p.c, p.c.pz, 2 * BIG, PRIV_ALL, &cm) || !mr_make(&p.s, p.s.pz, BIG, PRIV_ALL, &hm))
         goto out;
@@ -161,7 +167,7 @@ static void shm_remote_error(int kind, DAT_SEG_LENGTH len)
     }
     if (EXPECT_RC(dat_ep_post_rdma_write(p.ce, 1, &l, ck(1), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) &&
         WAIT_DTO(p.c.req, &d))
-        EXPECT(d.status == DAT_DTO_ERR_REMOTE_ACCESS, "%s: write completed with status %u, expected %u", names[kind],
+        EXPECT(dx_remote_error(p.c.ia, d.status), "%s: write completed with status %u, expected %u", names[kind],
                (unsigned)d.status, (unsigned)DAT_DTO_ERR_REMOTE_ACCESS);
     EXPECT_CONN_END(p.c.conn, WAIT_MS, "initiator");
     EXPECT(memcmp(snap, sm.buf, sm.alloc) == 0, "%s: the target's memory changed", names[kind]);
@@ -189,6 +195,10 @@ void case_shm_small_writes(void)
     DAT_RMR_HANDLE rmr = DAT_HANDLE_NULL;
     DAT_RMR_CONTEXT ctx = 0, after = 0;
     unsigned char *want = NULL;
+    if (dx_ia_lacks_windows()) {
+        harness_skip("the IA has no memory windows (max_rmrs 0)");
+        return;
+    }
     if (!pair_up(&p, dx_port(0), NULL, NULL, 64) || !mr_make_shared(&p.s, p.s.pz, 65536, PRIV_ALL, &sm) ||
         !mr_make_shared(&p.c, p.c.pz, 65536, PRIV_ALL, &cm) || !EXPECT_RC(dat_rmr_create(p.s.pz, &rmr), DAT_SUCCESS))
         goto out;
