@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,42 +78,59 @@ int dx_iwarp(DAT_IA_HANDLE ia)
     return v && strcmp(v, "iWARP") == 0;
 }
 
+/* Asks `what` of an IA opened on dx_ia_name() in a child process, so that the caller's process
+ * keeps no device of its own (a verbs device opened before a fork would be shared with the
+ * children the case forks: its rdma_cm channel and no progress thread). 1, 0, or 0 when the
+ * child could not tell. */
+static int ask_ia(int (*what)(DAT_IA_HANDLE))
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        DAT_IA_HANDLE ia;
+        DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+        if (dat_ia_openv((DAT_NAME_PTR)dx_ia_name(), 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE) !=
+            DAT_SUCCESS)
+            _exit(2);
+        int r = what(ia);
+        dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+        _exit(r ? 1 : 0);
+    }
+    int status = 0;
+    if (pid < 0)
+        return 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 1;
+}
+
+static const char *asked_attr;
+static int lacks_asked(DAT_IA_HANDLE ia)
+{
+    return dx_lacks(ia, asked_attr);
+}
+
+static int lacks_windows(DAT_IA_HANDLE ia)
+{
+    DAT_IA_ATTR a;
+    memset(&a, 0, sizeof a);
+    return dat_ia_query(ia, NULL, DAT_IA_FIELD_IA_MAX_RMRS, &a, 0, NULL) == DAT_SUCCESS && a.max_rmrs == 0;
+}
+
 int dx_ia_iwarp(void)
 {
-    DAT_IA_HANDLE ia;
-    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
-    if (dat_ia_openv((DAT_NAME_PTR)dx_ia_name(), 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE) !=
-        DAT_SUCCESS)
-        return 0;
-    int iwarp = dx_iwarp(ia);
-    dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
-    return iwarp;
+    return ask_ia(dx_iwarp);
 }
 
 int dx_ia_lacks_windows(void)
 {
-    DAT_IA_HANDLE ia;
-    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
-    DAT_IA_ATTR a;
-    memset(&a, 0, sizeof a);
-    if (dat_ia_openv((DAT_NAME_PTR)dx_ia_name(), 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE) !=
-        DAT_SUCCESS)
-        return 0;
-    int none = dat_ia_query(ia, NULL, DAT_IA_FIELD_IA_MAX_RMRS, &a, 0, NULL) == DAT_SUCCESS && a.max_rmrs == 0;
-    dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
-    return none;
+    return ask_ia(lacks_windows);
 }
 
 int dx_ia_lacks(const char *attr)
 {
-    DAT_IA_HANDLE ia;
-    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
-    if (dat_ia_openv((DAT_NAME_PTR)dx_ia_name(), 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE) !=
-        DAT_SUCCESS)
-        return 0;
-    int lacks = dx_lacks(ia, attr);
-    dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
-    return lacks;
+    asked_attr = attr;
+    return ask_ia(lacks_asked);
 }
 
 int dx_local_protection(DAT_IA_HANDLE ia, unsigned status)
