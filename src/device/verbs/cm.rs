@@ -440,11 +440,13 @@ fn on_qp_event(qp: &Arc<VerbsQp>, kind: u32, status: i32, id: Ptr<sys::rdma_cm_i
             // siw's rdma_connect makes the TCP connection before it returns: towards a host that
             // does not answer it would hold the progress thread (every QP of the device) for
             // the kernel's SYN retries. Each iWARP connect gets a thread of its own.
-            let qp = qp.clone();
+            let q = qp.clone();
             let spawned =
-                std::thread::Builder::new().name("dat2-verbs-connect".into()).stack_size(64 << 10).spawn(move || connect_now(&qp, id));
-            if spawned.is_err() {
-                dbg_log!(DbgType::ERROR, "verbs: no thread for an iWARP connect");
+                std::thread::Builder::new().name("dat2-verbs-connect".into()).stack_size(64 << 10).spawn(move || connect_now(&q, id));
+            if let Err(e) = spawned {
+                // Reported, never left waiting: the connect is not made.
+                dbg_log!(DbgType::ERROR, "verbs QP {}: no thread for an iWARP connect: {e}", qp.qp_num);
+                qp.end(CmEvent::Unreachable);
             }
         }
         sys::RDMA_CM_EVENT_ROUTE_RESOLVED => connect_now(qp, id),
