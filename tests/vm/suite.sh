@@ -68,7 +68,14 @@ fi
 echo "# rust tests took $(($(date +%s) - start)) s"
 
 start=$(date +%s)
-"$here/programs.sh" || rc=1
+"$here/programs.sh" | tee "$out/programs.out"
+prc=${PIPESTATUS[0]}
+if [ "$prc" -ne 0 ]; then
+  rc=1
+  # A failure that printed no verdict (the script itself broke) is counted too.
+  grep -q '^FAIL ' "$out/programs.out" ||
+    echo "FAIL $tag:programs tests/vm/programs.sh exited $prc without a verdict (its lines are above)"
+fi
 echo "# programs took $(($(date +%s) - start)) s"
 
 start=$(date +%s)
