@@ -176,12 +176,18 @@ alive() { # pid: still running and not a zombie
   [ -n "$st" ] && [ "$st" != Z ]
 }
 
-# The log's whole text in $text, line by line (empty when it cannot be read; NUL bytes, which
-# a shell string cannot hold, left out).
-slurp() { # log
-  local lines=()
-  text=""
+# A log's lines in the array lines (none when it cannot be read; NUL bytes, which a shell
+# string cannot hold, left out).
+log_lines() { # log
+  lines=()
   { mapfile -t lines < "$1"; } 2> /dev/null
+}
+
+# The log's whole text in $text, line by line (empty when it cannot be read).
+slurp() { # log
+  local lines
+  log_lines "$1"
+  text=""
   [ ${#lines[@]} -eq 0 ] || printf -v text '%s\n' "${lines[@]}"
 }
 
@@ -270,8 +276,8 @@ status_words() { # status who: empty for a normal exit
 # The first two lines of a log that match an extended regular expression, on one line,
 # blanks squeezed and each cut at 120 characters.
 errors_in() { # log regex who
-  local lines=() l re=$2 n=0
-  { mapfile -t lines < "$1"; } 2> /dev/null
+  local lines l re=$2 n=0
+  log_lines "$1"
   for l in ${lines[@]+"${lines[@]}"}; do
     [[ $l =~ $re ]] || continue
     l=${l//$'\t'/ }
@@ -425,8 +431,8 @@ dserver_stop() {
   dsrv_pid=""
 }
 dcount() { # regex: the lines of the dapltest server's log that match it
-  local lines=() l re=$1 n=0
-  { mapfile -t lines < "$dslog"; } 2> /dev/null
+  local lines l re=$1 n=0
+  log_lines "$dslog"
   for l in ${lines[@]+"${lines[@]}"}; do [[ $l =~ $re ]] && n=$((n + 1)); done
   echo "$n"
 }
