@@ -7,16 +7,19 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::ep::{self, configured, ep_state_subtype, is_ud, Ep, EpInner};
+use super::events::dto_event;
 use super::ia::max_private_data;
 use super::iov::sges;
+use super::pz::Pz;
 use super::{dto, evd};
 use crate::abi::*;
 use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp, QpCaps, QpEvents, Service};
 use crate::util::sockaddr;
 
-/// Where an EP's QP reports: the EP, if it still exists.
+/// Where an EP's QP reports: the EP, if it still exists; and whose keys it may use: its PZ's.
 struct EpEvents {
     ep: Weak<Ep>,
+    pz: Arc<Pz>,
 }
 
 impl QpEvents for EpEvents {
@@ -24,6 +27,9 @@ impl QpEvents for EpEvents {
         if let Some(ep) = self.ep.upgrade() {
             dto::on_completion(&ep, c);
         }
+    }
+    fn key_live(&self, lkey: u32) -> bool {
+        self.pz.key_live(lkey)
     }
     fn cm(&self, ev: CmEvent) {
         if let Some(ep) = self.ep.upgrade() {
@@ -51,11 +57,22 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
     let qp = ep
         .ia
         .dev
-        .create_qp(pz.pd, caps, srq, Arc::new(EpEvents { ep: ep.weak() }))
+        .create_qp(pz.pd, caps, srq, Arc::new(EpEvents { ep: ep.weak(), pz: pz.clone() }))
         .map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
     while let Some(wr_id) = i.unposted.pop_front() {
-        if let Some(r) = i.recvs.get(&wr_id) {
-            qp.post_recv(wr_id, sges(&r.iov)).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+        let Some(r) = i.recvs.get(&wr_id) else { continue };
+        match qp.post_recv(wr_id, sges(&r.iov)) {
+            Ok(()) => {}
+            // Its LMR was freed since it was posted: it completes as refused, and the
+            // connection goes ahead without it.
+            Err(DevError::Fault) => {
+                let cookie = r.cookie;
+                i.recvs.remove(&wr_id);
+                if let Some(evd) = &i.recv_evd {
+                    evd.post(dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0));
+                }
+            }
+            Err(_) => return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP)),
         }
     }
     i.qp = Some(qp.clone());

@@ -9,7 +9,7 @@ use super::ep::{self, check_watermarks, ep_state_subtype, is_ud, Ep, COMPLETION_
 use super::events::{dto_event, immediate_event, request_event, send_immediate_event, ud_recv_event, PendingSend, Report};
 use super::iov::{iov_arg, iov_sges, sges, PostedRecv};
 use crate::abi::*;
-use crate::device::{AddressHandle, Completion, DevError, SendWr, WcOp, WrOp};
+use crate::device::{keys_live, AddressHandle, Completion, DevError, SendWr, WcOp, WrOp};
 use crate::util::sync::MutexExt;
 
 /// What a post asks of the device.
@@ -116,13 +116,45 @@ fn post_on(
     };
     if let Err(e) = qp.post_send(wr) {
         let mut i = ep.lock();
-        i.sends.remove(&wr_id);
+        let sent = i.sends.remove(&wr_id);
+        if let (DevError::Fault, Some(s)) = (e, sent) {
+            drop(i);
+            refuse_dead_key(ep, request_event(ep.handle, &s, DAT_DTO_ERR_LOCAL_PROTECTION, 0), false);
+            return Ok(DAT_SUCCESS);
+        }
         return Err(match e {
             DevError::State => dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)),
             _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
         });
     }
     Ok(DAT_SUCCESS)
+}
+
+/// A request with a segment that names no live LMR of the EP's PZ (`QpEvents::key_live`),
+/// refused by the device before it moved a byte: as on an HCA, it completes with
+/// `event` (DAT_DTO_ERR_LOCAL_PROTECTION), and a connection ends, reported as broken (what
+/// else is posted is flushed). `recv` says which EVD reports it.
+pub fn refuse_dead_key(ep: &Ep, event: DAT_EVENT, recv: bool) {
+    let (evd, qp) = {
+        let mut i = ep.lock();
+        let qp = if i.state == DAT_EP_STATE_CONNECTED && !is_ud(&i.attr) { i.qp.clone() } else { None };
+        if qp.is_some() {
+            i.state = DAT_EP_STATE_DISCONNECT_PENDING;
+            i.breaking = true;
+        }
+        (if recv { i.recv_evd.clone() } else { i.request_evd.clone() }, qp)
+    };
+    crate::dbg_log!(
+        crate::log::DbgType::PROVIDER_API,
+        "EP {:#x}: a request names a freed or foreign lmr_context: LOCAL_PROTECTION",
+        ep.handle
+    );
+    if let Some(evd) = evd {
+        evd.post(event);
+    }
+    if let Some(qp) = qp {
+        qp.disconnect(false);
+    }
 }
 
 /// Checks a remote RMR triplet argument and returns (address, key, length).
@@ -302,11 +334,18 @@ pub fn post_recv(
         if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
             return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
         }
+        let list = sges(&segs);
+        let qp = i.qp.clone();
+        // Without a QP yet, checked now as the device checks at post (and again when the QP
+        // takes it).
+        if qp.is_none() && !i.pz.as_ref().is_some_and(|pz| keys_live(&list, |k| pz.key_live(k))) {
+            drop(i);
+            refuse_dead_key(&ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
+            return Ok(DAT_SUCCESS);
+        }
         let wr_id = i.next_wr;
         i.next_wr += 1;
-        let list = sges(&segs);
         i.recvs.insert(wr_id, PostedRecv { cookie, iov: segs });
-        let qp = i.qp.clone();
         if qp.is_none() {
             i.unposted.push_back(wr_id);
         }
@@ -326,6 +365,11 @@ pub fn post_recv(
                 // The connection is gone: the receive completes as flushed.
                 drop(i);
                 flush_one_recv(&ep, cookie);
+                return Ok(DAT_SUCCESS);
+            }
+            DevError::Fault => {
+                drop(i);
+                refuse_dead_key(&ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
                 return Ok(DAT_SUCCESS);
             }
             _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),

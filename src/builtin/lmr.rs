@@ -205,6 +205,7 @@ pub fn create(
         mr::counters().1
     );
     let (lkey, rkey) = (reg.mr.lkey, reg.mr.rkey);
+    pz.key_made(lkey);
     // In the table, it is found by its lkey too (the sync calls' segment checks).
     let provider = ia.provider();
     let handle = table::publish(
@@ -295,6 +296,9 @@ pub fn free(handle: DAT_LMR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
 
 /// Revokes the LMR's keys at once and releases its PZ (the object has left the table).
 pub fn destroy(l: &Lmr) {
+    // First: a request posted from now on is refused, and one posted before is seen by the
+    // cache's `mr_in_use` (see QpEvents::key_live).
+    l.pz.key_revoked(l.lmr_context());
     mr::release(&l.ia().dev, &l.reg);
     l.pz.release();
 }

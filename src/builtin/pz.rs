@@ -9,6 +9,7 @@ use super::table::{self, Object};
 use crate::abi::*;
 use crate::device::{AddressHandle, Pd};
 use crate::util::idmap::IdMap;
+use crate::util::keyset::KeySet;
 
 pub struct Pz {
     pub handle: usize,
@@ -21,6 +22,10 @@ pub struct Pz {
     /// dtestsrq -u sends on each EP through the one EP 0 resolved). Each stays owned, and is
     /// freed, by the EP whose event handed it out (`ep::UdState`).
     pub ahs: Mutex<IdMap<u64, Arc<dyn AddressHandle>>>,
+    /// The lmr_contexts of its live LMRs: a request may use only these
+    /// (`QpEvents::key_live`). An LMR's goes in before its handle is handed out, and out
+    /// before its registration is released.
+    keys: KeySet,
     pub context: Mutex<u64>,
 }
 
@@ -37,6 +42,18 @@ impl Pz {
     }
     pub fn release(&self) {
         self.users.fetch_sub(1, Ordering::SeqCst);
+    }
+    /// An LMR of the PZ with this lmr_context is live.
+    pub fn key_made(&self, lmr_context: DAT_LMR_CONTEXT) {
+        self.keys.insert(lmr_context);
+    }
+    /// That LMR is being freed: no request may use its lmr_context from now on.
+    pub fn key_revoked(&self, lmr_context: DAT_LMR_CONTEXT) {
+        self.keys.remove(lmr_context);
+    }
+    /// Whether `lmr_context` names a live LMR of the PZ.
+    pub fn key_live(&self, lmr_context: DAT_LMR_CONTEXT) -> bool {
+        self.keys.contains(lmr_context)
     }
 }
 
@@ -66,7 +83,10 @@ pub fn create(ia_handle: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) -> Result<DAT_R
     }
     let pd = ia.dev.alloc_pd().map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN))?;
     let handle = table::reserve(ia.provider());
-    table::insert(handle, Arc::new(Pz { handle, ia, pd, users: AtomicU32::new(0), ahs: Mutex::default(), context: Mutex::new(0) }));
+    table::insert(
+        handle,
+        Arc::new(Pz { handle, ia, pd, users: AtomicU32::new(0), ahs: Mutex::default(), keys: KeySet::default(), context: Mutex::new(0) }),
+    );
     // SAFETY: checked non-NULL.
     unsafe { put(out, handle as DAT_PZ_HANDLE) };
     Ok(DAT_SUCCESS)

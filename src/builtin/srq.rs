@@ -12,7 +12,7 @@ use super::put;
 use super::pz::{self, Pz};
 use super::table::{self, Object};
 use crate::abi::*;
-use crate::device::{Srq as DevSrq, SrqEvents};
+use crate::device::{DevError, Srq as DevSrq, SrqEvents};
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
@@ -50,9 +50,11 @@ pub fn srq(handle: DAT_SRQ_HANDLE) -> Result<Arc<Srq>, DAT_RETURN> {
     table::lookup::<Srq>(handle, DAT_INVALID_HANDLE_SRQ)
 }
 
-/// The low watermark was crossed: tell the consumer on the IA's async EVD.
+/// The low watermark was crossed: tell the consumer on the IA's async EVD. And whose keys
+/// the SRQ's receives may use: its PZ's.
 struct Watermark {
     srq: Mutex<Weak<Srq>>,
+    pz: Arc<Pz>,
 }
 
 impl SrqEvents for Watermark {
@@ -61,6 +63,9 @@ impl SrqEvents for Watermark {
         if let Some(s) = srq {
             evd::post_async(&s.ia, evd::WATERMARK_EVENT, s.handle, DAT_SRQ_LOW_WATERMARK_EVENT as DAT_COUNT);
         }
+    }
+    fn key_live(&self, lkey: u32) -> bool {
+        self.pz.key_live(lkey)
     }
 }
 
@@ -93,7 +98,7 @@ pub fn create(
     if out.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
     }
-    let watermark = Arc::new(Watermark { srq: Mutex::new(Weak::new()) });
+    let watermark = Arc::new(Watermark { srq: Mutex::new(Weak::new()), pz: pz.clone() });
     let dev = ia
         .dev
         .create_srq(pz.pd, a.max_recv_dtos as u32, a.max_recv_iov as u32, watermark.clone())
@@ -129,9 +134,14 @@ pub fn post_recv(
     let segs = iov_arg(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
     let wr_id = NEXT_WR.fetch_add(1, Ordering::Relaxed);
     s.recvs.locked().insert(wr_id, PostedRecv { cookie, iov: segs.clone() });
-    if s.dev.post_recv(wr_id, sges(&segs)).is_err() {
+    if let Err(e) = s.dev.post_recv(wr_id, sges(&segs)) {
         s.recvs.locked().remove(&wr_id);
-        return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ));
+        // No EP to complete it on yet: a segment that names no live LMR of the SRQ's PZ is
+        // refused at once.
+        return Err(match e {
+            DevError::Fault => dat_error(DAT_PROTECTION_VIOLATION, 0),
+            _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ),
+        });
     }
     Ok(DAT_SUCCESS)
 }

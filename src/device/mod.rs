@@ -372,10 +372,23 @@ pub enum CmEvent {
     Broken,
 }
 
-/// Where a QP reports completions and connection events.
+/// Where a QP reports completions and connection events, and whom it asks about keys.
 pub trait QpEvents: Send + Sync {
     fn completion(&self, c: Completion);
     fn cm(&self, ev: CmEvent);
+    /// Whether `lkey` names a live LMR of the QP's protection zone. A post asks it of every
+    /// segment that moves bytes, under the lock the device counts outstanding keys with
+    /// ([`Device::mr_in_use`]), and refuses the request with [`DevError::Fault`] otherwise:
+    /// a registration the cache kept keeps its lkey valid in the device, so without this
+    /// check a freed LMR's lmr_context would still move bytes. Asked under that lock, a post
+    /// racing `dat_lmr_free` either sees the key revoked or is seen by `mr_in_use`.
+    fn key_live(&self, lkey: u32) -> bool;
+}
+
+/// Whether every segment of a request that moves bytes passes `live` (see
+/// [`QpEvents::key_live`]).
+pub fn keys_live(sges: &[Sge], live: impl Fn(u32) -> bool) -> bool {
+    sges.iter().all(|s| s.len == 0 || live(s.lkey))
 }
 
 /// The service a QP gives.
@@ -438,6 +451,8 @@ pub trait Qp: Send + Sync {
     /// Starts an active connection to `addr` (its port is the peer's service point); the
     /// outcome arrives as a [`CmEvent`].
     fn connect(&self, addr: std::net::SocketAddr, private_data: &[u8], timeout: Option<std::time::Duration>) -> Result<(), DevError>;
+    /// Fails with [`DevError::Fault`], posting nothing, when a segment's key is not live
+    /// ([`QpEvents::key_live`]); so does `post_recv`, and an SRQ's.
     fn post_send(&self, wr: SendWr) -> Result<(), DevError>;
     fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError>;
     /// Graceful (after outstanding work) or abrupt disconnect; posted work is flushed.
@@ -491,6 +506,8 @@ pub trait Listener: Send + Sync {
 /// Where an SRQ reports that its receives fell below the limit set with [`Srq::set_limit`].
 pub trait SrqEvents: Send + Sync {
     fn limit_reached(&self);
+    /// As [`QpEvents::key_live`], for the SRQ's protection zone.
+    fn key_live(&self, lkey: u32) -> bool;
 }
 
 /// A shared receive queue: receives any of its QPs may consume.

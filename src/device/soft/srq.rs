@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::qp::SoftQp;
-use crate::device::{DevError, Sge, Srq, SrqEvents};
+use crate::device::{keys_live, DevError, Sge, Srq, SrqEvents};
 use crate::util::sync::MutexExt;
 
 struct State {
@@ -66,6 +66,9 @@ impl Srq for SoftSrq {
             }
             if s.recvs.len() >= s.max_wr as usize {
                 return Err(DevError::QueueFull);
+            }
+            if !keys_live(&sges, |k| self.events.key_live(k)) {
+                return Err(DevError::Fault);
             }
             s.recvs.push_back((wr_id, sges));
             s.qps.clone()

@@ -279,6 +279,9 @@ mod ud {
         fn cm(&self, ev: CmEvent) {
             self.cm.locked().push(ev);
         }
+        fn key_live(&self, _lkey: u32) -> bool {
+            true
+        }
     }
 
     /// A service point's consumer: accepts each UD request on its QP answering `reply`, or
@@ -303,6 +306,9 @@ mod ud {
     struct NoLimit;
     impl SrqEvents for NoLimit {
         fn limit_reached(&self) {}
+        fn key_live(&self, _lkey: u32) -> bool {
+            true
+        }
     }
 
     /// Polls the device until `what` finds something (20 s at most: TCG is slow).

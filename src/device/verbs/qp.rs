@@ -33,7 +33,7 @@ use super::{api, sys, Ptr};
 use crate::abi::*;
 use crate::dbg_log;
 use crate::device::{
-    Access, AddressHandle, CmEvent, Completion, DevError, Mr, Mw, Pd, Qp, QpCaps, QpEvents, SendWr, Service, Sge, WcOp, WrOp,
+    keys_live, Access, AddressHandle, CmEvent, Completion, DevError, Mr, Mw, Pd, Qp, QpCaps, QpEvents, SendWr, Service, Sge, WcOp, WrOp,
 };
 use crate::log::DbgType;
 use crate::util::idmap::IdMap;
@@ -388,8 +388,12 @@ impl VerbsQp {
             wr.num_sge = list.len() as i32;
             wr.send_flags = flags | sys::IBV_SEND_SIGNALED;
             fill(&mut wr);
-            let keys = WrKeys::of(sges);
             let mut i = self.lock();
+            // Under the lock `uses_lkey` takes (see QpEvents::key_live).
+            if !keys_live(sges, |k| self.events.key_live(k)) {
+                return Err(DevError::Fault);
+            }
+            let keys = WrKeys::of(sges);
             let id = self.new_wr(&mut i, wr_id, op, keys);
             if let Some(ah) = hold {
                 i.ud.held.insert(id, ah);
@@ -608,8 +612,11 @@ impl Qp for VerbsQp {
             let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
             wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
             wr.num_sge = list.len() as i32;
-            let keys = WrKeys::of(&sges);
             let mut i = self.lock();
+            if !keys_live(&sges, |k| self.events.key_live(k)) {
+                return Err(DevError::Fault);
+            }
+            let keys = WrKeys::of(&sges);
             let id = self.new_wr(&mut i, wr_id, Some(WcOp::Recv), keys);
             wr.wr_id = id;
             let mut bad = std::ptr::null_mut();

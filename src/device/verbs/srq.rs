@@ -7,7 +7,7 @@ use super::device::VerbsDevice;
 use super::errno::{dev_error, last_error};
 use super::inuse::{KeysInUse, WrKeys};
 use super::{api, sys, Ptr};
-use crate::device::{DevError, Pd, Sge, Srq, SrqEvents};
+use crate::device::{keys_live, DevError, Pd, Sge, Srq, SrqEvents};
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
@@ -112,6 +112,10 @@ impl Srq for VerbsSrq {
         wr.num_sge = list.len() as i32;
         let keys = WrKeys::of(&sges);
         let mut p = self.posted.locked();
+        // Under the lock `uses_lkey` takes (see QpEvents::key_live).
+        if !keys_live(&sges, |k| self.events.key_live(k)) {
+            return Err(DevError::Fault);
+        }
         let id = p.next;
         p.next += 1;
         wr.wr_id = id;

@@ -609,6 +609,9 @@ impl Qp for SoftQp {
         if i.outstanding.len() >= self.caps.max_send_wr as usize {
             return Err(DevError::QueueFull);
         }
+        if !keys_live(&wr.sges, |k| self.events.key_live(k)) {
+            return Err(DevError::Fault);
+        }
         if let Some(len) = self.write_fast(&mut i, &wr) {
             drop(i);
             return self.complete_write(wr.wr_id, len);
@@ -748,6 +751,9 @@ impl Qp for SoftQp {
             }
             if i.recvs.len() >= self.caps.max_recv_wr as usize {
                 return Err(DevError::QueueFull);
+            }
+            if !keys_live(&sges, |k| self.events.key_live(k)) {
+                return Err(DevError::Fault);
             }
             i.recvs.push_back((wr_id, sges));
             !i.stalled.is_empty()

@@ -398,6 +398,9 @@ impl Qp for SoftUdQp {
         if wr.sges.len() > self.caps.max_send_sge as usize {
             return Err(DevError::NoResources);
         }
+        if !keys_live(&wr.sges, |k| self.events.key_live(k)) {
+            return Err(DevError::Fault);
+        }
         let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
         let status = if len > u64::from(self.caps.max_message.min(MTU)) {
             DAT_DTO_ERR_LOCAL_LENGTH
@@ -434,6 +437,9 @@ impl Qp for SoftUdQp {
         }
         if i.recvs.len() >= self.caps.max_recv_wr as usize {
             return Err(DevError::QueueFull);
+        }
+        if !keys_live(&sges, |k| self.events.key_live(k)) {
+            return Err(DevError::Fault);
         }
         i.recvs.push_back((wr_id, sges));
         Ok(())

@@ -24,6 +24,9 @@ impl QpEvents for Recorder {
         self.state.locked().1.push_back(ev);
         self.cv.notify_all();
     }
+    fn key_live(&self, _lkey: u32) -> bool {
+        true
+    }
 }
 
 impl Recorder {
@@ -246,6 +249,9 @@ fn srq_rejects_and_foreign_handles() {
     struct NoLimit;
     impl SrqEvents for NoLimit {
         fn limit_reached(&self) {}
+        fn key_live(&self, _lkey: u32) -> bool {
+            true
+        }
     }
     #[derive(Debug)]
     struct Foreign;

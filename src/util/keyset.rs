@@ -1,0 +1,246 @@
+//! A counted set of 32-bit keys whose membership test takes no lock: the local keys of a
+//! protection zone's live LMRs, which every post checks (`builtin::pz`).
+//!
+//! Open addressing with linear probing in a power-of-two table of atomic words, each `key << 32
+//! | OCCUPIED | count`. A key whose count drops to 0 stays as a tombstone (a registration cache
+//! gives the same key back soon); tombstones are purged in place when the table fills. Changes
+//! are made under a mutex; a reader probes without one and retries if a purge ran meanwhile
+//! (a sequence count, odd while a purge runs). A table that must grow is replaced by one twice
+//! its size, filled before it is published; the old one stays allocated for readers still in
+//! it, and since sizes double, all the old ones together are smaller than the current one.
+
+use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::util::sync::MutexExt;
+
+const OCCUPIED: u64 = 1 << 31;
+const COUNT: u64 = OCCUPIED - 1;
+const FIRST: usize = 64;
+
+struct Slots {
+    mask: usize,
+    words: Box<[AtomicU64]>,
+}
+
+impl Slots {
+    fn new(size: usize) -> Box<Slots> {
+        Box::new(Slots { mask: size - 1, words: (0..size).map(|_| AtomicU64::new(0)).collect() })
+    }
+
+    fn start(&self, key: u32) -> usize {
+        // Fibonacci hashing: device keys differ in their index bits, often the high ones.
+        (u64::from(key).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & self.mask
+    }
+
+    /// The slot of `key` (live or tombstone), or the first empty one on its probe path.
+    fn find(&self, key: u32) -> (usize, u64) {
+        let mut i = self.start(key);
+        for _ in 0..=self.mask {
+            let w = self.words[i].load(Ordering::Relaxed);
+            if w == 0 || (w >> 32) as u32 == key {
+                return (i, w);
+            }
+            i = (i + 1) & self.mask;
+        }
+        // Never full: the writer keeps at most half the slots used.
+        (usize::MAX, 0)
+    }
+}
+
+struct Writer {
+    /// Every table made, the current one last (see the module's note). Boxed: `current`
+    /// points at one, which must not move when the vector grows.
+    #[allow(clippy::vec_box)]
+    tables: Vec<Box<Slots>>,
+    live: usize,
+    /// Live keys and tombstones.
+    used: usize,
+}
+
+pub struct KeySet {
+    seq: AtomicU64,
+    current: AtomicPtr<Slots>,
+    writer: Mutex<Writer>,
+}
+
+impl Default for KeySet {
+    fn default() -> KeySet {
+        let first = Slots::new(FIRST);
+        let current = AtomicPtr::new(&*first as *const Slots as *mut Slots);
+        KeySet { seq: AtomicU64::new(0), current, writer: Mutex::new(Writer { tables: vec![first], live: 0, used: 0 }) }
+    }
+}
+
+impl KeySet {
+    /// Whether `key` is in the set (counted at least once).
+    pub fn contains(&self, key: u32) -> bool {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 0 {
+                // SAFETY: `current` points at a table in `writer.tables`, which are never freed
+                // while the set lives.
+                let t = unsafe { &*self.current.load(Ordering::Acquire) };
+                let (_, w) = t.find(key);
+                fence(Ordering::Acquire);
+                if self.seq.load(Ordering::Relaxed) == s1 {
+                    return w & COUNT != 0;
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// The current table, to change it (under the writer's lock, which every change of
+    /// `current` holds).
+    fn table(&self, _w: &Writer) -> &Slots {
+        // SAFETY: `current` points at a table in `writer.tables`, never freed while the set
+        // lives; the caller holds the writer's lock, so it is the last one.
+        unsafe { &*self.current.load(Ordering::Relaxed) }
+    }
+
+    /// Counts `key` once more.
+    pub fn insert(&self, key: u32) {
+        let mut w = self.writer.locked();
+        let (i, word) = self.table(&w).find(key);
+        if word != 0 {
+            if word & COUNT == 0 {
+                w.live += 1;
+            }
+            self.table(&w).words[i].store(word + 1, Ordering::Release);
+            return;
+        }
+        if (w.used + 1) * 2 > self.table(&w).words.len() {
+            self.make_room(&mut w);
+        }
+        let t = self.table(&w);
+        let (i, _) = t.find(key);
+        t.words[i].store(u64::from(key) << 32 | OCCUPIED | 1, Ordering::Release);
+        w.live += 1;
+        w.used += 1;
+    }
+
+    /// Counts `key` once less; a key not in the set is left alone.
+    pub fn remove(&self, key: u32) {
+        let mut w = self.writer.locked();
+        let t = self.table(&w);
+        let (i, word) = t.find(key);
+        if word & COUNT == 0 {
+            return;
+        }
+        t.words[i].store(word - 1, Ordering::Release);
+        if word & COUNT == 1 {
+            w.live -= 1;
+        }
+    }
+
+    /// Before a new key goes in: purges the tombstones in place while they are most of the
+    /// table, otherwise publishes a table twice the size.
+    fn make_room(&self, w: &mut Writer) {
+        let t = self.table(w);
+        let live: Vec<u64> = t.words.iter().map(|s| s.load(Ordering::Relaxed)).filter(|&s| s & COUNT != 0).collect();
+        if (live.len() + 1) * 4 <= t.words.len() {
+            let s = self.seq.load(Ordering::Relaxed);
+            self.seq.store(s + 1, Ordering::Relaxed);
+            fence(Ordering::Release);
+            t.words.iter().for_each(|s| s.store(0, Ordering::Relaxed));
+            Self::fill(t, &live);
+            self.seq.store(s + 2, Ordering::Release);
+        } else {
+            let bigger = Slots::new(t.words.len() * 2);
+            Self::fill(&bigger, &live);
+            self.current.store(&*bigger as *const Slots as *mut Slots, Ordering::Release);
+            w.tables.push(bigger);
+        }
+        w.used = live.len();
+    }
+
+    fn fill(t: &Slots, words: &[u64]) {
+        for &word in words {
+            let (i, _) = t.find((word >> 32) as u32);
+            t.words[i].store(word, Ordering::Relaxed);
+        }
+    }
+
+    /// Live keys (tests).
+    #[cfg(test)]
+    fn live(&self) -> usize {
+        self.writer.locked().live
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeySet;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn counts_keys_and_forgets_them() {
+        let s = KeySet::default();
+        assert!(!s.contains(0));
+        s.insert(0);
+        s.insert(0);
+        assert!(s.contains(0));
+        s.remove(0);
+        assert!(s.contains(0));
+        s.remove(0);
+        assert!(!s.contains(0));
+        s.remove(0);
+        assert!(!s.contains(0));
+        assert_eq!(s.live(), 0);
+    }
+
+    #[test]
+    fn churn_of_distinct_keys_keeps_the_table_small() {
+        let s = KeySet::default();
+        s.insert(7);
+        for k in 1000..200_000u32 {
+            s.insert(k);
+            assert!(s.contains(k) && s.contains(7));
+            s.remove(k);
+            assert!(!s.contains(k));
+        }
+        assert_eq!(s.live(), 1);
+        // Purged in place: no table ever grew.
+        assert_eq!(s.writer.lock().unwrap().tables.len(), 1);
+    }
+
+    #[test]
+    fn grows_and_keeps_every_key() {
+        let s = KeySet::default();
+        let keys: Vec<u32> = (0..5000u32).map(|k| k.wrapping_mul(2_654_435_761)).collect();
+        keys.iter().for_each(|&k| s.insert(k));
+        assert!(keys.iter().all(|&k| s.contains(k)));
+        keys.iter().step_by(2).for_each(|&k| s.remove(k));
+        assert!(keys.iter().enumerate().all(|(n, &k)| s.contains(k) == (n % 2 == 1)));
+    }
+
+    #[test]
+    fn readers_see_a_live_key_through_purges_and_growth() {
+        use std::sync::atomic::AtomicU64;
+        let s = Arc::new(KeySet::default());
+        s.insert(42);
+        let (stop, reads) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let reader = {
+            let (s, stop, reads) = (s.clone(), stop.clone(), reads.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    assert!(s.contains(42));
+                    assert!(!s.contains(41));
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        // Purges and growth go on until the reader has probed through many of them.
+        let mut round = 0u32;
+        while round < 50 || reads.load(Ordering::Relaxed) < 100_000 {
+            let base = 100 + (round % 4000) * 1000;
+            (base..base + 500).for_each(|k| s.insert(k));
+            (base..base + 500).for_each(|k| s.remove(k));
+            round += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        reader.join().unwrap();
+    }
+}
