@@ -6,6 +6,7 @@ use core::ffi::c_void;
 use super::dispatch::call;
 use crate::abi::*;
 use crate::api::dispatch;
+use crate::builtin::{self, dto};
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};
 use crate::registry::{self};
@@ -145,7 +146,12 @@ extern "C" fn dat_ep_post_send(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard_try(|| Ok(call!(ep(handle)?.provider, ep_post_send_func, handle, count, iov, cookie, flags)))
+    guard_try(|| {
+        if let Some(ep) = builtin::ep::pinned(handle) {
+            return dto::post_send_on(&ep, count, iov, cookie, flags);
+        }
+        Ok(call!(ep(handle)?.provider, ep_post_send_func, handle, count, iov, cookie, flags))
+    })
 }
 
 extern "C" fn dat_ep_post_recv(
@@ -155,7 +161,12 @@ extern "C" fn dat_ep_post_recv(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard_try(|| Ok(call!(ep(handle)?.provider, ep_post_recv_func, handle, count, iov, cookie, flags)))
+    guard_try(|| {
+        if let Some(ep) = builtin::ep::pinned(handle) {
+            return dto::post_recv_on(&ep, count, iov, cookie, flags);
+        }
+        Ok(call!(ep(handle)?.provider, ep_post_recv_func, handle, count, iov, cookie, flags))
+    })
 }
 
 extern "C" fn dat_ep_post_rdma_read(
@@ -166,7 +177,12 @@ extern "C" fn dat_ep_post_rdma_read(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard_try(|| Ok(call!(ep(handle)?.provider, ep_post_rdma_read_func, handle, count, iov, cookie, remote, flags)))
+    guard_try(|| {
+        if let Some(ep) = builtin::ep::pinned(handle) {
+            return dto::post_rdma_read_on(&ep, count, iov, cookie, remote, flags);
+        }
+        Ok(call!(ep(handle)?.provider, ep_post_rdma_read_func, handle, count, iov, cookie, remote, flags))
+    })
 }
 
 extern "C" fn dat_ep_post_rdma_write(
@@ -177,7 +193,12 @@ extern "C" fn dat_ep_post_rdma_write(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard_try(|| Ok(call!(ep(handle)?.provider, ep_post_rdma_write_func, handle, count, iov, cookie, remote, flags)))
+    guard_try(|| {
+        if let Some(ep) = builtin::ep::pinned(handle) {
+            return dto::post_rdma_write_on(&ep, count, iov, cookie, remote, flags);
+        }
+        Ok(call!(ep(handle)?.provider, ep_post_rdma_write_func, handle, count, iov, cookie, remote, flags))
+    })
 }
 
 extern "C" fn dat_ep_get_status(

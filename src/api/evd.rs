@@ -7,6 +7,7 @@
 use super::dispatch::call;
 use crate::abi::*;
 use crate::api::dispatch;
+use crate::builtin;
 use crate::ffi::guard_try;
 use crate::registry::handles::{self, Kind, Tracked};
 use crate::registry::{self};
@@ -87,6 +88,11 @@ extern "C" fn dat_evd_wait(
     nmore: *mut DAT_COUNT,
 ) -> DAT_RETURN {
     guard_try(|| {
+        // A built-in EVD: its events' handles are the built-in table's, which answers for
+        // them itself (nothing to note).
+        if let Some(e) = builtin::evd::pinned(handle) {
+            return builtin::evd::wait_on(&e, timeout, threshold, event, nmore);
+        }
         let t = evd(handle)?;
         let status = call!(t.provider, evd_wait_func, handle, timeout, threshold, event, nmore);
         if status == DAT_SUCCESS {
@@ -106,6 +112,9 @@ extern "C" fn dat_evd_post_se(handle: DAT_EVD_HANDLE, event: *const DAT_EVENT) -
 
 extern "C" fn dat_evd_dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
     guard_try(|| {
+        if let Some(e) = builtin::evd::pinned(handle) {
+            return builtin::evd::dequeue_on(&e, event);
+        }
         let t = evd(handle)?;
         let status = call!(t.provider, evd_dequeue_func, handle, event);
         if status == DAT_SUCCESS {

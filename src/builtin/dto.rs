@@ -43,12 +43,12 @@ pub fn post(
     flags: DAT_COMPLETION_FLAGS,
     p: Post,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    post_on(&ep::ep(handle)?, count, iov, cookie, flags, p)
+    ep::with_ep(handle, |ep| post_on(ep, count, iov, cookie, flags, p))
 }
 
-/// [`post`] on an EP already looked up.
-fn post_on(
-    ep: &Arc<Ep>,
+/// [`post`] on an EP already resolved.
+pub fn post_on(
+    ep: &Ep,
     count: DAT_COUNT,
     iov: *const DAT_LMR_TRIPLET,
     cookie: DAT_DTO_COOKIE,
@@ -228,22 +228,26 @@ pub fn post_send(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    post(
-        handle,
-        count,
-        iov,
-        cookie,
-        flags,
-        Post { op: WrOp::Send, report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: |a| a.max_request_iov },
-    )
+    ep::with_ep(handle, |ep| post_send_on(ep, count, iov, cookie, flags))
+}
+
+pub fn post_send_on(
+    ep: &Ep,
+    count: DAT_COUNT,
+    iov: *const DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    let send = Post { op: WrOp::Send, report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: |a| a.max_request_iov };
+    post_on(ep, count, iov, cookie, flags, send)
 }
 
 /// An RDMA write or read: the local vector, and the remote triplet (argument 5).
 #[allow(clippy::too_many_arguments)]
 fn post_rdma(
-    handle: DAT_EP_HANDLE,
+    ep: &Ep,
     count: DAT_COUNT,
-    iov: *mut DAT_LMR_TRIPLET,
+    iov: *const DAT_LMR_TRIPLET,
     cookie: DAT_DTO_COOKIE,
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
@@ -251,9 +255,8 @@ fn post_rdma(
     dto: DAT_DTOS,
     max_iov: fn(&DAT_EP_ATTR) -> DAT_COUNT,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    let ep = ep::ep(handle)?;
     let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG5)?;
-    post_on(&ep, count, iov, cookie, flags, Post { op, report: Report::Dto(dto), remote: Some((addr, key)), ah: None, max_iov })
+    post_on(ep, count, iov, cookie, flags, Post { op, report: Report::Dto(dto), remote: Some((addr, key)), ah: None, max_iov })
 }
 
 pub fn post_rdma_write(
@@ -264,7 +267,18 @@ pub fn post_rdma_write(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    post_rdma(handle, count, iov, cookie, remote, flags, WrOp::Write, DAT_DTO_RDMA_WRITE, |a| a.max_rdma_write_iov)
+    ep::with_ep(handle, |ep| post_rdma_write_on(ep, count, iov, cookie, remote, flags))
+}
+
+pub fn post_rdma_write_on(
+    ep: &Ep,
+    count: DAT_COUNT,
+    iov: *const DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: *const DAT_RMR_TRIPLET,
+    flags: DAT_COMPLETION_FLAGS,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    post_rdma(ep, count, iov, cookie, remote, flags, WrOp::Write, DAT_DTO_RDMA_WRITE, |a| a.max_rdma_write_iov)
 }
 
 pub fn post_rdma_read(
@@ -275,7 +289,18 @@ pub fn post_rdma_read(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    post_rdma(handle, count, iov, cookie, remote, flags, WrOp::Read, DAT_DTO_RDMA_READ, |a| a.max_rdma_read_iov)
+    ep::with_ep(handle, |ep| post_rdma_read_on(ep, count, iov, cookie, remote, flags))
+}
+
+pub fn post_rdma_read_on(
+    ep: &Ep,
+    count: DAT_COUNT,
+    iov: *const DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: *const DAT_RMR_TRIPLET,
+    flags: DAT_COMPLETION_FLAGS,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    post_rdma(ep, count, iov, cookie, remote, flags, WrOp::Read, DAT_DTO_RDMA_READ, |a| a.max_rdma_read_iov)
 }
 
 /// `ep_post_send_with_invalidate_func` (reached through the `DAT_EP_POST_SEND_WITH_INVALIDATE`
@@ -311,7 +336,16 @@ pub fn post_recv(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    let ep = ep::ep(handle)?;
+    ep::with_ep(handle, |ep| post_recv_on(ep, count, iov, cookie, flags))
+}
+
+pub fn post_recv_on(
+    ep: &Ep,
+    count: DAT_COUNT,
+    iov: *const DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     let mut i = ep.lock();
     // As for sends (dto::post): receive completions not collected yet hold their slots.
     if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
@@ -340,7 +374,7 @@ pub fn post_recv(
         // takes it).
         if qp.is_none() && !i.pz.as_ref().is_some_and(|pz| keys_live(&list, |k| pz.key_live(k))) {
             drop(i);
-            refuse_dead_key(&ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
+            refuse_dead_key(ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
             return Ok(DAT_SUCCESS);
         }
         let wr_id = i.next_wr;
@@ -356,7 +390,7 @@ pub fn post_recv(
     };
     let posted = qp.map_or(Ok(()), |qp| qp.post_recv(wr_id, list));
     // After the receive is with the QP: a connection broken by the hard watermark flushes it.
-    crossing.report(&ep);
+    crossing.report(ep);
     if let Err(e) = posted {
         let mut i = ep.lock();
         i.recvs.remove(&wr_id);
@@ -364,12 +398,12 @@ pub fn post_recv(
             DevError::State => {
                 // The connection is gone: the receive completes as flushed.
                 drop(i);
-                flush_one_recv(&ep, cookie);
+                flush_one_recv(ep, cookie);
                 return Ok(DAT_SUCCESS);
             }
             DevError::Fault => {
                 drop(i);
-                refuse_dead_key(&ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
+                refuse_dead_key(ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
                 return Ok(DAT_SUCCESS);
             }
             _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),

@@ -192,6 +192,24 @@ pub fn ep(handle: DAT_EP_HANDLE) -> Result<Arc<Ep>, DAT_RETURN> {
     table::lookup(handle, DAT_INVALID_HANDLE_EP)
 }
 
+impl table::Pinnable for Ep {
+    const HANDLE_TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_EP;
+}
+
+/// The EP `handle` names, for the length of a call (see [`table::pin`]).
+pub fn pinned(handle: DAT_EP_HANDLE) -> Option<table::Pinned<Ep>> {
+    table::pin(handle as usize)
+}
+
+/// Runs `f` on the EP `handle` names: pinned, or looked up when it cannot be (which also
+/// tells the errors apart).
+pub fn with_ep<R>(handle: DAT_EP_HANDLE, f: impl FnOnce(&Ep) -> Result<R, DAT_RETURN>) -> Result<R, DAT_RETURN> {
+    match pinned(handle) {
+        Some(ep) => f(&ep),
+        None => f(&*ep(handle)?),
+    }
+}
+
 /// The attributes an EP gets when the consumer passes none.
 pub fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
     let l = ia.dev.limits();
@@ -675,10 +693,9 @@ pub fn reset(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
 
 pub fn free(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep(handle)?;
-    if table::remove(ep.handle).is_none() {
+    if table::remove_then(ep.handle, |_| destroy(&ep)).is_none() {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
     }
-    destroy(&ep);
     Ok(DAT_SUCCESS)
 }
 

@@ -127,6 +127,23 @@ impl Object for Evd {
     }
 }
 
+impl table::Pinnable for Evd {
+    const HANDLE_TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_EVD;
+}
+
+/// The EVD `handle` names, for the length of a call (see [`table::pin`]).
+pub fn pinned(handle: DAT_EVD_HANDLE) -> Option<table::Pinned<Evd>> {
+    table::pin(handle as usize)
+}
+
+/// Runs `f` on the EVD `handle` names: pinned, or looked up when it cannot be.
+fn with_evd<R>(handle: DAT_EVD_HANDLE, f: impl FnOnce(&Evd) -> Result<R, DAT_RETURN>) -> Result<R, DAT_RETURN> {
+    match pinned(handle) {
+        Some(e) => f(&e),
+        None => f(&*evd(handle)?),
+    }
+}
+
 impl cno::Source for Evd {
     fn handle(&self) -> usize {
         self.handle
@@ -286,7 +303,18 @@ pub fn wait(
     event: *mut DAT_EVENT,
     nmore: *mut DAT_COUNT,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    let e = evd(handle)?;
+    with_evd(handle, |e| wait_on(e, timeout, threshold, event, nmore))
+}
+
+/// [`wait`] on an EVD already resolved (pinned by the API layer: its free wakes this wait
+/// before it waits for the pin).
+pub fn wait_on(
+    e: &Evd,
+    timeout: DAT_TIMEOUT,
+    threshold: DAT_COUNT,
+    event: *mut DAT_EVENT,
+    nmore: *mut DAT_COUNT,
+) -> Result<DAT_RETURN, DAT_RETURN> {
     if event.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
     }
@@ -356,7 +384,11 @@ pub fn wait(
 }
 
 pub fn dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
-    let e = evd(handle)?;
+    with_evd(handle, |e| dequeue_on(e, event))
+}
+
+/// [`dequeue`] on an EVD already resolved.
+pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
     if event.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
     }
@@ -420,10 +452,9 @@ pub fn free(handle: DAT_EVD_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     if e.lock().waiter {
         return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER));
     }
-    if table::remove(e.handle).is_none() {
+    if table::remove_then(e.handle, |_| destroy(&e)).is_none() {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST));
     }
-    destroy(&e);
     Ok(DAT_SUCCESS)
 }
 

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::abi::*;
 use crate::util::idmap::IdMap;
+use crate::util::pin::Pin;
 use crate::util::sync::RwLockExt;
 
 #[repr(C)]
@@ -31,31 +32,75 @@ struct Cell {
     /// The handle type + 1 while an object is published under the cell (0: none), so that
     /// [`published`] can answer without the table's lock.
     published: AtomicU64,
+    /// The published object itself (its data pointer, of the type the handle type names), for
+    /// [`pin`]; null while none is.
+    object: AtomicPtr<()>,
+    _reserved: u64,
 }
 
 const _: () = assert!(core::mem::size_of::<Cell>() == CELL);
-const CELL: usize = 16;
-/// Cells in the first chunk; each further one has twice as many as the one before, up to
-/// `CHUNK << MAX_DOUBLINGS`, so that few chunks hold them all (the quarantine alone keeps
-/// 65536 freed cells: five chunks) and [`published`] has few to look through.
+const CELL: usize = 32;
+/// The cells are one range of address space, reserved whole when the first is needed and
+/// made accessible a chunk at a time, so that telling our cells from other pointers is one
+/// compare whatever the churn. Past it (millions of live handles), cells come from the heap
+/// and are simply not found by [`published`] or [`pin`]: their handles take the slow paths.
+const RESERVED_CELLS: usize = 1 << 23;
 const CHUNK: usize = 4096;
-const MAX_DOUBLINGS: usize = 8;
-/// The first chunks' addresses and sizes in cells, newest (largest) last, for [`published`]
-/// to tell our cells from other pointers without a lock (written once each, under the
-/// table's lock). Cells of later chunks (past tens of millions of handles) are simply not
-/// found there.
-const LISTED: usize = 64;
-static CHUNKS: [(AtomicUsize, AtomicUsize); LISTED] = [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; LISTED];
-static CHUNKS_LISTED: AtomicUsize = AtomicUsize::new(0);
+/// The reserved range's start, and how many of its bytes are accessible cells.
+static BASE: AtomicUsize = AtomicUsize::new(0);
+static COMMITTED: AtomicUsize = AtomicUsize::new(0);
 /// A freed handle is not handed out again before this many others were freed after it.
 const QUARANTINE: usize = 1 << 16;
 
 struct Cells {
-    /// Cells never handed out yet, in the newest chunk.
+    /// Cells never handed out yet.
     fresh: &'static [Cell],
-    /// Chunks made so far.
-    chunks: usize,
     recycled: VecDeque<usize>,
+}
+
+/// Makes the next chunk of cells accessible (reserving the range first), or one of the heap
+/// when the range is used up or cannot be had.
+fn more_cells() -> &'static [Cell] {
+    let mut base = BASE.load(Ordering::Relaxed);
+    if base == 0 {
+        // SAFETY: a new private anonymous mapping with no access: address space only, no
+        // memory committed.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                RESERVED_CELLS * CELL,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            base = p as usize;
+            BASE.store(base, Ordering::Release);
+        }
+    }
+    let done = COMMITTED.load(Ordering::Relaxed);
+    if base != 0 && done + CHUNK * CELL <= RESERVED_CELLS * CELL {
+        // SAFETY: a chunk of our own reservation, never handed out before; zeroed pages are
+        // cells with no provider and nothing published.
+        let ok = unsafe { libc::mprotect((base + done) as *mut libc::c_void, CHUNK * CELL, libc::PROT_READ | libc::PROT_WRITE) } == 0;
+        if ok {
+            COMMITTED.store(done + CHUNK * CELL, Ordering::Release);
+            // SAFETY: the chunk is now readable and writable memory of zeroed cells (all-zero
+            // atomics are valid), ours for the rest of the process.
+            return unsafe { core::slice::from_raw_parts((base + done) as *const Cell, CHUNK) };
+        }
+    }
+    let chunk: Vec<Cell> = (0..CHUNK)
+        .map(|_| Cell {
+            provider: AtomicPtr::new(core::ptr::null_mut()),
+            published: AtomicU64::new(0),
+            object: AtomicPtr::new(core::ptr::null_mut()),
+            _reserved: 0,
+        })
+        .collect();
+    Box::leak(chunk.into_boxed_slice())
 }
 
 fn alloc_cell(c: &mut Cells, provider: *const DAT_PROVIDER) -> usize {
@@ -63,53 +108,78 @@ fn alloc_cell(c: &mut Cells, provider: *const DAT_PROVIDER) -> usize {
         c.recycled.pop_front().unwrap_or_default()
     } else {
         if c.fresh.is_empty() {
-            let cells = CHUNK << c.chunks.min(MAX_DOUBLINGS);
-            let chunk: Vec<Cell> =
-                (0..cells).map(|_| Cell { provider: AtomicPtr::new(core::ptr::null_mut()), published: AtomicU64::new(0) }).collect();
-            c.fresh = Box::leak(chunk.into_boxed_slice());
-            if c.chunks < LISTED {
-                CHUNKS[c.chunks].0.store(c.fresh.as_ptr() as usize, Ordering::Release);
-                CHUNKS[c.chunks].1.store(cells, Ordering::Release);
-                CHUNKS_LISTED.store(c.chunks + 1, Ordering::Release);
-            }
-            c.chunks += 1;
+            c.fresh = more_cells();
         }
         let (first, rest) = c.fresh.split_first().expect("non-empty chunk");
         c.fresh = rest;
         first as *const Cell as usize
     };
-    // SAFETY: `addr` is a cell of a leaked chunk, which lives for the rest of the process.
+    // SAFETY: `addr` is a cell of a chunk that lives for the rest of the process.
     let cell = unsafe { &*(addr as *const Cell) };
     cell.provider.store(provider as *mut DAT_PROVIDER, Ordering::Release);
     addr
 }
 
-/// The cell at `handle`, if `handle` is one of a listed chunk's cells (only compared, never
-/// read, until it is known to be one).
+/// The cell at `handle`, if `handle` is one of the reserved range's accessible cells (only
+/// compared, never read, until it is known to be one).
 fn listed_cell(handle: usize) -> Option<&'static Cell> {
-    if handle % CELL != 0 {
+    let offset = handle.wrapping_sub(BASE.load(Ordering::Acquire));
+    if offset % CELL != 0 || offset >= COMMITTED.load(Ordering::Acquire) {
         return None;
     }
-    let n = CHUNKS_LISTED.load(Ordering::Acquire);
-    // Largest first: most cells are there.
-    let inside = CHUNKS[..n]
-        .iter()
-        .rev()
-        .any(|(base, cells)| handle.wrapping_sub(base.load(Ordering::Acquire)) < cells.load(Ordering::Acquire) * CELL);
-    // SAFETY: `handle` is a cell-aligned address inside a leaked chunk, which lives for the
-    // rest of the process.
-    inside.then(|| unsafe { &*(handle as *const Cell) })
+    // SAFETY: a cell-aligned address inside the accessible part of our reservation, which
+    // stays mapped for the rest of the process.
+    Some(unsafe { &*(handle as *const Cell) })
 }
 
 /// Whether `handle` is one of our cells, and if an object is published under it, its provider
 /// and handle type: a few loads, no lock. `None`: not a listed cell of ours (a C provider's
-/// handle, a wild pointer, or a cell of a chunk past the listed ones), for the caller to look
-/// elsewhere. Racing with a free, the answer may be a moment old, as a lookup's is.
+/// handle, a wild pointer, or a cell from the heap), for the caller to look elsewhere. Racing
+/// with a free, the answer may be a moment old, as a lookup's is.
 pub fn published(handle: usize) -> Option<Option<(*const DAT_PROVIDER, DAT_HANDLE_TYPE)>> {
     let cell = listed_cell(handle)?;
     let ty = cell.published.load(Ordering::Acquire);
     let provider = cell.provider.load(Ordering::Acquire);
     Some((ty != 0 && !provider.is_null()).then(|| (provider as *const DAT_PROVIDER, (ty - 1) as DAT_HANDLE_TYPE)))
+}
+
+/// The object types [`pin`] may resolve a handle to: the type its handle type names.
+pub trait Pinnable: Object {
+    const HANDLE_TYPE: DAT_HANDLE_TYPE;
+}
+
+/// An object of the table used without a reference count: valid until dropped, however the
+/// object is freed meanwhile (its free waits, see [`crate::util::pin`]).
+pub struct Pinned<T: 'static> {
+    object: &'static T,
+    _pin: Pin,
+}
+
+impl<T> core::ops::Deref for Pinned<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.object
+    }
+}
+
+/// Resolves `handle` to its `T` for the length of a call, in a few loads and without a lock
+/// or a shared atomic: `None` when it names no published `T` (or the thread already holds a
+/// pin), for the caller to take the looked-up path, which tells the errors apart.
+pub fn pin<T: Pinnable>(handle: usize) -> Option<Pinned<T>> {
+    const { assert!(PINNABLE[0] == T::HANDLE_TYPE || PINNABLE[1] == T::HANDLE_TYPE) };
+    let cell = listed_cell(handle)?;
+    let pin = crate::util::pin::pin(handle)?;
+    if cell.published.load(Ordering::Acquire) != u64::from(T::HANDLE_TYPE) + 1 {
+        return None;
+    }
+    let object = cell.object.load(Ordering::Acquire) as *const T;
+    if object.is_null() {
+        return None;
+    }
+    // SAFETY: the cell publishes an object of T's handle type, which is a T (Pinnable); the
+    // pin, taken before these loads, keeps its free from returning, and so the table's
+    // reference alive, until the pin drops.
+    Some(Pinned { object: unsafe { &*object }, _pin: pin })
 }
 
 /// A freed cell keeps its `DAT_PROVIDER *`: a libdat2 that dispatches on the first word without
@@ -177,16 +247,18 @@ impl Objects {
             self.by_key.insert(k, handle);
         }
         let ty = obj.handle_type();
-        self.map.insert(handle, obj);
         if let Some(cell) = listed_cell(handle) {
+            cell.object.store(Arc::as_ptr(&obj) as *const () as *mut (), Ordering::Release);
             cell.published.store(u64::from(ty) + 1, Ordering::Release);
         }
+        self.map.insert(handle, obj);
     }
 
     fn remove(&mut self, handle: usize) -> Option<Arc<dyn Object>> {
         let obj = self.map.remove(&handle)?;
         if let Some(cell) = listed_cell(handle) {
             cell.published.store(0, Ordering::Release);
+            cell.object.store(core::ptr::null_mut(), Ordering::Release);
         }
         free_cell(&mut self.cells, handle);
         if let Some(k) = keyed(&*obj) {
@@ -202,11 +274,7 @@ impl Objects {
 fn objects() -> &'static RwLock<Objects> {
     static OBJECTS: OnceLock<RwLock<Objects>> = OnceLock::new();
     OBJECTS.get_or_init(|| {
-        RwLock::new(Objects {
-            map: IdMap::default(),
-            by_key: IdMap::default(),
-            cells: Cells { fresh: &[], chunks: 0, recycled: VecDeque::new() },
-        })
+        RwLock::new(Objects { map: IdMap::default(), by_key: IdMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() } })
     })
 }
 
@@ -236,7 +304,29 @@ pub fn publish(provider: *const DAT_PROVIDER, obj: Arc<dyn Object>) -> usize {
 
 /// Removes an object; its handle stops working at once.
 pub fn remove(handle: usize) -> Option<Arc<dyn Object>> {
-    objects().write_locked().remove(handle)
+    remove_then(handle, |_| {})
+}
+
+/// [`remove`], with the object's teardown run before the wait for the calls that pinned it:
+/// a teardown that ends what such a call may be blocked on (a post waiting for a peer that
+/// an EP's disconnect releases) must come first.
+pub fn remove_then(handle: usize, teardown: impl FnOnce(&Arc<dyn Object>)) -> Option<Arc<dyn Object>> {
+    let obj = objects().write_locked().remove(handle)?;
+    teardown(&obj);
+    unpinned(handle, obj.handle_type());
+    Some(obj)
+}
+
+/// The handle types [`pin`] resolves: a free of one of their objects waits for the pins on
+/// it ([`unpinned`]); the others' frees need not look.
+const PINNABLE: [DAT_HANDLE_TYPE; 2] = [DAT_HANDLE_TYPE_EP, DAT_HANDLE_TYPE_EVD];
+
+/// After an object left the table (and its lock is given back: a pinned call may look
+/// something up): waits until no call that pinned it before is still using it.
+fn unpinned(handle: usize, ty: DAT_HANDLE_TYPE) {
+    if PINNABLE.contains(&ty) {
+        crate::util::pin::wait_unpinned(handle);
+    }
 }
 
 /// Removes the object of type `T` named by `handle` if `check` allows it, under one lock (a
@@ -252,7 +342,10 @@ pub fn take<T: Object>(
     let obj = o.map.get(&(handle as usize)).ok_or(bad)?;
     // `**obj`: the object itself (an `Arc` is `Any` too).
     check((**obj).as_any_ref().downcast_ref::<T>().ok_or(bad)?)?;
-    o.remove(handle as usize).and_then(downcast).ok_or(bad)
+    let obj = o.remove(handle as usize).ok_or(bad)?;
+    drop(o);
+    unpinned(handle as usize, obj.handle_type());
+    downcast(obj).ok_or(bad)
 }
 
 /// The object of type `T` that the IA `owner` files under `key` ([`Object::key`]).
@@ -318,10 +411,7 @@ pub fn all_of<T: Object>() -> Vec<Arc<T>> {
 /// Frees an object of a closing IA, whatever its type, without the checks a consumer's free
 /// gets (an abrupt close frees everything).
 pub fn destroy(handle: DAT_HANDLE, obj: Arc<dyn Object>) {
-    if remove(handle as usize).is_none() {
-        return;
-    }
-    obj.destroy();
+    remove_then(handle as usize, |_| obj.destroy());
 }
 
 #[cfg(test)]

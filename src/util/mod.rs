@@ -2,5 +2,6 @@
 
 pub mod idmap;
 pub mod keyset;
+pub mod pin;
 pub mod sockaddr;
 pub mod sync;
