@@ -1,6 +1,8 @@
 //! Opt-in debug logging, as in the original library: `DAT_DBG_TYPE` selects what is logged
 //! (a bit mask, read with strtol base 0) and `DAT_DBG_DEST` where (1 stdout, 2 syslog, 3 both).
-//! Unlike the original, nothing at all is printed unless `DAT_DBG_TYPE` is set.
+//! Unlike the original, nothing at all is printed unless `DAT_DBG_TYPE` is set, and in a
+//! set-user-ID, set-group-ID or file-capability process both are ignored (`util::env`), so such
+//! a program logs nothing. No destination is a file: a caller can name none to be written.
 
 use std::fmt::Arguments;
 use std::io::Write;
@@ -34,7 +36,7 @@ fn config() -> &'static Config {
 
 /// Parses an environment variable the way `strtol(s, NULL, 0)` does (decimal, 0x hex, 0 octal).
 fn env_number(name: &str) -> Option<u32> {
-    let value = std::env::var(name).ok()?;
+    let value = crate::util::env::var(name)?;
     parse_c_number(value.trim())
 }
 

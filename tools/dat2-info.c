@@ -13,6 +13,10 @@
  * catches what the library says while it reads dat.conf. Around each DAT call standard
  * output and standard error go to that file again; what lands there is printed as the
  * reason when an IA does not open (and, with -v, in any case).
+ *
+ * In a secure-execution process (set-user-ID, set-group-ID, file capabilities) the library
+ * ignores the environment, so dat2-info reads it with secure_getenv as well and does not start
+ * itself again: it shows what such a program of this host would see.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -45,7 +50,7 @@ static int real_err = -1;
 static int scratch_file(void)
 {
 	char path[4096];
-	const char *dir = getenv("TMPDIR");
+	const char *dir = secure_getenv("TMPDIR");
 	int fd = memfd_create("dat2-info", 0); /* no close-on-exec: it must survive execv */
 
 	if (fd >= 0)
@@ -60,7 +65,7 @@ static int scratch_file(void)
 /* ORs `bit` into the numeric environment variable `name` (read as strtol base 0 does). */
 static void env_or(const char *name, unsigned long bit)
 {
-	const char *old = getenv(name);
+	const char *old = secure_getenv(name);
 	unsigned long value = old ? strtoul(old, NULL, 0) : 0;
 	char text[32];
 
@@ -157,6 +162,30 @@ static int adopt_capture(const char *fds, char **load_log)
 	*load_log = capture_text();
 	capture_reset();
 	return 1;
+}
+
+/*
+ * A secure-execution process: no second start (the library logs nothing there, and the
+ * descriptors of a first start could not be found), but what a provider prints during each
+ * DAT call is still captured.
+ */
+static void capture_here(void)
+{
+	int fd = scratch_file();
+
+	if (fd < 0)
+		return;
+	real_out = dup(STDOUT_FILENO);
+	if (real_out < 0) {
+		close(fd);
+		return;
+	}
+	cap_fd = fd;
+	real_err = dup(STDERR_FILENO);
+	fcntl(real_out, F_SETFD, FD_CLOEXEC);
+	fcntl(cap_fd, F_SETFD, FD_CLOEXEC);
+	if (real_err >= 0)
+		fcntl(real_err, F_SETFD, FD_CLOEXEC);
 }
 
 static void capture_begin(void)
@@ -441,7 +470,7 @@ static int split_line(const char *s, char **fields, int max)
 
 static void read_conf(void)
 {
-	const char *override = getenv("DAT_OVERRIDE");
+	const char *override = secure_getenv("DAT_OVERRIDE");
 	char *line = NULL;
 	size_t cap = 0;
 	int lineno = 0;
@@ -642,14 +671,17 @@ static const char *library_file(void)
 
 int main(int argc, char **argv)
 {
-	const char *only = NULL, *fds = getenv(RELAUNCH_ENV);
+	const char *only = NULL, *fds = secure_getenv(RELAUNCH_ENV);
 	DAT_PROVIDER_INFO *infos = NULL, **list = NULL;
 	DAT_COUNT count = 0, shown = 0;
 	DAT_RETURN rc;
 	char *load_log = NULL, *log;
 	int opt, names = 0, opened = 0;
 
-	if (!fds || !adopt_capture(fds, &load_log))
+	/* A secure process would find no RELAUNCH_ENV and start again forever. */
+	if (getauxval(AT_SECURE))
+		capture_here();
+	else if (!fds || !adopt_capture(fds, &load_log))
 		relaunch(argv);
 
 	while ((opt = getopt(argc, argv, "vp:h")) != -1) {
@@ -679,7 +711,7 @@ int main(int argc, char **argv)
 
 	read_conf();
 	printf("libdat2: %s\n", library_file());
-	printf("dat_conf: %s%s\n", conf_path, getenv("DAT_OVERRIDE") ? " (DAT_OVERRIDE)" : "");
+	printf("dat_conf: %s%s\n", conf_path, secure_getenv("DAT_OVERRIDE") ? " (DAT_OVERRIDE)" : "");
 	text_lines("message", load_log);
 	free(load_log);
 

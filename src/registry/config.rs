@@ -212,7 +212,8 @@ fn parse_provider_version(t: &[u8]) -> Option<(Vec<u8>, u32, u32)> {
 
 /// Where the configuration comes from.
 pub enum Source {
-    /// `DAT_OVERRIDE`: used alone; when it cannot be read nothing is loaded.
+    /// `DAT_OVERRIDE`: used alone; when it cannot be read nothing is loaded. Never in a
+    /// set-user-ID, set-group-ID or file-capability process (`util::env`).
     Override(String),
     /// The system file, `/etc/dat.conf`.
     System(&'static str),
@@ -221,7 +222,7 @@ pub enum Source {
 pub const SYSTEM_CONF: &str = "/etc/dat.conf";
 
 pub fn source() -> Source {
-    match std::env::var_os("DAT_OVERRIDE") {
+    match crate::util::env::var_os("DAT_OVERRIDE") {
         Some(p) => Source::Override(p.to_string_lossy().into_owned()),
         None => Source::System(SYSTEM_CONF),
     }

@@ -1,5 +1,6 @@
 //! Small helpers every layer may use, which know no DAT object and no device.
 
+pub mod env;
 pub mod idmap;
 pub mod keyset;
 pub mod pin;

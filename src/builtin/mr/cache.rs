@@ -94,10 +94,11 @@ fn parse_bytes(s: &str) -> Option<u64> {
 }
 
 impl Config {
-    /// The settings the environment asks for, and a note for each value that was not
-    /// understood (the default is used instead).
+    /// The settings the environment asks for (none in a secure-execution process:
+    /// `util::env`), and a note for each value that was not understood (the default is used
+    /// instead).
     pub fn from_env() -> (Config, Vec<String>) {
-        Config::parse(|name| std::env::var(name).ok())
+        Config::parse(crate::util::env::var)
     }
 
     /// As [`Config::from_env`], reading variables through `get`.

@@ -116,7 +116,7 @@ impl KeyTable {
     /// A peer's table: the peer's own descriptor of it (taken with `pidfd_getfd` from the
     /// verified peer process, see peer.rs), mapped read-only.
     pub fn open_peer(file: File) -> Option<KeyTable> {
-        if std::env::var("DAT2_SOFT_DIRECT").is_ok_and(|v| v == "0") {
+        if crate::util::env::var("DAT2_SOFT_DIRECT").is_some_and(|v| v == "0") {
             return None;
         }
         // Only a table that cannot shrink is mapped: a peer cutting its file short under our

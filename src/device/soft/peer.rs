@@ -165,7 +165,7 @@ pub fn canary() -> u64 {
 /// cross-memory attach, shared files or key tables with us, either way.
 pub fn off() -> bool {
     static OFF: OnceLock<bool> = OnceLock::new();
-    *OFF.get_or_init(|| std::env::var("DAT2_SOFT_CMA").is_ok_and(|v| v == "0"))
+    *OFF.get_or_init(|| crate::util::env::var("DAT2_SOFT_CMA").is_some_and(|v| v == "0"))
 }
 
 /// Whether cross-memory attach can be used at all, and why not: `DAT2_SOFT_CMA=0`, or no

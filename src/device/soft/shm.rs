@@ -101,7 +101,7 @@ impl Backing {
 
 pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| !std::env::var("DAT2_SOFT_SHM").is_ok_and(|v| v == "0"))
+    *ON.get_or_init(|| crate::util::env::var("DAT2_SOFT_SHM").as_deref() != Some("0"))
 }
 
 fn page() -> u64 {
