@@ -23,6 +23,8 @@
  *   cache_kept_only_when_idle  a device with a registration cache (verbs) keeps the MR of an
  *                         LMR freed with nothing outstanding (the next LMR of the range is a
  *                         hit), and not that of one freed with a READ queued on it
+ * and, in stale.c (appended to the table): requests posted with a freed LMR's lmr_context
+ * (recv_stale_key_*, send_stale_key_*, their _alias variants, free_while_posting_*).
  *
  * Each case: the side under test (this process) sets up the requests, gives up the memory, and
  * at once writes a pattern of its own into it, from the end backwards (a device that copies
@@ -52,9 +54,10 @@
  *
  * Sizes: 8 MiB RDMA and 64 MiB sends on the soft device; 1 MiB RDMA and 8 MiB sends on any other
  * IA (DAT2_TEST_IA, e.g. dat2-verbs-rxe0-1 in the VM, where TCG makes everything ~30x slower).
- * Ports: DX_PORT_BASE (default 34000 here) + 8 * (the case's index).
+ * Ports: DX_PORT_BASE (default 34000 here) + 8 * (the case's index in the whole table).
  */
 #include "dx.h"
+#include "af.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,8 +75,6 @@
 #define MAXK 16
 
 /* ---- modes and sizes ---------------------------------------------------------------- */
-
-enum mode { M_THREAD, M_FORK, M_TCP, M_SHM };
 
 static const char *mode_name(enum mode m)
 {
@@ -1234,7 +1235,7 @@ out:
 /* ---- the table ----------------------------------------------------------------------- */
 
 /* The peer mode of the case being run (its arg in the table; set by prepare). */
-static enum mode case_mode;
+enum mode case_mode;
 
 /* The case functions: each repeats its once_ function in the case's mode. */
 #define REPEAT(f)                                                                                                      \
@@ -1287,10 +1288,19 @@ static void prepare(const struct harness_case *c, size_t index)
         unsetenv("DAT2_SOFT_CMA");
 }
 
-static const struct harness_group group = {"afterfree", cases, sizeof cases / sizeof cases[0], prepare, NULL};
-
 int main(int argc, char **argv)
 {
+    /* one table: these cases, then stale.c's (a case's index is its slot of ports) */
+    static struct harness_case all[sizeof cases / sizeof cases[0] + 32];
+    size_t n = sizeof cases / sizeof cases[0];
+    if (stale_ncases > sizeof all / sizeof all[0] - n) {
+        fprintf(stderr, "aftest: stale.c has %zu cases, room for %zu\n", stale_ncases, sizeof all / sizeof all[0] - n);
+        return 2;
+    }
+    memcpy(all, cases, sizeof cases);
+    memcpy(all + n, stale_cases, stale_ncases * sizeof stale_cases[0]);
+    n += stale_ncases;
+    const struct harness_group group = {"afterfree", all, n, prepare, NULL};
     const char *base = getenv("DX_PORT_BASE");
     dx_port_base = base && atoi(base) > 0 ? atoi(base) : 34000;
     signal(SIGPIPE, SIG_IGN);

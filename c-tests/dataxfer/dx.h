@@ -101,7 +101,8 @@ int dx_iwarp(DAT_IA_HANDLE ia);
  * connection, also SUCCESS, LOCAL_EP or FLUSHED (the connection's end is checked apart). */
 int dx_remote_error(DAT_IA_HANDLE ia, unsigned status);
 /* Whether `status` is what a local protection error completes with: LOCAL_PROTECTION, or on
- * rxe a flush (rxe completes the failing request itself as flushed; the connection still ends). */
+ * rxe a flush (rxe completes the failing request itself as flushed; the connection still ends)
+ * or, for a receive whose lkey it refuses, LOCAL_EP; on siw LOCAL_EP. */
 int dx_local_protection(DAT_IA_HANDLE ia, unsigned status);
 #define PRIV_ALL 0x33u       /* local read/write, remote read/write */
 #define PRIV_ALL_ATOMIC 0x73u /* ... and remote atomic */

@@ -141,6 +141,11 @@ int dx_local_protection(DAT_IA_HANDLE ia, unsigned status)
         harness_note("rxe reported the local protection error as a flush");
         return 1;
     }
+    if (status == DAT_DTO_ERR_LOCAL_EP && dx_on_rxe(ia)) {
+        /* rxe completes a receive whose lkey it refuses as a malformed WQE (IB_WC_LOC_QP_OP_ERR) */
+        harness_note("rxe reported the local protection error as a local QP error (LOCAL_EP)");
+        return 1;
+    }
     if (status == DAT_DTO_ERR_LOCAL_EP && dx_iwarp(ia)) {
         harness_note("siw reported the local protection error as a local QP error (LOCAL_EP)");
         return 1;
