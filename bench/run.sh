@@ -30,14 +30,21 @@
 #     bench-soft-cache feature (the soft device then caches registrations, as the verbs device
 #     does; $OUT/softcache, never installed): ns per pair (target <= 150), and, when valgrind
 #     is installed, instructions and atomic read-modify-writes per pair (callgrind, exact
-#     counts that the host's load does not change).
+#     counts that the host's load does not change), target <= 1000 instructions;
+#   - bench/ops_native under callgrind (when valgrind is installed): exact instructions of the
+#     posting thread's DAT calls on dat2-soft per polled RDMA write + its completion, per
+#     dequeue returning an event and per empty dequeue, whole and with the device layer's
+#     calls excluded, split by layer (bench/callgrind_layers.py); targets (issue 20): write +
+#     completion <= 300 in dat2's own layers, empty dequeue <= 60 and a dequeue returning an
+#     event <= 150, whole calls.
 # It prints a table, the ratios against the anchors and the targets with PASS/MISS. A MISS
 # is information, not a failure: the script fails only if dat2's own benchmark cannot run.
 # MB means 2^20 bytes throughout (ucx_perftest's unit; iperf3's result is converted).
 #
 # Every measurement is made BENCH_REPS times (3), in rounds, and the median is reported.
 # Environment: CC (cc), BENCH_OUT (build/bench), BENCH_PORT (first of the ports used, 20200),
-# BENCH_REPS (3), BENCH_QUICK=1 (smaller volumes, for a smoke run).
+# BENCH_REPS (3), BENCH_QUICK=1 (smaller volumes, for a smoke run), BENCH_ONLY=ops (only the
+# instruction counts per operation: builds, runs bench/ops_native under callgrind, prints).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,6 +53,7 @@ PORT=${BENCH_PORT:-20200}
 CC=${CC:-cc}
 QUICK=${BENCH_QUICK:-0}
 REPS=${BENCH_REPS:-3}
+ONLY=${BENCH_ONLY:-}
 SIZES="65536 1048576 16777216"
 mkdir -p "$OUT" || exit 1
 
@@ -70,6 +78,87 @@ say() { printf '%s\n' "$*"; }
 fmt() { if [ -n "${1:-}" ]; then awk -v v="$1" 'BEGIN { printf "%.1f", v }'; else printf -- '-'; fi; }
 fmt3() { if [ -n "${1:-}" ]; then awk -v v="$1" 'BEGIN { printf "%.3f", v }'; else printf -- '-'; fi; }
 
+# target NAME VALUE OP LIMIT: PASS, MISS, or SKIP when a number is missing.
+target() {
+  local verdict
+  if [ -z "$2" ] || [ -z "$4" ]; then
+    verdict="SKIP (not measured)"
+  else
+    verdict=$(awk -v v="$2" -v l="$4" -v op="$3" 'BEGIN { ok = (op == ">=") ? (v >= l) : (v <= l); print ok ? "PASS" : "MISS" }')
+    verdict="$verdict ($(fmt "$2") $3 $(fmt "$4"))"
+  fi
+  printf '  %-58s %s\n' "$1" "$verdict"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Instructions per data-path operation in dat2's own layers (issue 20): bench/ops_native on
+# dat2-soft (one process, two EPs of one IA connected over loopback, the target side served
+# by the device's threads) under callgrind, collecting only inside ops_native's post_op() and
+# dequeue_op(), i.e. the DAT calls of the posting thread. Exact counts, whatever the load.
+# bench/callgrind_layers.py splits them by module path (dat2::api::, ::ffi::, ::registry::,
+# ::builtin::, ::device::, Rust's std, libc) and gives the count with every call into the
+# device layer excluded; dequeues that found nothing among the measured ones are taken away
+# at the empty phase's rate (their number is printed).
+OPS_N=2000
+OPS_LINE_empty=""; OPS_LINE_event=""; OPS_LINE_write=""; OPS_EMPTIES_event=""; OPS_EMPTIES_write=""
+run_ops() { # PORT
+  local port=$1 ph empties less line
+  if ! command -v valgrind >/dev/null; then
+    say "-- instructions per operation: not measured (valgrind is not installed)"
+    return 0
+  fi
+  say "-- instructions per operation in dat2's layers (bench/ops_native under callgrind, $OPS_N of each)"
+  for ph in empty event write; do
+    port=$((port + 1))
+    if ! DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" timeout 600 valgrind --tool=callgrind \
+      --toggle-collect=post_op --toggle-collect=dequeue_op --callgrind-out-file="$OUT/ops-$ph.callgrind" \
+      "$OUT/ops_native" "$ph" -n "$OPS_N" -p "$port" >"$OUT/ops-$ph.out" 2>"$OUT/ops-$ph.valgrind"; then
+      say "  ops_native $ph failed under callgrind:"; tail -5 "$OUT/ops-$ph.valgrind"
+      continue
+    fi
+    empties=$(awk '$1 == "ops" { print $4 }' "$OUT/ops-$ph.out")
+    less=()
+    if [ "$ph" != empty ]; then
+      printf -v "OPS_EMPTIES_$ph" '%s' "$empties"
+      [ -n "$OPS_LINE_empty" ] && [ "${empties:-0}" -gt 0 ] && less=(--less "$empties" "$OUT/ops-empty.callgrind" "$OPS_N")
+    fi
+    line=$(python3 "$ROOT/bench/callgrind_layers.py" "${less[@]}" "$OUT/ops-$ph.callgrind" "$OPS_N" post_op dequeue_op 2>"$OUT/ops-$ph.layers") ||
+      { say "  callgrind_layers.py failed on $ph:"; tail -5 "$OUT/ops-$ph.layers"; }
+    printf -v "OPS_LINE_$ph" '%s' "$line"
+  done
+  say "  done (profiles, and the heaviest functions: $OUT/ops-*.callgrind, ops-*.layers)"
+}
+# opsv PHASE KEY: one figure of a phase (per operation), or nothing.
+opsv() { eval "printf '%s\n' \"\${OPS_LINE_$1:-}\"" | awk -v k="$2" '{ for (i = 1; i + 1 <= NF; i += 2) if ($i == k) print $(i + 1) }'; }
+# opsd KEY: the write phase less the event phase (the post alone), or nothing.
+opsd() { local a b; a=$(opsv write "$1"); b=$(opsv event "$1"); [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", a - b }'; }
+ops_report() {
+  local f='  %-30s %7s %7s %7s | %5s %5s %6s %7s %5s %5s %6s | %s\n' ph label k v row
+  say "== instructions per operation on dat2-soft (callgrind, the posting thread; $OPS_N operations each)"
+  say "   whole: everything the DAT calls execute; device: inside calls into dat2::device::; own:"
+  say "   the rest, dat2's own layers (and the libc/allocator calls they make), split after the |"
+  say "   by module path: dat2::api, ::ffi (panic guards), ::registry, ::builtin, other dat2, Rust's"
+  say "   std, libc+allocator"
+  # shellcheck disable=SC2059
+  printf "$f" "" "whole" "device" "own" "api" "ffi" "regist" "builtin" "dat2" "std" "libc+a" "empty polls (taken away)"
+  for row in "write|write + completion (polled)" "post|  the post alone (write-event)" "event|dequeue returning an event" "empty|dequeue finding nothing"; do
+    ph=${row%%|*} label=${row#*|}
+    v=()
+    for k in whole devcalls devex x_api x_ffi x_registry x_builtin x_dat2 x_std x_libc; do
+      if [ "$ph" = post ]; then v+=("$(fmt "$(opsd "$k")")"); else v+=("$(fmt "$(opsv "$ph" "$k")")"); fi
+    done
+    local e="-"
+    case $ph in write | event) eval "e=\${OPS_EMPTIES_$ph:--}" ;; empty) e=0 ;; esac
+    # shellcheck disable=SC2059
+    printf "$f" "$label" "${v[@]}" "$e"
+  done
+}
+ops_targets() {
+  target "write+completion, own layers (device excluded) <= 300 ins" "$(opsv write devex)" "<=" 300
+  target "empty dat_evd_dequeue, whole call <= 60 ins" "$(opsv empty whole)" "<=" 60
+  target "dat_evd_dequeue returning an event, whole call <= 150 ins" "$(opsv event whole)" "<=" 150
+}
+
 # ---------------------------------------------------------------------------------------------
 # Dependencies and build.
 
@@ -83,6 +172,23 @@ command -v iperf3 >/dev/null 2>&1 && HAVE_IPERF=1
 say "== building"
 make -s -C "$ROOT" lib >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; say "bench: make lib failed"; exit 1; }
 CFLAGS_BENCH="-Wall -Wextra -Werror -O2"
+# shellcheck disable=SC2086
+$CC $CFLAGS_BENCH -g -o "$OUT/ops_native" "$ROOT/bench/ops_native.c" -I"$ROOT/include" -L"$ROOT/build" -ldat2 || exit 1
+if [ "$ONLY" != "" ] && [ "$ONLY" != ops ]; then
+  say "bench: BENCH_ONLY=$ONLY: only \"ops\" is known"
+  exit 2
+fi
+if [ "$ONLY" = ops ]; then
+  run_ops $((PORT + REPS * 50))
+  say ""
+  ops_report
+  say ""
+  say "== targets (informational)"
+  ops_targets
+  say ""
+  say "logs: $OUT"
+  exit 0
+fi
 # shellcheck disable=SC2086
 $CC $CFLAGS_BENCH -o "$OUT/rdma_bench" "$ROOT/bench/rdma_bench.c" -I"$ROOT/include" -L"$ROOT/build" -ldat2 || exit 1
 # shellcheck disable=SC2086
@@ -435,6 +541,8 @@ if [ "$HAVE_HIT" = 1 ] && [ -n "$(getr hit_ns)" ] && command -v valgrind >/dev/n
   fi
 fi
 
+run_ops $((PORT + REPS * 50))
+
 # ---------------------------------------------------------------------------------------------
 # Report.
 
@@ -471,6 +579,8 @@ printf '  %-58s %s\n' "UCX ${UCX_SHM:-shm} ucp_put_lat, same run, median us" "$(
 printf '  %-58s %s\n' "system calls per round trip (client, all threads)" "$(getr dat2_shm_syscalls)"
 printf '  %-58s %s\n' "libdat2 instructions per round trip (post + completion)" "$(getr dat2_shm_ins)"
 printf '  %-58s %s\n' "... completion mode" "$(getr dat2_shm_insc)"
+say ""
+ops_report
 
 # ratio A B: A / B, two decimals, or "-".
 ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; else printf -- '-'; fi; }
@@ -491,17 +601,6 @@ printf '  %-58s %s\n' "one CPU: polling lat 8B / blocking lat 8B" "$(ratio "$(ge
 printf '  %-58s %s\n' "dat2 UD msg lat 8B / RC send/recv lat 8B" "$(ratio "$(getr dat2_udmsg_lat)" "$(getr dat2_rcmsg_lat)")"
 printf '  %-58s %s\n' "dat2 UD msg rate 8B / RC send/recv rate 8B" "$(ratio "$(getr dat2_udmsg_rate)" "$(getr dat2_rcmsg_rate)")"
 
-# target NAME VALUE OP LIMIT: PASS, MISS, or SKIP when a number is missing.
-target() {
-  local verdict
-  if [ -z "$2" ] || [ -z "$4" ]; then
-    verdict="SKIP (not measured)"
-  else
-    verdict=$(awk -v v="$2" -v l="$4" -v op="$3" 'BEGIN { ok = (op == ">=") ? (v >= l) : (v <= l); print ok ? "PASS" : "MISS" }')
-    verdict="$verdict ($(fmt "$2") $3 $(fmt "$4"))"
-  fi
-  printf '  %-58s %s\n' "$1" "$verdict"
-}
 half=""; [ -n "$(getr ucx_shm_bw_1048576)" ] && half=$(awk -v v="$(getr ucx_shm_bw_1048576)" 'BEGIN { print v * 0.5 }')
 eighty=""; [ -n "$(getr iperf_bw)" ] && eighty=$(awk -v v="$(getr iperf_bw)" 'BEGIN { print v * 0.8 }')
 twice=""; [ -n "$(getr ucx_tcp_lat)" ] && twice=$(awk -v v="$(getr ucx_tcp_lat)" 'BEGIN { print v * 2 }')
@@ -530,6 +629,8 @@ target3 "shm RDMA write lat 8B <= 0.5 us (UCX ${UCX_SHM:-shm}: $(fmt3 "$(getr uc
 onecpu=""; [ -n "$(getr dat2_pinblock_lat)" ] && onecpu=$(awk -v v="$(getr dat2_pinblock_lat)" 'BEGIN { print v * 1.5 }')
 target "one CPU, polling msg lat <= 1.5 x blocking" "$(getr dat2_pinpoll_lat)" "<=" "$onecpu"
 target "cache hit, dat_lmr_create+free <= 150 ns (fastest round)" "$(getr hit_ns)" "<=" "150"
+target "cache hit, dat_lmr_create+free <= 1000 instructions" "$HIT_INSNS" "<=" "1000"
+ops_targets
 say ""
 say "== every round (the table shows medians)"
 for k in $KEYS; do
