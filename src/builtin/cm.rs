@@ -9,7 +9,6 @@ use std::time::Duration;
 use super::ep::{self, configured, ep_state_subtype, is_ud, Ep, EpInner};
 use super::events::dto_event;
 use super::ia::max_private_data;
-use super::iov::sges;
 use super::pz::Pz;
 use super::{dto, evd};
 use crate::abi::*;
@@ -60,19 +59,24 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
         .create_qp(pz.pd, caps, srq, Arc::new(EpEvents { ep: ep.weak(), pz: pz.clone() }))
         .map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
     while let Some(wr_id) = i.unposted.pop_front() {
-        let Some(r) = i.recvs.get(&wr_id) else { continue };
-        match qp.post_recv(wr_id, sges(&r.iov)) {
+        let Some(r) = i.recvs.get(wr_id) else { continue };
+        match qp.post_recv(wr_id, r.sges.clone()) {
             Ok(()) => {}
             // Its LMR was freed since it was posted: it completes as refused, and the
             // connection goes ahead without it.
             Err(DevError::Fault) => {
                 let cookie = r.cookie;
-                i.recvs.remove(&wr_id);
+                i.recvs.remove(wr_id);
                 if let Some(evd) = &i.recv_evd {
                     evd.post(dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0));
                 }
             }
             Err(_) => return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP)),
+        }
+    }
+    if ep.ia.dev.polled_qps() {
+        for evd in [&i.recv_evd, &i.request_evd].into_iter().flatten() {
+            evd.add_source(&qp);
         }
     }
     i.qp = Some(qp.clone());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::ep::{self, check_watermarks, ep_state_subtype, is_ud, Ep, COMPLETION_FLAGS};
 use super::events::{dto_event, immediate_event, request_event, send_immediate_event, ud_recv_event, PendingSend, Report};
-use super::iov::{iov_arg, iov_sges, sges, PostedRecv};
+use super::iov::{iov_sges, PostedRecv};
 use crate::abi::*;
 use crate::device::{keys_live, AddressHandle, Completion, DevError, SendWr, WcOp, WrOp};
 use crate::util::sync::MutexExt;
@@ -99,9 +99,7 @@ pub fn post_on(
             return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
         }
         let qp = i.qp.clone().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY))?;
-        let wr_id = i.next_wr;
-        i.next_wr += 1;
-        i.sends.insert(wr_id, PendingSend { cookie, flags, report: p.report });
+        let wr_id = i.sends.insert(PendingSend { cookie, flags, report: p.report });
         drop(i);
         (wr_id, sges, qp)
     };
@@ -116,7 +114,7 @@ pub fn post_on(
     };
     if let Err(e) = qp.post_send(wr) {
         let mut i = ep.lock();
-        let sent = i.sends.remove(&wr_id);
+        let sent = i.sends.remove(wr_id);
         if let (DevError::Fault, Some(s)) = (e, sent) {
             drop(i);
             refuse_dead_key(ep, request_event(ep.handle, &s, DAT_DTO_ERR_LOCAL_PROTECTION, 0), false);
@@ -174,7 +172,7 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
     let (evd, event, notify) = {
         let mut i = ep.lock();
         if matches!(c.op, WcOp::Recv | WcOp::RecvImm) {
-            let own = i.recvs.remove(&c.wr_id);
+            let own = i.recvs.remove(c.wr_id);
             let from_srq = own.is_none();
             let r = own.or_else(|| i.srq.as_ref().and_then(|s| s.recvs.locked().remove(&c.wr_id)));
             let Some(r) = r else { return };
@@ -205,7 +203,7 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
             (i.recv_evd.clone(), event, notify)
         } else {
             // An error ends the connection; the connection event that follows moves the state.
-            let Some(s) = i.sends.remove(&c.wr_id) else { return };
+            let Some(s) = i.sends.remove(c.wr_id) else { return };
             if success && s.flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
                 return;
             }
@@ -354,7 +352,7 @@ pub fn post_recv_on(
         i = ep.lock();
     }
     let (wr_id, list, qp, crossing) = {
-        let segs = iov_arg(count, iov, i.attr.max_recv_iov, DAT_INVALID_ARG2)?;
+        let list = iov_sges(count, iov, i.attr.max_recv_iov, DAT_INVALID_ARG2)?;
         if flags & !COMPLETION_FLAGS != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
         }
@@ -368,7 +366,6 @@ pub fn post_recv_on(
         if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
             return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
         }
-        let list = sges(&segs);
         let qp = i.qp.clone();
         // Without a QP yet, checked now as the device checks at post (and again when the QP
         // takes it).
@@ -377,9 +374,7 @@ pub fn post_recv_on(
             refuse_dead_key(ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
             return Ok(DAT_SUCCESS);
         }
-        let wr_id = i.next_wr;
-        i.next_wr += 1;
-        i.recvs.insert(wr_id, PostedRecv { cookie, iov: segs });
+        let wr_id = i.recvs.insert(PostedRecv { cookie, sges: list.clone() });
         if qp.is_none() {
             i.unposted.push_back(wr_id);
         }
@@ -393,7 +388,7 @@ pub fn post_recv_on(
     crossing.report(ep);
     if let Err(e) = posted {
         let mut i = ep.lock();
-        i.recvs.remove(&wr_id);
+        i.recvs.remove(wr_id);
         return Err(match e {
             DevError::State => {
                 // The connection is gone: the receive completes as flushed.

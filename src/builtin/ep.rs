@@ -18,6 +18,7 @@ use super::table::{self, Object};
 use crate::abi::*;
 use crate::device::Qp;
 use crate::util::idmap::IdMap;
+use crate::util::slots::Slots;
 use crate::util::sync::MutexExt;
 
 /// Completion flags an EP may be asked to honour.
@@ -36,10 +37,10 @@ pub struct EpInner {
     pub attr: DAT_EP_ATTR,
     /// Posted receives by work request id; `unposted` holds those posted before a QP existed,
     /// in order.
-    pub recvs: IdMap<u64, PostedRecv>,
+    pub recvs: Slots<PostedRecv>,
     pub unposted: VecDeque<u64>,
-    pub sends: IdMap<u64, PendingSend>,
-    pub next_wr: u64,
+    /// Requests posted and not completed; their ids are the work requests' ids.
+    pub sends: Slots<PendingSend>,
     pub qp: Option<Arc<dyn Qp>>,
     /// The SRQ the EP receives from, if it was created with one.
     pub srq: Option<Arc<Srq>>,
@@ -423,10 +424,9 @@ pub fn create_object(
         request_evd,
         connect_evd,
         attr,
-        recvs: IdMap::default(),
+        recvs: Slots::with_room(attr.max_recv_dtos.max(0) as usize),
         unposted: VecDeque::new(),
-        sends: IdMap::default(),
-        next_wr: 1,
+        sends: Slots::with_room(attr.max_request_dtos.max(0) as usize),
         qp: None,
         srq: None,
         // SAFETY: sockaddr_storage is plain data; all-zero is valid.
@@ -645,7 +645,7 @@ pub fn get_status(
 pub fn recv_query(handle: DAT_EP_HANDLE, allocated: *mut DAT_COUNT, span: *mut DAT_COUNT) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep(handle)?;
     let i = ep.lock();
-    let bytes: u64 = i.recvs.values().flat_map(|r| r.iov.iter()).map(|t| u64::from(t.segment_length)).sum();
+    let bytes: u64 = i.recvs.values().flat_map(|r| r.sges.iter()).map(|t| u64::from(t.len)).sum();
     // SAFETY: each out-pointer is written only if the consumer passed one.
     unsafe {
         crate::ffi::write_opt(allocated, i.recvs.len() as DAT_COUNT);
@@ -678,7 +678,9 @@ pub fn reset(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     match i.state {
         DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => {}
         DAT_EP_STATE_DISCONNECTED => {
-            i.qp = None;
+            if let Some(qp) = i.qp.take() {
+                forget_qp(&i, &qp);
+            }
             i.drop_ud();
             let evd = i.recv_evd.clone();
             let flushed = flush_recvs(&ep, &mut i);
@@ -702,7 +704,14 @@ pub fn free(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
 /// Ends any connection, completes posted work as flushed and releases the EP's PZ and EVDs
 /// (the object has left the table).
 pub fn destroy(ep: &Ep) {
-    let qp = ep.lock().qp.take();
+    let qp = {
+        let mut i = ep.lock();
+        let qp = i.qp.take();
+        if let Some(qp) = &qp {
+            forget_qp(&i, qp);
+        }
+        qp
+    };
     if let Some(qp) = qp {
         // Flushes everything posted to the QP, through the EP's completion handler; when it
         // returns, the QP touches no memory any more.
@@ -713,7 +722,7 @@ pub fn destroy(ep: &Ep) {
     i.drop_ud();
     let evd = i.recv_evd.clone();
     let flushed = flush_recvs(ep, &mut i);
-    let sends: Vec<(u64, PendingSend)> = i.sends.drain().collect();
+    let sends: Vec<(u64, PendingSend)> = i.sends.drain_in_order();
     let request_evd = i.request_evd.clone();
     i.state = DAT_EP_STATE_DISCONNECTED;
     if let Some(p) = i.pz.take() {
@@ -728,18 +737,18 @@ pub fn destroy(ep: &Ep) {
         swap_evd(slot, None);
     }
     evd::post_all(evd, flushed);
-    let mut sends = sends;
-    sends.sort_unstable_by_key(|(id, _)| *id);
     evd::post_all(request_evd, sends.iter().map(|(_, s)| request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
+}
+
+/// The EP gave up its QP: its EVDs stop polling it.
+fn forget_qp(i: &EpInner, qp: &Arc<dyn Qp>) {
+    for evd in [&i.recv_evd, &i.request_evd].into_iter().flatten() {
+        evd.remove_source(qp);
+    }
 }
 
 /// Takes every posted receive out as a flushed completion event (to post without locks).
 fn flush_recvs(ep: &Ep, i: &mut EpInner) -> Vec<DAT_EVENT> {
     i.unposted.clear();
-    let mut ids: Vec<u64> = i.recvs.keys().copied().collect();
-    ids.sort_unstable();
-    ids.into_iter()
-        .filter_map(|id| i.recvs.remove(&id))
-        .map(|r| dto_event(ep.handle, r.cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0))
-        .collect()
+    i.recvs.drain_in_order().into_iter().map(|(_, r)| dto_event(ep.handle, r.cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0)).collect()
 }

@@ -4,7 +4,7 @@
 
 use core::ptr::addr_of_mut;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -14,6 +14,7 @@ use super::provider::Builtin;
 use super::table::{self, Object};
 use super::{deadline, put};
 use crate::abi::*;
+use crate::device::Qp;
 use crate::util::sync::MutexExt;
 
 /// The EVD flags a consumer may ask for.
@@ -32,7 +33,8 @@ pub struct Event(pub DAT_EVENT);
 unsafe impl Send for Event {}
 
 pub struct EvdState {
-    pub queue: VecDeque<Event>,
+    /// Changed only through [`Evd::push`] and [`Evd::pop`], which keep [`Evd::queued`].
+    queue: VecDeque<Event>,
     pub qlen: DAT_COUNT,
     pub enabled: bool,
     pub waitable: bool,
@@ -55,12 +57,66 @@ pub struct Evd {
     /// EP receive streams feeding this EVD that are configured for solicited wait (see
     /// `ep::solicited_wait`): while there are any, waits must use a threshold of 1.
     pub solicited_streams: AtomicU32,
+    /// How many events the queue holds, readable without the lock: a dequeue that finds
+    /// nothing takes no lock.
+    queued: AtomicUsize,
+    /// The QPs whose completions this EVD reports, on a device whose QPs are polled
+    /// (`Device::polled_qps`): an empty dequeue polls these and no others.
+    sources: Mutex<Vec<Arc<dyn Qp>>>,
+    /// How many there are, readable without the lock.
+    nsources: AtomicUsize,
     pub context: Mutex<u64>,
 }
 
 impl Evd {
     pub fn lock(&self) -> MutexGuard<'_, EvdState> {
         self.state.locked()
+    }
+
+    /// Queues an event (the caller checked the room, under the lock it holds as `s`).
+    fn push(&self, s: &mut EvdState, event: Event) {
+        s.queue.push_back(event);
+        self.queued.store(s.queue.len(), Ordering::Release);
+    }
+
+    /// Takes the oldest event (under the lock the caller holds as `s`).
+    fn pop(&self, s: &mut EvdState) -> Option<Event> {
+        let ev = s.queue.pop_front();
+        self.queued.store(s.queue.len(), Ordering::Release);
+        ev
+    }
+
+    /// Events queued, as of a moment ago (no lock).
+    fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// `qp` reports completions here (an EP's QP, while the EP has it).
+    pub fn add_source(&self, qp: &Arc<dyn Qp>) {
+        let mut s = self.sources.locked();
+        s.push(qp.clone());
+        self.nsources.store(s.len(), Ordering::Release);
+    }
+
+    /// `qp` no longer does.
+    pub fn remove_source(&self, qp: &Arc<dyn Qp>) {
+        let mut s = self.sources.locked();
+        if let Some(n) = s.iter().position(|q| Arc::ptr_eq(q, qp)) {
+            s.swap_remove(n);
+        }
+        self.nsources.store(s.len(), Ordering::Release);
+    }
+
+    /// Polls the QPs that report here; false when there are none. They are taken out of the
+    /// lock first: a completion goes to its EP's lock, which an EP attaching a QP holds while
+    /// it comes here.
+    fn poll_sources(&self) -> bool {
+        if self.nsources.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let qps: smallvec::SmallVec<[Arc<dyn Qp>; 4]> = self.sources.locked().iter().cloned().collect();
+        qps.iter().for_each(|q| q.poll());
+        !qps.is_empty()
     }
 
     /// Delivers an event as a notification event. Returns false when the queue was full (the
@@ -80,7 +136,7 @@ impl Evd {
                 self.overflowed();
                 return false;
             }
-            s.queue.push_back(Event(event));
+            self.push(&mut s, Event(event));
             if !notify {
                 return true;
             }
@@ -212,6 +268,9 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         cond: Condvar::new(),
         users: AtomicU32::new(0),
         solicited_streams: AtomicU32::new(0),
+        queued: AtomicUsize::new(0),
+        sources: Mutex::new(Vec::new()),
+        nsources: AtomicUsize::new(0),
         context: Mutex::new(0),
     });
     table::insert(handle, e.clone());
@@ -355,7 +414,7 @@ pub fn wait_on(
             break Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
         }
         if s.queue.len() >= threshold as usize && (ready_at_entry || s.notices != notices) {
-            let ev = s.queue.pop_front().expect("queue holds at least one event");
+            let ev = e.pop(&mut s).expect("queue holds at least one event");
             // SAFETY: checked non-NULL; the consumer's event buffer.
             unsafe { put(event, ev.0) };
             break Ok(DAT_SUCCESS);
@@ -392,11 +451,17 @@ pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETU
     if event.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
     }
-    let mut next = e.lock().queue.pop_front();
-    if next.is_none() {
-        e.ia.dev.progress();
-        next = e.lock().queue.pop_front();
+    // Nothing queued: the device delivers what is ready, and only then is the lock worth
+    // taking.
+    if e.queued() == 0 {
+        if !e.poll_sources() {
+            e.ia.dev.progress();
+        }
+        if e.queued() == 0 {
+            return Ok(DAT_QUEUE_EMPTY);
+        }
     }
+    let next = e.pop(&mut e.lock());
     match next {
         Some(ev) => {
             // SAFETY: checked non-NULL.

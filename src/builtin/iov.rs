@@ -2,12 +2,12 @@
 //! receives posted with them (to an EP or to an SRQ) until they complete.
 
 use crate::abi::*;
-use crate::device::Sge;
+use crate::device::{Sge, Sges};
 
 /// A receive posted to an EP or SRQ and not yet completed.
 pub struct PostedRecv {
     pub cookie: DAT_DTO_COOKIE,
-    pub iov: Vec<DAT_LMR_TRIPLET>,
+    pub sges: Sges,
 }
 // SAFETY: the cookie is the consumer's opaque value.
 unsafe impl Send for PostedRecv {}
@@ -20,7 +20,7 @@ pub fn iov_arg(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, ar
 
 /// Checks a local I/O vector argument as [`iov_arg`] does and turns it into the device's
 /// scatter list at once (one copy of the consumer's triplets, read once).
-pub fn iov_sges(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Vec<Sge>, DAT_RETURN> {
+pub fn iov_sges(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Sges, DAT_RETURN> {
     Ok(sges(iov_slice(count, iov, max, arg)?))
 }
 
@@ -44,6 +44,6 @@ fn iov_slice<'a>(
     Ok(unsafe { core::slice::from_raw_parts(iov, count as usize) })
 }
 
-pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Vec<Sge> {
+pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Sges {
     iov.iter().map(|t| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }).collect()
 }

@@ -197,10 +197,7 @@ pub fn bind(
     // The bind completes as a request of the EP, in order with what was posted before it.
     let wr_id = {
         let mut i = ep.lock();
-        let wr_id = i.next_wr;
-        i.next_wr += 1;
-        i.sends.insert(wr_id, super::events::PendingSend { cookie, flags, report: super::events::Report::Bind { rmr: r.handle, cookie } });
-        wr_id
+        i.sends.insert(super::events::PendingSend { cookie, flags, report: super::events::Report::Bind { rmr: r.handle, cookie } })
     };
     let mut slot = r.binding.locked();
     let rkey = match &new_binding {
@@ -216,7 +213,7 @@ pub fn bind(
             Ok(k) => k,
             Err(_) => {
                 l.unbind();
-                ep.lock().sends.remove(&wr_id);
+                ep.lock().sends.remove(wr_id);
                 return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
             }
         },

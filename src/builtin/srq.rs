@@ -133,8 +133,9 @@ pub fn post_recv(
     let s = srq(handle)?;
     let segs = iov_arg(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
     let wr_id = NEXT_WR.fetch_add(1, Ordering::Relaxed);
-    s.recvs.locked().insert(wr_id, PostedRecv { cookie, iov: segs.clone() });
-    if let Err(e) = s.dev.post_recv(wr_id, sges(&segs)) {
+    let list = sges(&segs);
+    s.recvs.locked().insert(wr_id, PostedRecv { cookie, sges: list.clone() });
+    if let Err(e) = s.dev.post_recv(wr_id, list) {
         s.recvs.locked().remove(&wr_id);
         // No EP to complete it on yet: a segment that names no live LMR of the SRQ's PZ is
         // refused at once.

@@ -196,6 +196,14 @@ pub trait Device: Send + Sync {
     /// progress thread to wake up.
     fn progress(&self) {}
 
+    /// Whether a QP's completions wait for someone to poll it ([`Qp::poll`]), as a verbs CQ's
+    /// do: then an EVD polls the QPs that report to it, and only those, when it finds its
+    /// queue empty. A device whose completions arrive by themselves (the soft device's
+    /// threads) says no, and an empty EVD asks only [`Device::progress`].
+    fn polled_qps(&self) -> bool {
+        false
+    }
+
     /// A consumer begins (`true`) or ends (`false`) a blocking wait: `dat_evd_wait`,
     /// `dat_cno_wait`, or a CNO with a proxy agent (which waits for as long as it has one).
     /// A device whose completions cost a wake-up of their own (verbs: an armed CQ, an event on
@@ -273,6 +281,9 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+/// A request's scatter list: up to four segments inline, more on the heap.
+pub type Sges = smallvec::SmallVec<[Sge; 4]>;
+
 /// What a send-queue work request does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WrOp {
@@ -298,7 +309,7 @@ pub enum WrOp {
 pub struct SendWr {
     pub wr_id: u64,
     pub op: WrOp,
-    pub sges: Vec<Sge>,
+    pub sges: Sges,
     /// Remote address and key (RDMA and atomics).
     pub remote: Option<(u64, u32)>,
     /// UD: where the datagram goes (an address handle of this device, which names the peer's
@@ -454,7 +465,10 @@ pub trait Qp: Send + Sync {
     /// Fails with [`DevError::Fault`], posting nothing, when a segment's key is not live
     /// ([`QpEvents::key_live`]); so does `post_recv`, and an SRQ's.
     fn post_send(&self, wr: SendWr) -> Result<(), DevError>;
-    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError>;
+    fn post_recv(&self, wr_id: u64, sges: Sges) -> Result<(), DevError>;
+    /// Delivers this QP's completions that are ready now, on the calling thread (see
+    /// [`Device::polled_qps`]).
+    fn poll(&self) {}
     /// Graceful (after outstanding work) or abrupt disconnect; posted work is flushed.
     fn disconnect(&self, graceful: bool);
     /// The QP's EP is being freed: an abrupt disconnect, and when it returns no request of the
@@ -512,7 +526,7 @@ pub trait SrqEvents: Send + Sync {
 
 /// A shared receive queue: receives any of its QPs may consume.
 pub trait Srq: Send + Sync {
-    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError>;
+    fn post_recv(&self, wr_id: u64, sges: Sges) -> Result<(), DevError>;
     /// Arms the limit event: it fires once when fewer than `limit` receives remain (0 disarms).
     fn set_limit(&self, limit: u32);
     fn resize(&self, max_wr: u32) -> Result<(), DevError>;

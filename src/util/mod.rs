@@ -4,5 +4,6 @@ pub mod env;
 pub mod idmap;
 pub mod keyset;
 pub mod pin;
+pub mod slots;
 pub mod sockaddr;
 pub mod sync;

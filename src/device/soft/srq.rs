@@ -4,11 +4,11 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::qp::SoftQp;
-use crate::device::{keys_live, DevError, Sge, Srq, SrqEvents};
+use crate::device::{keys_live, DevError, Sges, Srq, SrqEvents};
 use crate::util::sync::MutexExt;
 
 struct State {
-    recvs: VecDeque<(u64, Vec<Sge>)>,
+    recvs: VecDeque<(u64, Sges)>,
     max_wr: u32,
     limit: u32,
     qps: Vec<Weak<SoftQp>>,
@@ -40,7 +40,7 @@ impl SoftSrq {
     }
 
     /// Takes the oldest receive; fires the limit event when the queue falls below the limit.
-    pub fn pop(&self) -> Option<(u64, Vec<Sge>)> {
+    pub fn pop(&self) -> Option<(u64, Sges)> {
         let (r, fire) = {
             let mut s = self.lock();
             let r = s.recvs.pop_front();
@@ -58,7 +58,7 @@ impl SoftSrq {
 }
 
 impl Srq for SoftSrq {
-    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
+    fn post_recv(&self, wr_id: u64, sges: Sges) -> Result<(), DevError> {
         let qps = {
             let mut s = self.lock();
             if sges.len() > self.max_sge as usize {

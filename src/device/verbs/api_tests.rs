@@ -261,7 +261,7 @@ mod ud {
     use crate::device::verbs::ud::VerbsAh;
     use crate::device::{
         Access, CmEvent, Completion, Device, ListenEvents, Listener, Mr, Pd, PendingConnection, Qp, QpCaps, QpEvents, SendWr, Service, Sge,
-        Srq, SrqEvents, UdPeer, WcOp, WrOp, GRH_LEN,
+        Sges, Srq, SrqEvents, UdPeer, WcOp, WrOp, GRH_LEN,
     };
     use crate::util::sync::MutexExt;
 
@@ -381,11 +381,11 @@ mod ud {
         (b, mr)
     }
 
-    fn sge(b: &[u8], mr: &Mr, from: usize, len: usize) -> Vec<Sge> {
-        vec![Sge { addr: b.as_ptr() as u64 + from as u64, len: len as u32, lkey: mr.lkey }]
+    fn sge(b: &[u8], mr: &Mr, from: usize, len: usize) -> Sges {
+        smallvec::smallvec![Sge { addr: b.as_ptr() as u64 + from as u64, len: len as u32, lkey: mr.lkey }]
     }
 
-    fn send(to: &UdPeer, wr_id: u64, sges: Vec<Sge>) -> SendWr {
+    fn send(to: &UdPeer, wr_id: u64, sges: Sges) -> SendWr {
         SendWr { wr_id, op: WrOp::Send, sges, remote: None, ah: Some(to.ah.clone()), fence: false, solicited: false }
     }
 
@@ -523,7 +523,7 @@ mod ud {
         let (dst, dmr) = buffer(dev, p.pd, GRH_LEN as usize + 64);
         let (big, bmr) = buffer(dev, p.pd, GRH_LEN as usize + 64);
         let short = sge(&dst, &dmr, 0, GRH_LEN as usize + 16);
-        let post_recv = |id: u64, s: Vec<Sge>| match srq {
+        let post_recv = |id: u64, s: Sges| match srq {
             Some(q) => q.post_recv(id, s).unwrap(),
             None => p.b.post_recv(id, s).unwrap(),
         };

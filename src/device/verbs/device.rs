@@ -441,6 +441,10 @@ impl Device for VerbsDevice {
         super::progress::poll_now(self);
     }
 
+    fn polled_qps(&self) -> bool {
+        true
+    }
+
     fn consumer_waits(&self, begins: bool) {
         if begins {
             // Counted before arming (see VerbsQp::arm), then armed before polling: whatever

@@ -33,7 +33,8 @@ use super::{api, sys, Ptr};
 use crate::abi::*;
 use crate::dbg_log;
 use crate::device::{
-    keys_live, Access, AddressHandle, CmEvent, Completion, DevError, Mr, Mw, Pd, Qp, QpCaps, QpEvents, SendWr, Service, Sge, WcOp, WrOp,
+    keys_live, Access, AddressHandle, CmEvent, Completion, DevError, Mr, Mw, Pd, Qp, QpCaps, QpEvents, SendWr, Service, Sge, Sges, WcOp,
+    WrOp,
 };
 use crate::log::DbgType;
 use crate::util::idmap::IdMap;
@@ -606,7 +607,11 @@ impl Qp for VerbsQp {
         })
     }
 
-    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
+    fn poll(&self) {
+        super::progress::poll_qp(self);
+    }
+
+    fn post_recv(&self, wr_id: u64, sges: Sges) -> Result<(), DevError> {
         with_sge_list(&sges, self.dev.siw, |list| {
             // SAFETY: plain data.
             let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };

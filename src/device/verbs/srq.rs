@@ -7,7 +7,7 @@ use super::device::VerbsDevice;
 use super::errno::{dev_error, last_error};
 use super::inuse::{KeysInUse, WrKeys};
 use super::{api, sys, Ptr};
-use crate::device::{keys_live, DevError, Pd, Sge, Srq, SrqEvents};
+use crate::device::{keys_live, DevError, Pd, Sges, Srq, SrqEvents};
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
@@ -99,7 +99,7 @@ impl Drop for VerbsSrq {
 }
 
 impl Srq for VerbsSrq {
-    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
+    fn post_recv(&self, wr_id: u64, sges: Sges) -> Result<(), DevError> {
         // (zero-length entries left out on siw, as for a QP's requests: see qp.rs)
         let mut list: Vec<sys::ibv_sge> = sges
             .iter()

@@ -133,7 +133,7 @@ struct Inner {
     state: State,
     stream: Option<TcpStream>,
     outstanding: VecDeque<Outstanding>,
-    recvs: VecDeque<(u64, Vec<Sge>)>,
+    recvs: VecDeque<(u64, Sges)>,
     stalled: VecDeque<Stalled>,
     /// The stalled requests' cost (bounded by STALL_BYTES).
     stalled_bytes: usize,
@@ -492,7 +492,7 @@ impl SoftQp {
         }
     }
 
-    fn pop_recv(&self) -> Option<(u64, Vec<Sge>)> {
+    fn pop_recv(&self) -> Option<(u64, Sges)> {
         match &self.srq {
             Some(srq) => srq.pop(),
             None => self.lock().recvs.pop_front(),
@@ -720,7 +720,7 @@ impl Qp for SoftQp {
         } else {
             FrameData::None
         };
-        let keep = if is_read { wr.sges.clone() } else { Vec::new() };
+        let keep = if is_read { wr.sges.to_vec() } else { Vec::new() };
         let reply = match hdr.op {
             op::READ if hdr.flags & flag::CMA == 0 => len as u32,
             op::CMP_SWAP | op::FETCH_ADD => 8,
@@ -740,7 +740,7 @@ impl Qp for SoftQp {
         Ok(())
     }
 
-    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
+    fn post_recv(&self, wr_id: u64, sges: Sges) -> Result<(), DevError> {
         let stalled = {
             let mut i = self.lock();
             if i.state == State::Closed {

@@ -117,7 +117,7 @@ enum Event {
 
 struct Inner {
     closed: bool,
-    recvs: VecDeque<(u64, Vec<Sge>)>,
+    recvs: VecDeque<(u64, Sges)>,
     /// The receiver thread, until it is stopped and waited for.
     receiver: Option<JoinHandle<()>>,
 }
@@ -238,7 +238,7 @@ impl SoftUdQp {
         self.deliver(vec![Event::Completion(c)]);
     }
 
-    fn pop_recv(&self) -> Option<(u64, Vec<Sge>)> {
+    fn pop_recv(&self) -> Option<(u64, Sges)> {
         match &self.srq {
             Some(srq) => srq.pop(),
             None => self.inner.locked().recvs.pop_front(),
@@ -427,7 +427,7 @@ impl Qp for SoftUdQp {
         Ok(())
     }
 
-    fn post_recv(&self, wr_id: u64, sges: Vec<Sge>) -> Result<(), DevError> {
+    fn post_recv(&self, wr_id: u64, sges: Sges) -> Result<(), DevError> {
         let mut i = self.inner.locked();
         if i.closed {
             return Err(DevError::State);
@@ -456,7 +456,7 @@ impl Qp for SoftUdQp {
         };
         self.stop_receiver();
         if first {
-            let flushed: Vec<(u64, Vec<Sge>)> = self.inner.locked().recvs.drain(..).collect();
+            let flushed: Vec<(u64, Sges)> = self.inner.locked().recvs.drain(..).collect();
             let mut events: Vec<Event> =
                 flushed.into_iter().map(|(wr_id, _)| Event::Completion(Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, WcOp::Recv))).collect();
             events.push(Event::Cm(CmEvent::Disconnected));

@@ -124,7 +124,8 @@ impl Setup {
 }
 
 fn send(qp: &Arc<dyn Qp>, wr_id: u64, sges: Vec<Sge>, ah: &Arc<dyn AddressHandle>) {
-    qp.post_send(SendWr { wr_id, op: WrOp::Send, sges, remote: None, ah: Some(ah.clone()), fence: false, solicited: true }).expect("posts");
+    qp.post_send(SendWr { wr_id, op: WrOp::Send, sges: sges.into(), remote: None, ah: Some(ah.clone()), fence: false, solicited: true })
+        .expect("posts");
 }
 
 fn soft(qp: &Arc<dyn Qp>) -> &SoftUdQp {
@@ -146,7 +147,7 @@ fn resolve_send_receive_with_grh() {
     let (b, rb) = s.qp(None);
     assert_eq!((a.path(), a.remote()), ("udp", None));
     let listener = s.dev.listen(0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
-    a.post_recv(1, vec![s.sge(0, 40), s.sge(40, 8192)]).expect("posts");
+    a.post_recv(1, smallvec::smallvec![s.sge(0, 40), s.sge(40, 8192)]).expect("posts");
     b.connect(SocketAddr::from(([127, 0, 0, 1], listener.port())), b"hello", Some(WAIT)).expect("connects");
 
     let Some(CmEvent::UdResolved { private_data, peer, passive: false }) = rb.cm() else { panic!("no active resolution") };
@@ -169,7 +170,7 @@ fn resolve_send_receive_with_grh() {
     assert_eq!(s.at(40, 100), payload);
 
     // A receive shorter than GRH + payload: LOCAL_LENGTH, and the datagram is consumed.
-    a.post_recv(2, vec![s.sge(0, 100)]).expect("posts");
+    a.post_recv(2, smallvec::smallvec![s.sge(0, 100)]).expect("posts");
     send(&b, 8, vec![s.sge(16384, 100)], &peer.ah);
     assert_eq!(rb.completion(WAIT).map(|c| c.status), Some(DAT_DTO_SUCCESS));
     let c = ra.completion(WAIT).expect("completes");
@@ -182,7 +183,7 @@ fn resolve_send_receive_with_grh() {
     b.post_send(SendWr {
         wr_id: 10,
         op: WrOp::Send,
-        sges: vec![Sge { lkey: s.mr.lkey ^ 1, ..s.sge(0, 8) }],
+        sges: smallvec::smallvec![Sge { lkey: s.mr.lkey ^ 1, ..s.sge(0, 8) }],
         remote: None,
         ah: Some(peer.ah.clone()),
         fence: false,
@@ -192,11 +193,11 @@ fn resolve_send_receive_with_grh() {
     assert_eq!(rb.completion(WAIT).map(|c| (c.wr_id, c.status)), Some((10, DAT_DTO_ERR_LOCAL_PROTECTION)));
 
     // Destroy flushes what is posted, reports the end once, and takes nothing more.
-    a.post_recv(3, vec![s.sge(0, 8192)]).expect("posts");
+    a.post_recv(3, smallvec::smallvec![s.sge(0, 8192)]).expect("posts");
     a.destroy();
     assert_eq!(ra.completion(WAIT).map(|c| (c.wr_id, c.status)), Some((3, DAT_DTO_ERR_FLUSHED)));
     assert_eq!(ra.cm(), Some(CmEvent::Disconnected));
-    assert!(a.post_recv(4, vec![s.sge(0, 8)]).is_err());
+    assert!(a.post_recv(4, smallvec::smallvec![s.sge(0, 8)]).is_err());
     a.disconnect(false);
     assert!(ra.cm().is_none());
     // Sends to a QP that is gone still complete: UD does not know.
@@ -211,7 +212,7 @@ fn forged_datagrams_do_not_land() {
     let (a, ra) = s.qp(None);
     let qkey = soft(&a).qkey();
     let peer = UdpSocket::bind("127.0.0.1:0").expect("binds");
-    a.post_recv(1, vec![s.sge(0, 8192)]).expect("posts");
+    a.post_recv(1, smallvec::smallvec![s.sge(0, 8192)]).expect("posts");
     let quiet = Duration::from_millis(300);
     // Another Q_Key; a length that is not the payload's; one above the MTU; a short header.
     forged(&peer, &a, qkey ^ 0x8000_0000, 4, b"evil");
@@ -236,7 +237,7 @@ fn forged_datagrams_do_not_land() {
         forged(&peer, &a, qkey, 4, b"lost");
     }
     std::thread::sleep(quiet);
-    a.post_recv(2, vec![s.sge(0, 8192)]).expect("posts");
+    a.post_recv(2, smallvec::smallvec![s.sge(0, 8192)]).expect("posts");
     assert!(ra.completion(quiet).is_none());
     forged(&peer, &a, qkey, 4, b"late");
     assert_eq!(ra.completion(WAIT).map(|c| (c.wr_id, c.byte_len)), Some((2, GRH_LEN + 4)));
@@ -272,7 +273,7 @@ fn srq_rejects_and_foreign_handles() {
     let Some(CmEvent::UdResolved { peer, .. }) = rb.cm() else { panic!("not resolved") };
     assert!(matches!(ra.cm(), Some(CmEvent::UdResolved { passive: true, .. })));
     // Receives come from the SRQ.
-    srq.post_recv(5, vec![s.sge(0, 8192)]).expect("posts");
+    srq.post_recv(5, smallvec::smallvec![s.sge(0, 8192)]).expect("posts");
     s.fill(16384, b"through the srq");
     send(&b, 1, vec![s.sge(16384, 15)], &peer.ah);
     assert_eq!(rb.completion(WAIT).map(|c| c.status), Some(DAT_DTO_SUCCESS));
@@ -281,9 +282,10 @@ fn srq_rejects_and_foreign_handles() {
     assert_eq!(srq.available(), 0);
     // Another device's address handle; a UD request from a QP that is not a soft UD QP.
     let foreign: Arc<dyn AddressHandle> = Arc::new(Foreign);
-    let wr = SendWr { wr_id: 2, op: WrOp::Send, sges: vec![], remote: None, ah: Some(foreign), fence: false, solicited: false };
+    let wr =
+        SendWr { wr_id: 2, op: WrOp::Send, sges: smallvec::smallvec![], remote: None, ah: Some(foreign), fence: false, solicited: false };
     assert_eq!(b.post_send(wr), Err(DevError::NotSupported));
-    let wr = SendWr { wr_id: 3, op: WrOp::Send, sges: vec![], remote: None, ah: None, fence: false, solicited: false };
+    let wr = SendWr { wr_id: 3, op: WrOp::Send, sges: smallvec::smallvec![], remote: None, ah: None, fence: false, solicited: false };
     assert_eq!(b.post_send(wr), Err(DevError::NotSupported));
     // Nobody listening: a non-peer rejection.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
