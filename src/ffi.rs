@@ -36,9 +36,14 @@ thread_local! {
 /// reported through the debug log (never printed unless `DAT_DBG_TYPE` asks for it).
 pub fn guard<F: FnOnce() -> DAT_RETURN>(f: F) -> DAT_RETURN {
     install_panic_hook();
-    IN_GUARD.with(|g| g.set(g.get() + 1));
+    // Reached once: in a shared library each thread-local access is a call.
+    let depth: *const Cell<u32> = IN_GUARD.with(|g| g as *const Cell<u32>);
+    // SAFETY: this thread's own thread-local (const-initialised, no destructor), alive for
+    // the rest of the thread; read and written only by this thread.
+    let depth = unsafe { &*depth };
+    depth.set(depth.get() + 1);
     let result = panic::catch_unwind(AssertUnwindSafe(f));
-    IN_GUARD.with(|g| g.set(g.get() - 1));
+    depth.set(depth.get() - 1);
     match result {
         Ok(r) => r,
         Err(_) => dat_error(DAT_INTERNAL_ERROR, 0),
