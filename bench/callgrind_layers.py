@@ -3,6 +3,7 @@
 # Part of dat2: exact instructions per operation from a callgrind profile, split by dat2's layers.
 #
 #   callgrind_layers.py [--less K OTHER_OUT M] CALLGRIND_OUT N [ENTRY...]
+#   callgrind_layers.py --per-entry CALLGRIND_OUT N ENTRY...
 #
 # CALLGRIND_OUT was written with --toggle-collect=ENTRY for each ENTRY (the harness's own
 # functions that make the measured DAT calls, e.g. bench/ops_native.c's post_op and
@@ -32,6 +33,9 @@
 # With --less K OTHER_OUT M, K operations of another profile (M operations in OTHER_OUT) are
 # taken away first, at that profile's rate: e.g. the dequeues that found nothing among the
 # measured ones, at the rate of a run of empty dequeues.
+# With --per-entry, each ENTRY made N operations of its own: prints "ENTRY VALUE" pairs, VALUE
+# being the "whole" figure of that ENTRY's calls alone (the inclusive cost of every call it
+# made, per operation), e.g. the same dequeue before and after some work that is not measured.
 # On stderr: the heaviest functions (exclusive, per operation), for the curious.
 import collections
 import re
@@ -203,6 +207,14 @@ def figures(path, entries):
 
 def main():
     args = sys.argv[1:]
+    if args and args[0] == "--per-entry":
+        if len(args) < 4:
+            print("usage: callgrind_layers.py --per-entry CALLGRIND_OUT N ENTRY...", file=sys.stderr)
+            sys.exit(2)
+        _, _, arcs, _, _ = parse(args[1])
+        n = int(args[2])
+        print(" ".join(f"{e} {sum(c for (f, _), c in arcs.items() if f == e) / n:.1f}" for e in args[3:]))
+        return
     less = None
     if len(args) >= 2 and args[0] == "--less":
         # --less K OTHER_OUT M: K operations of the profile OTHER_OUT (M operations) are

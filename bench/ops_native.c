@@ -15,13 +15,20 @@
  *           which runs one thread at a time, the device's threads lag);
  *   event   the same, but the write is posted by post_other() (not measured): a dequeue
  *           that finds an event;
- *   empty   dequeue_op() on A's request EVD with nothing outstanding (DAT_QUEUE_EMPTY).
+ *   empty   dequeue_op() on A's request EVD with nothing outstanding (DAT_QUEUE_EMPTY);
+ *   churn   the empty dequeue, ITERS times by dequeue_before(), then PAIRS (-c, 70000) LMR
+ *           create/free pairs on the same PZ (not measured), then ITERS times by
+ *           dequeue_after(): the handle check of a long-lived EVD before and after the
+ *           handle table has handed out, and taken back, that many handles (issue 20). Run
+ *           with --toggle-collect=dequeue_before --toggle-collect=dequeue_after;
+ *           bench/callgrind_layers.py --per-entry gives each one's count.
  * The warm-up (WARMUP writes, 1000) calls post_other() and dequeue_other() instead.
  * post_op() and dequeue_op() are functions of their own, so that
  *   valgrind --tool=callgrind --toggle-collect=post_op --toggle-collect=dequeue_op ...
  * counts those calls alone, in this (the posting) thread; bench/callgrind_layers.py divides
  * the counts and splits them by layer. It prints, on stdout:
  *   ops PHASE ITERS EMPTY
+ * (the churn phase: "ops churn ITERS 0 PAIRS").
  * EMPTY is the number of dequeue_op() calls among the measured ones that found nothing
  * (they are counted by callgrind too; the script subtracts them at the empty phase's cost).
  * Every completion is checked (event number, status, EP, cookie, transferred length).
@@ -38,6 +45,7 @@
 static long settle_us = 200;
 
 static DAT_IA_HANDLE ia;
+static DAT_PZ_HANDLE pz;
 static DAT_EVD_HANDLE req_a, rcv_a, req_b, rcv_b, conn_evd, cr_evd;
 static DAT_EP_HANDLE ep_a, ep_b;
 static DAT_LMR_TRIPLET local_a;
@@ -85,6 +93,20 @@ __attribute__((noinline)) DAT_RETURN dequeue_other(DAT_EVENT *ev)
     return dat_evd_dequeue(req_a, ev);
 }
 
+/* The churn phase's two measured dequeues: distinct bodies (other counters), so that the
+ * compiler cannot make them one function. */
+static volatile unsigned long before_calls, after_calls;
+__attribute__((noinline)) DAT_RETURN dequeue_before(DAT_EVENT *ev)
+{
+    before_calls++;
+    return dat_evd_dequeue(req_a, ev);
+}
+__attribute__((noinline)) DAT_RETURN dequeue_after(DAT_EVENT *ev)
+{
+    after_calls += 2;
+    return dat_evd_dequeue(req_a, ev);
+}
+
 static DAT_RETURN (*post_fn)(uint64_t) = post_other;
 static DAT_RETURN (*dequeue_fn)(DAT_EVENT *) = dequeue_other;
 
@@ -115,7 +137,7 @@ static unsigned long reap(uint64_t cookie)
     return empty;
 }
 
-enum phase { PH_WRITE, PH_EVENT, PH_EMPTY };
+enum phase { PH_WRITE, PH_EVENT, PH_EMPTY, PH_CHURN };
 
 static unsigned long run(enum phase ph, long n, uint64_t *cookie)
 {
@@ -162,7 +184,6 @@ static DAT_EVENT wait_event(DAT_EVD_HANDLE evd, const char *what)
 static void set_up(char *name, DAT_CONN_QUAL port)
 {
     DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
-    DAT_PZ_HANDLE pz;
     DAT_LMR_HANDLE lmr;
     DAT_LMR_CONTEXT lctx;
     DAT_RMR_CONTEXT rctx;
@@ -226,13 +247,35 @@ static void set_up(char *name, DAT_CONN_QUAL port)
     }
 }
 
+/* PAIRS LMR create/free pairs over one small buffer of the IA's PZ: handles handed out and
+ * taken back, none kept. */
+static void churn(long pairs)
+{
+    static char churn_buf[4096];
+    DAT_REGION_DESCRIPTION region;
+    region.for_va = churn_buf;
+    for (long i = 0; i < pairs; i++) {
+        DAT_LMR_HANDLE lmr;
+        DAT_LMR_CONTEXT lctx;
+        DAT_RMR_CONTEXT rctx;
+        DAT_VLEN rsize;
+        DAT_VADDR raddr;
+        check(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 64, pz, DAT_MEM_PRIV_LOCAL_READ_FLAG, DAT_VA_TYPE_VA, &lmr,
+                             &lctx, &rctx, &rsize, &raddr),
+              "dat_lmr_create (churn)");
+        check(dat_lmr_free(lmr), "dat_lmr_free (churn)");
+    }
+}
+
 int main(int argc, char **argv)
 {
-    static const char usage[] = "usage: ops_native write|event|empty [-i IA] [-n ITERS] [-w WARMUP] [-s BYTES] [-p PORT] [-S SETTLE_US]\n";
+    static const char usage[] =
+        "usage: ops_native write|event|empty|churn [-i IA] [-n ITERS] [-w WARMUP] [-s BYTES] [-p PORT] [-S SETTLE_US] [-c PAIRS]\n";
     char default_ia[] = "dat2-soft";
     char *name = default_ia;
     long n = 2000, warmup = 1000;
     long port = 22321;
+    long pairs = 70000;
     enum phase ph;
     if (argc < 2) {
         fputs(usage, stderr);
@@ -244,13 +287,15 @@ int main(int argc, char **argv)
         ph = PH_EVENT;
     else if (strcmp(argv[1], "empty") == 0)
         ph = PH_EMPTY;
+    else if (strcmp(argv[1], "churn") == 0)
+        ph = PH_CHURN;
     else {
         fputs(usage, stderr);
         return 2;
     }
     int c;
     optind = 2;
-    while ((c = getopt(argc, argv, "i:n:w:s:p:S:")) != -1) {
+    while ((c = getopt(argc, argv, "i:n:w:s:p:S:c:")) != -1) {
         switch (c) {
         case 'i': name = optarg; break;
         case 'n': n = atol(optarg); break;
@@ -258,10 +303,11 @@ int main(int argc, char **argv)
         case 's': size = strtoull(optarg, NULL, 0); break;
         case 'p': port = atol(optarg); break;
         case 'S': settle_us = atol(optarg); break;
+        case 'c': pairs = atol(optarg); break;
         default: fputs(usage, stderr); return 2;
         }
     }
-    if (n < 1 || warmup < 0 || size < 8 || size > (1u << 26) || port <= 0 || settle_us < 0) {
+    if (n < 1 || warmup < 0 || size < 8 || size > (1u << 26) || port <= 0 || settle_us < 0 || pairs < 0) {
         fprintf(stderr, "ops_native: bad arguments\n");
         return 2;
     }
@@ -270,6 +316,18 @@ int main(int argc, char **argv)
     /* Warm-up: the write path, whatever the phase, so that every table and queue is grown. */
     run(PH_WRITE, warmup, &cookie);
     /* The measured iterations: post_op() in the write phase only, dequeue_op() in each. */
+    if (ph == PH_CHURN) {
+        dequeue_fn = dequeue_before;
+        run(PH_EMPTY, n, &cookie);
+        churn(pairs);
+        dequeue_fn = dequeue_after;
+        run(PH_EMPTY, n, &cookie);
+        printf("ops churn %ld 0 %ld\n", n, pairs);
+        fflush(stdout);
+        dat_ep_disconnect(ep_a, DAT_CLOSE_ABRUPT_FLAG);
+        dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+        return 0;
+    }
     if (ph == PH_WRITE)
         post_fn = post_op;
     dequeue_fn = dequeue_op;

@@ -36,7 +36,10 @@
 #     dequeue returning an event and per empty dequeue, whole and with the device layer's
 #     calls excluded, split by layer (bench/callgrind_layers.py); targets (issue 20): write +
 #     completion <= 300 in dat2's own layers, empty dequeue <= 60 and a dequeue returning an
-#     event <= 150, whole calls.
+#     event <= 150, whole calls; and the empty dequeue of one long-lived EVD before and after
+#     70,000 LMR create/free pairs (ops_native churn), whose counts must be the same (+-2
+#     instructions): a handle check that does not slow with churn, shown by a count, not a
+#     timing.
 # It prints a table, the ratios against the anchors and the targets with PASS/MISS. A MISS
 # is information, not a failure: the script fails only if dat2's own benchmark cannot run.
 # MB means 2^20 bytes throughout (ucx_perftest's unit; iperf3's result is converted).
@@ -128,6 +131,32 @@ run_ops() { # PORT
   done
   say "  done (profiles, and the heaviest functions: $OUT/ops-*.callgrind, ops-*.layers)"
 }
+# The handle check after churn (issue 20): ops_native churn makes OPS_N empty dequeues of A's
+# request EVD by dequeue_before(), CHURN_PAIRS LMR create/free pairs (not collected), then
+# OPS_N more by dequeue_after(); callgrind_layers.py --per-entry gives each one's whole call.
+CHURN_PAIRS=70000
+CHURN_BEFORE=""; CHURN_AFTER=""
+run_churn() { # PORT
+  local port=$1 line
+  command -v valgrind >/dev/null || return 0
+  say "-- the empty dequeue of a long-lived EVD before and after $CHURN_PAIRS LMR create/free pairs (callgrind)"
+  if ! DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" timeout 600 valgrind --tool=callgrind \
+    --toggle-collect=dequeue_before --toggle-collect=dequeue_after --callgrind-out-file="$OUT/ops-churn.callgrind" \
+    "$OUT/ops_native" churn -n "$OPS_N" -c "$CHURN_PAIRS" -p "$port" >"$OUT/ops-churn.out" 2>"$OUT/ops-churn.valgrind"; then
+    say "  ops_native churn failed under callgrind:"; tail -5 "$OUT/ops-churn.valgrind"
+    return 0
+  fi
+  line=$(python3 "$ROOT/bench/callgrind_layers.py" --per-entry "$OUT/ops-churn.callgrind" "$OPS_N" dequeue_before dequeue_after \
+    2>"$OUT/ops-churn.layers") || { say "  callgrind_layers.py failed on churn:"; tail -5 "$OUT/ops-churn.layers"; return 0; }
+  CHURN_BEFORE=$(printf '%s\n' "$line" | awk '{ for (i = 1; i < NF; i += 2) if ($i == "dequeue_before") print $(i + 1) }')
+  CHURN_AFTER=$(printf '%s\n' "$line" | awk '{ for (i = 1; i < NF; i += 2) if ($i == "dequeue_after") print $(i + 1) }')
+  say "  empty dat_evd_dequeue, whole call: $(fmt "$CHURN_BEFORE") ins before, $(fmt "$CHURN_AFTER") ins after $CHURN_PAIRS pairs"
+}
+# The difference of the two counts (absolute), or nothing.
+churn_diff() {
+  [ -n "$CHURN_BEFORE" ] && [ -n "$CHURN_AFTER" ] &&
+    awk -v a="$CHURN_AFTER" -v b="$CHURN_BEFORE" 'BEGIN { d = a - b; printf "%.1f", d < 0 ? -d : d }'
+}
 # opsv PHASE KEY: one figure of a phase (per operation), or nothing.
 opsv() { eval "printf '%s\n' \"\${OPS_LINE_$1:-}\"" | awk -v k="$2" '{ for (i = 1; i + 1 <= NF; i += 2) if ($i == k) print $(i + 1) }'; }
 # opsd KEY: the write phase less the event phase (the post alone), or nothing.
@@ -157,6 +186,7 @@ ops_targets() {
   target "write+completion, own layers (device excluded) <= 300 ins" "$(opsv write devex)" "<=" 300
   target "empty dat_evd_dequeue, whole call <= 60 ins" "$(opsv empty whole)" "<=" 60
   target "dat_evd_dequeue returning an event, whole call <= 150 ins" "$(opsv event whole)" "<=" 150
+  target "handle check after 70,000 create/free pairs: same count (±2 instructions)" "$(churn_diff)" "<=" 2
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -180,6 +210,7 @@ if [ "$ONLY" != "" ] && [ "$ONLY" != ops ]; then
 fi
 if [ "$ONLY" = ops ]; then
   run_ops $((PORT + REPS * 50))
+  run_churn $((PORT + REPS * 50 + 10))
   say ""
   ops_report
   say ""
@@ -542,6 +573,7 @@ if [ "$HAVE_HIT" = 1 ] && [ -n "$(getr hit_ns)" ] && command -v valgrind >/dev/n
 fi
 
 run_ops $((PORT + REPS * 50))
+run_churn $((PORT + REPS * 50 + 10))
 
 # ---------------------------------------------------------------------------------------------
 # Report.

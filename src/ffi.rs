@@ -32,6 +32,12 @@ thread_local! {
     static IN_GUARD: Cell<u32> = const { Cell::new(0) };
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Test builds only: the panics this thread's guards sent to the debug log (not stderr).
+    pub static PANICS_LOGGED: Cell<u32> = const { Cell::new(0) };
+}
+
 /// Runs `f` as the body of an exported function: a panic becomes `DAT_INTERNAL_ERROR` and is
 /// reported through the debug log (never printed unless `DAT_DBG_TYPE` asks for it).
 pub fn guard<F: FnOnce() -> DAT_RETURN>(f: F) -> DAT_RETURN {
@@ -66,6 +72,8 @@ fn install_panic_hook() {
                     .or_else(|| info.payload().downcast_ref::<String>().cloned())
                     .unwrap_or_default();
                 log::log(DbgType::ERROR, format_args!("internal error at {location}: {payload}; returning DAT_INTERNAL_ERROR"));
+                #[cfg(test)]
+                PANICS_LOGGED.with(|n| n.set(n.get() + 1));
             } else {
                 previous(info);
             }

@@ -1815,6 +1815,129 @@ static void case_scale_100k(void) { scale_case(100000, 0x01); }
 /* 10,000 live LMRs that need writable memory (each create checks the mappings for write). */
 static void case_scale_10k_write(void) { scale_case(10000, 0x11); }
 
+/* ---- handle checks after churn (issue 20) ------------------------------------- */
+
+/* DAT_INVALID_HANDLE with the argument's subtype, built from <dat2/dat_error.h>'s values. */
+#define RC_BAD(subtype) ((DAT_RETURN)(DAT_CLASS_ERROR | DAT_INVALID_HANDLE | (subtype)))
+#define CHURN_PAIRS 100000
+
+/* The three calls with a handle that names no object of their type: exactly
+ * DAT_INVALID_HANDLE | the argument's subtype, and nothing else happens. */
+static void bad_handle_codes(const char *what, void *h)
+{
+    DAT_EVENT ev;
+    DAT_DTO_COOKIE cookie = {.as_64 = 1};
+    int ok = 1;
+    ok &= EXPECT_RC(dat_ep_post_send((DAT_EP_HANDLE)h, 0, NULL, cookie, DAT_COMPLETION_DEFAULT_FLAG),
+                    RC_BAD(DAT_INVALID_HANDLE_EP));
+    ok &= EXPECT_RC(dat_evd_dequeue((DAT_EVD_HANDLE)h, &ev), RC_BAD(DAT_INVALID_HANDLE_EVD_REQUEST));
+    ok &= EXPECT_RC(dat_lmr_free((DAT_LMR_HANDLE)h), RC_BAD(DAT_INVALID_HANDLE_LMR));
+    if (!ok)
+        harness_note("(the handle above: %s, %p)", what, h);
+}
+
+/* A long-lived EP and EVD keep working, and wild, stale and wrong-type handles keep getting
+ * DAT_INVALID_HANDLE with the argument's subtype (dat_ep_post_send: EP, dat_evd_dequeue:
+ * EVD_REQUEST, dat_lmr_free: LMR), after 100,000 LMR create/free pairs: enough for the
+ * handle cells' quarantine to hand freed cells out again (the first LMR's handle is seen
+ * again), and for the table to grow by many chunks. The stale handles: the first and the
+ * last LMR of the churn, and an EVD and an EP created and freed at its start (their cells
+ * reused since) and at its end (still in quarantine). */
+static void case_handles_after_churn(void)
+{
+    static char buf[4096];
+    DAT_IA_HANDLE ia;
+    DAT_PZ_HANDLE pz;
+    DAT_EVD_HANDLE dto = DAT_HANDLE_NULL, conn = DAT_HANDLE_NULL;
+    DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+    DAT_EVENT ev;
+    DAT_DTO_COOKIE cookie = {.as_64 = 2};
+    DAT_RETURN unconnected = (DAT_RETURN)(DAT_CLASS_ERROR | DAT_INVALID_STATE | DAT_INVALID_STATE_EP_UNCONNECTED);
+    if (!setup(&ia, &pz))
+        return;
+    if (!EXPECT_RC(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto), DAT_SUCCESS) ||
+        !EXPECT_RC(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn), DAT_SUCCESS) ||
+        !EXPECT_RC(dat_ep_create(ia, pz, dto, dto, conn, NULL, &ep), DAT_SUCCESS)) {
+        teardown(ia);
+        return;
+    }
+    /* The long-lived objects' normal answers, before. */
+    EXPECT_RC(dat_evd_dequeue(dto, &ev), DAT_QUEUE_EMPTY);
+    EXPECT_RC(dat_ep_post_send(ep, 0, NULL, cookie, DAT_COMPLETION_DEFAULT_FLAG), unconnected);
+
+    DAT_EVD_HANDLE stale_evd[2] = {DAT_HANDLE_NULL, DAT_HANDLE_NULL};
+    DAT_EP_HANDLE stale_ep[2] = {DAT_HANDLE_NULL, DAT_HANDLE_NULL};
+    DAT_LMR_HANDLE first_lmr = DAT_HANDLE_NULL, last_lmr = DAT_HANDLE_NULL;
+    size_t again = 0, failed = 0;
+    double t0 = now_seconds();
+    for (size_t i = 0; i < CHURN_PAIRS; i++) {
+        if (i == 0 || i == CHURN_PAIRS - 1) {
+            int k = i != 0;
+            if (EXPECT_RC(dat_evd_create(ia, 4, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &stale_evd[k]), DAT_SUCCESS) &&
+                EXPECT_RC(dat_ep_create(ia, pz, stale_evd[k], stale_evd[k], conn, NULL, &stale_ep[k]), DAT_SUCCESS)) {
+                EXPECT_RC(dat_ep_free(stale_ep[k]), DAT_SUCCESS);
+                EXPECT_RC(dat_evd_free(stale_evd[k]), DAT_SUCCESS);
+            }
+        }
+        struct lmr_out o;
+        DAT_RETURN rc = lmr_va(ia, pz, buf, 64, DAT_MEM_PRIV_LOCAL_READ_FLAG, DAT_VA_TYPE_VA, &o);
+        if (!EXPECT(rc == DAT_SUCCESS, "create %zu of %d returned 0x%08x", i + 1, CHURN_PAIRS, (unsigned)rc))
+            break;
+        if (i == 0)
+            first_lmr = o.lmr;
+        else
+            again += o.lmr == first_lmr;
+        last_lmr = o.lmr;
+        failed += dat_lmr_free(o.lmr) != DAT_SUCCESS;
+    }
+    double t1 = now_seconds();
+    EXPECT(failed == 0, "%zu of the churn's frees failed", failed);
+    harness_note("%d LMR create/free pairs: %.2f s; the first LMR's handle was handed out %zu more times", CHURN_PAIRS,
+                 t1 - t0, again);
+    EXPECT(t1 - t0 < 60.0, "the churn took %.1f s (bound 60 s)", t1 - t0);
+
+    /* The long-lived objects, after. */
+    EXPECT_RC(dat_evd_dequeue(dto, &ev), DAT_QUEUE_EMPTY);
+    EXPECT_RC(dat_ep_post_send(ep, 0, NULL, cookie, DAT_COMPLETION_DEFAULT_FLAG), unconnected);
+    EXPECT_RC(dat_ep_post_recv(ep, 0, NULL, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+    EXPECT_RC(dat_evd_dequeue(dto, &ev), DAT_QUEUE_EMPTY);
+
+    /* Stale. */
+    bad_handle_codes("the churn's first LMR (its cell reused since)", first_lmr);
+    bad_handle_codes("the churn's last LMR", last_lmr);
+    for (int k = 0; k < 2; k++) {
+        bad_handle_codes(k ? "an EVD freed at the churn's end" : "an EVD freed at the churn's start", stale_evd[k]);
+        bad_handle_codes(k ? "an EP freed at the churn's end" : "an EP freed at the churn's start", stale_ep[k]);
+    }
+    /* Wrong type: each long-lived object given to the calls of the other types. */
+    DAT_RETURN rc_ep = RC_BAD(DAT_INVALID_HANDLE_EP), rc_evd = RC_BAD(DAT_INVALID_HANDLE_EVD_REQUEST),
+               rc_lmr = RC_BAD(DAT_INVALID_HANDLE_LMR);
+    EXPECT_RC(dat_ep_post_send((DAT_EP_HANDLE)dto, 0, NULL, cookie, DAT_COMPLETION_DEFAULT_FLAG), rc_ep);
+    EXPECT_RC(dat_ep_post_send((DAT_EP_HANDLE)pz, 0, NULL, cookie, DAT_COMPLETION_DEFAULT_FLAG), rc_ep);
+    EXPECT_RC(dat_evd_dequeue((DAT_EVD_HANDLE)ep, &ev), rc_evd);
+    EXPECT_RC(dat_evd_dequeue((DAT_EVD_HANDLE)pz, &ev), rc_evd);
+    EXPECT_RC(dat_lmr_free((DAT_LMR_HANDLE)ep), rc_lmr);
+    EXPECT_RC(dat_lmr_free((DAT_LMR_HANDLE)dto), rc_lmr);
+    EXPECT_RC(dat_lmr_free((DAT_LMR_HANDLE)pz), rc_lmr);
+    /* Wild: a stack address, a small integer, NULL, an address inside a live handle's cell,
+     * and one far past the cells handed out (inside no object of ours: read, it could fault). */
+    uint64_t local = 0;
+    bad_handle_codes("a stack address", &local);
+    bad_handle_codes("(void *)0x10", (void *)0x10);
+    bad_handle_codes("NULL", NULL);
+    bad_handle_codes("the EP's handle + 8", (char *)ep + 8);
+    bad_handle_codes("the EP's handle + 128 MiB", (char *)ep + ((size_t)128 << 20));
+
+    /* Nothing above touched the long-lived objects. */
+    EXPECT_RC(dat_evd_dequeue(dto, &ev), DAT_QUEUE_EMPTY);
+    EXPECT_RC(dat_ep_post_send(ep, 0, NULL, cookie, DAT_COMPLETION_DEFAULT_FLAG), unconnected);
+    EXPECT_RC(dat_ep_free(ep), DAT_SUCCESS);
+    EXPECT_RC(dat_evd_free(dto), DAT_SUCCESS);
+    EXPECT_RC(dat_evd_free(conn), DAT_SUCCESS);
+    EXPECT_RC(dat_pz_free(pz), DAT_SUCCESS);
+    teardown(ia);
+}
+
 /* ---- rule 12: IA close --------------------------------------------------------- */
 
 static void case_ia_close_graceful_then_abrupt(void)
@@ -2004,6 +2127,7 @@ static const struct harness_case cases[] = {
     CASE(threads_create_free),
     CASE(scale_100k),
     CASE(scale_10k_write),
+    CASE(handles_after_churn),
     CASE_RMR(ia_close_graceful_then_abrupt),
 };
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Memory registration on the built-in dat2-soft provider (no dat.conf at all): PZs, the three
 # LMR memory types, privileges, keys, queries, frees, the sync calls, RMRs, registration
-# reuse, threads, 100,000 live LMRs and IA teardown. See memtest.c for the cases.
+# reuse, threads, 100,000 live LMRs, handle checks after 100,000 create/free pairs and IA
+# teardown. See memtest.c for the cases.
 #
 # Each case runs in a process of its own (c-tests/common/lib.sh), so a crash is charged to the
 # case that caused it.

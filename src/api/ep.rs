@@ -25,7 +25,7 @@ fn check_ep_resources(pz: DAT_PZ_HANDLE, recv: DAT_EVD_HANDLE, request: DAT_EVD_
 }
 
 #[allow(clippy::too_many_arguments)]
-extern "C" fn dat_ep_create(
+pub(super) extern "C" fn dat_ep_create(
     ia_handle: DAT_IA_HANDLE,
     pz: DAT_PZ_HANDLE,
     recv_evd: DAT_EVD_HANDLE,
@@ -139,7 +139,7 @@ extern "C" fn dat_ep_disconnect(handle: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -
     guard_try(|| Ok(call!(ep(handle)?.provider, ep_disconnect_func, handle, flags)))
 }
 
-extern "C" fn dat_ep_post_send(
+pub(super) extern "C" fn dat_ep_post_send(
     handle: DAT_EP_HANDLE,
     count: DAT_COUNT,
     iov: *mut DAT_LMR_TRIPLET,
@@ -210,7 +210,7 @@ extern "C" fn dat_ep_get_status(
     guard_try(|| Ok(call!(ep(handle)?.provider, ep_get_status_func, handle, state, recv_idle, request_idle)))
 }
 
-extern "C" fn dat_ep_free(handle: DAT_EP_HANDLE) -> DAT_RETURN {
+pub(super) extern "C" fn dat_ep_free(handle: DAT_EP_HANDLE) -> DAT_RETURN {
     guard_try(|| {
         let t = ep(handle)?;
         Ok(dispatch::free(handle, call!(t.provider, ep_free_func, handle)))

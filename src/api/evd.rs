@@ -33,7 +33,7 @@ fn note_event(owner: &Tracked, event: *const DAT_EVENT) {
     }
 }
 
-extern "C" fn dat_evd_create(
+pub(super) extern "C" fn dat_evd_create(
     ia_handle: DAT_IA_HANDLE,
     qlen: DAT_COUNT,
     cno: DAT_CNO_HANDLE,
@@ -110,7 +110,7 @@ extern "C" fn dat_evd_post_se(handle: DAT_EVD_HANDLE, event: *const DAT_EVENT) -
     guard_try(|| Ok(call!(evd(handle)?.provider, evd_post_se_func, handle, event)))
 }
 
-extern "C" fn dat_evd_dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
+pub(super) extern "C" fn dat_evd_dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
     guard_try(|| {
         if let Some(e) = builtin::evd::pinned(handle) {
             return builtin::evd::dequeue_on(&e, event);

@@ -10,7 +10,7 @@ use crate::log::DbgType;
 use crate::registry::handles::{self, Kind};
 use crate::registry::{self, Key};
 
-extern "C" fn dat_ia_openv(
+pub(super) extern "C" fn dat_ia_openv(
     name: *const c_char,
     async_evd_qlen: DAT_COUNT,
     async_evd: *mut DAT_EVD_HANDLE,
@@ -104,7 +104,7 @@ extern "C" fn dat_ia_query(
     })
 }
 
-extern "C" fn dat_ia_close(ia_handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
+pub(super) extern "C" fn dat_ia_close(ia_handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
     guard(|| {
         if let Err(e) = registry::check_state() {
             return e;

@@ -18,3 +18,5 @@ mod registry;
 mod rmr;
 mod sp;
 mod srq;
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,7 @@ use crate::api::dispatch;
 use crate::ffi::guard_try;
 use crate::registry::{self, handles, handles::Kind};
 
-extern "C" fn dat_pz_create(ia_handle: DAT_IA_HANDLE, pz: *mut DAT_PZ_HANDLE) -> DAT_RETURN {
+pub(super) extern "C" fn dat_pz_create(ia_handle: DAT_IA_HANDLE, pz: *mut DAT_PZ_HANDLE) -> DAT_RETURN {
     guard_try(|| {
         let ia = registry::ia(ia_handle)?;
         Ok(dispatch::create(pz, Kind::Pz, ia.slot, ia.provider, |out| call!(ia.provider, pz_create_func, ia.raw, out)))

@@ -55,6 +55,8 @@ pub fn post_on(
     flags: DAT_COMPLETION_FLAGS,
     p: Post,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
+    #[cfg(test)]
+    super::fault::hit(super::fault::Point::Post);
     let mut i = ep.lock();
     // Completions nobody has collected yet (a consumer that suppresses them never dequeues)
     // may still hold send-queue slots: the device delivers what is ready first.

@@ -448,6 +448,8 @@ pub fn dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> Result<DAT_RETU
 
 /// [`dequeue`] on an EVD already resolved.
 pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
+    #[cfg(test)]
+    super::fault::hit(super::fault::Point::Dequeue);
     if event.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
     }

@@ -24,6 +24,8 @@ pub mod ep;
 pub mod evd;
 pub mod events;
 pub mod ext;
+#[cfg(test)]
+pub mod fault;
 pub mod ia;
 pub mod ia_open;
 pub mod iov;

@@ -1,0 +1,102 @@
+//! The exported functions called as C calls them, on the built-in dat2-soft IA.
+//!
+//! A panic forced inside the built-in data path (`crate::builtin::fault`, test builds only),
+//! reached through `dat_ep_post_send` and `dat_evd_dequeue`, whose handles the API resolves
+//! with a pin and whose built-in bodies it calls directly (no provider table, no second
+//! guard in between): the call must return exactly DAT_INTERNAL_ERROR, the panic must go to
+//! the debug log (not stderr), the pin must be given back, and the next call must work. Were
+//! the guard not there, the panic would unwind out of an `extern "C"` function, which aborts
+//! the whole test process.
+
+use core::mem::MaybeUninit;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::ep::{dat_ep_create, dat_ep_free, dat_ep_post_send};
+use super::evd::{dat_evd_create, dat_evd_dequeue};
+use super::ia::{dat_ia_close, dat_ia_openv};
+use super::pz::dat_pz_create;
+use crate::abi::*;
+use crate::builtin::fault::{self, Point};
+use crate::ffi::PANICS_LOGGED;
+
+/// An IA on dat2-soft (always offered, after any dat.conf's entries), a PZ, a DTO EVD and a
+/// connection EVD, and an EP on them, never connected.
+struct Soft {
+    ia: DAT_IA_HANDLE,
+    evd: DAT_EVD_HANDLE,
+    ep: DAT_EP_HANDLE,
+}
+
+fn open_soft() -> Soft {
+    let mut async_evd: DAT_EVD_HANDLE = core::ptr::null_mut();
+    let mut ia: DAT_IA_HANDLE = core::ptr::null_mut();
+    let rc = dat_ia_openv(c"dat2-soft".as_ptr(), 8, &mut async_evd, &mut ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE);
+    assert_eq!(rc, DAT_SUCCESS, "dat_ia_openv(dat2-soft)");
+    let mut pz: DAT_PZ_HANDLE = core::ptr::null_mut();
+    assert_eq!(dat_pz_create(ia, &mut pz), DAT_SUCCESS, "dat_pz_create");
+    let (mut evd, mut conn): (DAT_EVD_HANDLE, DAT_EVD_HANDLE) = (core::ptr::null_mut(), core::ptr::null_mut());
+    assert_eq!(dat_evd_create(ia, 16, core::ptr::null_mut(), DAT_EVD_DTO_FLAG, &mut evd), DAT_SUCCESS, "dat_evd_create(DTO)");
+    assert_eq!(dat_evd_create(ia, 16, core::ptr::null_mut(), DAT_EVD_CONNECTION_FLAG, &mut conn), DAT_SUCCESS, "dat_evd_create(CONN)");
+    let mut ep: DAT_EP_HANDLE = core::ptr::null_mut();
+    assert_eq!(dat_ep_create(ia, pz, evd, evd, conn, core::ptr::null(), &mut ep), DAT_SUCCESS, "dat_ep_create");
+    Soft { ia, evd, ep }
+}
+
+fn post_send(ep: DAT_EP_HANDLE) -> DAT_RETURN {
+    dat_ep_post_send(ep, 0, core::ptr::null_mut(), DAT_DTO_COOKIE { as_64: 7 }, DAT_COMPLETION_DEFAULT_FLAG)
+}
+
+fn dequeue(evd: DAT_EVD_HANDLE) -> DAT_RETURN {
+    let mut event = MaybeUninit::<DAT_EVENT>::uninit();
+    dat_evd_dequeue(evd, event.as_mut_ptr())
+}
+
+/// Runs `call` with a panic armed at `point`: it must have fired (and been logged, not
+/// printed), and the call must have returned exactly DAT_INTERNAL_ERROR with no pin left.
+fn forced(point: Point, call: impl FnOnce() -> DAT_RETURN) {
+    let logged = PANICS_LOGGED.with(|n| n.get());
+    fault::arm(point);
+    let rc = call();
+    assert!(!fault::armed(), "the forced panic at {point:?} was not reached");
+    assert_eq!(rc, dat_error(DAT_INTERNAL_ERROR, 0), "a panic at {point:?}: 0x{rc:08x}");
+    assert_eq!(PANICS_LOGGED.with(|n| n.get()), logged + 1, "the panic at {point:?} did not go to the debug log");
+    // The unwind dropped the call's pin: this thread can pin again.
+    assert!(crate::util::pin::pin(0x10).is_some(), "a pin was left held after the panic at {point:?}");
+}
+
+#[test]
+fn a_panic_in_a_post_or_a_dequeue_returns_dat_internal_error() {
+    let s = open_soft();
+    // The handles take the pinned path (the one without a guard of its own).
+    assert!(crate::builtin::ep::pinned(s.ep).is_some(), "the EP does not pin");
+    assert!(crate::builtin::evd::pinned(s.evd).is_some(), "the EVD does not pin");
+
+    // The normal answers first: a send on an EP never connected, a dequeue of an idle EVD.
+    let unconnected = dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
+    assert_eq!(post_send(s.ep), unconnected);
+    assert_eq!(dequeue(s.evd), DAT_QUEUE_EMPTY);
+
+    forced(Point::Post, || post_send(s.ep));
+    // Nothing was poisoned or left behind: the same calls give the same answers, twice.
+    for _ in 0..2 {
+        assert_eq!(post_send(s.ep), unconnected, "dat_ep_post_send after the panic");
+        assert_eq!(dequeue(s.evd), DAT_QUEUE_EMPTY, "dat_evd_dequeue after the panic in the post");
+    }
+
+    forced(Point::Dequeue, || dequeue(s.evd));
+    for _ in 0..2 {
+        assert_eq!(dequeue(s.evd), DAT_QUEUE_EMPTY, "dat_evd_dequeue after the panic");
+        assert_eq!(post_send(s.ep), unconnected, "dat_ep_post_send after the panic in the dequeue");
+    }
+
+    // A free waits for the calls that pinned the EP: from another thread it must not find
+    // the panicked calls' pins still held (it would wait for ever).
+    let (tx, rx) = mpsc::channel();
+    let ep = s.ep as usize;
+    std::thread::spawn(move || {
+        let _ = tx.send(dat_ep_free(ep as DAT_EP_HANDLE));
+    });
+    assert_eq!(rx.recv_timeout(Duration::from_secs(20)), Ok(DAT_SUCCESS), "dat_ep_free from another thread");
+    assert_eq!(dat_ia_close(s.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+}
