@@ -67,20 +67,31 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
             Err(DevError::Fault) => {
                 let cookie = r.cookie;
                 i.recvs.remove(wr_id);
-                if let Some(evd) = &i.recv_evd {
-                    evd.post(dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0));
-                }
+                i.refused.push(dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0));
             }
             Err(_) => return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP)),
         }
     }
-    if ep.ia.dev.polled_qps() {
-        for evd in [&i.recv_evd, &i.request_evd].into_iter().flatten() {
-            evd.add_source(&qp);
-        }
+    // One left from a connect that failed goes first.
+    if let Some(old) = i.qp.take() {
+        ep::forget_qp(i, &old);
     }
+    ep::watch_qp(&ep.ia, i, &qp);
     i.qp = Some(qp.clone());
     Ok(qp)
+}
+
+/// Posts the events of receives a new QP refused ([`attach_qp`]), without the EP's lock: an
+/// EVD's CNO may run a proxy agent that calls back into the EP.
+fn post_refused(ep: &Ep) {
+    let (evd, events) = {
+        let mut i = ep.lock();
+        if i.refused.is_empty() {
+            return;
+        }
+        (i.recv_evd.clone(), std::mem::take(&mut i.refused))
+    };
+    evd::post_all(evd, events);
 }
 
 /// The TCP port of a connection qualifier: its low 16 bits, so a qualifier that is a port
@@ -143,6 +154,18 @@ fn ud_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
 
 /// Starts an active connection from an EP that is ready for one.
 fn start_connect(
+    ep: &Ep,
+    addr: SocketAddr,
+    conn_qual: DAT_CONN_QUAL,
+    timeout: DAT_TIMEOUT,
+    pdata: &[u8],
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    let r = start_connect_locked(ep, addr, conn_qual, timeout, pdata);
+    post_refused(ep);
+    r
+}
+
+fn start_connect_locked(
     ep: &Ep,
     addr: SocketAddr,
     conn_qual: DAT_CONN_QUAL,
@@ -259,6 +282,12 @@ pub fn dup_connect(
 
 /// Accepts a connection request on `ep` (from `dat_cr_accept`).
 pub fn accept(ep: &Arc<Ep>, pending: &Arc<dyn PendingConnection>, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
+    let r = accept_locked(ep, pending, pdata);
+    post_refused(ep);
+    r
+}
+
+fn accept_locked(ep: &Arc<Ep>, pending: &Arc<dyn PendingConnection>, pdata: &[u8]) -> Result<DAT_RETURN, DAT_RETURN> {
     let qp = {
         let mut i = ep.lock();
         // A datagram request is accepted only by a UD EP, and a UD EP accepts only those.

@@ -371,7 +371,7 @@ pub fn post_recv_on(
         let qp = i.qp.clone();
         // Without a QP yet, checked now as the device checks at post (and again when the QP
         // takes it).
-        if qp.is_none() && !i.pz.as_ref().is_some_and(|pz| keys_live(&list, |k| pz.key_live(k))) {
+        if qp.is_none() && i.pz.as_ref().is_some_and(|pz| !keys_live(&list, |k| pz.key_live(k))) {
             drop(i);
             refuse_dead_key(ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
             return Ok(DAT_SUCCESS);

@@ -41,6 +41,9 @@ pub struct EpInner {
     pub unposted: VecDeque<u64>,
     /// Requests posted and not completed; their ids are the work requests' ids.
     pub sends: Slots<PendingSend>,
+    /// Receives refused when a new QP took them (their LMR was freed meanwhile): their
+    /// events, posted once the EP's lock is given back (`cm::post_refused`).
+    pub refused: Vec<DAT_EVENT>,
     pub qp: Option<Arc<dyn Qp>>,
     /// The SRQ the EP receives from, if it was created with one.
     pub srq: Option<Arc<Srq>>,
@@ -70,6 +73,11 @@ pub struct UdState {
     pub ahs: IdMap<u64, crate::device::UdPeer>,
     pub contexts: IdMap<u64, Box<[u8]>>,
 }
+
+/// Request slots an EP makes at creation for each queue: memory follows what is in flight,
+/// not the queues' bounds (thousands of EPs with queues of a thousand would take megabytes
+/// each otherwise).
+const SLOTS_AT_CREATE: DAT_COUNT = 64;
 
 /// How many connection events' private data an EP keeps alive for the consumer to read.
 const PRIVATE_DATA_KEPT: usize = 16;
@@ -424,9 +432,11 @@ pub fn create_object(
         request_evd,
         connect_evd,
         attr,
-        recvs: Slots::with_room(attr.max_recv_dtos.max(0) as usize),
+        // Room for what is usually in flight; more slots come (doubling) only when more is.
+        recvs: Slots::with_room(attr.max_recv_dtos.clamp(0, SLOTS_AT_CREATE) as usize),
         unposted: VecDeque::new(),
-        sends: Slots::with_room(attr.max_request_dtos.max(0) as usize),
+        sends: Slots::with_room(attr.max_request_dtos.clamp(0, SLOTS_AT_CREATE) as usize),
+        refused: Vec::new(),
         qp: None,
         srq: None,
         // SAFETY: sockaddr_storage is plain data; all-zero is valid.
@@ -571,6 +581,11 @@ pub fn modify(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_
         }
     }
     count_solicited_stream(&i, false);
+    // A QP left from a connect that failed reports to the EVDs the EP has: they change together.
+    let qp = i.qp.clone();
+    if let Some(qp) = &qp {
+        forget_qp(&i, qp);
+    }
     if let Some(e) = recv {
         swap_evd(&mut i.recv_evd, e);
     }
@@ -582,6 +597,9 @@ pub fn modify(handle: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_
     }
     if let Some(a) = attr {
         i.attr = a;
+    }
+    if let Some(qp) = &qp {
+        watch_qp(&ep.ia, &i, qp);
     }
     count_solicited_stream(&i, true);
     i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
@@ -740,8 +758,17 @@ pub fn destroy(ep: &Ep) {
     evd::post_all(request_evd, sends.iter().map(|(_, s)| request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
 }
 
+/// The EP has `qp`: on a device whose QPs are polled, its recv and request EVDs poll it.
+pub fn watch_qp(ia: &Ia, i: &EpInner, qp: &Arc<dyn Qp>) {
+    if ia.dev.polled_qps() {
+        for evd in [&i.recv_evd, &i.request_evd].into_iter().flatten() {
+            evd.add_source(qp);
+        }
+    }
+}
+
 /// The EP gave up its QP: its EVDs stop polling it.
-fn forget_qp(i: &EpInner, qp: &Arc<dyn Qp>) {
+pub fn forget_qp(i: &EpInner, qp: &Arc<dyn Qp>) {
     for evd in [&i.recv_evd, &i.request_evd].into_iter().flatten() {
         evd.remove_source(qp);
     }

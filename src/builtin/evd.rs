@@ -114,7 +114,10 @@ impl Evd {
         if self.nsources.load(Ordering::Acquire) == 0 {
             return false;
         }
-        let qps: smallvec::SmallVec<[Arc<dyn Qp>; 4]> = self.sources.locked().iter().cloned().collect();
+        let mut qps: smallvec::SmallVec<[Arc<dyn Qp>; 4]> = smallvec::SmallVec::new();
+        for q in self.sources.locked().iter() {
+            qps.push(q.clone());
+        }
         qps.iter().for_each(|q| q.poll());
         !qps.is_empty()
     }

@@ -45,5 +45,14 @@ fn iov_slice<'a>(
 }
 
 pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Sges {
-    iov.iter().map(|t| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }).collect()
+    let sge = |t: &DAT_LMR_TRIPLET| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context };
+    let mut inline = [Sge::default(); 4];
+    if iov.len() > inline.len() {
+        return iov.iter().map(sge).collect();
+    }
+    // Filled in place: collecting into the small vector costs several times more.
+    for (d, t) in inline.iter_mut().zip(iov) {
+        *d = sge(t);
+    }
+    Sges::from_buf_and_len(inline, iov.len())
 }

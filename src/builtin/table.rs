@@ -1,6 +1,6 @@
 //! The built-in providers' objects, and the handles that name them.
 //!
-//! A handle is the address of a 16-byte cell whose first word is the object's
+//! A handle is the address of a 32-byte cell whose first word is the object's
 //! `DAT_PROVIDER *`, as DAT requires of every non-IA handle (and of provider IAs), and stays
 //! so after the object is freed. Cells come from chunks that are never freed, and a freed cell
 //! is reused only after many others (FIFO with a quarantine), so a stale handle keeps failing
@@ -123,8 +123,11 @@ fn alloc_cell(c: &mut Cells, provider: *const DAT_PROVIDER) -> usize {
 /// The cell at `handle`, if `handle` is one of the reserved range's accessible cells (only
 /// compared, never read, until it is known to be one).
 fn listed_cell(handle: usize) -> Option<&'static Cell> {
-    let offset = handle.wrapping_sub(BASE.load(Ordering::Acquire));
-    if offset % CELL != 0 || offset >= COMMITTED.load(Ordering::Acquire) {
+    // The accessible length first: a base read after it is the one it was made for.
+    let committed = COMMITTED.load(Ordering::Acquire);
+    let base = BASE.load(Ordering::Acquire);
+    let offset = handle.wrapping_sub(base);
+    if base == 0 || offset % CELL != 0 || offset >= committed {
         return None;
     }
     // SAFETY: a cell-aligned address inside the accessible part of our reservation, which
@@ -260,7 +263,11 @@ impl Objects {
             cell.published.store(0, Ordering::Release);
             cell.object.store(core::ptr::null_mut(), Ordering::Release);
         }
-        free_cell(&mut self.cells, handle);
+        // A pinnable object's cell is reused only once the pins on it are gone ([`unpinned`]):
+        // a pin that read the old type must not find another type's object there.
+        if !PINNABLE.contains(&obj.handle_type()) {
+            free_cell(&mut self.cells, handle);
+        }
         if let Some(k) = keyed(&*obj) {
             if self.by_key.get(&k) == Some(&handle) {
                 self.by_key.remove(&k);
@@ -313,7 +320,7 @@ pub fn remove(handle: usize) -> Option<Arc<dyn Object>> {
 pub fn remove_then(handle: usize, teardown: impl FnOnce(&Arc<dyn Object>)) -> Option<Arc<dyn Object>> {
     let obj = objects().write_locked().remove(handle)?;
     teardown(&obj);
-    unpinned(handle, obj.handle_type());
+    unpinned(handle, &obj);
     Some(obj)
 }
 
@@ -322,10 +329,14 @@ pub fn remove_then(handle: usize, teardown: impl FnOnce(&Arc<dyn Object>)) -> Op
 const PINNABLE: [DAT_HANDLE_TYPE; 2] = [DAT_HANDLE_TYPE_EP, DAT_HANDLE_TYPE_EVD];
 
 /// After an object left the table (and its lock is given back: a pinned call may look
-/// something up): waits until no call that pinned it before is still using it.
-fn unpinned(handle: usize, ty: DAT_HANDLE_TYPE) {
-    if PINNABLE.contains(&ty) {
+/// something up): waits until no call of another thread that pinned it before is still
+/// using it, keeps it alive for this thread's own pinned call if there is one (consumer code
+/// run inside the call freed it), then lets its cell be reused.
+fn unpinned(handle: usize, obj: &Arc<dyn Object>) {
+    if PINNABLE.contains(&obj.handle_type()) {
+        drop(crate::util::pin::keep_while_pinned(handle, Box::new(obj.clone())));
         crate::util::pin::wait_unpinned(handle);
+        free_cell(&mut objects().write_locked().cells, handle);
     }
 }
 
@@ -344,7 +355,7 @@ pub fn take<T: Object>(
     check((**obj).as_any_ref().downcast_ref::<T>().ok_or(bad)?)?;
     let obj = o.remove(handle as usize).ok_or(bad)?;
     drop(o);
-    unpinned(handle as usize, obj.handle_type());
+    unpinned(handle as usize, &obj);
     downcast(obj).ok_or(bad)
 }
 

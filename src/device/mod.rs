@@ -274,7 +274,7 @@ pub trait Device: Send + Sync {
 // The data path: queue pairs, their completions, and the connection manager.
 
 /// A scatter/gather element of local memory, named by its lkey.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sge {
     pub addr: u64,
     pub len: u32,

@@ -12,7 +12,8 @@
 //! thread unpublishes, fences, then reads every record. Either the pinning thread sees the
 //! object gone, or the unpublishing thread sees the pin and waits for the count to move on.
 
-use std::cell::Cell;
+use std::any::Any;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -34,16 +35,26 @@ static RECORDS: Mutex<Vec<&'static Record>> = Mutex::new(Vec::new());
 struct Mine {
     record: &'static Record,
     held: Cell<bool>,
+    /// What this thread freed while it held a pin on it ([`keep_while_pinned`]), dropped when
+    /// the pin drops.
+    kept: RefCell<Vec<Box<dyn Any>>>,
+    has_kept: Cell<bool>,
 }
 
 impl Drop for Mine {
     fn drop(&mut self) {
+        // A thread that ends holding its pin (it unwound through C, say) leaves the count
+        // even, so that the record's next owner pins with the right parity.
+        let s = self.record.seq.load(Ordering::Relaxed);
+        if s & 1 == 1 {
+            self.record.seq.store(s + 1, Ordering::Release);
+        }
         self.record.taken.store(false, Ordering::Release);
     }
 }
 
 thread_local! {
-    static MINE: Mine = Mine { record: take_record(), held: Cell::new(false) };
+    static MINE: Mine = Mine { record: take_record(), held: Cell::new(false), kept: RefCell::new(Vec::new()), has_kept: Cell::new(false) };
 }
 
 fn take_record() -> &'static Record {
@@ -71,9 +82,9 @@ pub fn pin(what: usize) -> Option<Pin> {
     if m.held.replace(true) {
         return None;
     }
-    m.record.what.store(what, Ordering::Relaxed);
+    m.record.what.store(what, Ordering::Release);
     let s = m.record.seq.load(Ordering::Relaxed);
-    m.record.seq.store(s + 1, Ordering::Relaxed);
+    m.record.seq.store(s | 1, Ordering::Relaxed);
     fence(Ordering::SeqCst);
     Some(Pin { mine })
 }
@@ -86,7 +97,25 @@ impl Drop for Pin {
         let s = m.record.seq.load(Ordering::Relaxed);
         m.record.seq.store(s + 1, Ordering::Release);
         m.held.set(false);
+        if m.has_kept.replace(false) {
+            drop(std::mem::take(&mut *m.kept.borrow_mut()));
+        }
     }
+}
+
+/// When this thread holds a pin on `what` (its pinned call reached consumer code that freed
+/// the object, a CNO's proxy agent say), keeps `value` (a reference to the object) until the
+/// pin drops, so that the call goes on with live memory; otherwise gives it back.
+pub fn keep_while_pinned(what: usize, value: Box<dyn Any>) -> Option<Box<dyn Any>> {
+    let Ok(mine) = MINE.try_with(|m| m as *const Mine) else { return Some(value) };
+    // SAFETY: this thread's own thread-local, alive while the thread runs.
+    let m = unsafe { &*mine };
+    if !m.held.get() || m.record.what.load(Ordering::Relaxed) != what {
+        return Some(value);
+    }
+    m.kept.borrow_mut().push(value);
+    m.has_kept.set(true);
+    None
 }
 
 /// Called after the object at `what` was unpublished: returns once no other thread holds a
@@ -94,13 +123,16 @@ impl Drop for Pin {
 pub fn wait_unpinned(what: usize) {
     fence(Ordering::SeqCst);
     let mine = MINE.try_with(|m| m.record as *const Record).ok();
-    // Under the list's lock, which a pinned thread never takes (it took its record before).
-    for &r in RECORDS.locked().iter() {
+    // Looked through outside the list's lock: a pinned thread may itself free something (and
+    // come here), and a new thread takes its record under that lock. A record added after
+    // the copy belongs to a thread whose fence comes after ours: it sees the object gone.
+    let records: Vec<&'static Record> = RECORDS.locked().clone();
+    for r in records {
         if Some(r as *const Record) == mine {
             continue;
         }
         let s = r.seq.load(Ordering::Acquire);
-        if s & 1 == 0 || r.what.load(Ordering::Relaxed) != what {
+        if s & 1 == 0 || r.what.load(Ordering::Acquire) != what {
             continue;
         }
         while r.seq.load(Ordering::Acquire) == s {
@@ -115,6 +147,20 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
+
+    #[test]
+    fn what_this_thread_frees_under_its_own_pin_lives_until_the_pin_drops() {
+        let object = Arc::new(7u32);
+        let p = pin(0x3000).unwrap();
+        // Not pinned here: given back at once.
+        assert!(super::keep_while_pinned(0x4000, Box::new(object.clone())).is_some());
+        assert!(super::keep_while_pinned(0x3000, Box::new(object.clone())).is_none());
+        // The freeing thread does not wait for its own pin.
+        wait_unpinned(0x3000);
+        assert_eq!(Arc::strong_count(&object), 2);
+        drop(p);
+        assert_eq!(Arc::strong_count(&object), 1);
+    }
 
     #[test]
     fn one_pin_per_thread() {

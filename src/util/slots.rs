@@ -70,7 +70,9 @@ impl<T> Slots<T> {
         self.slot(id)?;
         let index = id as u32;
         let slot = &mut self.slots[index as usize];
-        slot.generation = slot.generation.wrapping_add(1);
+        // 31 bits: an id never has its top bit set, which a device may keep for ids of its own
+        // (the verbs device's SRQ receives share the QP's completion queue).
+        slot.generation = slot.generation.wrapping_add(1) & 0x7fff_ffff;
         self.free.push(index);
         self.taken -= 1;
         slot.value.take()

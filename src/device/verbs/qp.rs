@@ -37,7 +37,7 @@ use crate::device::{
     WrOp,
 };
 use crate::log::DbgType;
-use crate::util::idmap::IdMap;
+use crate::util::slots::Slots;
 use crate::util::sync::MutexExt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,11 +58,11 @@ pub(super) struct Inner {
     pub conn: Conn,
     /// Private data for the connect request.
     pub pdata: Vec<u8>,
-    next_wr: u64,
     /// Our work request ids: the consumer's id, what the request does (None: a request of
     /// our own, such as the invalidation before a rebind, whose success is not reported) and
     /// the lkeys it was posted with.
-    wrs: IdMap<u64, (u64, Option<WcOp>, WrKeys)>,
+    /// The slot's id is the verbs work request id (never with its top bit set: an SRQ's are).
+    wrs: Slots<(u64, Option<WcOp>, WrKeys)>,
     /// The lkeys of the requests in `wrs` (see inuse.rs).
     keys: KeysInUse,
     sends_out: u32,
@@ -197,8 +197,7 @@ impl VerbsQp {
                 id: None,
                 conn: Conn::Idle,
                 pdata: Vec::new(),
-                next_wr: 1,
-                wrs: IdMap::default(),
+                wrs: Slots::with_room((caps.max_send_wr + caps.max_recv_wr) as usize),
                 keys: KeysInUse::default(),
                 sends_out: 0,
                 disconnect_when_drained: false,
@@ -349,10 +348,8 @@ impl VerbsQp {
     }
 
     fn new_wr(&self, i: &mut Inner, wr_id: u64, op: Option<WcOp>, keys: WrKeys) -> u64 {
-        let id = i.next_wr;
-        i.next_wr += 1;
         i.keys.add(&keys);
-        i.wrs.insert(id, (wr_id, op, keys));
+        let id = i.wrs.insert((wr_id, op, keys));
         if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
             i.sends_out += 1;
         }
@@ -363,7 +360,7 @@ impl VerbsQp {
         if !i.ud.held.is_empty() {
             i.ud.held.remove(&id);
         }
-        if let Some((_, op, keys)) = i.wrs.remove(&id) {
+        if let Some((_, op, keys)) = i.wrs.remove(id) {
             i.keys.remove(&keys);
             if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
                 i.sends_out = i.sends_out.saturating_sub(1);
@@ -429,7 +426,7 @@ impl VerbsQp {
         }
         let (found, drained, ended) = {
             let mut i = self.lock();
-            let found = i.wrs.get(&wc.wr_id).map(|&(wr_id, op, _)| (wr_id, op));
+            let found = i.wrs.get(wc.wr_id).map(|&(wr_id, op, _)| (wr_id, op));
             if found.is_some() {
                 self.forget_wr(&mut i, wc.wr_id);
             }

@@ -56,7 +56,9 @@ impl VerbsSrq {
             dev: dev.clone(),
             srq: Ptr(srq),
             max_wr: Mutex::new(max_wr),
-            posted: Mutex::new(Posted { next: 1, ..Posted::default() }),
+            // The top bit set: the ids of a QP's own requests never have it, and its CQ
+            // reports both.
+            posted: Mutex::new(Posted { next: 1 << 63, ..Posted::default() }),
             events,
         });
         dev.lock().srqs.insert(srq as usize, Arc::downgrade(&s));

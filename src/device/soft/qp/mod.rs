@@ -776,6 +776,14 @@ impl Qp for SoftQp {
             }
         }
         self.disconnect_now();
+        // Another thread's post may still be writing to a peer that stopped reading: the EP
+        // is going (and its free waits for that post), so the connection is cut under it.
+        let writing = self.out.queue.locked().busy;
+        if writing {
+            if let Some(s) = &self.lock().stream {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
         // Whatever the peer did not answer, it will not answer now: those leases go (a
         // connection that ended before may have left some).
         for o in self.lock().outstanding.iter_mut() {
