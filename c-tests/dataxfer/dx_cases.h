@@ -33,6 +33,10 @@ void case_conn_connect_connected(void);
 void case_conn_established_order(void);
 void case_conn_passive_sends_first(void);
 
+/* service points (dx_psp.c) */
+void case_conn_psp_provider_flood(void);
+void case_conn_psp_provider_flood_ud(void);
+
 /* shared-memory registrations (dx_shm.c) */
 void case_shm_write_read(void);
 void case_shm_rkey_bounds(void);

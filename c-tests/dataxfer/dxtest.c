@@ -113,6 +113,8 @@ static const struct harness_case cases[] = {
     CASE(sem_connect_timeout_zero),
     CASE(sem_passive_path),
     CASE_TCP(sem_passive_path),
+    CASE(conn_psp_provider_flood),
+    CASE(conn_psp_provider_flood_ud),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

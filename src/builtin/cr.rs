@@ -54,17 +54,42 @@ pub fn cr(handle: DAT_CR_HANDLE) -> Result<Arc<Cr>, DAT_RETURN> {
     table::lookup::<Cr>(handle, DAT_INVALID_HANDLE_CR)
 }
 
+/// The EP a connection request is for.
+pub enum ForEp {
+    /// None yet (a PSP without the provider flag): the consumer names one when it accepts.
+    Consumer,
+    /// The RSP's.
+    Rsp(Arc<Ep>),
+    /// One the provider makes (a PSP with `DAT_PSP_PROVIDER_FLAG`), once the request is known
+    /// to be deliverable.
+    Provider,
+}
+
 /// A connection request arrived at service point `sp` (a PSP or RSP handle): make it a CR and
 /// tell the consumer on the service point's EVD.
-pub fn arrive(
-    ia: &Arc<Ia>,
-    sp: usize,
-    conn_qual: DAT_CONN_QUAL,
-    evd: &Arc<Evd>,
-    ep: Option<Arc<Ep>>,
-    provider_ep: bool,
-    pending: Arc<dyn PendingConnection>,
-) {
+///
+/// A request the EVD has no room for is refused and leaves nothing behind: no CR, no EP, no
+/// handle. A peer could otherwise grow the process without bound with requests the consumer
+/// never learns of and so can never free. The room is checked before anything is made; when a
+/// post still fails (the queue filled up in between), what was made is undone.
+pub fn arrive(ia: &Arc<Ia>, sp: usize, conn_qual: DAT_CONN_QUAL, evd: &Arc<Evd>, for_ep: ForEp, pending: Arc<dyn PendingConnection>) {
+    if !evd.admits() {
+        pending.reject(&[]);
+        return;
+    }
+    let (ep, provider_ep) = match for_ep {
+        ForEp::Consumer => (None, false),
+        ForEp::Rsp(ep) => (Some(ep), false),
+        ForEp::Provider => {
+            let mut attr = ep::default_attr(ia);
+            if pending.datagram() {
+                attr = ep::ud_attr(ia, attr);
+            }
+            let ep = ep::create_object(ia, None, None, None, None, attr).ok();
+            let made = ep.is_some();
+            (ep, made)
+        }
+    };
     let remote = pending.remote();
     let private_data: Box<[u8]> = pending.private_data().into();
     let handle = table::reserve(ia.provider());
@@ -99,9 +124,22 @@ pub fn arrive(
         truncate_flag: DAT_FALSE,
     };
     if !evd.post(ev) {
-        // No room to tell anyone: refuse the request rather than leave the peer waiting.
+        // No room after all: refuse the request rather than leave the peer waiting, and undo
+        // the CR and the EP made for it, which nobody was told of.
         if let Some(cr) = table::remove(handle).and_then(table::downcast::<Cr>) {
             cr.pending.reject(&[]);
+            cr.drop_provider_ep();
+        }
+    }
+}
+
+impl Cr {
+    /// The EP the provider made for this request goes with it (rejected, or never delivered).
+    pub fn drop_provider_ep(&self) {
+        if let (true, Some(e)) = (self.provider_ep, &self.ep) {
+            if table::remove(e.handle).is_some() {
+                ep::destroy(e);
+            }
         }
     }
 }
@@ -150,12 +188,6 @@ pub fn reject(handle: DAT_CR_HANDLE, size: DAT_COUNT, data: *const c_void) -> Re
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
     }
     c.pending.reject(pdata);
-    if c.provider_ep {
-        if let Some(e) = &c.ep {
-            if table::remove(e.handle).is_some() {
-                ep::destroy(e);
-            }
-        }
-    }
+    c.drop_provider_ep();
     Ok(DAT_SUCCESS)
 }

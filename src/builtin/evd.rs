@@ -158,6 +158,21 @@ impl Evd {
         true
     }
 
+    /// Whether one more event fits now, so that a caller can refuse what the event would be
+    /// for before it makes anything for it. When it does not, the overflow is reported on the
+    /// IA's async EVD, as for a post that finds the queue full. A post after it may still find
+    /// the queue full (events posted in the meantime): its caller must undo what it made then.
+    pub fn admits(&self) -> bool {
+        let full = {
+            let s = self.lock();
+            s.queue.len() >= s.qlen as usize
+        };
+        if full {
+            self.overflowed();
+        }
+        !full
+    }
+
     fn overflowed(&self) {
         let async_handle = self.ia.async_evd.load(Ordering::SeqCst);
         if async_handle == self.handle {

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::cm::port_of;
-use super::cr;
+use super::cr::{self, ForEp};
 use super::ep::{self, Ep};
 use super::evd::Evd;
 use super::ia::{self, Ia};
@@ -37,6 +37,17 @@ pub struct Rsp {
     /// Listening for as long as the service point lives.
     _listener: Box<dyn Listener>,
     pub context: Mutex<u64>,
+}
+
+impl Psp {
+    /// The EP a request arriving here is for.
+    fn for_ep(&self) -> ForEp {
+        if self.flags == DAT_PSP_PROVIDER_FLAG {
+            ForEp::Provider
+        } else {
+            ForEp::Consumer
+        }
+    }
 }
 
 impl Object for Psp {
@@ -86,19 +97,9 @@ impl ListenEvents for SpEvents {
     fn request(&self, conn: Arc<dyn PendingConnection>) {
         let sp = table::get(self.sp as DAT_HANDLE);
         if let Some(psp) = sp.clone().and_then(table::downcast::<Psp>) {
-            let ep = if psp.flags == DAT_PSP_PROVIDER_FLAG {
-                let mut attr = ep::default_attr(&psp.ia);
-                if conn.datagram() {
-                    attr = ep::ud_attr(&psp.ia, attr);
-                }
-                ep::create_object(&psp.ia, None, None, None, None, attr).ok()
-            } else {
-                None
-            };
-            let provider_ep = ep.is_some();
-            cr::arrive(&psp.ia, psp.handle, psp.conn_qual, &psp.evd, ep, provider_ep, conn);
+            cr::arrive(&psp.ia, psp.handle, psp.conn_qual, &psp.evd, psp.for_ep(), conn);
         } else if let Some(rsp) = sp.and_then(table::downcast::<Rsp>) {
-            cr::arrive(&rsp.ia, rsp.handle, rsp.conn_qual, &rsp.evd, Some(rsp.ep.clone()), false, conn);
+            cr::arrive(&rsp.ia, rsp.handle, rsp.conn_qual, &rsp.evd, ForEp::Rsp(rsp.ep.clone()), conn);
         } else {
             conn.reject(&[]);
         }
@@ -307,6 +308,8 @@ pub fn cr_handoff(handle: DAT_CR_HANDLE, conn_qual: DAT_CONN_QUAL) -> Result<DAT
     if table::remove(c.handle).is_none() {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
     }
-    cr::arrive(&c.ia, psp.handle, conn_qual, &psp.evd, None, false, c.pending.clone());
+    // The new CR has no EP, whatever the PSP's flags; an EP made for the old one stays the
+    // consumer's (dat_cr_handoff(3)).
+    cr::arrive(&c.ia, psp.handle, conn_qual, &psp.evd, ForEp::Consumer, c.pending.clone());
     Ok(DAT_SUCCESS)
 }
