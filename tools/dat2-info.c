@@ -47,6 +47,17 @@ static int cap_fd = -1;   /* scratch file, -1 when nothing is captured */
 static int real_out = -1; /* the real standard output and error while capturing */
 static int real_err = -1;
 
+/* Keeps standard error's real copy, and closes the capture's descriptors in the programs a
+ * provider may start. */
+static void keep_descriptors(void)
+{
+	real_err = dup(STDERR_FILENO);
+	fcntl(real_out, F_SETFD, FD_CLOEXEC);
+	fcntl(cap_fd, F_SETFD, FD_CLOEXEC);
+	if (real_err >= 0)
+		fcntl(real_err, F_SETFD, FD_CLOEXEC);
+}
+
 static int scratch_file(void)
 {
 	char path[4096];
@@ -154,11 +165,7 @@ static int adopt_capture(const char *fds, char **load_log)
 		return 1; /* standard output stays the scratch file: nothing better to do */
 	real_out = out;
 	cap_fd = fd;
-	real_err = dup(STDERR_FILENO);
-	fcntl(real_out, F_SETFD, FD_CLOEXEC);
-	fcntl(cap_fd, F_SETFD, FD_CLOEXEC);
-	if (real_err >= 0)
-		fcntl(real_err, F_SETFD, FD_CLOEXEC);
+	keep_descriptors();
 	*load_log = capture_text();
 	capture_reset();
 	return 1;
@@ -181,11 +188,7 @@ static void capture_here(void)
 		return;
 	}
 	cap_fd = fd;
-	real_err = dup(STDERR_FILENO);
-	fcntl(real_out, F_SETFD, FD_CLOEXEC);
-	fcntl(cap_fd, F_SETFD, FD_CLOEXEC);
-	if (real_err >= 0)
-		fcntl(real_err, F_SETFD, FD_CLOEXEC);
+	keep_descriptors();
 }
 
 static void capture_begin(void)
