@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use super::device::{mw_access, VerbsDevice};
 use super::errno::{dev_error, last_error};
-use super::inuse::{KeysInUse, WrKeys};
+use super::inuse::WrKeys;
 use super::srq::VerbsSrq;
 use super::{api, sys, Ptr};
 use crate::abi::*;
@@ -63,8 +63,6 @@ pub(super) struct Inner {
     /// the lkeys it was posted with.
     /// The slot's id is the verbs work request id (never with its top bit set: an SRQ's are).
     wrs: Slots<(u64, Option<WcOp>, WrKeys)>,
-    /// The lkeys of the requests in `wrs` (see inuse.rs).
-    keys: KeysInUse,
     sends_out: u32,
     /// A graceful disconnect waits for the posted sends.
     disconnect_when_drained: bool,
@@ -198,7 +196,6 @@ impl VerbsQp {
                 conn: Conn::Idle,
                 pdata: Vec::new(),
                 wrs: Slots::with_room((caps.max_send_wr + caps.max_recv_wr) as usize),
-                keys: KeysInUse::default(),
                 sends_out: 0,
                 disconnect_when_drained: false,
                 abandoned: false,
@@ -255,7 +252,7 @@ impl VerbsQp {
 
     /// Whether a request posted here with `lkey` is still outstanding.
     pub(super) fn uses_lkey(&self, lkey: u32) -> bool {
-        self.lock().keys.contains(lkey)
+        self.lock().wrs.values().any(|(_, _, keys)| keys.contains(lkey))
     }
 
     pub(super) fn on_srq(&self) -> bool {
@@ -348,7 +345,6 @@ impl VerbsQp {
     }
 
     fn new_wr(&self, i: &mut Inner, wr_id: u64, op: Option<WcOp>, keys: WrKeys) -> u64 {
-        i.keys.add(&keys);
         let id = i.wrs.insert((wr_id, op, keys));
         if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
             i.sends_out += 1;
@@ -360,8 +356,7 @@ impl VerbsQp {
         if !i.ud.held.is_empty() {
             i.ud.held.remove(&id);
         }
-        if let Some((_, op, keys)) = i.wrs.remove(id) {
-            i.keys.remove(&keys);
+        if let Some((_, op, _)) = i.wrs.remove(id) {
             if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
                 i.sends_out = i.sends_out.saturating_sub(1);
             }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use super::device::VerbsDevice;
 use super::errno::{dev_error, last_error};
-use super::inuse::{KeysInUse, WrKeys};
+use super::inuse::WrKeys;
 use super::{api, sys, Ptr};
 use crate::device::{keys_live, DevError, Pd, Sges, Srq, SrqEvents};
 use crate::util::idmap::IdMap;
@@ -25,8 +25,6 @@ struct Posted {
     next: u64,
     /// Our receive ids -> the consumer's, and the lkeys the receive was posted with.
     ids: IdMap<u64, (u64, WrKeys)>,
-    /// Their lkeys (see inuse.rs).
-    keys: KeysInUse,
 }
 
 // SAFETY: the SRQ is an rdma-core object usable from any thread; state is behind mutexes.
@@ -81,14 +79,13 @@ impl VerbsSrq {
     /// A receive of this SRQ completed on one of its QPs: the consumer's id.
     pub(super) fn take(&self, id: u64) -> Option<u64> {
         let mut p = self.posted.locked();
-        let (wr_id, keys) = p.ids.remove(&id)?;
-        p.keys.remove(&keys);
+        let (wr_id, _) = p.ids.remove(&id)?;
         Some(wr_id)
     }
 
     /// Whether a receive posted here with `lkey` is still outstanding.
     pub(super) fn uses_lkey(&self, lkey: u32) -> bool {
-        self.posted.locked().keys.contains(lkey)
+        self.posted.locked().ids.values().any(|(_, keys)| keys.contains(lkey))
     }
 }
 
@@ -127,7 +124,6 @@ impl Srq for VerbsSrq {
         if rc != 0 {
             return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
         }
-        p.keys.add(&keys);
         p.ids.insert(id, (wr_id, keys));
         Ok(())
     }
