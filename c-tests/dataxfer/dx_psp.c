@@ -69,28 +69,35 @@ static int connect_one(struct node *c, DAT_CONN_QUAL port, DAT_EP_HANDLE *ep)
                           DAT_CONNECT_DEFAULT_FLAG) == DAT_SUCCESS;
 }
 
-/* The flooding peer's connects: `eps[0..live]` are waiting for an answer. */
+/* The flooding peer's connects: `eps[0..live]` are waiting for an answer, each made in round
+ * `made_in[k]` (a request of the warm-up may be answered during the next round: under the
+ * VM's emulation the target can take longer than the quiet seconds). */
 struct flood {
     struct node c;
     DAT_CONN_QUAL port;
     DAT_EP_HANDLE eps[FLOOD_INFLIGHT];
+    int made_in[FLOOD_INFLIGHT];
     int live;
+    int round;
 };
 
 /* Makes `n` more requests, FLOOD_INFLIGHT at a time (at most FLOOD_SECONDS), each EP freed
  * once its request is answered. The requests the target queued are answered only at its
- * end, so once all are made a quiet second ends the round. Returns {made, answered}, or
+ * end, so once all are made three quiet seconds end the round. Returns {made, answered}, or
  * made -1 when a connect failed. */
 static void flood_round(struct flood *f, int n, int32_t res[2])
 {
     int issued = 0, answered = 0;
     double t0 = dx_now();
-    for (; f->live < FLOOD_INFLIGHT && issued < n; f->live++, issued++)
+    f->round++;
+    for (; f->live < FLOOD_INFLIGHT && issued < n; f->live++, issued++) {
+        f->made_in[f->live] = f->round;
         if (!connect_one(&f->c, f->port, &f->eps[f->live]))
             goto failed;
+    }
     while (f->live > 0) {
         DAT_EVENT ev;
-        if (wait_ev(f->c.conn, issued < n ? 10000 : 1000, &ev) != DAT_SUCCESS)
+        if (wait_ev(f->c.conn, issued < n ? 10000 : 3000, &ev) != DAT_SUCCESS)
             break;
         DAT_EP_HANDLE done = ev.event_data.connect_event_data.ep_handle;
         int k = 0;
@@ -98,10 +105,14 @@ static void flood_round(struct flood *f, int n, int32_t res[2])
             k++;
         if (k == f->live)
             continue;
-        answered++;
+        if (f->made_in[k] == f->round)
+            answered++;
         dat_ep_free(done);
-        f->eps[k] = f->eps[--f->live];
+        f->live--;
+        f->eps[k] = f->eps[f->live];
+        f->made_in[k] = f->made_in[f->live];
         if (issued < n && dx_now() - t0 < FLOOD_SECONDS) {
+            f->made_in[f->live] = f->round;
             if (!connect_one(&f->c, f->port, &f->eps[f->live]))
                 goto failed;
             f->live++;
