@@ -539,16 +539,26 @@ dapltest_fft() { # column lib ia name test
 }
 
 # dapltest -T L: each object limit reaches dapltest's default maximum of 1000, some
-# receives can be posted, and the largest registration is reported.
+# receives can be posted, and the largest registration is reported. Its service points take
+# 1000 consecutive qualifiers: on iWARP those are TCP ports, and one may be held by another
+# socket of the VM (a connection of an earlier row in its ephemeral range): a create that
+# fails with DAT_CONN_QUAL_IN_USE ends that count early and is noted, not failed.
 dapltest_limit() { # column lib ia name
   local col=$1 lib=$2 ia=$3 name=$4
-  local log=$out/$col.$name.log st what
+  local log=$out/$col.$name.log st what kind text
   launch "$lib" 300 "$log" dapltest -T L -D "$ia"
   st=$?
   why=$(status_words "$st" dapltest)
   [ "$st" = 0 ] || [ "$st" -gt 128 ] || [ "$st" = 124 ] || why+=" exit status $st;"
+  slurp "$log"
   for what in "IAs opened" "PZs created" "CNOs created" "EVDs created" "EPs created" \
     "RSPs created" "PSPs created" "LMRs created"; do
+    kind=${what%% *}
+    kind=${kind,,}
+    if [[ $what == [RP]SPs* && $text == *"dat_${kind%s}_create #"*" fails: DAT_CONN_QUAL_IN_USE"* ]]; then
+      echo "  note: $name: a $kind qualifier was taken by another socket (DAT_CONN_QUAL_IN_USE)" >&2
+      continue
+    fi
     why+=$(need "$log" "LimitTest: $what: 1000" dapltest)
   done
   grep -qE 'LimitTest: recv buffers posted per EP: [1-9]' "$log" || why+=" no receives posted;"
