@@ -12,14 +12,9 @@ pub struct PostedRecv {
 // SAFETY: the cookie is the consumer's opaque value.
 unsafe impl Send for PostedRecv {}
 
-/// Checks a local I/O vector argument: `count` triplets at `iov` (`arg` is the count's
-/// subtype; the vector is the next argument).
-pub fn iov_arg(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Vec<DAT_LMR_TRIPLET>, DAT_RETURN> {
-    Ok(iov_slice(count, iov, max, arg)?.to_vec())
-}
-
-/// Checks a local I/O vector argument as [`iov_arg`] does and turns it into the device's
-/// scatter list at once (one copy of the consumer's triplets, read once).
+/// Checks a local I/O vector argument, `count` triplets at `iov` (`arg` is the count's
+/// subtype; the vector is the next argument), and turns it into the device's scatter list at
+/// once (one copy of the consumer's triplets, read once).
 pub fn iov_sges(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, arg: DAT_RETURN) -> Result<Sges, DAT_RETURN> {
     Ok(sges(iov_slice(count, iov, max, arg)?))
 }
@@ -44,7 +39,7 @@ fn iov_slice<'a>(
     Ok(unsafe { core::slice::from_raw_parts(iov, count as usize) })
 }
 
-pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Sges {
+fn sges(iov: &[DAT_LMR_TRIPLET]) -> Sges {
     let sge = |t: &DAT_LMR_TRIPLET| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context };
     let mut inline = [Sge::default(); 4];
     if iov.len() > inline.len() {

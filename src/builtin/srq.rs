@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::evd;
 use super::ia::{self, Ia};
-use super::iov::{iov_arg, sges, PostedRecv};
+use super::iov::{iov_sges, PostedRecv};
 use super::put;
 use super::pz::{self, Pz};
 use super::table::{self, Object};
@@ -131,9 +131,8 @@ pub fn post_recv(
     cookie: DAT_DTO_COOKIE,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let s = srq(handle)?;
-    let segs = iov_arg(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
+    let list = iov_sges(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
     let wr_id = NEXT_WR.fetch_add(1, Ordering::Relaxed);
-    let list = sges(&segs);
     s.recvs.locked().insert(wr_id, PostedRecv { cookie, sges: list.clone() });
     if let Err(e) = s.dev.post_recv(wr_id, list) {
         s.recvs.locked().remove(&wr_id);
