@@ -4,12 +4,12 @@
 //! Conventions (see README): out-parameters are written only on success; a handle we did not
 //! hand out is never dereferenced; no panic ever unwinds into C.
 
-use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 
 use crate::abi::{dat_error, DAT_INTERNAL_ERROR, DAT_RETURN};
 use crate::log::{self, DbgType};
+use crate::util::pin::{self, LocalRef};
 
 /// Exports `$name` (a private `extern "C" fn` of the same name in the invoking module) as the
 /// C symbol `$name`. The version script (`src/dat2.map`) binds it to `DAT_2.0`. A plain
@@ -28,28 +28,27 @@ macro_rules! export_c {
     };
 }
 
-thread_local! {
-    static IN_GUARD: Cell<u32> = const { Cell::new(0) };
-}
-
 #[cfg(test)]
 thread_local! {
     /// Test builds only: the panics this thread's guards sent to the debug log (not stderr).
-    pub static PANICS_LOGGED: Cell<u32> = const { Cell::new(0) };
+    pub static PANICS_LOGGED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// Runs `f` as the body of an exported function: a panic becomes `DAT_INTERNAL_ERROR` and is
 /// reported through the debug log (never printed unless `DAT_DBG_TYPE` asks for it).
 pub fn guard<F: FnOnce() -> DAT_RETURN>(f: F) -> DAT_RETURN {
+    guard_local(|_| f())
+}
+
+/// [`guard`], handing `f` this thread's call state, reached once per call (in a shared library
+/// each thread-local access is a call), for it to pin a handle with.
+#[inline]
+pub fn guard_local<F: FnOnce(LocalRef) -> DAT_RETURN>(f: F) -> DAT_RETURN {
     install_panic_hook();
-    // Reached once: in a shared library each thread-local access is a call.
-    let depth: *const Cell<u32> = IN_GUARD.with(|g| g as *const Cell<u32>);
-    // SAFETY: this thread's own thread-local (const-initialised, no destructor), alive for
-    // the rest of the thread; read and written only by this thread.
-    let depth = unsafe { &*depth };
-    depth.set(depth.get() + 1);
-    let result = panic::catch_unwind(AssertUnwindSafe(f));
-    depth.set(depth.get() - 1);
+    let local = pin::local();
+    local.enter();
+    let result = panic::catch_unwind(AssertUnwindSafe(|| f(local)));
+    local.leave();
     match result {
         Ok(r) => r,
         Err(_) => dat_error(DAT_INTERNAL_ERROR, 0),
@@ -63,7 +62,7 @@ fn install_panic_hook() {
     HOOK.call_once(|| {
         let previous = panic::take_hook();
         panic::set_hook(Box::new(move |info| {
-            if IN_GUARD.with(|g| g.get()) > 0 {
+            if pin::local().depth() > 0 {
                 let location = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
                 let payload = info
                     .payload()
@@ -110,6 +109,14 @@ pub unsafe fn bounded_cstr<'a>(ptr: *const core::ffi::c_char, max: usize) -> Opt
 /// Like [`guard`], for bodies written with `?`: `Err(code)` and `Ok(code)` are both returned.
 pub fn guard_try<F: FnOnce() -> Result<DAT_RETURN, DAT_RETURN>>(f: F) -> DAT_RETURN {
     guard(|| match f() {
+        Ok(r) | Err(r) => r,
+    })
+}
+
+/// [`guard_local`] for bodies written with `?`.
+#[inline]
+pub fn guard_try_local<F: FnOnce(LocalRef) -> Result<DAT_RETURN, DAT_RETURN>>(f: F) -> DAT_RETURN {
+    guard_local(|local| match f(local) {
         Ok(r) | Err(r) => r,
     })
 }

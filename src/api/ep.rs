@@ -7,7 +7,7 @@ use super::dispatch::call;
 use crate::abi::*;
 use crate::api::dispatch;
 use crate::builtin::{self, dto};
-use crate::ffi::guard_try;
+use crate::ffi::{guard_try, guard_try_local};
 use crate::registry::handles::{self, Kind, Tracked};
 use crate::registry::{self};
 
@@ -146,8 +146,8 @@ pub(super) extern "C" fn dat_ep_post_send(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard_try(|| {
-        if let Some(ep) = builtin::ep::pinned(handle) {
+    guard_try_local(|local| {
+        if let Some(ep) = builtin::ep::pinned(&local, handle) {
             return dto::post_send_on(&ep, count, iov, cookie, flags);
         }
         Ok(call!(ep(handle)?.provider, ep_post_send_func, handle, count, iov, cookie, flags))
@@ -161,8 +161,8 @@ extern "C" fn dat_ep_post_recv(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard_try(|| {
-        if let Some(ep) = builtin::ep::pinned(handle) {
+    guard_try_local(|local| {
+        if let Some(ep) = builtin::ep::pinned(&local, handle) {
             return dto::post_recv_on(&ep, count, iov, cookie, flags);
         }
         Ok(call!(ep(handle)?.provider, ep_post_recv_func, handle, count, iov, cookie, flags))
@@ -177,8 +177,8 @@ extern "C" fn dat_ep_post_rdma_read(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard_try(|| {
-        if let Some(ep) = builtin::ep::pinned(handle) {
+    guard_try_local(|local| {
+        if let Some(ep) = builtin::ep::pinned(&local, handle) {
             return dto::post_rdma_read_on(&ep, count, iov, cookie, remote, flags);
         }
         Ok(call!(ep(handle)?.provider, ep_post_rdma_read_func, handle, count, iov, cookie, remote, flags))
@@ -193,8 +193,8 @@ extern "C" fn dat_ep_post_rdma_write(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard_try(|| {
-        if let Some(ep) = builtin::ep::pinned(handle) {
+    guard_try_local(|local| {
+        if let Some(ep) = builtin::ep::pinned(&local, handle) {
             return dto::post_rdma_write_on(&ep, count, iov, cookie, remote, flags);
         }
         Ok(call!(ep(handle)?.provider, ep_post_rdma_write_func, handle, count, iov, cookie, remote, flags))

@@ -8,7 +8,7 @@ use super::dispatch::call;
 use crate::abi::*;
 use crate::api::dispatch;
 use crate::builtin;
-use crate::ffi::guard_try;
+use crate::ffi::{guard_try, guard_try_local};
 use crate::registry::handles::{self, Kind, Tracked};
 use crate::registry::{self};
 
@@ -87,10 +87,10 @@ extern "C" fn dat_evd_wait(
     event: *mut DAT_EVENT,
     nmore: *mut DAT_COUNT,
 ) -> DAT_RETURN {
-    guard_try(|| {
+    guard_try_local(|local| {
         // A built-in EVD: its events' handles are the built-in table's, which answers for
         // them itself (nothing to note).
-        if let Some(e) = builtin::evd::pinned(handle) {
+        if let Some(e) = builtin::evd::pinned(&local, handle) {
             return builtin::evd::wait_on(&e, timeout, threshold, event, nmore);
         }
         let t = evd(handle)?;
@@ -106,13 +106,23 @@ extern "C" fn dat_evd_resize(handle: DAT_EVD_HANDLE, qlen: DAT_COUNT) -> DAT_RET
     guard_try(|| Ok(call!(evd(handle)?.provider, evd_resize_func, handle, qlen)))
 }
 
-extern "C" fn dat_evd_post_se(handle: DAT_EVD_HANDLE, event: *const DAT_EVENT) -> DAT_RETURN {
+pub(super) extern "C" fn dat_evd_post_se(handle: DAT_EVD_HANDLE, event: *const DAT_EVENT) -> DAT_RETURN {
     guard_try(|| Ok(call!(evd(handle)?.provider, evd_post_se_func, handle, event)))
 }
 
 pub(super) extern "C" fn dat_evd_dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
-    guard_try(|| {
-        if let Some(e) = builtin::evd::pinned(handle) {
+    // A polling consumer's most frequent call, answered from the handle's cell: loads that
+    // cannot panic, so outside the guard (and without the registers the rest needs saved).
+    if builtin::evd::nothing_to_take(handle, event) {
+        return DAT_QUEUE_EMPTY;
+    }
+    dequeue_guarded(handle, event)
+}
+
+#[inline(never)]
+fn dequeue_guarded(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
+    guard_try_local(|local| {
+        if let Some(e) = builtin::evd::pinned(&local, handle) {
             return builtin::evd::dequeue_on(&e, event);
         }
         let t = evd(handle)?;

@@ -18,6 +18,7 @@ use super::table::{self, Object};
 use crate::abi::*;
 use crate::device::Qp;
 use crate::util::idmap::IdMap;
+use crate::util::pin::{self, Local};
 use crate::util::slots::Slots;
 use crate::util::sync::MutexExt;
 
@@ -206,14 +207,14 @@ impl table::Pinnable for Ep {
 }
 
 /// The EP `handle` names, for the length of a call (see [`table::pin`]).
-pub fn pinned(handle: DAT_EP_HANDLE) -> Option<table::Pinned<Ep>> {
-    table::pin(handle as usize)
+pub fn pinned(local: &Local, handle: DAT_EP_HANDLE) -> Option<table::Pinned<Ep>> {
+    table::pin(local, handle as usize)
 }
 
 /// Runs `f` on the EP `handle` names: pinned, or looked up when it cannot be (which also
 /// tells the errors apart).
 pub fn with_ep<R>(handle: DAT_EP_HANDLE, f: impl FnOnce(&Ep) -> Result<R, DAT_RETURN>) -> Result<R, DAT_RETURN> {
-    match pinned(handle) {
+    match pinned(&pin::local(), handle) {
         Some(ep) => f(&ep),
         None => f(&*ep(handle)?),
     }

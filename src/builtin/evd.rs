@@ -4,7 +4,7 @@
 
 use core::ptr::addr_of_mut;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -15,6 +15,7 @@ use super::table::{self, Object};
 use super::{deadline, put};
 use crate::abi::*;
 use crate::device::Qp;
+use crate::util::pin::{self, Local};
 use crate::util::sync::MutexExt;
 
 /// The EVD flags a consumer may ask for.
@@ -44,6 +45,8 @@ pub struct EvdState {
     /// without notification (an unsolicited receive on a solicited-wait stream) leaves it as
     /// it is, so a blocked waiter can tell the two apart.
     pub notices: u64,
+    /// Whether the EVD still writes its cell's words (see [`Evd::words`]).
+    owns_cell: bool,
 }
 
 pub struct Evd {
@@ -60,6 +63,12 @@ pub struct Evd {
     /// How many events the queue holds, readable without the lock: a dequeue that finds
     /// nothing takes no lock.
     queued: AtomicUsize,
+    /// The words of the EVD's handle cell (`table::words`), for a dequeue to find it empty
+    /// without pinning it ([`nothing_to_take`]): 0, what `queued` says, with [`MUST_LOOK`] on
+    /// an EVD whose empty dequeue must reach the device; 1, the empty dequeues answered so.
+    words: &'static [AtomicU64; 2],
+    /// [`MUST_LOOK`] or 0, for word 0.
+    must_look: u64,
     /// The QPs whose completions this EVD reports, on a device whose QPs are polled
     /// (`Device::polled_qps`): an empty dequeue polls these and no others.
     sources: Mutex<Vec<Arc<dyn Qp>>>,
@@ -76,14 +85,28 @@ impl Evd {
     /// Queues an event (the caller checked the room, under the lock it holds as `s`).
     fn push(&self, s: &mut EvdState, event: Event) {
         s.queue.push_back(event);
-        self.queued.store(s.queue.len(), Ordering::Release);
+        self.set_queued(s);
     }
 
-    /// Takes the oldest event (under the lock the caller holds as `s`).
-    fn pop(&self, s: &mut EvdState) -> Option<Event> {
-        let ev = s.queue.pop_front();
+    fn set_queued(&self, s: &EvdState) {
         self.queued.store(s.queue.len(), Ordering::Release);
-        ev
+        if s.owns_cell {
+            self.words[0].store(s.queue.len() as u64 | self.must_look, Ordering::Release);
+        }
+    }
+
+    /// Takes the oldest event (under the lock the caller holds as `s`) straight into the
+    /// consumer's `out`; false when there is none.
+    ///
+    /// # Safety
+    /// `out` must be valid for a write of a `DAT_EVENT`.
+    unsafe fn pop_into(&self, s: &mut EvdState, out: *mut DAT_EVENT) -> bool {
+        let Some(front) = s.queue.front() else { return false };
+        // SAFETY: as the caller guarantees; one copy, from the queue to the consumer.
+        unsafe { put(out, front.0) };
+        s.queue.pop_front();
+        self.set_queued(s);
+        true
     }
 
     /// Events queued, as of a moment ago (no lock).
@@ -110,10 +133,13 @@ impl Evd {
     /// Polls the QPs that report here; false when there are none. They are taken out of the
     /// lock first: a completion goes to its EP's lock, which an EP attaching a QP holds while
     /// it comes here.
+    #[inline]
     fn poll_sources(&self) -> bool {
-        if self.nsources.load(Ordering::Acquire) == 0 {
-            return false;
-        }
+        self.nsources.load(Ordering::Acquire) != 0 && self.poll_each_source()
+    }
+
+    #[inline(never)]
+    fn poll_each_source(&self) -> bool {
         let mut qps: smallvec::SmallVec<[Arc<dyn Qp>; 4]> = smallvec::SmallVec::new();
         for q in self.sources.locked().iter() {
             qps.push(q.clone());
@@ -199,6 +225,9 @@ impl Object for Evd {
     fn destroy(&self) {
         destroy(self)
     }
+    fn cell_released(&self) {
+        self.lock().owns_cell = false;
+    }
 }
 
 impl table::Pinnable for Evd {
@@ -206,13 +235,13 @@ impl table::Pinnable for Evd {
 }
 
 /// The EVD `handle` names, for the length of a call (see [`table::pin`]).
-pub fn pinned(handle: DAT_EVD_HANDLE) -> Option<table::Pinned<Evd>> {
-    table::pin(handle as usize)
+pub fn pinned(local: &Local, handle: DAT_EVD_HANDLE) -> Option<table::Pinned<Evd>> {
+    table::pin(local, handle as usize)
 }
 
 /// Runs `f` on the EVD `handle` names: pinned, or looked up when it cannot be.
 fn with_evd<R>(handle: DAT_EVD_HANDLE, f: impl FnOnce(&Evd) -> Result<R, DAT_RETURN>) -> Result<R, DAT_RETURN> {
-    match pinned(handle) {
+    match pinned(&pin::local(), handle) {
         Some(e) => f(&e),
         None => f(&*evd(handle)?),
     }
@@ -278,15 +307,30 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         c.users.fetch_add(1, Ordering::SeqCst);
     }
     let handle = table::reserve(ia.provider());
+    let words = table::words(handle);
+    // A device whose QPs are polled has completions an empty queue does not show.
+    let must_look = if ia.dev.polled_qps() { MUST_LOOK } else { 0 };
+    words[0].store(must_look, Ordering::Release);
     let e = Arc::new(Evd {
         handle,
         ia: ia.clone(),
         flags,
-        state: Mutex::new(EvdState { queue: VecDeque::new(), qlen, enabled: true, waitable: true, waiter: false, cno, notices: 0 }),
+        state: Mutex::new(EvdState {
+            queue: VecDeque::new(),
+            qlen,
+            enabled: true,
+            waitable: true,
+            waiter: false,
+            cno,
+            notices: 0,
+            owns_cell: true,
+        }),
         cond: Condvar::new(),
         users: AtomicU32::new(0),
         solicited_streams: AtomicU32::new(0),
         queued: AtomicUsize::new(0),
+        words,
+        must_look,
         sources: Mutex::new(Vec::new()),
         nsources: AtomicUsize::new(0),
         context: Mutex::new(0),
@@ -432,9 +476,9 @@ pub fn wait_on(
             break Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
         }
         if s.queue.len() >= threshold as usize && (ready_at_entry || s.notices != notices) {
-            let ev = e.pop(&mut s).expect("queue holds at least one event");
             // SAFETY: checked non-NULL; the consumer's event buffer.
-            unsafe { put(event, ev.0) };
+            let taken = unsafe { e.pop_into(&mut s, event) };
+            debug_assert!(taken, "the queue holds at least one event");
             break Ok(DAT_SUCCESS);
         }
         match deadline {
@@ -464,7 +508,36 @@ pub fn dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> Result<DAT_RETU
     with_evd(handle, |e| dequeue_on(e, event))
 }
 
-/// [`dequeue`] on an EVD already resolved.
+/// Word 0 of an EVD's cell with this bit: its empty dequeues must reach the device.
+const MUST_LOOK: u64 = 1 << 63;
+
+/// How often an empty dequeue answered from the cell goes the whole way instead, so that the
+/// device makes progress on the consumer's thread (dat2-soft yields there, letting its
+/// threads deliver what arrived).
+const PROGRESS_EVERY: u64 = 8;
+
+/// Whether a dequeue of `handle` can answer `DAT_QUEUE_EMPTY` from the EVD's handle cell
+/// alone: no pin and no panic guard, only loads (nothing here can panic). False sends the
+/// call the whole way, which also tells every error apart. A moment old, as any answer: an
+/// event queued meanwhile is for the next dequeue.
+#[inline]
+pub fn nothing_to_take(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> bool {
+    if event.is_null() {
+        return false;
+    }
+    let Some(w) = table::published_words(handle as usize, DAT_HANDLE_TYPE_EVD) else { return false };
+    if w[0].load(Ordering::Acquire) != 0 {
+        return false;
+    }
+    // Not a read-modify-write: the count is a hint, and one thread polls an EVD at a time.
+    let n = w[1].load(Ordering::Relaxed).wrapping_add(1);
+    w[1].store(n, Ordering::Relaxed);
+    n % PROGRESS_EVERY != 0
+}
+
+/// [`dequeue`] on an EVD already resolved. The empty case is kept small (a polling consumer
+/// spends most calls there); taking an event is out of line.
+#[inline]
 pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
     #[cfg(test)]
     super::fault::hit(super::fault::Point::Dequeue);
@@ -481,15 +554,17 @@ pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETU
             return Ok(DAT_QUEUE_EMPTY);
         }
     }
-    let next = e.pop(&mut e.lock());
-    match next {
-        Some(ev) => {
-            // SAFETY: checked non-NULL.
-            unsafe { put(event, ev.0) };
-            Ok(DAT_SUCCESS)
-        }
+    take_one(e, event)
+}
+
+#[inline(never)]
+fn take_one(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
+    // SAFETY: checked non-NULL by the caller.
+    if unsafe { e.pop_into(&mut e.lock(), event) } {
+        Ok(DAT_SUCCESS)
+    } else {
         // Plain DAT_QUEUE_EMPTY (no class bit): programs compare it with ==.
-        None => Ok(DAT_QUEUE_EMPTY),
+        Ok(DAT_QUEUE_EMPTY)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The built-in providers' objects, and the handles that name them.
 //!
-//! A handle is the address of a 32-byte cell whose first word is the object's
+//! A handle is the address of a 64-byte cell (a cache line of its own) whose first word is the object's
 //! `DAT_PROVIDER *`, as DAT requires of every non-IA handle (and of provider IAs), and stays
 //! so after the object is freed. Cells come from chunks that are never freed, and a freed cell
 //! is reused only after many others (FIFO with a quarantine), so a stale handle keeps failing
@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::abi::*;
 use crate::util::idmap::IdMap;
-use crate::util::pin::Pin;
+use crate::util::pin::{Local, Pin};
 use crate::util::sync::RwLockExt;
 
 #[repr(C)]
@@ -35,11 +35,14 @@ struct Cell {
     /// The published object itself (its data pointer, of the type the handle type names), for
     /// [`pin`]; null while none is.
     object: AtomicPtr<()>,
-    _reserved: u64,
+    /// The object's own words ([`words`]), which a call can read through the handle without
+    /// pinning the object: what the object keeps there is its business.
+    words: [AtomicU64; 2],
+    _reserved: [u64; 3],
 }
 
 const _: () = assert!(core::mem::size_of::<Cell>() == CELL);
-const CELL: usize = 32;
+const CELL: usize = 64;
 /// The cells are one range of address space, reserved whole when the first is needed and
 /// made accessible a chunk at a time, so that telling our cells from other pointers is one
 /// compare whatever the churn. Past it (millions of live handles), cells come from the heap
@@ -97,7 +100,8 @@ fn more_cells() -> &'static [Cell] {
             provider: AtomicPtr::new(core::ptr::null_mut()),
             published: AtomicU64::new(0),
             object: AtomicPtr::new(core::ptr::null_mut()),
-            _reserved: 0,
+            words: [AtomicU64::new(0), AtomicU64::new(0)],
+            _reserved: [0; 3],
         })
         .collect();
     Box::leak(chunk.into_boxed_slice())
@@ -122,6 +126,7 @@ fn alloc_cell(c: &mut Cells, provider: *const DAT_PROVIDER) -> usize {
 
 /// The cell at `handle`, if `handle` is one of the reserved range's accessible cells (only
 /// compared, never read, until it is known to be one).
+#[inline]
 fn listed_cell(handle: usize) -> Option<&'static Cell> {
     // The accessible length first: a base read after it is the one it was made for.
     let committed = COMMITTED.load(Ordering::Acquire);
@@ -133,6 +138,25 @@ fn listed_cell(handle: usize) -> Option<&'static Cell> {
     // SAFETY: a cell-aligned address inside the accessible part of our reservation, which
     // stays mapped for the rest of the process.
     Some(unsafe { &*(handle as *const Cell) })
+}
+
+/// The two words of the cell behind `handle`, a handle [`reserve`] gave, for the object built
+/// for it to keep what a call should read without pinning it ([`published_words`]). The words
+/// outlive the object (cells are never freed), and the next object of the cell finds them as
+/// the last one left them: an object stops writing them before its cell can be reused
+/// ([`Object::cell_released`]).
+pub fn words(reserved: usize) -> &'static [AtomicU64; 2] {
+    // SAFETY: `reserve` hands out only cells, from chunks that live for the rest of the
+    // process (a value that is not one is a bug of this layer, never a consumer's input).
+    &unsafe { &*(reserved as *const Cell) }.words
+}
+
+/// The words of the cell `handle` names when an object of type `ty` is published under it:
+/// no lock, no pin, a few loads. A moment old, as any lookup's answer.
+#[inline]
+pub fn published_words(handle: usize, ty: DAT_HANDLE_TYPE) -> Option<&'static [AtomicU64; 2]> {
+    let cell = listed_cell(handle)?;
+    (cell.published.load(Ordering::Acquire) == u64::from(ty) + 1).then_some(&cell.words)
 }
 
 /// Whether `handle` is one of our cells, and if an object is published under it, its provider
@@ -168,10 +192,11 @@ impl<T> core::ops::Deref for Pinned<T> {
 /// Resolves `handle` to its `T` for the length of a call, in a few loads and without a lock
 /// or a shared atomic: `None` when it names no published `T` (or the thread already holds a
 /// pin), for the caller to take the looked-up path, which tells the errors apart.
-pub fn pin<T: Pinnable>(handle: usize) -> Option<Pinned<T>> {
+#[inline]
+pub fn pin<T: Pinnable>(local: &Local, handle: usize) -> Option<Pinned<T>> {
     const { assert!(PINNABLE[0] == T::HANDLE_TYPE || PINNABLE[1] == T::HANDLE_TYPE) };
     let cell = listed_cell(handle)?;
-    let pin = crate::util::pin::pin(handle)?;
+    let pin = local.pin(handle)?;
     if cell.published.load(Ordering::Acquire) != u64::from(T::HANDLE_TYPE) + 1 {
         return None;
     }
@@ -228,6 +253,10 @@ pub trait Object: AsAny + Send + Sync + 'static {
     fn key(&self) -> Option<u64> {
         None
     }
+
+    /// The object's cell is about to be reused (the object left the table and no call has it
+    /// pinned): it must not write the cell's [`words`] any more.
+    fn cell_released(&self) {}
 }
 
 /// What [`Object::key`] files an object under: (owner, handle type, key).
@@ -336,6 +365,7 @@ fn unpinned(handle: usize, obj: &Arc<dyn Object>) {
     if PINNABLE.contains(&obj.handle_type()) {
         drop(crate::util::pin::keep_while_pinned(handle, Box::new(obj.clone())));
         crate::util::pin::wait_unpinned(handle);
+        obj.cell_released();
         free_cell(&mut objects().write_locked().cells, handle);
     }
 }

@@ -29,32 +29,49 @@ struct Record {
 /// Every record made, for [`wait_unpinned`] to look through. Records are never freed.
 static RECORDS: Mutex<Vec<&'static Record>> = Mutex::new(Vec::new());
 
-/// This thread's record, given back when the thread ends, and whether the thread holds its
-/// pin (the record's count is odd). One thread-local, reached once per pin: in a shared
-/// library each thread-local access is a call.
-struct Mine {
-    record: &'static Record,
+/// This thread's state for the library calls it is in: its record (taken at its first pin),
+/// whether it holds its pin, and how deep it is in guarded calls (`ffi::guard`, which reaches
+/// this state once per call and hands it down to the pin).
+///
+/// Plain cells with no destructor: such a thread-local costs one address lookup (in a shared
+/// library a call), with no registration check; the record goes back through [`Owner`].
+pub struct Local {
+    record: Cell<Option<&'static Record>>,
     held: Cell<bool>,
-    /// What this thread freed while it held a pin on it ([`keep_while_pinned`]), dropped when
-    /// the pin drops.
-    kept: RefCell<Vec<Box<dyn Any>>>,
+    /// The thread ended (its record went back): it pins no more.
+    ended: Cell<bool>,
     has_kept: Cell<bool>,
-}
-
-impl Drop for Mine {
-    fn drop(&mut self) {
-        // A thread that ends holding its pin (it unwound through C, say) leaves the count
-        // even, so that the record's next owner pins with the right parity.
-        let s = self.record.seq.load(Ordering::Relaxed);
-        if s & 1 == 1 {
-            self.record.seq.store(s + 1, Ordering::Release);
-        }
-        self.record.taken.store(false, Ordering::Release);
-    }
+    depth: Cell<u32>,
 }
 
 thread_local! {
-    static MINE: Mine = Mine { record: take_record(), held: Cell::new(false), kept: RefCell::new(Vec::new()), has_kept: Cell::new(false) };
+    static LOCAL: Local = const {
+        Local { record: Cell::new(None), held: Cell::new(false), ended: Cell::new(false), has_kept: Cell::new(false), depth: Cell::new(0) }
+    };
+    /// What this thread freed while it held a pin on it ([`keep_while_pinned`]), dropped when
+    /// the pin drops.
+    static KEPT: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
+    /// Gives the record back when the thread ends (made at the thread's first pin).
+    static OWNER: Owner = const { Owner };
+}
+
+struct Owner;
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let _ = LOCAL.try_with(|l| {
+            l.ended.set(true);
+            if let Some(r) = l.record.take() {
+                // A thread that ends holding its pin (it unwound through C, say) leaves the
+                // count even, so that the record's next owner pins with the right parity.
+                let s = r.seq.load(Ordering::Relaxed);
+                if s & 1 == 1 {
+                    r.seq.store(s + 1, Ordering::Release);
+                }
+                r.taken.store(false, Ordering::Release);
+            }
+        });
+    }
 }
 
 fn take_record() -> &'static Record {
@@ -68,53 +85,125 @@ fn take_record() -> &'static Record {
     r
 }
 
-/// A pin on one address, held until dropped.
-pub struct Pin {
-    mine: *const Mine,
+/// This thread's [`Local`], for the length of one call on this thread.
+#[derive(Clone, Copy)]
+pub struct LocalRef(*const Local);
+
+/// This thread's state (see [`Local`]).
+#[inline]
+pub fn local() -> LocalRef {
+    LocalRef(LOCAL.with(|l| l as *const Local))
 }
 
-/// Pins `what`; `None` when this thread already holds a pin (or is ending). The caller then
-/// checks that the object is still published: only then may it use it, until the pin drops.
-pub fn pin(what: usize) -> Option<Pin> {
-    let mine = MINE.try_with(|m| m as *const Mine).ok()?;
-    // SAFETY: this thread's own thread-local, alive until the thread ends, after any pin.
-    let m = unsafe { &*mine };
-    if m.held.replace(true) {
-        return None;
+impl core::ops::Deref for LocalRef {
+    type Target = Local;
+    #[inline]
+    fn deref(&self) -> &Local {
+        // SAFETY: this thread's own thread-local, which has no destructor and so lives as long
+        // as the thread; `LocalRef` is not Send (a raw pointer), so this is that thread.
+        unsafe { &*self.0 }
     }
-    m.record.what.store(what, Ordering::Release);
-    let s = m.record.seq.load(Ordering::Relaxed);
-    m.record.seq.store(s | 1, Ordering::Relaxed);
-    fence(Ordering::SeqCst);
-    Some(Pin { mine })
+}
+
+impl Local {
+    /// Counts a guarded call entered; [`Local::leave`] counts it left.
+    #[inline]
+    pub fn enter(&self) {
+        self.depth.set(self.depth.get() + 1);
+    }
+
+    #[inline]
+    pub fn leave(&self) {
+        self.depth.set(self.depth.get() - 1);
+    }
+
+    /// How many guarded calls this thread is inside.
+    pub fn depth(&self) -> u32 {
+        self.depth.get()
+    }
+
+    /// Pins `what`; `None` when this thread already holds a pin (or is ending). The caller
+    /// then checks that the object is still published: only then may it use it, until the pin
+    /// drops.
+    #[inline]
+    pub fn pin(&self, what: usize) -> Option<Pin> {
+        let record = match self.record.get() {
+            Some(r) => r,
+            None => self.first_record()?,
+        };
+        if self.held.replace(true) {
+            return None;
+        }
+        record.what.store(what, Ordering::Release);
+        let s = record.seq.load(Ordering::Relaxed);
+        record.seq.store(s | 1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        Some(Pin { local: self, record })
+    }
+
+    #[cold]
+    fn first_record(&self) -> Option<&'static Record> {
+        if self.ended.get() || OWNER.try_with(|_| ()).is_err() {
+            return None;
+        }
+        let r = take_record();
+        self.record.set(Some(r));
+        Some(r)
+    }
+}
+
+/// Pins `what` on this thread (see [`Local::pin`]); the library pins through `ffi::guard_local`.
+#[cfg(test)]
+pub fn pin(what: usize) -> Option<Pin> {
+    let l = local();
+    // SAFETY: as in `LocalRef::deref`: the pin borrows this thread's own thread-local, which
+    // outlives it.
+    let l: &'static Local = unsafe { &*l.0 };
+    l.pin(what)
+}
+
+/// A pin on one address, held until dropped.
+pub struct Pin {
+    local: *const Local,
+    record: &'static Record,
 }
 
 impl Drop for Pin {
+    #[inline]
     fn drop(&mut self) {
-        // SAFETY: as in `pin`: the pin is not Send (a raw pointer), so this is the same
-        // thread, whose thread-local outlives it.
-        let m = unsafe { &*self.mine };
-        let s = m.record.seq.load(Ordering::Relaxed);
-        m.record.seq.store(s + 1, Ordering::Release);
-        m.held.set(false);
-        if m.has_kept.replace(false) {
-            drop(std::mem::take(&mut *m.kept.borrow_mut()));
+        let s = self.record.seq.load(Ordering::Relaxed);
+        self.record.seq.store(s + 1, Ordering::Release);
+        // SAFETY: the pin is not Send (a raw pointer), so this is the thread whose
+        // thread-local (no destructor) it points at.
+        let l = unsafe { &*self.local };
+        l.held.set(false);
+        if l.has_kept.replace(false) {
+            drop_kept();
         }
     }
+}
+
+#[cold]
+fn drop_kept() {
+    let kept = KEPT.try_with(|k| std::mem::take(&mut *k.borrow_mut()));
+    drop(kept);
 }
 
 /// When this thread holds a pin on `what` (its pinned call reached consumer code that freed
 /// the object, a CNO's proxy agent say), keeps `value` (a reference to the object) until the
 /// pin drops, so that the call goes on with live memory; otherwise gives it back.
 pub fn keep_while_pinned(what: usize, value: Box<dyn Any>) -> Option<Box<dyn Any>> {
-    let Ok(mine) = MINE.try_with(|m| m as *const Mine) else { return Some(value) };
-    // SAFETY: this thread's own thread-local, alive while the thread runs.
-    let m = unsafe { &*mine };
-    if !m.held.get() || m.record.what.load(Ordering::Relaxed) != what {
+    let l = local();
+    let Some(r) = l.record.get() else { return Some(value) };
+    if !l.held.get() || r.what.load(Ordering::Relaxed) != what {
         return Some(value);
     }
-    m.kept.borrow_mut().push(value);
-    m.has_kept.set(true);
+    // A thread that is ending cannot keep anything: the caller waits instead.
+    if KEPT.try_with(|_| ()).is_err() {
+        return Some(value);
+    }
+    KEPT.with(|k| k.borrow_mut().push(value));
+    l.has_kept.set(true);
     None
 }
 
@@ -122,7 +211,7 @@ pub fn keep_while_pinned(what: usize, value: Box<dyn Any>) -> Option<Box<dyn Any
 /// pin on `what` that it took before that. The calling thread's own pin does not count.
 pub fn wait_unpinned(what: usize) {
     fence(Ordering::SeqCst);
-    let mine = MINE.try_with(|m| m.record as *const Record).ok();
+    let mine = local().record.get().map(|r| r as *const Record);
     // Looked through outside the list's lock: a pinned thread may itself free something (and
     // come here), and a new thread takes its record under that lock. A record added after
     // the copy belongs to a thread whose fence comes after ours: it sees the object gone.
