@@ -39,8 +39,8 @@ impl QpEvents for EpEvents {
 
 /// Creates the EP's QP (at connect or accept time) and hands it the receives posted so far.
 fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
-    let pz = i.pz.clone().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONFIGURED))?;
-    let a = &i.attr;
+    let pz = i.pz().cloned().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONFIGURED))?;
+    let a = i.attr();
     let ud = is_ud(a);
     let caps = QpCaps {
         service: if ud { Service::Ud } else { Service::Rc },
@@ -52,45 +52,30 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
         max_rd_in: a.max_rdma_read_in.max(1) as u32,
         max_message: if ud { a.max_message_size } else { ep.ia.dev.limits().max_msg_size },
     };
-    let srq = i.srq.as_ref().map(|s| s.dev.clone());
+    let srq = i.srq().map(|s| s.dev.clone());
     let qp = ep
         .ia
         .dev
         .create_qp(pz.pd, caps, srq, Arc::new(EpEvents { ep: ep.weak(), pz: pz.clone() }))
         .map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
-    while let Some(wr_id) = i.unposted.pop_front() {
-        let Some(r) = i.recvs.get(wr_id) else { continue };
-        match qp.post_recv(wr_id, r.sges.clone()) {
-            Ok(()) => {}
-            // Its LMR was freed since it was posted: it completes as refused, and the
-            // connection goes ahead without it.
-            Err(DevError::Fault) => {
-                let cookie = r.cookie;
-                i.recvs.remove(wr_id);
-                i.refused.push(dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0));
-            }
-            Err(_) => return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP)),
-        }
-    }
-    // One left from a connect that failed goes first.
-    if let Some(old) = i.qp.take() {
-        ep::forget_qp(i, &old);
-    }
-    ep::watch_qp(&ep.ia, i, &qp);
-    i.qp = Some(qp.clone());
+    // A receive whose LMR was freed since it was posted completes as refused, and the
+    // connection goes ahead without it.
+    i.hand_unposted(
+        |wr_id, r| match qp.post_recv(wr_id, r.sges.clone()) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(e == DevError::Fault),
+        },
+        |cookie| dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0),
+    )
+    .map_err(|()| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+    i.set_qp(&ep.ia, &qp);
     Ok(qp)
 }
 
 /// Posts the events of receives a new QP refused ([`attach_qp`]), without the EP's lock: an
 /// EVD's CNO may run a proxy agent that calls back into the EP.
 fn post_refused(ep: &Ep) {
-    let (evd, events) = {
-        let mut i = ep.lock();
-        if i.refused.is_empty() {
-            return;
-        }
-        (i.recv_evd.clone(), std::mem::take(&mut i.refused))
-    };
+    let Some((evd, events)) = ep.lock().take_refused() else { return };
     evd::post_all(evd, events);
 }
 
@@ -143,10 +128,10 @@ fn check_timeout(timeout: DAT_TIMEOUT, arg: DAT_RETURN) -> Result<(), DAT_RETURN
 /// number of peers, actively and passively, while it is unconnected or connected (it becomes
 /// connected with its first resolved peer).
 fn ud_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
-    if !matches!(i.state, DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_CONNECTED) || !configured(i) {
-        return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)));
+    if !matches!(i.state(), DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_CONNECTED) || !configured(i) {
+        return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state())));
     }
-    match &i.qp {
+    match i.qp() {
         Some(qp) => Ok(qp.clone()),
         None => attach_qp(ep, i),
     }
@@ -177,26 +162,22 @@ fn start_connect_locked(
     }
     let qp = {
         let mut i = ep.lock();
-        if is_ud(&i.attr) {
+        if i.is_ud() {
             let qp = ud_qp(ep, &mut i)?;
             drop(i);
             return resolve(ep, qp, addr, conn_qual, timeout, pdata);
         }
-        if i.state != DAT_EP_STATE_UNCONNECTED || !configured(&i) {
-            return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)));
+        if i.state() != DAT_EP_STATE_UNCONNECTED || !configured(&i) {
+            return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state())));
         }
         let qp = attach_qp(ep, &mut i)?;
-        i.state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
-        i.breaking = false;
-        *i.remote_address = sockaddr::to_c(addr);
-        i.remote_port = conn_qual;
-        i.active = true;
+        i.begin_connect(addr, conn_qual);
         qp
     };
     let mut service = addr;
     service.set_port(port_of(conn_qual));
     qp.connect(service, pdata, timeout_arg(timeout)).map_err(|e| {
-        ep.lock().state = DAT_EP_STATE_UNCONNECTED;
+        ep.lock().connect_refused();
         connect_error(e)
     })?;
     Ok(DAT_SUCCESS)
@@ -221,9 +202,7 @@ fn resolve(
     let mut service = addr;
     service.set_port(port_of(conn_qual));
     qp.connect(service, pdata, timeout_arg(timeout)).map_err(connect_error)?;
-    let mut i = ep.lock();
-    *i.remote_address = sockaddr::to_c(addr);
-    i.remote_port = conn_qual;
+    ep.lock().set_remote(addr, conn_qual);
     Ok(DAT_SUCCESS)
 }
 
@@ -267,16 +246,8 @@ pub fn dup_connect(
     check_timeout(timeout, DAT_INVALID_ARG3)?;
     let pdata = private_data(size, data, DAT_INVALID_ARG4, max_private_data(&ep.ia))?;
     let _ = qos;
-    let (addr, conn_qual) = {
-        let o = other.lock();
-        // Only an EP that connected to a service point names one to connect to again.
-        if o.state != DAT_EP_STATE_CONNECTED || !o.active {
-            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-        }
-        // SAFETY: the EP's own copy of its peer's address, a sockaddr_storage.
-        let addr = unsafe { sockaddr::from_c(&*o.remote_address as *const libc::sockaddr_storage as *const libc::sockaddr) };
-        (addr.ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2))?, o.remote_port)
-    };
+    // Only an EP that connected to a service point names one to connect to again.
+    let (addr, conn_qual) = other.lock().connected_to().ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2))?;
     start_connect(&ep, addr, conn_qual, timeout, pdata)
 }
 
@@ -291,29 +262,24 @@ fn accept_locked(ep: &Arc<Ep>, pending: &Arc<dyn PendingConnection>, pdata: &[u8
     let qp = {
         let mut i = ep.lock();
         // A datagram request is accepted only by a UD EP, and a UD EP accepts only those.
-        if pending.datagram() != is_ud(&i.attr) {
+        if pending.datagram() != i.is_ud() {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
         }
-        if is_ud(&i.attr) {
+        if i.is_ud() {
             let qp = ud_qp(ep, &mut i)?;
             drop(i);
             pending.accept(&qp, pdata).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
             return Ok(DAT_SUCCESS);
         }
-        if !matches!(i.state, DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_RESERVED) || !configured(&i) {
-            return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)));
+        if !matches!(i.state(), DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_RESERVED) || !configured(&i) {
+            return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state())));
         }
         let qp = attach_qp(ep, &mut i)?;
-        let remote = pending.remote();
-        *i.remote_address = sockaddr::to_c(remote);
-        i.remote_port = DAT_CONN_QUAL::from(remote.port());
-        i.active = false;
-        i.state = DAT_EP_STATE_COMPLETION_PENDING;
-        i.breaking = false;
+        i.begin_accept(pending.remote());
         qp
     };
     pending.accept(&qp, pdata).map_err(|_| {
-        ep.lock().state = DAT_EP_STATE_DISCONNECTED;
+        ep.lock().accept_refused();
         dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP)
     })?;
     Ok(DAT_SUCCESS)
@@ -326,7 +292,7 @@ pub fn disconnect(handle: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_R
     }
     let qp = {
         let mut i = ep.lock();
-        match i.state {
+        match i.state() {
             DAT_EP_STATE_CONNECTED
             | DAT_EP_STATE_ACTIVE_CONNECTION_PENDING
             | DAT_EP_STATE_COMPLETION_PENDING
@@ -335,8 +301,7 @@ pub fn disconnect(handle: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_R
             DAT_EP_STATE_DISCONNECTED => return Ok(DAT_SUCCESS),
             s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
         }
-        i.state = DAT_EP_STATE_DISCONNECT_PENDING;
-        i.qp.clone()
+        i.begin_disconnect()
     };
     if let Some(qp) = qp {
         qp.disconnect(flags == DAT_CLOSE_GRACEFUL_FLAG);
@@ -346,7 +311,7 @@ pub fn disconnect(handle: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_R
 
 /// A connection event of the EP's QP: move the EP's state and tell the consumer.
 pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
-    let ud = is_ud(&ep.lock().attr);
+    let ud = ep.lock().is_ud();
     let ev = if ud {
         match super::ud::on_cm(ep, ev) {
             Some(ev) => ev,
@@ -369,44 +334,28 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
     let mut crossing = None;
     let (evd, ptr, len) = {
         let mut i = ep.lock();
-        crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "EP {:#x} in state {}: connection event {number:#x}", ep.handle, i.state);
+        crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "EP {:#x} in state {}: connection event {number:#x}", ep.handle, i.state());
         if number == DAT_CONNECTION_EVENT_ESTABLISHED {
-            if i.state == DAT_EP_STATE_DISCONNECT_PENDING || i.state == DAT_EP_STATE_DISCONNECTED {
-                return;
-            }
-            i.state = DAT_EP_STATE_CONNECTED;
-            if let Some(remote) = i.qp.as_ref().and_then(|q| q.remote()) {
-                *i.remote_address = sockaddr::to_c(remote);
-                if i.remote_port == 0 {
-                    i.remote_port = DAT_CONN_QUAL::from(remote.port());
-                }
-            }
-            i.local_port = i.qp.as_ref().map_or(0, |q| DAT_CONN_QUAL::from(q.local_port()));
             // The hard high watermark applies from the moment the connection exists.
-            let held = i.recvs.len();
-            crossing = Some(ep::check_watermarks(&mut i, held));
+            let Some(c) = i.established() else { return };
+            crossing = Some(c);
         } else {
-            // The end of a connection that the hard watermark broke.
-            if std::mem::take(&mut i.breaking) && number == DAT_CONNECTION_EVENT_DISCONNECTED {
-                number = DAT_CONNECTION_EVENT_BROKEN;
-            }
-            // One connection ends once: whatever reports its end later is not news.
-            if i.state == DAT_EP_STATE_DISCONNECTED {
-                return;
-            }
-            i.state = DAT_EP_STATE_DISCONNECTED;
+            // One connection ends once: whatever reports its end later is not news. An end we
+            // caused (the hard watermark, a dead key) is reported as broken.
+            let Some(n) = i.ended(number) else { return };
+            number = n;
         }
         let boxed: Box<[u8]> = pdata.into_boxed_slice();
         let ptr = if boxed.is_empty() { core::ptr::null_mut() } else { boxed.as_ptr() as *mut c_void };
         let len = boxed.len();
         i.keep_private_data(boxed);
-        (i.connect_evd.clone(), ptr, len)
+        (i.connect_evd().cloned(), ptr, len)
     };
     // An EP on an SRQ also reports, on the async EVD, that its last receive is done (the
     // verbs "last WQE reached" event): DAT_ASYNC_ERROR_EP_BROKEN naming the EP, which is what
     // Debian's dtestsrq waits for.
     let ended = matches!(number, DAT_CONNECTION_EVENT_DISCONNECTED | DAT_CONNECTION_EVENT_BROKEN);
-    if ended && ep.lock().srq.is_some() {
+    if ended && ep.lock().srq().is_some() {
         evd::post_async(&ep.ia, DAT_ASYNC_ERROR_EP_BROKEN, ep.handle, DAT_EP_OTHER_ERROR as DAT_COUNT);
     }
     if let Some(evd) = evd {

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::ep::{self, check_watermarks, ep_state_subtype, is_ud, Ep, COMPLETION_FLAGS};
+use super::ep::{self, check_watermarks, ep_state_subtype, Ep, COMPLETION_FLAGS};
 use super::events::{dto_event, immediate_event, request_event, send_immediate_event, ud_recv_event, PendingSend, Report};
 use super::iov::{iov_sges, PostedRecv};
 use crate::abi::*;
@@ -60,7 +60,7 @@ pub fn post_on(
     let mut i = ep.lock();
     // Completions nobody has collected yet (a consumer that suppresses them never dequeues)
     // may still hold send-queue slots: the device delivers what is ready first.
-    if i.sends.len() >= i.attr.max_request_dtos.max(0) as usize {
+    if i.sends_full() {
         drop(i);
         ep.ia.dev.progress();
         i = ep.lock();
@@ -68,11 +68,11 @@ pub fn post_on(
     let (wr_id, sges, qp) = {
         // A UD EP takes only datagram sends, and only a UD EP takes them (checked first: a UD
         // EP's RDMA segment limits are 0, which would otherwise name the vector).
-        let ud = is_ud(&i.attr);
+        let ud = i.is_ud();
         if ud != p.ah.is_some() || !ep.ia.dev.limits().supports(&p.op) {
             return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
         }
-        let sges = iov_sges(count, iov, (p.max_iov)(&i.attr), DAT_INVALID_ARG2)?;
+        let sges = iov_sges(count, iov, (p.max_iov)(i.attr()), DAT_INVALID_ARG2)?;
         if flags & !COMPLETION_FLAGS != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
         }
@@ -80,15 +80,15 @@ pub fn post_on(
         // dtest post RDMA larger than the max_rdma_size they ask for); a datagram's is the
         // EP's max_message_size, which is at most the path MTU.
         let len: u64 = sges.iter().map(|t| u64::from(t.len)).sum();
-        let limit = if ud { i.attr.max_message_size } else { ep.ia.dev.limits().max_msg_size };
+        let limit = if ud { i.attr().max_message_size } else { ep.ia.dev.limits().max_msg_size };
         if len > u64::from(limit) {
             return Err(dat_error(DAT_LENGTH_ERROR, 0));
         }
-        match i.state {
+        match i.state() {
             DAT_EP_STATE_CONNECTED => {}
             DAT_EP_STATE_DISCONNECTED => {
                 // Accepted, and completed at once as flushed.
-                let evd = i.request_evd.clone();
+                let evd = i.request_evd().cloned();
                 drop(i);
                 if let Some(evd) = evd {
                     evd.post(request_event(ep.handle, &PendingSend { cookie, flags, report: p.report }, DAT_DTO_ERR_FLUSHED, 0));
@@ -97,11 +97,10 @@ pub fn post_on(
             }
             s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
         }
-        if i.sends.len() >= i.attr.max_request_dtos.max(0) as usize {
-            return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
-        }
-        let qp = i.qp.clone().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY))?;
-        let wr_id = i.sends.insert(PendingSend { cookie, flags, report: p.report });
+        let qp = i.qp().cloned().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY))?;
+        let wr_id = i
+            .add_send(PendingSend { cookie, flags, report: p.report })
+            .map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
         drop(i);
         (wr_id, sges, qp)
     };
@@ -116,14 +115,14 @@ pub fn post_on(
     };
     if let Err(e) = qp.post_send(wr) {
         let mut i = ep.lock();
-        let sent = i.sends.remove(wr_id);
+        let sent = i.take_send(wr_id);
         if let (DevError::Fault, Some(s)) = (e, sent) {
             drop(i);
             refuse_dead_key(ep, request_event(ep.handle, &s, DAT_DTO_ERR_LOCAL_PROTECTION, 0), false);
             return Ok(DAT_SUCCESS);
         }
         return Err(match e {
-            DevError::State => dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state)),
+            DevError::State => dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state())),
             _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
         });
     }
@@ -137,12 +136,8 @@ pub fn post_on(
 pub fn refuse_dead_key(ep: &Ep, event: DAT_EVENT, recv: bool) {
     let (evd, qp) = {
         let mut i = ep.lock();
-        let qp = if i.state == DAT_EP_STATE_CONNECTED && !is_ud(&i.attr) { i.qp.clone() } else { None };
-        if qp.is_some() {
-            i.state = DAT_EP_STATE_DISCONNECT_PENDING;
-            i.breaking = true;
-        }
-        (if recv { i.recv_evd.clone() } else { i.request_evd.clone() }, qp)
+        let qp = i.break_connection();
+        (if recv { i.recv_evd() } else { i.request_evd() }.cloned(), qp)
     };
     crate::dbg_log!(
         crate::log::DbgType::PROVIDER_API,
@@ -174,17 +169,17 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
     let (evd, event, notify) = {
         let mut i = ep.lock();
         if matches!(c.op, WcOp::Recv | WcOp::RecvImm) {
-            let own = i.recvs.remove(c.wr_id);
+            let own = i.take_recv(c.wr_id);
             let from_srq = own.is_none();
-            let r = own.or_else(|| i.srq.as_ref().and_then(|s| s.recvs.locked().remove(&c.wr_id)));
+            let r = own.or_else(|| i.srq().and_then(|s| s.recvs.locked().remove(&c.wr_id)));
             let Some(r) = r else { return };
             if from_srq && c.status != DAT_DTO_ERR_FLUSHED {
                 // The EP took a buffer from the SRQ for this message: with its own, that is
                 // what it holds as the message lands (the watermarks' count).
-                let held = i.recvs.len() + 1;
+                let held = i.recvs_held() + 1;
                 crossing = Some(ep::check_watermarks(&mut i, held));
             }
-            let event = if is_ud(&i.attr) {
+            let event = if i.is_ud() {
                 ud_recv_event(ep.handle, r.cookie, c.status, c.byte_len)
             } else if c.op == WcOp::RecvImm {
                 immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
@@ -201,16 +196,16 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
                 dto_event(ep.handle, r.cookie, c.status, c.byte_len, op, ctx)
             };
             // On a solicited-wait stream only what the sender solicited, or a failure, notifies.
-            let notify = !ep::solicited_wait(&i.attr) || c.solicited || !success;
-            (i.recv_evd.clone(), event, notify)
+            let notify = !ep::solicited_wait(i.attr()) || c.solicited || !success;
+            (i.recv_evd().cloned(), event, notify)
         } else {
             // An error ends the connection; the connection event that follows moves the state.
-            let Some(s) = i.sends.remove(c.wr_id) else { return };
+            let Some(s) = i.take_send(c.wr_id) else { return };
             if success && s.flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
                 return;
             }
             let event = request_event(ep.handle, &s, c.status, c.byte_len);
-            (i.request_evd.clone(), event, true)
+            (i.request_evd().cloned(), event, true)
         }
     };
     if let Some(evd) = evd {
@@ -348,39 +343,36 @@ pub fn post_recv_on(
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let mut i = ep.lock();
     // As for sends (dto::post): receive completions not collected yet hold their slots.
-    if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
+    if i.recvs_full() {
         drop(i);
         ep.ia.dev.progress();
         i = ep.lock();
     }
     let (wr_id, list, qp, crossing) = {
-        let list = iov_sges(count, iov, i.attr.max_recv_iov, DAT_INVALID_ARG2)?;
+        let list = iov_sges(count, iov, i.attr().max_recv_iov, DAT_INVALID_ARG2)?;
         if flags & !COMPLETION_FLAGS != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
         }
-        if i.recv_evd.is_none() {
+        if i.recv_evd().is_none() {
             return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_EVD_RECV));
         }
-        if i.srq.is_some() {
+        if i.srq().is_some() {
             // Its receives come from the SRQ (dat_srq_post_recv).
             return Err(dat_error(DAT_INVALID_STATE, 0));
         }
-        if i.recvs.len() >= i.attr.max_recv_dtos.max(0) as usize {
+        if i.recvs_full() {
             return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
         }
-        let qp = i.qp.clone();
+        let qp = i.qp().cloned();
         // Without a QP yet, checked now as the device checks at post (and again when the QP
         // takes it).
-        if qp.is_none() && i.pz.as_ref().is_some_and(|pz| !keys_live(&list, |k| pz.key_live(k))) {
+        if qp.is_none() && i.pz().is_some_and(|pz| !keys_live(&list, |k| pz.key_live(k))) {
             drop(i);
             refuse_dead_key(ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
             return Ok(DAT_SUCCESS);
         }
-        let wr_id = i.recvs.insert(PostedRecv { cookie, sges: list.clone() });
-        if qp.is_none() {
-            i.unposted.push_back(wr_id);
-        }
-        let held = i.recvs.len();
+        let wr_id = i.add_recv(PostedRecv { cookie, sges: list.clone() });
+        let held = i.recvs_held();
         let crossing = check_watermarks(&mut i, held);
         drop(i);
         (wr_id, list, qp, crossing)
@@ -390,7 +382,7 @@ pub fn post_recv_on(
     crossing.report(ep);
     if let Err(e) = posted {
         let mut i = ep.lock();
-        i.recvs.remove(wr_id);
+        i.take_recv(wr_id);
         return Err(match e {
             DevError::State => {
                 // The connection is gone: the receive completes as flushed.
@@ -410,7 +402,7 @@ pub fn post_recv_on(
 }
 
 fn flush_one_recv(ep: &Ep, cookie: DAT_DTO_COOKIE) {
-    let evd = ep.lock().recv_evd.clone();
+    let evd = ep.lock().recv_evd().cloned();
     if let Some(evd) = evd {
         evd.post(dto_event(ep.handle, cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0));
     }

@@ -159,7 +159,7 @@ pub fn bind(
     }
     let (qp, ep_pz, state) = {
         let i = ep.lock();
-        (i.qp.clone(), i.pz.clone(), i.state)
+        (i.qp().cloned(), i.pz().cloned(), i.state())
     };
     if state != DAT_EP_STATE_CONNECTED {
         return Err(dat_error(DAT_INVALID_STATE, super::ep::ep_state_subtype(state)));
@@ -197,7 +197,7 @@ pub fn bind(
     // The bind completes as a request of the EP, in order with what was posted before it.
     let wr_id = {
         let mut i = ep.lock();
-        i.sends.insert(super::events::PendingSend { cookie, flags, report: super::events::Report::Bind { rmr: r.handle, cookie } })
+        i.add_bind(super::events::PendingSend { cookie, flags, report: super::events::Report::Bind { rmr: r.handle, cookie } })
     };
     let mut slot = r.binding.locked();
     let rkey = match &new_binding {
@@ -213,7 +213,7 @@ pub fn bind(
             Ok(k) => k,
             Err(_) => {
                 l.unbind();
-                ep.lock().sends.remove(wr_id);
+                ep.lock().take_send(wr_id);
                 return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
             }
         },

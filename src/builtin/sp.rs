@@ -233,11 +233,7 @@ pub fn rsp_create(
     }
     {
         let mut i = ep.lock();
-        let reserved = match i.state {
-            DAT_EP_STATE_UNCONNECTED => DAT_EP_STATE_RESERVED,
-            DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => DAT_EP_STATE_UNCONFIGURED_RESERVED,
-            s => return Err(dat_error(DAT_INVALID_STATE, ep::ep_state_subtype(s))),
-        };
+        let reserved = i.reserved_state()?;
         let handle = table::reserve(ia.provider());
         let listener = match listen(&ia, conn_qual, handle) {
             Ok(l) => l,
@@ -246,7 +242,7 @@ pub fn rsp_create(
                 return Err(e);
             }
         };
-        i.state = reserved;
+        i.reserve(reserved);
         evd.users.fetch_add(1, Ordering::SeqCst);
         table::insert(handle, Arc::new(Rsp { handle, ia, conn_qual, evd, ep: ep.clone(), _listener: listener, context: Mutex::new(0) }));
         // SAFETY: checked non-NULL.
@@ -289,12 +285,7 @@ pub fn rsp_free(handle: DAT_RSP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
 /// Releases what an RSP holds: its EVD use, and its EP's reservation.
 pub fn destroy_rsp(rsp: &Rsp) {
     rsp.evd.users.fetch_sub(1, Ordering::SeqCst);
-    let mut i = rsp.ep.lock();
-    i.state = match i.state {
-        DAT_EP_STATE_RESERVED => DAT_EP_STATE_UNCONNECTED,
-        DAT_EP_STATE_UNCONFIGURED_RESERVED => DAT_EP_STATE_UNCONFIGURED_UNCONNECTED,
-        s => s,
-    };
+    rsp.ep.lock().unreserve();
 }
 
 /// `dat_cr_handoff`: hands the request to another PSP of the IA, listening on `conn_qual`.

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::dto::{self, Post};
-use super::ep::{self, is_ud, Ep, EpInner};
+use super::ep::{self, Ep, EpInner};
 use super::events::Report;
 use crate::abi::*;
 use crate::device::{CmEvent, UdPeer, WrOp};
@@ -74,19 +74,17 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) -> Option<CmEvent> {
         let pdata: Box<[u8]> = pdata.into_boxed_slice();
         let (ptr, len) = if pdata.is_empty() { (core::ptr::null_mut(), 0) } else { (pdata.as_ptr() as *mut c_void, pdata.len()) };
         match peer {
-            Some(p) if i.ud.ahs.len() < HELD_MAX && i.ud.contexts.len() < HELD_MAX => {
+            Some(p) if i.ud().ahs.len() < HELD_MAX && i.ud().contexts.len() < HELD_MAX => {
                 let (ah, context) = (next_id(), next_id());
                 extension_data(&mut e, kind, DAT_OP_SUCCESS, Some((ah, &p)), context);
-                if let Some(pz) = &i.pz {
+                if let Some(pz) = i.pz() {
                     pz.ahs.locked().insert(ah, p.ah.clone());
                 }
-                i.ud.ahs.insert(ah, p);
+                i.ud().ahs.insert(ah, p);
                 // The record keeps the event's private data alive until dat_ib_ud_cm_free.
-                i.ud.contexts.insert(context, pdata);
+                i.ud().contexts.insert(context, pdata);
                 ids = Some((ah, context));
-                if i.state == DAT_EP_STATE_UNCONNECTED {
-                    i.state = DAT_EP_STATE_CONNECTED;
-                }
+                i.ud_connected();
             }
             Some(_) => {
                 crate::dbg_log!(
@@ -107,7 +105,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) -> Option<CmEvent> {
         let len = if ptr.is_null() { 0 } else { len };
         e.event_data.connect_event_data =
             DAT_CONNECTION_EVENT_DATA { ep_handle: ep.handle as DAT_EP_HANDLE, private_data_size: len as DAT_COUNT, private_data: ptr };
-        (i.connect_evd.clone(), ids)
+        (i.connect_evd().cloned(), ids)
     };
     let posted = evd.is_some_and(|evd| evd.post(e));
     if !posted {
@@ -115,7 +113,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) -> Option<CmEvent> {
         if let Some((ah, context)) = ids {
             let mut i = ep.lock();
             forget_ah(&mut i, ah);
-            i.ud.contexts.remove(&context);
+            i.ud().contexts.remove(&context);
         }
     }
     None
@@ -124,7 +122,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) -> Option<CmEvent> {
 /// A UD EP, or `DAT_MODEL_NOT_SUPPORTED` for an EP of another service.
 fn ud_ep(handle: DAT_EP_HANDLE) -> Result<Arc<Ep>, DAT_RETURN> {
     let ep = ep::ep(handle)?;
-    if !is_ud(&ep.lock().attr) {
+    if !ep.lock().is_ud() {
         return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
     }
     Ok(ep)
@@ -151,7 +149,7 @@ pub fn post_send(
     let ep = ud_ep(handle)?;
     let id = ah_arg(ah, DAT_INVALID_ARG4)?;
     // Any UD EP of the PZ the address handle was resolved in sends with it.
-    let pz = ep.lock().pz.clone();
+    let pz = ep.lock().pz().cloned();
     let dest = pz.and_then(|pz| pz.ahs.locked().get(&id).cloned()).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4))?;
     dto::post(
         handle,
@@ -165,8 +163,8 @@ pub fn post_send(
 
 /// Frees address handle `id` of the EP (from its PZ's index too); whether it was the EP's.
 fn forget_ah(i: &mut EpInner, id: u64) -> bool {
-    let owned = i.ud.ahs.remove(&id).is_some();
-    if let (true, Some(pz)) = (owned, &i.pz) {
+    let owned = i.ud().ahs.remove(&id).is_some();
+    if let (true, Some(pz)) = (owned, i.pz()) {
         pz.ahs.locked().remove(&id);
     }
     owned
@@ -185,6 +183,6 @@ pub fn ah_free(handle: DAT_EP_HANDLE, ah: *const DAT_IB_ADDR_HANDLE) -> Result<D
 /// pointed at.
 pub fn cm_free(handle: DAT_EP_HANDLE, context: u64) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ud_ep(handle)?;
-    let freed = ep.lock().ud.contexts.remove(&context);
+    let freed = ep.lock().ud().contexts.remove(&context);
     freed.map(|_| DAT_SUCCESS).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3))
 }

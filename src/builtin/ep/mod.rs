@@ -22,6 +22,8 @@ use crate::util::pin::{self, Local};
 use crate::util::slots::Slots;
 use crate::util::sync::MutexExt;
 
+mod inner;
+
 /// Completion flags an EP may be asked to honour.
 pub const COMPLETION_FLAGS: DAT_COMPLETION_FLAGS = DAT_COMPLETION_SUPPRESS_FLAG
     | DAT_COMPLETION_SOLICITED_WAIT_FLAG
@@ -30,39 +32,39 @@ pub const COMPLETION_FLAGS: DAT_COMPLETION_FLAGS = DAT_COMPLETION_SUPPRESS_FLAG
     | DAT_COMPLETION_EVD_THRESHOLD_FLAG;
 
 pub struct EpInner {
-    pub state: DAT_EP_STATE,
-    pub pz: Option<Arc<Pz>>,
-    pub recv_evd: Option<Arc<Evd>>,
-    pub request_evd: Option<Arc<Evd>>,
-    pub connect_evd: Option<Arc<Evd>>,
-    pub attr: DAT_EP_ATTR,
+    state: DAT_EP_STATE,
+    pz: Option<Arc<Pz>>,
+    recv_evd: Option<Arc<Evd>>,
+    request_evd: Option<Arc<Evd>>,
+    connect_evd: Option<Arc<Evd>>,
+    attr: DAT_EP_ATTR,
     /// Posted receives by work request id; `unposted` holds those posted before a QP existed,
     /// in order.
-    pub recvs: Slots<PostedRecv>,
-    pub unposted: VecDeque<u64>,
+    recvs: Slots<PostedRecv>,
+    unposted: VecDeque<u64>,
     /// Requests posted and not completed; their ids are the work requests' ids.
-    pub sends: Slots<PendingSend>,
+    sends: Slots<PendingSend>,
     /// Receives refused when a new QP took them (their LMR was freed meanwhile): their
     /// events, posted once the EP's lock is given back (`cm::post_refused`).
-    pub refused: Vec<DAT_EVENT>,
-    pub qp: Option<Arc<dyn Qp>>,
+    refused: Vec<DAT_EVENT>,
+    qp: Option<Arc<dyn Qp>>,
     /// The SRQ the EP receives from, if it was created with one.
-    pub srq: Option<Arc<Srq>>,
+    srq: Option<Arc<Srq>>,
     /// What `remote_ia_address_ptr` points at (zero until connected).
-    pub remote_address: Box<libc::sockaddr_storage>,
-    pub remote_port: DAT_CONN_QUAL,
-    pub local_port: DAT_CONN_QUAL,
+    remote_address: Box<libc::sockaddr_storage>,
+    remote_port: DAT_CONN_QUAL,
+    local_port: DAT_CONN_QUAL,
     /// Whether the current connection was made by this side (dat_ep_connect), i.e. whether
     /// `remote_port` is the peer's service point.
-    pub active: bool,
+    active: bool,
     /// Private data of recent connection events, kept alive for the consumer to read.
-    pub private_data: VecDeque<Box<[u8]>>,
-    pub watermarks: Watermarks,
+    private_data: VecDeque<Box<[u8]>>,
+    watermarks: Watermarks,
     /// The connection is being ended because the hard high watermark was exceeded: its end
     /// is reported as BROKEN.
-    pub breaking: bool,
+    breaking: bool,
     /// A UD EP's resolved peers and connection records (see `super::ud`).
-    pub ud: UdState,
+    ud: UdState,
 }
 
 /// What a UD EP's connection events handed out, until the consumer frees it: address handles
