@@ -83,6 +83,7 @@ void case_srq_ep_receive(void);
 void case_srq_low_watermark(void);
 void case_srq_free_in_use(void);
 void case_srq_ep_high_watermark(void);
+void case_srq_race_last_receive(void);
 void case_threads_four_eps(void);
 void case_ipv6_soft6(void);
 

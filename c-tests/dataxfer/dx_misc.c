@@ -467,3 +467,122 @@ out:
     mr_drop(&cm);
     pair_down(&p);
 }
+
+/* ---- SRQ: EPs racing for its last receive ------------------------------------------- */
+
+/* Four client EPs keep RQ_DEPTH requests each in flight (RDMA writes with immediate data of
+ * RQ_WRITE bytes, and sends), while the server keeps at most one receive on the SRQ: it posts
+ * the next only when a completion came. Every request thus finds the SRQ at its last receive,
+ * or empty, while the other EPs' requests arrive. An EP that saw a receive must get one: a
+ * receive taken under it by another EP lost a write's completion (the receive stayed posted,
+ * and the server waited for a completion that never came), or broke a send's connection.
+ * Before the fix, most runs failed one way or the other. */
+enum { RQ_EPS = 4, RQ_OPS = 1500, RQ_DEPTH = 4, RQ_WRITE = 65536, RQ_SEND = 64, RQ_SLOT = 256 };
+
+struct rq_client {
+    struct node *c;
+    DAT_EP_HANDLE *ce;
+    struct mr *cm, *tm;
+    int done, bad;
+    unsigned bad_status;
+};
+
+/* The client: its requests, round robin over its EPs, and their completions. */
+static void *rq_client_main(void *arg)
+{
+    struct rq_client *k = arg;
+    int posted = 0, inflight = 0;
+    while (k->done < RQ_EPS * RQ_OPS) {
+        while (posted < RQ_EPS * RQ_OPS && inflight < RQ_EPS * RQ_DEPTH) {
+            int e = posted % RQ_EPS;
+            DAT_RETURN rc;
+            if ((posted / RQ_EPS) % 2 == 0) {
+                DAT_LMR_TRIPLET l = lt(k->cm, 0, RQ_WRITE);
+                DAT_RMR_TRIPLET r = rt(k->tm, (size_t)e * RQ_WRITE, RQ_WRITE);
+                rc = dat_ib_post_rdma_write_immed(k->ce[e], 1, &l, ck((uint64_t)posted), &r, (DAT_UINT32)posted,
+                                                  DAT_COMPLETION_DEFAULT_FLAG);
+            } else {
+                DAT_LMR_TRIPLET l = lt(k->cm, RQ_WRITE, RQ_SEND);
+                rc = dat_ep_post_send(k->ce[e], 1, &l, ck((uint64_t)posted), DAT_COMPLETION_DEFAULT_FLAG);
+            }
+            if (rc != DAT_SUCCESS) {
+                k->bad++;
+                k->bad_status = (unsigned)rc;
+                return NULL;
+            }
+            posted++;
+            inflight++;
+        }
+        DAT_EVENT ev;
+        if (wait_ev(k->c->req, WAIT_MS, &ev) != DAT_SUCCESS)
+            return NULL;
+        if (ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS) {
+            k->bad++;
+            k->bad_status = (unsigned)ev.event_data.dto_completion_event_data.status;
+        }
+        k->done++;
+        inflight--;
+    }
+    return NULL;
+}
+
+void case_srq_race_last_receive(void)
+{
+    struct node s, c;
+    struct mr sm = {0}, cm = {0}, tm = {0};
+    DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL;
+    DAT_EP_HANDLE se[RQ_EPS], ce[RQ_EPS];
+    pthread_t th;
+    struct rq_client k = {&c, ce, &cm, &tm, 0, 0, 0};
+    int started = 0, got = 0, posted = 0, errors = 0;
+    DAT_EVENT ev;
+    memset(&s, 0, sizeof s);
+    memset(&c, 0, sizeof c);
+    if (!dx_on_soft_device()) {
+        /* A verbs SRQ is the HCA's, which takes receives itself; there every starved request
+         * would wait out RNR retries, far too slow under the VM. */
+        harness_skip("the race concerns the soft device's SRQ (IA %s)", dx_ia_name());
+        return;
+    }
+    if (!node_open(&s, PROVIDER, 16, 64) || !node_open(&c, PROVIDER, 64, 16) || !srq_make(&s, 16, 1, 0, &srq) ||
+        !mr_make(&s, s.pz, 16 * RQ_SLOT, PRIV_ALL, &sm) || !mr_make(&s, s.pz, RQ_EPS * RQ_WRITE, PRIV_ALL, &tm) ||
+        !mr_make(&c, c.pz, RQ_WRITE + RQ_SEND, PRIV_ALL, &cm) || !node_listen(&s, dx_port(0)))
+        goto out;
+    for (int i = 0; i < RQ_EPS; i++)
+        if (!EXPECT_RC(dat_ep_create_with_srq(s.ia, s.pz, s.rcv, s.req, s.conn, srq, NULL, &se[i]), DAT_SUCCESS) ||
+            !ep_make(&c, NULL, &ce[i]) || !connect_eps(&s, se[i], &c, ce[i], 0))
+            goto out;
+    fill(cm.buf, RQ_WRITE + RQ_SEND, 21);
+    if (!EXPECT(pthread_create(&th, NULL, rq_client_main, &k) == 0, "pthread_create failed"))
+        goto out;
+    started = 1;
+    srq_post(srq, &sm, 0, RQ_SLOT, 0);
+    posted++;
+    while (got < RQ_EPS * RQ_OPS) {
+        DAT_RETURN rc = wait_ev(s.rcv, 3000, &ev);
+        if (!EXPECT(rc == DAT_SUCCESS, "%d of %d receives completed, %d posted; then none for 3 s (0x%08x)", got,
+                    RQ_EPS * RQ_OPS, posted, (unsigned)rc))
+            break;
+        got++;
+        unsigned st = ev.event_data.dto_completion_event_data.status;
+        if (st != DAT_DTO_SUCCESS && errors++ == 0)
+            harness_fail(__LINE__, "receive %d completed with status %u", got, st);
+        if (posted < RQ_EPS * RQ_OPS) {
+            srq_post(srq, &sm, (size_t)(posted % 16) * RQ_SLOT, RQ_SLOT, (uint64_t)posted);
+            posted++;
+        }
+    }
+    EXPECT(wait_ev(s.conn, 0, &ev) != DAT_SUCCESS, "a server connection event 0x%x during the race",
+           (unsigned)ev.event_number);
+out:
+    if (started) {
+        pthread_join(th, NULL);
+        EXPECT(k.done == RQ_EPS * RQ_OPS && k.bad == 0, "client: %d of %d requests completed, %d failed (last status 0x%x)",
+               k.done, RQ_EPS * RQ_OPS, k.bad, k.bad_status);
+    }
+    node_close(&c);
+    node_close(&s);
+    mr_drop(&sm);
+    mr_drop(&cm);
+    mr_drop(&tm);
+}

@@ -115,6 +115,8 @@ static const struct harness_case cases[] = {
     CASE_TCP(sem_passive_path),
     CASE(conn_psp_provider_flood),
     CASE(conn_psp_provider_flood_ud),
+    CASE(srq_race_last_receive),
+    CASE_TCP(srq_race_last_receive),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

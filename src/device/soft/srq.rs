@@ -55,6 +55,21 @@ impl SoftSrq {
         }
         r
     }
+
+    /// A receive `pop` took and its QP did not use: first in line again. It may exceed max_wr
+    /// for a moment, as it was counted when posted.
+    pub fn put_back(&self, recv: (u64, Sges)) {
+        self.lock().recvs.push_front(recv);
+    }
+
+    /// Receives went back on the queue (`put_back`): the attached QPs may hold requests that
+    /// wait for one, as after a post. Called without any QP's locks held.
+    pub fn receives_returned(&self) {
+        let qps = self.lock().qps.clone();
+        for qp in qps.iter().filter_map(Weak::upgrade) {
+            qp.receive_posted();
+        }
+    }
 }
 
 impl Srq for SoftSrq {

@@ -19,7 +19,7 @@ use super::errno::{dev_error, last_error};
 use super::qp::{id_addresses, Conn, VerbsQp};
 use super::{sys, Ptr};
 use crate::dbg_log;
-use crate::device::{CmEvent, DevError, ListenEvents, Listener, PendingConnection, Qp, Service};
+use crate::device::{CmEvent, DevError, ListenEvents, Listener, PendingConnection, Qp, QpCaps, Service};
 use crate::log::DbgType;
 use crate::util::sync::MutexExt;
 
@@ -35,6 +35,37 @@ const PDATA_REP: usize = 196;
 const PDATA_REJ: usize = 148;
 /// What a trailer takes from the private data a consumer may send.
 pub(super) const TRAILER: usize = 4;
+
+/// The read and atomic depths of a connection, as rdma_cm's parameters name them:
+/// `responder_resources`, the requests the peer may have outstanding at us (the EP's
+/// `max_rdma_read_in`, our QP's `max_dest_rd_atomic`), and `initiator_depth`, ours at the peer
+/// (`max_rdma_read_out`, `max_rd_atomic`). Connecting, we offer our own. Accepting, no more
+/// than the request offers, which rdma_cm reports from our side (`request`: its
+/// responder_resources are the reads the peer means to issue, its initiator_depth the reads
+/// the peer takes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct RdDepths {
+    pub responder_resources: u8,
+    pub initiator_depth: u8,
+}
+
+impl RdDepths {
+    pub(super) fn new(caps: &QpCaps, request: Option<RdDepths>) -> RdDepths {
+        let ours = RdDepths { responder_resources: depth(caps.max_rd_in), initiator_depth: depth(caps.max_rd_atomic) };
+        match request {
+            None => ours,
+            Some(r) => RdDepths {
+                responder_resources: r.responder_resources.min(ours.responder_resources),
+                initiator_depth: r.initiator_depth.min(ours.initiator_depth),
+            },
+        }
+    }
+}
+
+/// A QP's depth limit as one byte of rdma_cm's parameters (and of ibv_qp_attr): 1 to 255.
+pub(super) fn depth(limit: u32) -> u8 {
+    limit.clamp(1, 255) as u8
+}
 
 /// Pads `payload` to the transport's fixed `size` and ends it with a trailer giving its
 /// length, so that a dat2 peer hands its consumer exactly what was sent. A peer on Debian's
@@ -278,8 +309,10 @@ impl PendingConnection for VerbsPending {
         let mut p: sys::rdma_conn_param = unsafe { std::mem::zeroed() };
         p.private_data = if private_data.is_empty() { std::ptr::null() } else { private_data.as_ptr() as *const _ };
         p.private_data_len = private_data.len() as u8;
-        p.responder_resources = self.initiator_depth.min(vqp.caps.max_rd_atomic.min(255) as u8);
-        p.initiator_depth = self.responder_resources.min(vqp.caps.max_rd_atomic.min(255) as u8);
+        let request = RdDepths { responder_resources: self.responder_resources, initiator_depth: self.initiator_depth };
+        let d = RdDepths::new(&vqp.caps, Some(request));
+        p.responder_resources = d.responder_resources;
+        p.initiator_depth = d.initiator_depth;
         p.rnr_retry_count = 7;
         p.qp_num = vqp.qp_num;
         p.srq = u8::from(vqp.on_srq());
@@ -511,9 +544,9 @@ fn connect_now(qp: &Arc<VerbsQp>, id: Ptr<sys::rdma_cm_id>) {
     let mut p: sys::rdma_conn_param = unsafe { std::mem::zeroed() };
     p.private_data = if pdata.is_empty() { std::ptr::null() } else { pdata.as_ptr() as *const _ };
     p.private_data_len = pdata.len() as u8;
-    let depth = qp.caps.max_rd_atomic.clamp(1, 255) as u8;
-    p.responder_resources = depth;
-    p.initiator_depth = depth;
+    let d = RdDepths::new(&qp.caps, None);
+    p.responder_resources = d.responder_resources;
+    p.initiator_depth = d.initiator_depth;
     p.retry_count = 7;
     p.rnr_retry_count = 7;
     p.qp_num = qp.qp_num;
@@ -540,6 +573,38 @@ fn established(qp: &Arc<VerbsQp>, id: Ptr<sys::rdma_cm_id>, private_data: Vec<u8
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn caps(read_out: u32, read_in: u32) -> QpCaps {
+        QpCaps {
+            service: Service::Rc,
+            max_send_wr: 1,
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_rd_atomic: read_out,
+            max_rd_in: read_in,
+            max_message: 1,
+        }
+    }
+
+    #[test]
+    fn responder_resources_are_the_reads_coming_in() {
+        let c = caps(2, 8);
+        // Connecting: we take 8 reads from the peer and issue 2.
+        assert_eq!(RdDepths::new(&c, None), RdDepths { responder_resources: 8, initiator_depth: 2 });
+        // Accepting a request whose peer issues 16 reads and takes 1 (from our side): we take
+        // no more than 8, and issue no more than it takes.
+        let req = RdDepths { responder_resources: 16, initiator_depth: 1 };
+        assert_eq!(RdDepths::new(&c, Some(req)), RdDepths { responder_resources: 8, initiator_depth: 1 });
+        let req = RdDepths { responder_resources: 3, initiator_depth: 4 };
+        assert_eq!(RdDepths::new(&c, Some(req)), RdDepths { responder_resources: 3, initiator_depth: 2 });
+        // The QP's attributes after rdma_cm's (see VerbsQp::modify_cm).
+        assert_eq!(super::super::qp::rd_attrs(5, 5, &c), (5, 2));
+        assert_eq!(super::super::qp::rd_attrs(16, 16, &c), (8, 2));
+        assert_eq!(super::super::qp::rd_attrs(0, 0, &c), (1, 1));
+        // Limits past a byte, or none.
+        assert_eq!(RdDepths::new(&caps(0, 1000), None), RdDepths { responder_resources: 255, initiator_depth: 1 });
+    }
 
     #[test]
     fn private_data_keeps_its_length() {

@@ -291,11 +291,12 @@ impl VerbsQp {
         if unsafe { (self.dev.api.cm.init_qp_attr)(id.0, &mut a, &mut mask) } != 0 {
             return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL));
         }
+        let (dest, own) = rd_attrs(a.max_dest_rd_atomic, a.max_rd_atomic, &self.caps);
         if state == sys::IBV_QPS_RTR {
-            a.max_dest_rd_atomic = a.max_dest_rd_atomic.max(1).min(self.caps.max_rd_atomic.max(1) as u8).max(1);
+            a.max_dest_rd_atomic = dest;
         }
         if state == sys::IBV_QPS_RTS {
-            a.max_rd_atomic = a.max_rd_atomic.max(1);
+            a.max_rd_atomic = own;
         }
         // SAFETY: our QP and the attributes rdma_cm filled in.
         let rc = unsafe { (self.dev.api.ibv.modify_qp)(self.qp.0, &mut a, mask) };
@@ -717,4 +718,11 @@ impl Qp for VerbsQp {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
+}
+
+/// The QP's read and atomic depths from those rdma_cm negotiated (`dest`, `own`): as responder
+/// (`max_dest_rd_atomic`) no more than the EP's `max_rdma_read_in`, as initiator
+/// (`max_rd_atomic`) no more than its `max_rdma_read_out`; at least 1 each.
+pub(super) fn rd_attrs(dest: u8, own: u8, caps: &QpCaps) -> (u8, u8) {
+    (dest.clamp(1, super::cm::depth(caps.max_rd_in)), own.clamp(1, super::cm::depth(caps.max_rd_atomic)))
 }

@@ -97,8 +97,9 @@ impl SoftQp {
 
     /// Executes one peer request; returns whether the connection survives, and the events.
     /// `rx`: the connection, when the request's data may still be on it (the reader thread);
-    /// only then are acknowledgements deferred.
-    pub(super) fn execute(&self, mut rx: Option<&mut io::Rx>, hdr: Hdr, data: Data) -> (bool, Vec<Event>) {
+    /// only then are acknowledgements deferred. `recv`: the receive taken for a request that
+    /// consumes one (a send, a write with immediate data), or given back if it fails first.
+    pub(super) fn execute(&self, mut rx: Option<&mut io::Rx>, hdr: Hdr, data: Data, recv: Option<Recv>) -> (bool, Vec<Event>) {
         let len = u64::from(hdr.length);
         let lazy = rx.is_some() && hdr.length <= ACK_LAZY_MAX;
         match hdr.op {
@@ -112,18 +113,20 @@ impl SoftQp {
                     }
                     None => Err(Landing::Revoked),
                 };
+                // The receive of a write with immediate data is consumed only once the data
+                // landed; a failure gives it back.
                 match landed {
                     Ok(()) => {}
-                    Err(Landing::Failed) => return (false, Vec::new()),
+                    Err(Landing::Failed) => return (false, recv.map(|r| self.return_recv(r)).into_iter().collect()),
                     Err(Landing::Revoked) => {
                         let ok = self.skip(rx, &hdr, &data);
                         self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
-                        return (ok, vec![Event::Flush(CmEvent::Broken)]);
+                        let returned = recv.map(|r| self.return_recv(r));
+                        return (ok, returned.into_iter().chain([Event::Flush(CmEvent::Broken)]).collect());
                     }
                 }
                 let mut events = Vec::new();
                 if hdr.flags & flag::IMM != 0 {
-                    let recv = self.pop_recv();
                     if let Some((wr_id, _)) = recv {
                         events.push(Event::Completion(Completion {
                             wr_id,
@@ -140,7 +143,8 @@ impl SoftQp {
                 (true, events)
             }
             op::SEND => {
-                let Some((wr_id, sges)) = self.pop_recv() else { return (false, Vec::new()) };
+                // The caller took one (on_request, drain_stalled).
+                let Some((wr_id, sges)) = recv else { return (false, Vec::new()) };
                 let capacity: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
                 let sets = self.local_sets(&sges, true);
                 let mut status = if sets.is_none() {

@@ -111,7 +111,12 @@ enum Event {
     /// We answered the peer with an error, which ends the connection: what is still posted
     /// completes flushed, then the event (see `flush`).
     Flush(CmEvent),
+    /// A receive taken from our SRQ went back unused (`return_recv`): the other QPs on it may
+    /// hold requests that wait for one. Told after our locks are released, as a post is.
+    Returned,
 }
+/// A receive taken for a request: its work request id and scatter list.
+type Recv = (u64, Sges);
 
 enum FrameData {
     None,
@@ -484,7 +489,9 @@ impl SoftQp {
         }
     }
 
-    /// Whether a receive is available (from the SRQ, if the QP uses one).
+    /// Whether a receive is posted (on the SRQ, if the QP uses one). Only a hint on an SRQ,
+    /// where another QP may take it the next moment: a request takes its receive with
+    /// `take_recv`, in the same step that decides it runs.
     fn has_recv(&self, i: &Inner) -> bool {
         match &self.srq {
             Some(srq) => !srq.is_empty(),
@@ -492,10 +499,25 @@ impl SoftQp {
         }
     }
 
-    fn pop_recv(&self) -> Option<(u64, Sges)> {
+    /// Takes the oldest receive (from the SRQ, if the QP uses one), for a request that then
+    /// owns it: it consumes it, or gives it back (`return_recv`).
+    fn take_recv(&self) -> Option<Recv> {
         match &self.srq {
             Some(srq) => srq.pop(),
             None => self.lock().recvs.pop_front(),
+        }
+    }
+
+    /// A receive taken for a request that did not use it, because the request failed, which
+    /// ends the connection. On an SRQ it goes back first in line, for the other QPs (the
+    /// event tells them); our own receives are all flushed, this one first.
+    fn return_recv(&self, recv: Recv) -> Event {
+        match &self.srq {
+            Some(srq) => {
+                srq.put_back(recv);
+                Event::Returned
+            }
+            None => Event::Completion(Completion::bare(recv.0, DAT_DTO_ERR_FLUSHED, WcOp::Recv)),
         }
     }
 
@@ -524,6 +546,11 @@ impl SoftQp {
             Event::Cm(e) => self.events.cm(e),
             // Its events join this queue (a re-entrant deliver only queues).
             Event::Flush(e) => self.flush(e),
+            Event::Returned => {
+                if let Some(srq) = &self.srq {
+                    srq.receives_returned();
+                }
+            }
         });
     }
 

@@ -303,15 +303,18 @@ impl SoftQp {
         };
         let needs_recv = needs_recv(&hdr);
         let cost = stall_cost(&hdr, &data);
+        let deadline = Instant::now() + RNR_WAIT;
         loop {
             let exec = self.exec.locked();
-            let (stall, room) = {
+            let (stalled, room) = {
                 let i = self.lock();
-                let stall = !i.stalled.is_empty() || (needs_recv && !self.has_recv(&i));
-                (stall, i.stalled_bytes + cost <= STALL_BYTES)
+                (!i.stalled.is_empty(), i.stalled_bytes + cost <= STALL_BYTES)
             };
-            if !stall {
-                let (ok, events) = self.execute(Some(rx), hdr, data);
+            // The receive is taken where the request is decided to run: on an SRQ, a check
+            // and a later take would let another QP take the last receive in between.
+            let recv = if needs_recv && !stalled { self.take_recv() } else { None };
+            if !stalled && (!needs_recv || recv.is_some()) {
+                let (ok, events) = self.execute(Some(rx), hdr, data, recv);
                 drop(exec);
                 self.deliver(events);
                 return ok;
@@ -331,7 +334,7 @@ impl SoftQp {
             }
             // No room to hold it: it stays on the socket until it can run in place.
             drop(exec);
-            if !self.await_room(needs_recv) {
+            if !self.await_room(needs_recv, deadline) {
                 if self.lock().state != State::Closed {
                     crate::dbg_log!(
                         crate::log::DbgType::PROVIDER_API,
@@ -363,10 +366,11 @@ impl SoftQp {
         }
     }
 
-    /// Waits up to RNR_WAIT until a request can run at once: nothing stalled before it, and a
-    /// receive posted if it needs one. False: it cannot (or the connection ended).
-    pub(super) fn await_room(&self, needs_recv: bool) -> bool {
-        let deadline = Instant::now() + RNR_WAIT;
+    /// Waits until `deadline` for a request to be able to run at once: nothing stalled before
+    /// it, and a receive posted if it needs one (which, on an SRQ, another QP may still take
+    /// first: the caller tries again, to the same deadline). False: it cannot (or the
+    /// connection ended).
+    pub(super) fn await_room(&self, needs_recv: bool, deadline: Instant) -> bool {
         let mut i = self.lock();
         loop {
             if i.state == State::Closed {
@@ -389,17 +393,26 @@ impl SoftQp {
         let mut events = Vec::new();
         let mut broken = false;
         loop {
+            let Some(needs) = self.lock().stalled.front().map(|f| needs_recv(&f.hdr)) else { break };
+            // Taken before the request leaves the queue (see `on_request`); only this drain,
+            // under `exec`, removes the front, but a flush may clear the queue meanwhile.
+            let recv = if needs { self.take_recv() } else { None };
+            if needs && recv.is_none() {
+                break;
+            }
             let next = {
                 let mut i = self.lock();
-                let Some(front) = i.stalled.front() else { break };
-                if needs_recv(&front.hdr) && !self.has_recv(&i) {
-                    break;
+                let next = i.stalled.pop_front();
+                if let Some(n) = &next {
+                    i.stalled_bytes -= n.cost;
                 }
-                let next = i.stalled.pop_front().expect("front exists");
-                i.stalled_bytes -= next.cost;
                 next
             };
-            let (ok, evs) = self.execute(None, next.hdr, next.data);
+            let Some(next) = next else {
+                events.extend(recv.map(|r| self.return_recv(r)));
+                break;
+            };
+            let (ok, evs) = self.execute(None, next.hdr, next.data, recv);
             events.extend(evs);
             if !ok {
                 broken = true;
