@@ -208,7 +208,7 @@ impl Violations {
         let window = since.map_or_else(String::new, |d| format!(" in the last {:.1} s", d.as_secs_f64()));
         dbg_log!(
             DbgType::ERROR,
-            "soft UD QP {qpn}: dropped {} datagram(s) with a wrong Q_Key or secret{window} ({total} in all); the last from {from}: {what}",
+            "soft UD QP {qpn}: dropped {} datagrams with a wrong Q_Key or secret{window} ({total} in all); the last from {from}: {what}",
             total - before
         );
     }
