@@ -34,7 +34,7 @@ HDR = struct.Struct("<BBBxIIQIIIQQ")  # op flags status payload length raddr rke
 HELLO = struct.Struct("<IIIIQ")  # magic version reaches rd_in rendezvous
 CLAIMS = struct.Struct("<IIQIIQ")  # magic sock_fd canary keytab_fd pd qp
 MAGIC = 0x64617432
-VERSION = 6
+VERSION = 7
 OP_HELLO, OP_ACCEPT, OP_REJECT, OP_READY, OP_ESTABLISHED = 1, 2, 3, 4, 5
 OP_SEND, OP_WRITE, OP_READ, OP_CMP_SWAP, OP_FETCH_ADD = 10, 11, 12, 13, 14
 OP_RESPONSE, OP_ACK, OP_DISCONNECT = 20, 21, 30
@@ -73,16 +73,18 @@ results = []
 class Proc:
     """A target.c process: its 'ready' line, its commands and its events."""
 
-    def __init__(self, *args, address_space=None):
+    def __init__(self, *args, address_space=None, env=None):
         def limit():
             if address_space:
                 import resource
                 resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-        self.p = subprocess.Popen([*target_prefix, target_bin, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=limit)
+        self.p = subprocess.Popen([*target_prefix, target_bin, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=limit,
+                                  env={**os.environ, **(env or {})})
         self.buf = b""
         self.events = []
-        line = self.line(10)
-        if not line or not line.startswith("ready "):
+        # (debug log lines, when a case asks for them, may come first)
+        line = self.expect("ready ", 10)
+        if not line:
             raise RuntimeError(f"target did not start: {line!r}")
         self.info = {k: int(v, 0) for k, v in (w.split("=") for w in line.split()[1:])}
 
@@ -269,13 +271,13 @@ def cma_request(s, op, rkey, raddr, length, segs, flags=F_CMA, list_bytes=None):
     s.sendall(hdr(op, flags, len(payload), length, raddr, rkey) + payload)
 
 
-def case(name, server=True, where="local"):
+def case(name, server=True, where="local", env=None):
     """A case; `server`: it attacks a target server (started on its port; a string names
     another mode of target.c, "ud"), else it starts what it needs itself; `where`: whether it runs with the target on this host ("local") or
-    on another ("remote", the --remote form)."""
+    on another ("remote", the --remote form); `env`: variables the target server gets besides ours."""
     def wrap(fn):
         if (not only or name in only) and where == ("remote" if remote else "local"):
-            results.append((name, fn, server))
+            results.append((name, fn, server, env))
         return fn
     return wrap
 
@@ -907,7 +909,7 @@ def _(t, port):
 
 def main():
     n = 0
-    for name, fn, server in results:
+    for name, fn, server, env in results:
         n += 1
         port = port_base + n
         t, rc = None, 0
@@ -915,7 +917,7 @@ def main():
             # Under a limit on its address space, an allocation of what a peer announces fails
             # (and aborts the target) instead of quietly reserving it.
             mode = "server" if server is True else server
-            t = Proc(mode, str(port), address_space=TARGET_AS) if server else None
+            t = Proc(mode, str(port), address_space=TARGET_AS, env=env) if server else None
             ok, why = fn(t, port)
             if ok and t and t.check() is None:
                 ok, why = False, "the target died"

@@ -3,7 +3,9 @@
 # target.c, an ordinary dat2 consumer, as a client and as a server (see hostile.py). Then,
 # as root, the cases of a peer on another host: two network namespaces joined by a veth pair
 # (10.78.0.1 the target's, 10.78.0.2 the attacker's), as in c-tests/programs.
-# Environment: DAT2_ROOT, DAT2_BUILD, DAT2_OUT, CC, CFLAGS (see c-tests/run-all.sh).
+# Environment: DAT2_ROOT, DAT2_BUILD, DAT2_OUT, CC, CFLAGS (see c-tests/run-all.sh);
+# HOSTILE_PORT_BASE moves the TCP ports (default 34100; the cases use up to base + 700, the
+# remote ones base + 100 to base + 800).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common/lib.sh"
@@ -11,7 +13,8 @@ harness_init hostile
 . "$root/c-tests/netns.sh"
 compile build "$out/target" "$here/target.c" -L"$build" -ldat2 || exit 1
 export LD_LIBRARY_PATH=$build DAT_OVERRIDE=/nonexistent
-timeout 600 python3 "$here/hostile.py" "$out/target" 34100
+base=${HOSTILE_PORT_BASE:-34100}
+timeout 600 python3 "$here/hostile.py" "$out/target" "$base"
 
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
   skip remote "needs root and ip (iproute2) for two network namespaces"
@@ -30,4 +33,4 @@ if ! { ip netns add "$na" && ip netns add "$nb" &&
 fi
 printf 'soft-ns u2.0 nonthreadsafe default builtin:soft dat2.2.0 "10.78.0.1 0" ""\n' >"$out/ns.conf"
 DAT_OVERRIDE=$out/ns.conf TARGET_IA=soft-ns HOSTILE_TARGET_NETNS=$na timeout 300 \
-  ip netns exec "$nb" python3 "$here/hostile.py" --remote 10.78.0.1 "$out/target" 34200
+  ip netns exec "$nb" python3 "$here/hostile.py" --remote 10.78.0.1 "$out/target" $((base + 100))

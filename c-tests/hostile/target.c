@@ -7,6 +7,8 @@
  *   target ud PORT       one UD EP (IB extensions), no receive posted; its PSP on PORT accepts
  *                        every UD resolution on it with private data "ud-ok" (one whose private
  *                        data starts with "reject" is rejected) and rejects RC requests
+ *   target udclient PORT [ADDR]  one UD EP that resolves ADDR (127.0.0.1):PORT and reports its
+ *                        events
  *   target victim        no DAT at all: a third process whose memory must stay untouched
  *
  * It prints "ready pid=P secret=ADDR win=ADDR rkey=K" once set up: `secret` is 4 KiB of
@@ -21,6 +23,8 @@
  *   recv N LEN  posts N receives of LEN (at most 8192) bytes on the UD EP: receive k (counted
  *            from 0 over the run, also its cookie) at win + 8192 * (1 + k % 7); "posted N"
  *   peek OFF N  "peek <hex of win[OFF..OFF+N]>" (N at most 256)
+ *   reply TEXT  sends TEXT in one datagram to the peer the last UD_ESTABLISHED named, as a
+ *            consumer answers a peer: "replied qpn=Q" (no completion line), or "reply none"
  * It prints "event NAME" for each connection event (client mode, the server's ends, every
  * UD one) and, for the UD target, "dto cookie=C status=S len=L" for each completion.
  * TARGET_IA names the IA to open (default dat2-soft). */
@@ -50,6 +54,8 @@ static DAT_EP_HANDLE eps[MAX_EPS];
 static int neps;
 static DAT_EP_HANDLE ud_ep;
 static unsigned long ud_posted;
+static DAT_IB_ADDR_HANDLE last_ah;
+static int have_ah;
 
 static void die(const char *what, DAT_RETURN rc)
 {
@@ -124,6 +130,20 @@ static void command(const char *line)
         for (unsigned i = 0; i < n; i++)
             printf("%02x", (unsigned char)win[off + i]);
         printf("\n");
+    } else if (strncmp(line, "reply ", 6) == 0 && ud_ep) {
+        if (!have_ah) {
+            printf("reply none\n");
+        } else {
+            /* The text from win's last 4 KiB, which no receive uses. */
+            size_t n = strcspn(line + 6, "\n");
+            char *at = win + WIN - 4096;
+            memcpy(at, line + 6, n);
+            DAT_LMR_TRIPLET t = { (DAT_VADDR)(uintptr_t)at, (DAT_VLEN)n, lkey };
+            DAT_DTO_COOKIE ck;
+            ck.as_64 = ~0ULL;
+            CHECK(dat_ib_post_send_ud(ud_ep, 1, &t, &last_ah, ck, DAT_COMPLETION_SUPPRESS_FLAG));
+            printf("replied qpn=%u\n", (unsigned)last_ah.qpn);
+        }
     } else if (strncmp(line, "quit", 4) == 0) {
         fflush(stdout);
         _exit(0);
@@ -231,6 +251,11 @@ static void pump(int server)
             dat_cr_accept(h, new_ep(), 0, NULL);
     }
     while (ia && dat_evd_dequeue(conn, &ev) == DAT_SUCCESS) {
+        if ((int)ev.event_number == (int)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED) {
+            const DAT_IB_EXTENSION_EVENT_DATA *x = (const void *)ev.event_extension_data;
+            last_ah = x->remote_ah;
+            have_ah = 1;
+        }
         printf("event %s\n", conn_name(ev.event_number));
         fflush(stdout);
         if (server && ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
@@ -238,7 +263,8 @@ static void pump(int server)
     }
     while (ia && dat_evd_dequeue(dto, &ev) == DAT_SUCCESS) {
         DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
-        if (ud_ep && (ev.event_number == DAT_DTO_COMPLETION_EVENT || (int)ev.event_number == (int)DAT_IB_DTO_EVENT))
+        if (ud_ep && d->user_cookie.as_64 != ~0ULL &&
+            (ev.event_number == DAT_DTO_COMPLETION_EVENT || (int)ev.event_number == (int)DAT_IB_DTO_EVENT))
             printf("dto cookie=%llu status=%d len=%llu\n", (unsigned long long)d->user_cookie.as_64, (int)d->status,
                    (unsigned long long)d->transfered_length);
     }
@@ -263,8 +289,9 @@ int main(int argc, char **argv)
         for (;;)
             pump(0);
     }
-    if (strcmp(mode, "server") != 0 && strcmp(mode, "client") != 0 && strcmp(mode, "ud") != 0) {
-        fprintf(stderr, "usage: target server|client|ud PORT | target victim\n");
+    int udclient = strcmp(mode, "udclient") == 0;
+    if (strcmp(mode, "server") != 0 && strcmp(mode, "client") != 0 && strcmp(mode, "ud") != 0 && !udclient) {
+        fprintf(stderr, "usage: target server|client|ud|udclient PORT | target victim\n");
         return 2;
     }
     DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
@@ -292,8 +319,15 @@ int main(int argc, char **argv)
         sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         if (argc > 3 && inet_pton(AF_INET, argv[3], &sin.sin_addr) != 1)
             die("inet_pton", DAT_INVALID_PARAMETER);
-        CHECK(dat_ep_connect(new_ep(), (DAT_IA_ADDRESS_PTR)&sin, (DAT_CONN_QUAL)port, 10 * 1000 * 1000, 0, NULL,
-                             DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
+        DAT_EP_HANDLE ep;
+        if (udclient) {
+            new_ud_ep();
+            ep = ud_ep;
+        } else {
+            ep = new_ep();
+        }
+        CHECK(dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)&sin, (DAT_CONN_QUAL)port, 10 * 1000 * 1000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                             DAT_CONNECT_DEFAULT_FLAG));
     }
     printf("ready pid=%d secret=%#lx win=%#lx rkey=%u\n", (int)getpid(), (unsigned long)(uintptr_t)secret,
            (unsigned long)(uintptr_t)win, (unsigned)rkey);

@@ -4,7 +4,8 @@
 //! The process is both sides. Once, it opens a dat2-soft IA through the library's C entry
 //! points, makes a UD EP whose receives land in a window `win` between guard pages, a PSP, and
 //! resolves the EP from a UDP socket of its own by speaking UD_HELLO to the PSP (the consumer
-//! side accepts with `dat_cr_accept`); it so learns the QP's number and Q_Key. Then, for every
+//! side accepts with `dat_cr_accept`) and proving its port with a proof datagram; it so learns
+//! the QP's number, Q_Key and secret. Then, for every
 //! input, it posts receives and sends datagrams as the input says, and ends with a sentinel: a
 //! receive posted last, and valid datagrams sent until that receive completes (receives are
 //! taken in order, so every receive posted before it has completed by then, and every datagram
@@ -22,8 +23,8 @@
 //!
 //! # Input
 //! A sequence of actions, each introduced by a byte `a`:
-//! - `a < 0xa0`: a datagram. Bits 0-1 the Q_Key: 0-1 the QP's, 2 a raw u32 follows, 3 the QP's
-//!   with bit 0 flipped; bit 2 a raw length field (u32 follows), else the payload's; bit 3 a
+//! - `a < 0xa0`: a datagram. Bits 0-1 the keys: 0-1 the QP's, 2 a raw Q_Key (u32) follows, 3
+//!   the QP's Q_Key with the secret's bit 0 flipped; bit 2 a raw length field (u32 follows), else the payload's; bit 3 a
 //!   raw source QPN (u16 follows), else our port; bit 4 a raw flags byte follows, else 0;
 //!   bit 5 a raw version byte follows; bit 6 the magic xor a u8 that follows. Then the payload
 //!   length (u16, modulo 4200) and that many bytes from the input (zero-padded).
@@ -44,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dat2::abi::*;
-use dat2::testing::wire::{op, Dgram, Hdr, UdHello, DGRAM_MAGIC, HDR_LEN};
+use dat2::testing::wire::{flag, op, Dgram, Hdr, UdHello, DGRAM_MAGIC, HDR_LEN};
 use libfuzzer_sys::fuzz_target;
 
 const PAGE: usize = 4096;
@@ -73,6 +74,7 @@ struct Target {
     /// The QP's number (UDP port) and Q_Key, learned by resolving it.
     qpn: u16,
     qkey: u32,
+    secret: u64,
     threads: usize,
     fds: usize,
 }
@@ -150,7 +152,8 @@ impl Target {
         let peer = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap_or_else(|e| fail!("udp bind: {e}"));
         let our_qpn = peer.local_addr().map(|a| u32::from(a.port())).unwrap_or(0);
         let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port as u16)).unwrap_or_else(|e| fail!("connect to the PSP: {e}"));
-        let body = UdHello { qpn: our_qpn, qkey: 0x0f0f_5a5a, private_data: b"fuzz".to_vec() }.encode();
+        let token = 0x0f0f_5a5a_0f0f_5a5a_0f0f_5a5a_0f0f_5a5a;
+        let body = UdHello { qpn: our_qpn, qkey: 0x0f0f_5a5a, secret: 1, token, private_data: b"fuzz".to_vec() }.encode();
         let mut msg = Hdr::message(op::UD_HELLO, body.len()).encode().to_vec();
         msg.extend_from_slice(&body);
         s.write_all(&msg).unwrap_or_else(|e| fail!("UD_HELLO: {e}"));
@@ -168,11 +171,14 @@ impl Target {
         let mut body = vec![0u8; (h.payload as usize).min(4096)];
         s.read_exact(&mut body).unwrap_or_else(|e| fail!("UD_ACCEPT body: {e}"));
         let answer = UdHello::decode(&body).filter(|_| h.op == op::UD_ACCEPT).unwrap_or_else(|| fail!("set-up: no UD_ACCEPT"));
+        // Our port is ours: a proof from it (the QP answers with its own, which we leave unread).
+        let _ = peer.send_to(&Dgram::proof(our_qpn, token), (Ipv4Addr::LOCALHOST, answer.qpn as u16));
         let est = wait(conn, "dat_evd_wait (connection)");
         if est.event_number != DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED {
             fail!("set-up: the accept reported event {:#x}", est.event_number);
         }
-        let mut t = Target { dto, ep, lkey, base, win, peer, qpn: answer.qpn as u16, qkey: answer.qkey, threads: 0, fds: 0 };
+        let mut t =
+            Target { dto, ep, lkey, base, win, peer, qpn: answer.qpn as u16, qkey: answer.qkey, secret: answer.secret, threads: 0, fds: 0 };
         // SAFETY: the whole mapping is ours.
         unsafe { std::ptr::write_bytes(base as *mut u8, GUARD, total) };
         t.threads = count_dir("/proc/self/task");
@@ -191,7 +197,7 @@ impl Target {
     }
 
     fn datagram(&self, payload: &[u8]) -> Vec<u8> {
-        let h = Dgram { qkey: self.qkey, src_qpn: u32::from(self.our_port()), flags: 0, length: payload.len() as u32 };
+        let h = Dgram { qkey: self.qkey, secret: self.secret, src_qpn: u32::from(self.our_port()), flags: 0, length: payload.len() as u32 };
         let mut d = h.encode().to_vec();
         d.extend_from_slice(payload);
         d
@@ -254,10 +260,10 @@ fn run(data: &[u8]) {
     while !inp.0.is_empty() {
         let a = inp.u8();
         if a < 0xa0 {
-            let qkey = match a & 3 {
-                2 => inp.u32(),
-                3 => t.qkey ^ 1,
-                _ => t.qkey,
+            let (qkey, secret) = match a & 3 {
+                2 => (inp.u32(), t.secret),
+                3 => (t.qkey, t.secret ^ 1),
+                _ => (t.qkey, t.secret),
             };
             let length = (a & 4 != 0).then(|| inp.u32());
             let src = if a & 8 != 0 { u32::from(inp.u16()) } else { u32::from(t.our_port()) };
@@ -266,14 +272,15 @@ fn run(data: &[u8]) {
             let magic = if a & 0x40 != 0 { DGRAM_MAGIC ^ u32::from(inp.u8()) } else { DGRAM_MAGIC };
             let n = usize::from(inp.u16()) % 4200;
             let payload = inp.bytes(n);
-            let mut d = Dgram { qkey, src_qpn: src, flags, length: length.unwrap_or(n as u32) }.encode().to_vec();
+            let mut d = Dgram { qkey, secret, src_qpn: src, flags, length: length.unwrap_or(n as u32) }.encode().to_vec();
             d[0..4].copy_from_slice(&magic.to_le_bytes());
             if let Some(v) = version {
-                d[12] = v;
+                d[20] = v;
             }
             d.extend_from_slice(&payload);
             // What the device must accept: the wire's own check, from the port it names.
-            if Dgram::parse(&d, t.qkey, MTU).is_some_and(|h| h.src_qpn == u32::from(t.our_port())) {
+            let lands = |h: Dgram| h.src_qpn == u32::from(t.our_port()) && h.flags != flag::PROOF && h.keys_are(t.qkey, t.secret);
+            if Dgram::parse(&d, MTU).is_some_and(lands) {
                 valid.push(payload);
             }
             t.send(&d);

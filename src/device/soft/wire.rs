@@ -14,7 +14,7 @@
 
 pub const HDR_LEN: usize = 48;
 pub const MAGIC: u32 = 0x6461_7432; // "dat2"
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 pub mod op {
     pub const HELLO: u8 = 1;
@@ -27,10 +27,11 @@ pub mod op {
     /// that side's ESTABLISHED, as with the RTU of an IB connection.
     pub const ESTABLISHED: u8 = 5;
     /// UD address resolution: a UD QP asks a service point for a peer QP (body: [`super::UdHello`]
-    /// with the requester's QP number and Q_Key). Answered by UD_ACCEPT or REJECT, then the
-    /// connection closes.
+    /// with the requester's QP number, keys and proof token). Answered by UD_ACCEPT or REJECT,
+    /// then the connection closes; an accept is then proven by datagrams (ud/proof.rs).
     pub const UD_HELLO: u8 = 6;
-    /// The accepting UD QP's number and Q_Key ([`super::UdHello`]) and the private data.
+    /// The accepting UD QP's number, keys and proof token ([`super::UdHello`]) and the private
+    /// data.
     pub const UD_ACCEPT: u8 = 7;
     pub const SEND: u8 = 10;
     pub const WRITE: u8 = 11;
@@ -51,6 +52,9 @@ pub mod flag {
     pub const INVALIDATE: u8 = 0x8;
     /// With CMA: each scatter element also names the shared file that holds it (see shm.rs).
     pub const SHM: u8 = 0x10;
+    /// A UD datagram that proves its source owns its address and port: no keys, and a payload
+    /// of exactly PROOF_LEN bytes, a token (see [`super::Dgram`] and ud/proof.rs).
+    pub const PROOF: u8 = 0x20;
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -175,18 +179,24 @@ impl Hello {
 }
 
 /// The body of UD_HELLO and UD_ACCEPT: magic, version, the sender's UD QP number (its UDP
-/// port, 1 to 65535) and Q_Key, then private data (at most PRIVATE_DATA_MAX bytes). The
-/// requester's address is never in it: the passive side takes it from the kernel (the TCP
-/// peer address), so a requester can name only its own host.
+/// port, 1 to 65535), Q_Key and 64-bit datagram secret, a 128-bit proof token, then private
+/// data (at most PRIVATE_DATA_MAX bytes). The requester's address is never in it: the passive
+/// side takes it from the kernel (the TCP peer address), so a requester can name only its own
+/// host; and its QP number is believed only once a datagram carrying its token has come from
+/// that address and port (ud/proof.rs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UdHello {
     pub qpn: u32,
     pub qkey: u32,
+    /// The sender QP's datagram secret: every datagram to it carries this besides the Q_Key.
+    pub secret: u64,
+    /// A random token of the sender's: the sender's own proof datagram carries it.
+    pub token: u128,
     pub private_data: Vec<u8>,
 }
 
 /// A UdHello's fixed part; private data follows it.
-pub const UD_HELLO_LEN: usize = 16;
+pub const UD_HELLO_LEN: usize = 40;
 
 /// The longest UD_HELLO or UD_ACCEPT body; a longer one ends the connection unread.
 pub const UD_HELLO_MAX: u32 = (UD_HELLO_LEN + PRIVATE_DATA_MAX) as u32;
@@ -198,6 +208,8 @@ impl UdHello {
         v.extend_from_slice(&VERSION.to_le_bytes());
         v.extend_from_slice(&self.qpn.to_le_bytes());
         v.extend_from_slice(&self.qkey.to_le_bytes());
+        v.extend_from_slice(&self.secret.to_le_bytes());
+        v.extend_from_slice(&self.token.to_le_bytes());
         v.extend_from_slice(&self.private_data);
         v
     }
@@ -211,61 +223,103 @@ impl UdHello {
         if u32_at(0) != MAGIC || u32_at(4) != VERSION || !(1..=u32::from(u16::MAX)).contains(&qpn) {
             return None;
         }
-        Some(UdHello { qpn, qkey: u32_at(12), private_data: b[UD_HELLO_LEN..].to_vec() })
+        Some(UdHello {
+            qpn,
+            qkey: u32_at(12),
+            secret: u64::from_le_bytes(b[16..24].try_into().ok()?),
+            token: u128::from_le_bytes(b[24..40].try_into().ok()?),
+            private_data: b[UD_HELLO_LEN..].to_vec(),
+        })
     }
 }
 
-/// The header of a UD datagram (one UDP datagram each, between two UD QPs), 20 bytes, little
+/// The header of a UD datagram (one UDP datagram each, between two UD QPs), 28 bytes, little
 /// endian, then exactly `length` bytes of payload:
 ///
 /// | bytes | field |
 /// | --- | --- |
 /// | 0..4 | DGRAM_MAGIC |
 /// | 4..8 | the destination QP's Q_Key |
-/// | 8..12 | the source QP's number (its UDP port, which the datagram must come from) |
-/// | 12 | DGRAM_VERSION |
-/// | 13 | flags: only `flag::SOLICITED` |
-/// | 14..16 | zero |
-/// | 16..20 | payload length |
+/// | 8..16 | the destination QP's secret |
+/// | 16..20 | the source QP's number (its UDP port, which the datagram must come from) |
+/// | 20 | DGRAM_VERSION |
+/// | 21 | flags: `flag::SOLICITED`, or `flag::PROOF` alone |
+/// | 22..24 | zero |
+/// | 24..28 | payload length |
 ///
 /// A receiver drops, silently and before it takes a receive, every datagram that is not
 /// exactly this: a short one, another magic or version, unknown flags, a length that is not
-/// the datagram's size or is above the path MTU, another Q_Key, a source QPN that is not the
-/// UDP source port. A peer learns the Q_Key only by resolving the QP (UD_HELLO), which the
-/// QP's consumer accepts, so datagrams from anyone else never land.
+/// the datagram's size or is above the path MTU, a source QPN that is not the UDP source
+/// port; and, counting it (ud/proof.rs), one with another Q_Key or secret. The Q_Key is 32
+/// bits as on InfiniBand; the secret makes the key a datagram must show 96 bits, so that it
+/// cannot be guessed (at 200,000 datagrams a second, 2^95 tries take about 6 * 10^18 years).
+/// A peer learns both only by resolving the QP (UD_HELLO), which the QP's consumer accepts.
+///
+/// A proof datagram (`flag::PROOF`) carries no keys (both zero) and a payload of PROOF_LEN
+/// bytes: the sender's token, as its UD_HELLO or UD_ACCEPT gave it. It never lands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dgram {
     pub qkey: u32,
+    pub secret: u64,
     pub src_qpn: u32,
     pub flags: u8,
     pub length: u32,
 }
 
-pub const DGRAM_HDR_LEN: usize = 20;
+pub const DGRAM_HDR_LEN: usize = 28;
 pub const DGRAM_MAGIC: u32 = 0x6461_7455; // "Utad" on the wire: dat2's datagrams
-pub const DGRAM_VERSION: u8 = 1;
+pub const DGRAM_VERSION: u8 = 2;
+/// A proof datagram's payload: a token.
+pub const PROOF_LEN: usize = 16;
 
 impl Dgram {
     pub fn encode(&self) -> [u8; DGRAM_HDR_LEN] {
         let mut b = [0u8; DGRAM_HDR_LEN];
         b[0..4].copy_from_slice(&DGRAM_MAGIC.to_le_bytes());
         b[4..8].copy_from_slice(&self.qkey.to_le_bytes());
-        b[8..12].copy_from_slice(&self.src_qpn.to_le_bytes());
-        b[12] = DGRAM_VERSION;
-        b[13] = self.flags;
-        b[16..20].copy_from_slice(&self.length.to_le_bytes());
+        b[8..16].copy_from_slice(&self.secret.to_le_bytes());
+        b[16..20].copy_from_slice(&self.src_qpn.to_le_bytes());
+        b[20] = DGRAM_VERSION;
+        b[21] = self.flags;
+        b[24..28].copy_from_slice(&self.length.to_le_bytes());
         b
     }
 
-    /// The header of `datagram` (header and payload, as received) when it is well formed for
-    /// a QP whose Q_Key is `qkey` and whose payloads are at most `max` bytes (see the type).
-    pub fn parse(datagram: &[u8], qkey: u32, max: u32) -> Option<Dgram> {
+    /// A proof datagram from QP `src_qpn` carrying `token`.
+    pub fn proof(src_qpn: u32, token: u128) -> [u8; DGRAM_HDR_LEN + PROOF_LEN] {
+        let mut b = [0u8; DGRAM_HDR_LEN + PROOF_LEN];
+        let h = Dgram { qkey: 0, secret: 0, src_qpn, flags: flag::PROOF, length: PROOF_LEN as u32 };
+        b[..DGRAM_HDR_LEN].copy_from_slice(&h.encode());
+        b[DGRAM_HDR_LEN..].copy_from_slice(&token.to_le_bytes());
+        b
+    }
+
+    /// The header of `datagram` (header and payload, as received) when it is well formed for a
+    /// QP whose payloads are at most `max` bytes (see the type); its keys are not checked here
+    /// ([`Dgram::keys_are`]).
+    pub fn parse(datagram: &[u8], max: u32) -> Option<Dgram> {
         let b = datagram.get(..DGRAM_HDR_LEN)?;
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let d = Dgram { qkey: u32_at(4), src_qpn: u32_at(8), flags: b[13], length: u32_at(16) };
-        let well_formed = u32_at(0) == DGRAM_MAGIC && b[12] == DGRAM_VERSION && b[14..16] == [0, 0] && d.flags & !flag::SOLICITED == 0;
+        let secret = u64::from_le_bytes(b[8..16].try_into().ok()?);
+        let d = Dgram { qkey: u32_at(4), secret, src_qpn: u32_at(16), flags: b[21], length: u32_at(24) };
+        let proof_ok = d.flags != flag::PROOF || (d.qkey == 0 && d.secret == 0 && d.length as usize == PROOF_LEN);
+        let well_formed = u32_at(0) == DGRAM_MAGIC
+            && b[20] == DGRAM_VERSION
+            && b[22..24] == [0, 0]
+            && (d.flags & !flag::SOLICITED == 0 || d.flags == flag::PROOF);
         let sized = d.length <= max && d.length as usize == datagram.len() - DGRAM_HDR_LEN;
-        (well_formed && sized && d.qkey == qkey).then_some(d)
+        (well_formed && proof_ok && sized).then_some(d)
+    }
+
+    /// Whether the datagram shows the keys `qkey` and `secret` (without stopping at the first
+    /// differing bit, so its timing tells nothing).
+    pub fn keys_are(&self, qkey: u32, secret: u64) -> bool {
+        ((u64::from(self.qkey ^ qkey)) | (self.secret ^ secret)) == 0
+    }
+
+    /// The token of a proof datagram (its payload, after the header).
+    pub fn token(datagram: &[u8]) -> Option<u128> {
+        Some(u128::from_le_bytes(datagram.get(DGRAM_HDR_LEN..DGRAM_HDR_LEN + PROOF_LEN)?.try_into().ok()?))
     }
 }
 
@@ -421,7 +475,7 @@ mod tests {
 
     #[test]
     fn ud_hello_round_trips_and_bounds() {
-        let h = UdHello { qpn: 40000, qkey: 0xdead_beef, private_data: vec![1, 2, 3, 4] };
+        let h = UdHello { qpn: 40000, qkey: 0xdead_beef, secret: u64::MAX - 5, token: u128::MAX / 3, private_data: vec![1, 2, 3, 4] };
         assert_eq!(UdHello::decode(&h.encode()), Some(h.clone()));
         // A QP number is a UDP port: not 0, not above 65535.
         assert_eq!(UdHello::decode(&UdHello { qpn: 0, ..h.clone() }.encode()), None);
@@ -435,39 +489,53 @@ mod tests {
             b[at] ^= 1;
             assert_eq!(UdHello::decode(&b), None);
         }
-        // An RC HELLO is not a UD_HELLO (nor the other way round).
-        assert_eq!(Hello::decode(&h.encode()), None);
+        // An RC HELLO is not a UD_HELLO (the header's op tells the listener which to decode).
+        assert_eq!(UdHello::decode(&Hello::default().encode()), None);
     }
 
     #[test]
     fn datagram_headers() {
-        let (qkey, max) = (0x1234_5678, 4096);
+        let (qkey, secret, max) = (0x1234_5678, 0x0bad_cafe_f00d_d00d, 4096);
         let datagram = |d: Dgram, payload: usize| {
             let mut v = d.encode().to_vec();
             v.resize(DGRAM_HDR_LEN + payload, b'p');
             v
         };
-        let good = Dgram { qkey, src_qpn: 5000, flags: flag::SOLICITED, length: 100 };
-        assert_eq!(Dgram::parse(&datagram(good, 100), qkey, max), Some(good));
-        assert_eq!(Dgram::parse(&datagram(Dgram { length: 0, ..good }, 0), qkey, max), Some(Dgram { length: 0, ..good }));
-        assert_eq!(Dgram::parse(&datagram(Dgram { length: max, ..good }, max as usize), qkey, max).map(|d| d.length), Some(max));
-        // Another Q_Key never lands.
-        assert_eq!(Dgram::parse(&datagram(good, 100), qkey ^ 1, max), None);
+        let good = Dgram { qkey, secret, src_qpn: 5000, flags: flag::SOLICITED, length: 100 };
+        assert_eq!(Dgram::parse(&datagram(good, 100), max), Some(good));
+        assert!(good.keys_are(qkey, secret));
+        assert_eq!(Dgram::parse(&datagram(Dgram { length: 0, ..good }, 0), max), Some(Dgram { length: 0, ..good }));
+        assert_eq!(Dgram::parse(&datagram(Dgram { length: max, ..good }, max as usize), max).map(|d| d.length), Some(max));
+        // Another Q_Key, or the right Q_Key with another secret, never lands.
+        for (q, s) in [(qkey ^ 1, secret), (qkey, secret ^ 1), (qkey, secret ^ (1 << 63)), (qkey, 0), (0, 0)] {
+            assert!(!good.keys_are(q, s), "{q:#x} {s:#x}");
+        }
         // A length that is not the datagram's size, either way, or above the MTU.
-        assert_eq!(Dgram::parse(&datagram(good, 99), qkey, max), None);
-        assert_eq!(Dgram::parse(&datagram(good, 101), qkey, max), None);
-        assert_eq!(Dgram::parse(&datagram(Dgram { length: max + 1, ..good }, max as usize + 1), qkey, max), None);
-        assert_eq!(Dgram::parse(&datagram(Dgram { length: u32::MAX, ..good }, 8), qkey, max), None);
+        assert_eq!(Dgram::parse(&datagram(good, 99), max), None);
+        assert_eq!(Dgram::parse(&datagram(good, 101), max), None);
+        assert_eq!(Dgram::parse(&datagram(Dgram { length: max + 1, ..good }, max as usize + 1), max), None);
+        assert_eq!(Dgram::parse(&datagram(Dgram { length: u32::MAX, ..good }, 8), max), None);
         // Truncated headers, down to nothing.
         for n in 0..DGRAM_HDR_LEN {
-            assert_eq!(Dgram::parse(&good.encode()[..n], qkey, max), None);
+            assert_eq!(Dgram::parse(&good.encode()[..n], max), None);
         }
         // Magic, version, reserved bytes and unknown flags.
-        for (at, bit) in [(0, 1), (12, 1), (14, 1), (15, 0x80), (13, flag::IMM)] {
+        for (at, bit) in [(0, 1), (20, 1), (22, 1), (23, 0x80), (21, flag::IMM), (21, flag::PROOF)] {
             let mut b = datagram(good, 100);
             b[at] ^= bit;
-            assert_eq!(Dgram::parse(&b, qkey, max), None, "byte {at}");
+            assert_eq!(Dgram::parse(&b, max), None, "byte {at}");
         }
+        // A proof: no keys, exactly a token; nothing else may be flagged a proof.
+        let p = Dgram::proof(5000, 0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00);
+        let d = Dgram::parse(&p, max).expect("a proof");
+        assert_eq!((d.flags, d.src_qpn, d.qkey, d.secret), (flag::PROOF, 5000, 0, 0));
+        assert_eq!(Dgram::token(&p), Some(0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00));
+        let proof = Dgram { qkey: 0, secret: 0, src_qpn: 1, flags: flag::PROOF, length: PROOF_LEN as u32 };
+        assert!(Dgram::parse(&datagram(proof, PROOF_LEN), max).is_some());
+        assert_eq!(Dgram::parse(&datagram(Dgram { qkey: 1, ..proof }, PROOF_LEN), max), None);
+        assert_eq!(Dgram::parse(&datagram(Dgram { secret: 1, ..proof }, PROOF_LEN), max), None);
+        assert_eq!(Dgram::parse(&datagram(Dgram { length: 15, ..proof }, 15), max), None);
+        assert_eq!(Dgram::parse(&datagram(Dgram { flags: flag::PROOF | flag::SOLICITED, ..proof }, PROOF_LEN), max), None);
     }
 
     #[test]

@@ -72,6 +72,14 @@ pub(super) fn ip_gid(ip: IpAddr) -> [u8; 16] {
     }
 }
 
+/// The GID the passive side sends a UD requester's datagrams to: on RoCE the GID of the IP
+/// address the request came from as rdma_cm reports it (from the header the requester's kernel
+/// writes), whatever the request's trailer says. None on InfiniBand, where nothing but the
+/// requester's own trailer names its GID and LID (udcm.rs): the request is refused.
+pub(super) fn requester_gid(ethernet: bool, remote: IpAddr) -> Option<[u8; 16]> {
+    ethernet.then(|| ip_gid(remote))
+}
+
 /// The index of `gid` in our port's GID table: on RoCE the entry of type RoCE v2 when the
 /// address has one of each type. Looked up once per GID (a table has up to 1024 entries).
 /// A zero `gid` means our own address's.
@@ -355,6 +363,19 @@ mod tests {
         }
         assert_eq!(frame_request(&[1; PDATA_UD_REQ - UD_TRAILER + 1], &me), None);
         assert_eq!(&ip_gid("10.0.2.15".parse().unwrap())[10..], &[0xff, 0xff, 10, 0, 2, 15]);
+    }
+
+    #[test]
+    fn a_requester_is_reached_where_its_request_came_from_never_where_it_says() {
+        let from: IpAddr = "10.0.2.15".parse().unwrap();
+        // Whatever a trailer names (a third party's GID and LID), RoCE answers the address the
+        // request came from, and InfiniBand, with nothing else to go by, refuses.
+        let claim = Requester { qpn: 7, lid: 0x2a, gid: ip_gid("10.0.2.99".parse().unwrap()) };
+        let f = frame_request(b"pd", &claim).unwrap();
+        let (_, who) = unframe_request(&f).unwrap();
+        assert_eq!(who.gid, claim.gid);
+        assert_eq!(requester_gid(true, from), Some(ip_gid(from)));
+        assert_eq!(requester_gid(false, from), None);
     }
 
     #[test]

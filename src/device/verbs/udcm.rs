@@ -10,8 +10,11 @@
 //!
 //! Passive side: a request on a listener's UDP id (cm.rs) is accepted with our QP's number and
 //! answered at once; the accepting QP reports the requester, whose QP number the trailer of its
-//! request names, reached through an address handle to the address the request came from (on
-//! InfiniBand, to the LID and GID the trailer names).
+//! request names, reached through an address handle to the address the request came from
+//! (`ud::requester_gid`). On InfiniBand nothing the fabric vouches for names the requester to
+//! the passive side of a SIDR exchange (rdma_cm reports no path for it, and the trailer's GID
+//! and LID are the requester's word, which could point our datagrams anywhere on the fabric),
+//! so a UD request is refused there.
 //!
 //! Ownership of a connect's id: the QP's `UdState::pending` holds it while the connect is
 //! under way, and whoever takes it out (the outcome, the consumer's timeout, the QP's end)
@@ -225,11 +228,19 @@ fn resolved(qp: &Arc<VerbsQp>, id: Ptr<sys::rdma_cm_id>, u: cm::UdParam, private
 pub(super) fn accept(p: &VerbsPending, qp: &VerbsQp, who: &Requester, private_data: &[u8]) -> Result<(), DevError> {
     let dev = &p.dev;
     let (sgid, _) = route_gids(p.id);
-    // On RoCE a GID is the IP address: the one the request came from, whatever the trailer says
-    // (a requester cannot point our datagrams at a third party).
-    let dgid = if dev.ud.ethernet { ud::ip_gid(p.remote.ip()) } else { who.gid };
-    let ah = ud::address_vector(dev, None, sgid, dgid, who.lid)
-        .ok_or(DevError::NoResources)
+    // Never the trailer's GID or LID: a requester could name a third party's.
+    let dgid = ud::requester_gid(dev.ud.ethernet, p.remote.ip());
+    if dgid.is_none() {
+        dbg_log!(
+            DbgType::ERROR,
+            "verbs UD QP {}: a UD request from {} on InfiniBand is refused: nothing vouches for its GID and LID",
+            qp.qp_num,
+            p.remote
+        );
+    }
+    let ah = dgid
+        .ok_or(DevError::NotSupported)
+        .and_then(|dgid| ud::address_vector(dev, None, sgid, dgid, 0).ok_or(DevError::NoResources))
         .and_then(|a| VerbsAh::create(&qp.dev, ud::qp_pd(qp), a, who.qpn, sys::RDMA_UDP_QKEY));
     let answer = cm::frame(private_data, PDATA_UD_REP);
     let outcome = ah.and_then(|ah| {

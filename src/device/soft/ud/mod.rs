@@ -7,17 +7,20 @@
 //! receive for). So:
 //!
 //! - each UD QP is one UDP socket bound to the IA's address, port 0: the QP number is its UDP
-//!   port, and a random 32-bit Q_Key (keys.rs) is the capability a sender must show;
+//!   port, and a random 32-bit Q_Key with a random 64-bit secret (keys.rs) is the capability
+//!   a sender must show; a datagram that shows another is dropped and counted, and logged at
+//!   most once a second (proof.rs);
 //! - a peer is resolved over the TCP listener of its service point (cm.rs): UD_HELLO carries
-//!   the requester's QP number and Q_Key (its address comes from the kernel), UD_ACCEPT the
-//!   acceptor's, then the connection closes. An address handle ([`SoftAh`]) is the peer's
-//!   address, QP number and Q_Key;
+//!   the requester's QP number and keys (its address comes from the kernel), UD_ACCEPT the
+//!   acceptor's, then the connection closes; then each side proves with a datagram from its
+//!   QP that it owns the port it named, before the other reports it resolved (proof.rs). An
+//!   address handle ([`SoftAh`]) is the peer's address, QP number and keys;
 //! - sends gather from registered memory on the caller's thread (lkey, PD, bounds and leases
-//!   checked as for RC) into one `sendmsg` behind the 20-byte datagram header of wire.rs, and
+//!   checked as for RC) into one `sendmsg` behind the 28-byte datagram header of wire.rs, and
 //!   complete at once, successfully even when nobody receives (UD is unreliable);
 //! - one receiver thread per QP ("dat2-soft-ud") reads datagrams into a buffer of exactly
 //!   header + MTU + 1 bytes, so an oversized one is seen, drops every malformed one, every one
-//!   with another Q_Key and every one that finds no receive posted (as hardware does), and
+//!   with other keys and every one that finds no receive posted (as hardware does), and
 //!   lands the rest 40 bytes into a receive, after a synthetic GRH naming the sender ([`grh`]);
 //!   the completed length counts the 40 bytes. A receive shorter than that completes
 //!   `DAT_DTO_ERR_LOCAL_LENGTH`, and the datagram is consumed.
@@ -32,6 +35,7 @@
 //! QP's lease, lease.rs), so that when it returns no memory of the QP's requests is touched.
 
 use std::collections::VecDeque;
+use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -49,8 +53,10 @@ use crate::abi::*;
 use crate::device::*;
 use crate::util::sockaddr;
 use crate::util::sync::MutexExt;
+use proof::{Proofs, Violations, Waiter};
 
 mod cm;
+mod proof;
 #[cfg(test)]
 mod tests;
 
@@ -76,12 +82,20 @@ const HOP_LIMIT: u8 = 64;
 /// The GRH's next header: the InfiniBand base transport header.
 const NEXT_HEADER_BTH: u8 = 0x1B;
 
-/// An address handle of the soft device: where a peer UD QP is, and its Q_Key.
-#[derive(Debug)]
+/// An address handle of the soft device: where a peer UD QP is (proven, proof.rs), and its
+/// keys.
 pub struct SoftAh {
     /// The peer's IP address and UDP port (its QP number).
     pub dest: SocketAddr,
     pub qkey: u32,
+    secret: u64,
+}
+
+impl std::fmt::Debug for SoftAh {
+    // Not the secret: a debug line must not hand out the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SoftAh {{ dest: {}, qkey: {:#x} }}", self.dest, self.qkey)
+    }
 }
 
 impl AddressHandle for SoftAh {
@@ -133,6 +147,13 @@ pub struct SoftUdQp {
     /// Our address: the IA's, and the QP number as its port.
     local: SocketAddr,
     qkey: u32,
+    /// The rest of the key a datagram must show (wire.rs, `Dgram`).
+    secret: u64,
+    /// The peers' proofs this QP waits for.
+    proofs: Mutex<Proofs>,
+    violations: Violations,
+    /// Written to wake the receiver thread (a new deadline to wait for).
+    wake: UnixStream,
     /// `Inner::closed`, for the receiver thread to look at without the lock.
     closed: AtomicBool,
     inner: Mutex<Inner>,
@@ -167,12 +188,16 @@ impl SoftUdQp {
         };
         let local = socket.local_addr().map_err(|_| DevError::NoResources)?;
         let (stop, stopped) = UnixStream::pair().map_err(|_| DevError::NoResources)?;
+        let (wake, woken) = UnixStream::pair().map_err(|_| DevError::NoResources)?;
+        wake.set_nonblocking(true).map_err(|_| DevError::NoResources)?;
+        woken.set_nonblocking(true).map_err(|_| DevError::NoResources)?;
         let qkey = loop {
             let k = keys::random_u32();
             if k != 0 {
                 break k;
             }
         };
+        let secret = u64::from(keys::random_u32()) << 32 | u64::from(keys::random_u32());
         let qp = Arc::new_cyclic(|this| SoftUdQp {
             this: this.clone(),
             dev,
@@ -183,6 +208,10 @@ impl SoftUdQp {
             socket: Arc::new(socket),
             local,
             qkey,
+            secret,
+            proofs: Mutex::default(),
+            violations: Violations::default(),
+            wake,
             closed: AtomicBool::new(false),
             inner: Mutex::new(Inner { closed: false, recvs: VecDeque::new(), receiver: None }),
             delivery: Delivery::default(),
@@ -193,24 +222,77 @@ impl SoftUdQp {
         let handle = std::thread::Builder::new()
             .name("dat2-soft-ud".into())
             .stack_size(256 << 10)
-            .spawn(move || receiver(weak, socket, stopped))
+            .spawn(move || receiver(weak, socket, stopped, woken))
             .map_err(|_| DevError::NoResources)?;
         qp.inner.locked().receiver = Some(handle);
         Ok(qp)
     }
 
-    /// The QP number: our UDP port.
     /// The IA's address, which the QP's socket is bound to.
     pub fn local_ip(&self) -> IpAddr {
         self.local.ip()
     }
 
+    /// The QP number: our UDP port.
     pub fn qpn(&self) -> u32 {
         u32::from(self.local.port())
     }
 
     pub fn qkey(&self) -> u32 {
         self.qkey
+    }
+
+    pub fn secret(&self) -> u64 {
+        self.secret
+    }
+
+    /// Datagrams dropped so far for wrong keys (or a proof nobody waited for).
+    #[cfg(test)]
+    pub fn key_violations(&self) -> u64 {
+        self.violations.total()
+    }
+
+    /// Waits for a proof (proof.rs) until `deadline`; false when closed or too many wait.
+    fn expect_proof(&self, from: SocketAddr, token: u128, deadline: Instant, waiter: Waiter) -> bool {
+        let added = !self.is_closed() && self.proofs.locked().expect(from, token, deadline, waiter);
+        if added {
+            // The receiver thread may sleep without a deadline: it has one now.
+            let _ = (&self.wake).write(&[1]);
+        }
+        added
+    }
+
+    /// Sends our proof datagram carrying `token` to `to` (no wait: a lost one is sent again).
+    fn send_proof(&self, to: SocketAddr, token: u128) {
+        let _ = self.socket.send_to(&Dgram::proof(self.qpn(), token), to);
+    }
+
+    /// A proof datagram carrying `token` came from `from` (the kernel's word).
+    fn on_proof(&self, from: SocketAddr, token: u128) {
+        let proven = self.proofs.locked().on_proof(from, token);
+        let Some(p) = proven else {
+            self.violations.note(self.qpn(), from, "a proof nobody waits for");
+            return;
+        };
+        // Proven: the port is the sender's, and may be answered.
+        if let Some(answer) = p.answer {
+            self.send_proof(from, answer);
+        }
+        if let Some(ev) = p.event {
+            self.report(ev);
+        }
+    }
+
+    /// Ends the acceptors' waits that are past their deadline; when the next one is due.
+    fn expire_proofs(&self) -> Option<Instant> {
+        let (broken, next) = {
+            let mut p = self.proofs.locked();
+            (p.expire(Instant::now()), p.next_deadline())
+        };
+        for ev in broken {
+            self.report(ev);
+        }
+        next
     }
 
     fn is_closed(&self) -> bool {
@@ -248,8 +330,19 @@ impl SoftUdQp {
     /// A datagram the receiver thread read: `buf[AT..AT + n]`, from `from`. The first AT bytes
     /// of `buf` are free for the GRH.
     fn on_datagram(&self, buf: &mut [u8], n: usize, from: SocketAddr) {
-        let Some(d) = Dgram::parse(&buf[AT..AT + n], self.qkey, MTU) else { return };
+        let datagram = &buf[AT..AT + n];
+        let Some(d) = Dgram::parse(datagram, MTU) else { return };
         if d.src_qpn != u32::from(from.port()) {
+            return;
+        }
+        if d.flags == flag::PROOF {
+            if let Some(token) = Dgram::token(datagram) {
+                self.on_proof(from, token);
+            }
+            return;
+        }
+        if !d.keys_are(self.qkey, self.secret) {
+            self.violations.note(self.qpn(), from, if d.qkey == self.qkey { "the right Q_Key, a wrong secret" } else { "a wrong Q_Key" });
             return;
         }
         // No receive: dropped, as on a fabric.
@@ -344,16 +437,20 @@ impl Drop for SoftUdQp {
 }
 
 /// The receiver thread: waits for datagrams, and hands each to the QP while it lives and is
-/// open. The buffer is the only memory it uses, made once.
-fn receiver(qp: Weak<SoftUdQp>, socket: Arc<UdpSocket>, stopped: UnixStream) {
+/// open; ends the waits for proofs at their deadlines. The buffer is the only memory it uses,
+/// made once.
+fn receiver(qp: Weak<SoftUdQp>, socket: Arc<UdpSocket>, stopped: UnixStream, woken: UnixStream) {
     let mut buf = vec![0u8; AT + DGRAM_HDR_LEN + MTU as usize + 1];
+    let mut due: Option<Instant> = None;
     loop {
         let mut fds = [
             libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: stopped.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: woken.as_raw_fd(), events: libc::POLLIN, revents: 0 },
         ];
-        // SAFETY: `fds` is a live array of two pollfd structures.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        let ms = due.map_or(-1, |d| d.saturating_duration_since(Instant::now()).as_millis().clamp(1, 60_000) as libc::c_int);
+        // SAFETY: `fds` is a live array of three pollfd structures.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, ms) };
         if n < 0 {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
@@ -363,7 +460,12 @@ fn receiver(qp: Weak<SoftUdQp>, socket: Arc<UdpSocket>, stopped: UnixStream) {
         if fds[1].revents != 0 {
             return;
         }
+        if fds[2].revents != 0 {
+            let mut sink = [0u8; 64];
+            while matches!((&woken).read(&mut sink), Ok(n) if n > 0) {}
+        }
         let Some(qp) = qp.upgrade() else { return };
+        due = qp.expire_proofs();
         loop {
             if qp.is_closed() {
                 return;
@@ -411,7 +513,7 @@ impl Qp for SoftUdQp {
                 None => DAT_DTO_ERR_LOCAL_PROTECTION,
                 Some(_leases) => {
                     let flags = if wr.solicited { flag::SOLICITED } else { 0 };
-                    let hdr = Dgram { qkey: ah.qkey, src_qpn: self.qpn(), flags, length: len as u32 }.encode();
+                    let hdr = Dgram { qkey: ah.qkey, secret: ah.secret, src_qpn: self.qpn(), flags, length: len as u32 }.encode();
                     let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
                     match self.send_datagram(ah.dest, &hdr, &segs) {
                         Err(e) if e.raw_os_error() == Some(libc::EFAULT) => DAT_DTO_ERR_LOCAL_PROTECTION,
@@ -455,6 +557,7 @@ impl Qp for SoftUdQp {
             first
         };
         self.stop_receiver();
+        self.proofs.locked().clear();
         if first {
             let flushed: Vec<(u64, Sges)> = self.inner.locked().recvs.drain(..).collect();
             let mut events: Vec<Event> =

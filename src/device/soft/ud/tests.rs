@@ -1,9 +1,9 @@
 //! The UD QP on a real soft device over loopback: resolution both ways, datagrams with their
-//! GRH, a short receive, an SRQ, and what a forged datagram (another Q_Key, a lying or
-//! oversized length) cannot do.
+//! GRH, a short receive, an SRQ, what a forged datagram (other keys, a lying or oversized
+//! length) cannot do, and what a requester or acceptor that names a port not its own gets.
 
 use super::*;
-use crate::device::soft::wire::{op, read_message, UdHello, UD_HELLO_MAX};
+use crate::device::soft::wire::{op, read_message, write_message, UdHello, PROOF_LEN, UD_HELLO_MAX};
 use crate::util::sync::CondvarExt;
 use std::sync::Condvar;
 
@@ -45,7 +45,10 @@ impl Recorder {
         }
     }
     fn cm(&self) -> Option<CmEvent> {
-        let deadline = Instant::now() + WAIT;
+        self.cm_within(WAIT)
+    }
+    fn cm_within(&self, wait: Duration) -> Option<CmEvent> {
+        let deadline = Instant::now() + wait;
         let mut s = self.state.locked();
         loop {
             if let Some(e) = s.1.pop_front() {
@@ -132,10 +135,14 @@ fn soft(qp: &Arc<dyn Qp>) -> &SoftUdQp {
     qp.as_any().downcast_ref::<SoftUdQp>().expect("a soft UD QP")
 }
 
-/// A datagram as a peer would send it, from a socket of its own.
+/// A datagram as a peer would send it, from a socket of its own, with `to`'s secret.
 fn forged(from: &UdpSocket, to: &Arc<dyn Qp>, qkey: u32, length: u32, payload: &[u8]) {
+    forged_keys(from, to, qkey, soft(to).secret(), length, payload)
+}
+
+fn forged_keys(from: &UdpSocket, to: &Arc<dyn Qp>, qkey: u32, secret: u64, length: u32, payload: &[u8]) {
     let src_qpn = u32::from(from.local_addr().expect("addr").port());
-    let mut d = Dgram { qkey, src_qpn, flags: 0, length }.encode().to_vec();
+    let mut d = Dgram { qkey, secret, src_qpn, flags: 0, length }.encode().to_vec();
     d.extend_from_slice(payload);
     from.send_to(&d, ("127.0.0.1", to.local_port())).expect("sent");
 }
@@ -220,10 +227,11 @@ fn forged_datagrams_do_not_land() {
     forged(&peer, &a, qkey, 3, b"evil");
     forged(&peer, &a, qkey, MTU + 1, &vec![b'o'; MTU as usize + 1]);
     forged(&peer, &a, qkey, 60000, &vec![b'o'; 60000]);
-    peer.send_to(&Dgram { qkey, src_qpn: 1, flags: 0, length: 0 }.encode()[..DGRAM_HDR_LEN - 1], ("127.0.0.1", a.local_port()))
+    let secret = soft(&a).secret();
+    peer.send_to(&Dgram { qkey, secret, src_qpn: 1, flags: 0, length: 0 }.encode()[..DGRAM_HDR_LEN - 1], ("127.0.0.1", a.local_port()))
         .expect("sent");
     // A source QPN that is not the port it comes from.
-    let mut d = Dgram { qkey, src_qpn: 1, flags: 0, length: 4 }.encode().to_vec();
+    let mut d = Dgram { qkey, secret, src_qpn: 1, flags: 0, length: 4 }.encode().to_vec();
     d.extend_from_slice(b"evil");
     peer.send_to(&d, ("127.0.0.1", a.local_port())).expect("sent");
     assert!(ra.completion(quiet).is_none(), "a forged datagram consumed the receive");
@@ -293,15 +301,15 @@ fn srq_rejects_and_foreign_handles() {
     drop(closed);
     b.connect(SocketAddr::from(([127, 0, 0, 1], port)), b"", Some(WAIT)).expect("connects");
     assert_eq!(rb.cm(), Some(CmEvent::NonPeerRejected));
-    // The requester's own QPN and Q_Key, read off the wire by a listener of ours.
+    // The requester's own QPN and keys, read off the wire by a listener of ours.
     let ours = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
     b.connect(ours.local_addr().expect("addr"), b"pd", Some(Duration::from_millis(500))).expect("connects");
     let (conn, _) = ours.accept().expect("accepts");
     let (hdr, body) = read_message(&conn, UD_HELLO_MAX).expect("reads");
     let hello = UdHello::decode(&body).expect("a UD_HELLO");
     assert_eq!(
-        (hdr.op, hello.qpn, hello.qkey, hello.private_data.as_slice()),
-        (op::UD_HELLO, u32::from(b.local_port()), soft(&b).qkey(), &b"pd"[..])
+        (hdr.op, hello.qpn, hello.qkey, hello.secret, hello.private_data.as_slice()),
+        (op::UD_HELLO, u32::from(b.local_port()), soft(&b).qkey(), soft(&b).secret(), &b"pd"[..])
     );
     // We never answer: the resolution times out.
     assert_eq!(rb.cm(), Some(CmEvent::TimedOut));
@@ -315,4 +323,110 @@ fn grh_layout() {
     assert_eq!(&g[0..8], &[0x60, 0, 0, 0, 0x10, 0x00, 0x1B, 64]);
     assert_eq!(&g[8..24], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1]);
     assert_eq!(&g[24..40], &"fe80::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+}
+
+/// What a socket receives within `wait`: every datagram, whole.
+fn received(sock: &UdpSocket, wait: Duration) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + wait;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return got;
+        }
+        sock.set_read_timeout(Some(left)).expect("timeout");
+        if let Ok((n, _)) = sock.recv_from(&mut buf) {
+            got.push(buf[..n].to_vec());
+        }
+    }
+}
+
+/// A hostile requester: a UD_HELLO naming `qpn` (a port it may not own) to the service point
+/// `port`; returns the UD_ACCEPT it got.
+fn hostile_hello(port: u16, qpn: u16, token: u128) -> UdHello {
+    let s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    let hello = UdHello { qpn: u32::from(qpn), qkey: 0x4141_4141, secret: 0x4242, token, private_data: b"evil".to_vec() };
+    write_message(&s, op::UD_HELLO, &hello.encode()).expect("writes");
+    let (hdr, body) = read_message(&s, UD_HELLO_MAX).expect("an answer");
+    assert_eq!(hdr.op, op::UD_ACCEPT);
+    UdHello::decode(&body).expect("a UD_ACCEPT")
+}
+
+#[test]
+fn a_requester_naming_a_port_not_its_own_gets_nothing_sent_there() {
+    let s = setup();
+    let (a, ra) = s.qp(None);
+    let listener = s.dev.listen(0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
+    // An unrelated UDP service on the requester's host.
+    let victim = UdpSocket::bind("127.0.0.1:0").expect("binds");
+    let vport = victim.local_addr().expect("addr").port();
+    let token = 0x5eed_5eed_5eed_5eed_5eed_5eed_5eed_5eed;
+    let answer = hostile_hello(listener.port(), vport, token);
+    // The requester proves nothing from the victim's port; a proof with the right token from
+    // its own socket is not one from the port it named (counted, not believed).
+    let own = UdpSocket::bind("127.0.0.1:0").expect("binds");
+    own.send_to(&Dgram::proof(u32::from(own.local_addr().expect("addr").port()), token), ("127.0.0.1", answer.qpn as u16)).expect("sent");
+    // The consumer is told of an error once the proof's time is up, never of a resolution.
+    assert_eq!(ra.cm_within(proof::PROOF_TIMEOUT / 2), None, "an event before the proof's deadline");
+    assert_eq!(ra.cm_within(proof::PROOF_TIMEOUT + Duration::from_secs(2)), Some(CmEvent::Broken));
+    assert!(received(&victim, Duration::from_millis(300)).is_empty(), "the victim received a datagram");
+    assert_eq!(soft(&a).key_violations(), 1);
+    // An honest requester still resolves the same QP.
+    let (b, rb) = s.qp(None);
+    b.connect(SocketAddr::from(([127, 0, 0, 1], listener.port())), b"", Some(WAIT)).expect("connects");
+    assert!(matches!(rb.cm(), Some(CmEvent::UdResolved { passive: false, .. })));
+    assert!(matches!(ra.cm(), Some(CmEvent::UdResolved { passive: true, .. })));
+    a.destroy();
+    b.destroy();
+}
+
+#[test]
+fn an_acceptor_naming_a_port_not_its_own_is_not_believed() {
+    let s = setup();
+    let (b, rb) = s.qp(None);
+    let victim = UdpSocket::bind("127.0.0.1:0").expect("binds");
+    let vport = victim.local_addr().expect("addr").port();
+    let hostile = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    b.connect(hostile.local_addr().expect("addr"), b"", Some(Duration::from_secs(30))).expect("connects");
+    let (conn, _) = hostile.accept().expect("accepts");
+    let (_, body) = read_message(&conn, UD_HELLO_MAX).expect("reads");
+    let hello = UdHello::decode(&body).expect("a UD_HELLO");
+    let lie = UdHello { qpn: u32::from(vport), qkey: 0x4141_4141, secret: 0x4242, token: 7, private_data: b"ok".to_vec() };
+    write_message(&conn, op::UD_ACCEPT, &lie.encode()).expect("writes");
+    // Not resolved: timed out when no proof came from the port named.
+    assert_eq!(rb.cm_within(proof::PROOF_TIMEOUT + Duration::from_secs(2)), Some(CmEvent::TimedOut));
+    // All the victim got: the requester's proofs, few, keyless, with nothing of the
+    // acceptor's choosing (the token is the requester's own).
+    let got = received(&victim, Duration::from_millis(300));
+    assert!(!got.is_empty() && got.len() <= proof::RESEND_AT.len(), "{} proofs", got.len());
+    for d in &got {
+        assert_eq!(d.len(), DGRAM_HDR_LEN + PROOF_LEN);
+        let h = Dgram::parse(d, MTU).expect("a datagram");
+        assert_eq!((h.flags, h.qkey, h.secret, Dgram::token(d)), (flag::PROOF, 0, 0, Some(hello.token)));
+    }
+    b.destroy();
+}
+
+#[test]
+fn wrong_keys_are_counted_and_never_land() {
+    let s = setup();
+    let (a, ra) = s.qp(None);
+    let (qkey, secret) = (soft(&a).qkey(), soft(&a).secret());
+    let peer = UdpSocket::bind("127.0.0.1:0").expect("binds");
+    a.post_recv(1, smallvec::smallvec![s.sge(0, 8192)]).expect("posts");
+    // A search of the Q_Key space, and the right Q_Key with wrong secrets.
+    for k in 0..200u32 {
+        forged_keys(&peer, &a, qkey ^ (k + 1), secret, 4, b"gues");
+        forged_keys(&peer, &a, qkey, secret ^ u64::from(k + 1), 4, b"gues");
+    }
+    assert!(ra.completion(Duration::from_millis(300)).is_none(), "a datagram with wrong keys landed");
+    let deadline = Instant::now() + WAIT;
+    while soft(&a).key_violations() < 400 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(soft(&a).key_violations(), 400);
+    forged(&peer, &a, qkey, 4, b"good");
+    assert_eq!(ra.completion(WAIT).map(|c| (c.wr_id, c.byte_len)), Some((1, GRH_LEN + 4)));
+    a.destroy();
 }
