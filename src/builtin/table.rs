@@ -169,7 +169,7 @@ impl<T> core::ops::Deref for Pinned<T> {
 /// or a shared atomic: `None` when it names no published `T` (or the thread already holds a
 /// pin), for the caller to take the looked-up path, which tells the errors apart.
 pub fn pin<T: Pinnable>(handle: usize) -> Option<Pinned<T>> {
-    const { assert!(PINNABLE[0] == T::HANDLE_TYPE || PINNABLE[1] == T::HANDLE_TYPE) };
+    const { assert!(PINNABLE[0] == T::HANDLE_TYPE || PINNABLE[1] == T::HANDLE_TYPE || PINNABLE[2] == T::HANDLE_TYPE) };
     let cell = listed_cell(handle)?;
     let pin = crate::util::pin::pin(handle)?;
     if cell.published.load(Ordering::Acquire) != u64::from(T::HANDLE_TYPE) + 1 {
@@ -183,6 +183,21 @@ pub fn pin<T: Pinnable>(handle: usize) -> Option<Pinned<T>> {
     // pin, taken before these loads, keeps its free from returning, and so the table's
     // reference alive, until the pin drops.
     Some(Pinned { object: unsafe { &*object }, _pin: pin })
+}
+
+impl<T: Pinnable> Pinned<T> {
+    /// A reference of its own to the pinned object, for an object made now that holds it (an
+    /// LMR its PZ): one count taken, where a lookup takes the table's lock as well.
+    pub fn to_arc(&self) -> Arc<T> {
+        let object: *const T = self.object;
+        // SAFETY: the object was published from an `Arc<T>` coerced to `Arc<dyn Object>`, and
+        // the cell's pointer is that Arc's data pointer (`Objects::insert`); the pin keeps the
+        // table's count alive while a count of our own is taken.
+        unsafe {
+            Arc::increment_strong_count(object);
+            Arc::from_raw(object)
+        }
+    }
 }
 
 /// A freed cell keeps its `DAT_PROVIDER *`: a libdat2 that dispatches on the first word without
@@ -326,7 +341,7 @@ pub fn remove_then(handle: usize, teardown: impl FnOnce(&Arc<dyn Object>)) -> Op
 
 /// The handle types [`pin`] resolves: a free of one of their objects waits for the pins on
 /// it ([`unpinned`]); the others' frees need not look.
-const PINNABLE: [DAT_HANDLE_TYPE; 2] = [DAT_HANDLE_TYPE_EP, DAT_HANDLE_TYPE_EVD];
+const PINNABLE: [DAT_HANDLE_TYPE; 3] = [DAT_HANDLE_TYPE_EP, DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_PZ];
 
 /// After an object left the table (and its lock is given back: a pinned call may look
 /// something up): waits until no call of another thread that pinned it before is still
