@@ -90,9 +90,6 @@ impl Object for Lmr {
     fn destroy(&self) {
         destroy(self)
     }
-    fn key(&self) -> Option<u64> {
-        Some(u64::from(self.lmr_context()))
-    }
 }
 
 pub fn lmr(handle: DAT_LMR_HANDLE) -> Result<Arc<Lmr>, DAT_RETURN> {
@@ -236,7 +233,6 @@ pub fn create_in(
     );
     let (lkey, rkey) = (reg.mr.lkey, reg.mr.rkey);
     pz.key_made(lkey);
-    // In the table, it is found by its lkey too (the sync calls' segment checks).
     let provider = ia.provider();
     let handle = table::publish(
         provider,
@@ -334,7 +330,9 @@ pub fn destroy(l: &Lmr) {
 }
 
 /// `dat_lmr_sync_rdma_read/write`: every segment must lie inside a live LMR of the IA. The
-/// soft device is cache coherent, so nothing else is needed.
+/// soft device is cache coherent, so nothing else is needed. The LMRs are looked through, not
+/// indexed: with `lmr_sync_req` false, portable programs do not make these calls, and an
+/// index would cost every `dat_lmr_create` and `dat_lmr_free` an insert and a removal.
 pub fn sync(ia_handle: DAT_IA_HANDLE, segments: *const DAT_LMR_TRIPLET, count: DAT_VLEN) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia::ia(ia_handle)?;
     if count == 0 {
@@ -346,8 +344,9 @@ pub fn sync(ia_handle: DAT_IA_HANDLE, segments: *const DAT_LMR_TRIPLET, count: D
     // SAFETY: the consumer passes `count` triplets.
     let segs = unsafe { core::slice::from_raw_parts(segments, count as usize) };
     for s in segs {
-        let ok = table::find_by_key::<Lmr>(ia.handle, DAT_HANDLE_TYPE_LMR, u64::from(s.lmr_context))
-            .is_some_and(|l| l.covers(s.virtual_address, u64::from(s.segment_length)));
+        let ok = table::any_of(|l: &Lmr| {
+            l.lmr_context() == s.lmr_context && l.covers(s.virtual_address, u64::from(s.segment_length)) && l.ia().handle == ia.handle
+        });
         if !ok {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
         }

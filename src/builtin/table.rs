@@ -237,33 +237,15 @@ pub trait Object: AsAny + Send + Sync + 'static {
     /// The teardown of an object freed by an abrupt `dat_ia_close`, after it left the table
     /// and without the checks a consumer's free gets.
     fn destroy(&self) {}
-
-    /// A key the object is also found by among its owner's objects of its type
-    /// ([`find_by_key`]), fixed for its life: an LMR's lmr_context.
-    fn key(&self) -> Option<u64> {
-        None
-    }
-}
-
-/// What [`Object::key`] files an object under: (owner, handle type, key).
-type Keyed = (usize, DAT_HANDLE_TYPE, u64);
-
-fn keyed(obj: &dyn Object) -> Option<Keyed> {
-    obj.key().map(|k| (obj.owner(), obj.handle_type(), k))
 }
 
 struct Objects {
     map: IdMap<usize, Arc<dyn Object>>,
-    /// The handles of the objects that have a key ([`Object::key`]).
-    by_key: IdMap<Keyed, usize>,
     cells: Cells,
 }
 
 impl Objects {
     fn insert(&mut self, handle: usize, obj: Arc<dyn Object>) {
-        if let Some(k) = keyed(&*obj) {
-            self.by_key.insert(k, handle);
-        }
         let ty = obj.handle_type();
         if let Some(cell) = listed_cell(handle) {
             cell.object.store(Arc::as_ptr(&obj) as *const () as *mut (), Ordering::Release);
@@ -283,11 +265,6 @@ impl Objects {
         if !PINNABLE.contains(&obj.handle_type()) {
             free_cell(&mut self.cells, handle);
         }
-        if let Some(k) = keyed(&*obj) {
-            if self.by_key.get(&k) == Some(&handle) {
-                self.by_key.remove(&k);
-            }
-        }
         Some(obj)
     }
 }
@@ -295,9 +272,7 @@ impl Objects {
 /// Every live object of every built-in IA, by handle, and the cells behind the handles.
 fn objects() -> &'static RwLock<Objects> {
     static OBJECTS: OnceLock<RwLock<Objects>> = OnceLock::new();
-    OBJECTS.get_or_init(|| {
-        RwLock::new(Objects { map: IdMap::default(), by_key: IdMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() } })
-    })
+    OBJECTS.get_or_init(|| RwLock::new(Objects { map: IdMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() } }))
 }
 
 /// Reserves a handle for an object about to be built (objects know their own handle).
@@ -374,11 +349,11 @@ pub fn take<T: Object>(
     downcast(obj).ok_or(bad)
 }
 
-/// The object of type `T` that the IA `owner` files under `key` ([`Object::key`]).
-pub fn find_by_key<T: Object>(owner: usize, handle_type: DAT_HANDLE_TYPE, key: u64) -> Option<Arc<T>> {
-    let o = objects().read_locked();
-    let handle = o.by_key.get(&(owner, handle_type, key))?;
-    o.map.get(handle).cloned().and_then(downcast)
+/// Whether a live object of type `T` satisfies `pred`: a look through every object, under
+/// the read lock, for the rare call that needs no index (`dat_lmr_sync_rdma_*`), so that
+/// creating and freeing objects keeps none.
+pub fn any_of<T: Object>(mut pred: impl FnMut(&T) -> bool) -> bool {
+    objects().read_locked().map.values().any(|o| (**o).as_any_ref().downcast_ref::<T>().is_some_and(&mut pred))
 }
 
 pub fn get(handle: DAT_HANDLE) -> Option<Arc<dyn Object>> {
