@@ -256,6 +256,12 @@ impl Objects {
 
     fn remove(&mut self, handle: usize) -> Option<Arc<dyn Object>> {
         let obj = self.map.remove(&handle)?;
+        self.unpublish(handle, &obj);
+        Some(obj)
+    }
+
+    /// The cell's side of a removal from the map.
+    fn unpublish(&mut self, handle: usize, obj: &Arc<dyn Object>) {
         if let Some(cell) = listed_cell(handle) {
             cell.published.store(0, Ordering::Release);
             cell.object.store(core::ptr::null_mut(), Ordering::Release);
@@ -265,7 +271,6 @@ impl Objects {
         if !PINNABLE.contains(&obj.handle_type()) {
             free_cell(&mut self.cells, handle);
         }
-        Some(obj)
     }
 }
 
@@ -339,12 +344,15 @@ pub fn take<T: Object>(
     check: impl FnOnce(&T) -> Result<(), DAT_RETURN>,
 ) -> Result<Arc<T>, DAT_RETURN> {
     let bad = dat_error(DAT_INVALID_HANDLE, subtype);
-    let mut o = objects().write_locked();
-    let obj = o.map.get(&(handle as usize)).ok_or(bad)?;
-    // `**obj`: the object itself (an `Arc` is `Any` too).
-    check((**obj).as_any_ref().downcast_ref::<T>().ok_or(bad)?)?;
-    let obj = o.remove(handle as usize).ok_or(bad)?;
-    drop(o);
+    let mut guard = objects().write_locked();
+    let o = &mut *guard;
+    // Found, checked and removed with one hash.
+    let std::collections::hash_map::Entry::Occupied(e) = o.map.entry(handle as usize) else { return Err(bad) };
+    // `**e.get()`: the object itself (an `Arc` is `Any` too).
+    check((**e.get()).as_any_ref().downcast_ref::<T>().ok_or(bad)?)?;
+    let obj = e.remove();
+    o.unpublish(handle as usize, &obj);
+    drop(guard);
     unpinned(handle as usize, &obj);
     downcast(obj).ok_or(bad)
 }
