@@ -24,13 +24,12 @@ extern "C" fn dat_lmr_create(
     registered_address: *mut DAT_VADDR,
 ) -> DAT_RETURN {
     guard_try(|| {
-        let ia = registry::ia(ia_handle)?;
         // A built-in PZ of this IA: resolved once (no lock, no lookup) and the built-in layer
         // called directly, under this one guard. Any other case (and a copy of an LMR, whose
         // original is checked here first) takes the path below, which tells the errors apart.
         if mem_type != DAT_MEM_TYPE_LMR {
             if let Some(pinned) = builtin::pz::pinned(pz) {
-                if pinned.ia.handle == ia.raw as usize {
+                if pinned.ia.is_consumer_handle(ia_handle) {
                     let pz = pinned.to_arc();
                     drop(pinned);
                     return builtin::lmr::create_in(
@@ -49,6 +48,7 @@ extern "C" fn dat_lmr_create(
                 }
             }
         }
+        let ia = registry::ia(ia_handle)?;
         handles::check(pz, Kind::Pz, DAT_INVALID_HANDLE_PZ)?;
         if mem_type == DAT_MEM_TYPE_LMR {
             // SAFETY: for DAT_MEM_TYPE_LMR the region names an LMR handle; reading the union
