@@ -92,7 +92,10 @@ extern "C" fn dat_lmr_free(lmr: DAT_LMR_HANDLE) -> DAT_RETURN {
             let status = match builtin::lmr::free(lmr) {
                 Ok(r) | Err(r) => r,
             };
-            return Ok(dispatch::free(lmr, status));
+            if status == DAT_SUCCESS {
+                handles::remove_cell(lmr);
+            }
+            return Ok(status);
         }
         let t = handles::check(lmr, Kind::Lmr, DAT_INVALID_HANDLE_LMR)?;
         Ok(dispatch::free(lmr, call!(t.provider, lmr_free_func, lmr)))
