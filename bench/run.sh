@@ -47,7 +47,8 @@
 # Every measurement is made BENCH_REPS times (3), in rounds, and the median is reported.
 # Environment: CC (cc), BENCH_OUT (build/bench), BENCH_PORT (first of the ports used, 20200),
 # BENCH_REPS (3), BENCH_QUICK=1 (smaller volumes, for a smoke run), BENCH_ONLY=ops (only the
-# instruction counts per operation: builds, runs bench/ops_native under callgrind, prints).
+# instruction counts per operation: builds, runs bench/ops_native under callgrind, prints),
+# BENCH_ONLY=hit (only bench/lmr_hit: its timing rounds and its callgrind count).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -204,8 +205,8 @@ make -s -C "$ROOT" lib >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; say "be
 CFLAGS_BENCH="-Wall -Wextra -Werror -O2"
 # shellcheck disable=SC2086
 $CC $CFLAGS_BENCH -g -o "$OUT/ops_native" "$ROOT/bench/ops_native.c" -I"$ROOT/include" -L"$ROOT/build" -ldat2 || exit 1
-if [ "$ONLY" != "" ] && [ "$ONLY" != ops ]; then
-  say "bench: BENCH_ONLY=$ONLY: only \"ops\" is known"
+if [ "$ONLY" != "" ] && [ "$ONLY" != ops ] && [ "$ONLY" != hit ]; then
+  say "bench: BENCH_ONLY=$ONLY: only \"ops\" and \"hit\" are known"
   exit 2
 fi
 if [ "$ONLY" = ops ]; then
@@ -236,6 +237,45 @@ else
 fi
 # lmr_hit ARGS...: bench/lmr_hit on the bench-soft-cache library.
 lmr_hit() { env DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$OUT/softcache" "$@"; }
+# run_hit: one round of lmr_hit's timing (R_hit_ns, R_hit_med).
+run_hit() {
+  say "-- the registration cache's hit through dat_lmr_create + dat_lmr_free (bench/lmr_hit, cache forced on dat2-soft)"
+  local hit_args=()
+  [ "$QUICK" = 1 ] && hit_args=(-r 51)
+  lmr_hit timeout 60 "$OUT/lmr_hit" "${hit_args[@]}" | tee "$OUT/hit.out" | sed 's/^/  /'
+  # A run whose pairs were not all hits measures something else.
+  if awk '$1 == "hit" && $2 == "hits" { ok = ($3 != "-" && $4 - $3 >= 1) } END { exit !ok }' "$OUT/hit.out"; then
+    # The fastest of lmr_hit's short rounds (the call's own cost on a busy host), and the median.
+    setr hit_ns "$(awk '$1 == "hit" && $2 == "ns" { print $3 }' "$OUT/hit.out")"
+    setr hit_med "$(awk '$1 == "hit" && $2 == "ns" { print $4 }' "$OUT/hit.out")"
+  else
+    say "  not measured: the cache did not report hits (DAT2_MR_CACHE=0, or no userfaultfd here?)"
+  fi
+}
+# run_hit_callgrind: exact counts of the hit path, once, which the host's load does not
+# change: instructions, and atomic read-modify-writes (each one a full barrier), per
+# create+free pair of lmr_hit's measured loop, in its steady state.
+HIT_INSNS=""; HIT_ATOMICS=""
+run_hit_callgrind() {
+  command -v valgrind >/dev/null || return 0
+  say "-- the hit path under callgrind (instructions and atomics per pair)"
+  local hit_n=10000
+  if lmr_hit timeout 300 valgrind --tool=callgrind --toggle-collect=hit_loop --dump-instr=yes \
+    --callgrind-out-file="$OUT/hit.callgrind" "$OUT/lmr_hit" -r 0 -n "$hit_n" >"$OUT/hit.valgrind" 2>&1; then
+    read -r HIT_INSNS HIT_ATOMICS < <(python3 "$ROOT/bench/callgrind_atomics.py" "$OUT/hit.callgrind" "$hit_n" 2>>"$OUT/hit.valgrind")
+    say "  $HIT_INSNS instructions, $HIT_ATOMICS atomic read-modify-writes per pair (details: $OUT/hit.valgrind)"
+  else
+    say "  callgrind failed:"; tail -5 "$OUT/hit.valgrind"
+  fi
+}
+hit_report() {
+  printf '%-34s %s\n' "cache hit, dat_lmr_create+free" \
+    "$(fmt "$(getr hit_ns)") ns per pair (fastest round; median round $(fmt "$(getr hit_med)")); ${HIT_INSNS:--} instructions, ${HIT_ATOMICS:--} atomic RMWs (load $(cut -d' ' -f1-3 /proc/loadavg))"
+}
+hit_targets() {
+  target "cache hit, dat_lmr_create+free <= 150 ns (fastest round)" "$(getr hit_ns)" "<=" "150"
+  target "cache hit, dat_lmr_create+free <= 1000 instructions" "$HIT_INSNS" "<=" "1000"
+}
 # shellcheck disable=SC2086
 $CC $CFLAGS_BENCH -o "$OUT/inscount" "$ROOT/bench/inscount.c" || exit 1
 
@@ -451,6 +491,22 @@ ucx_lat() {
   setr "$1" "$(awk '{ print $2 }' "$OUT/ucx.result")"
 }
 
+if [ "$ONLY" = hit ]; then
+  [ "$HAVE_HIT" = 1 ] || exit 1
+  for rep in $(seq 1 "$REPS"); do
+    run_hit
+  done
+  run_hit_callgrind
+  say ""
+  hit_report
+  say ""
+  say "== targets (informational)"
+  hit_targets
+  say ""
+  say "logs: $OUT"
+  exit 0
+fi
+
 # ---------------------------------------------------------------------------------------------
 # The runs.
 
@@ -464,20 +520,7 @@ for rep in $(seq 1 "$REPS"); do
   "$OUT/copy_bw" 1048576 0.5 | tee "$OUT/copy.out" | sed 's/^/  /'
   setr memcpy_bw "$(awk '$1 == "memcpy" { print $4 }' "$OUT/copy.out")"
   setr cma_bw "$(awk '$1 == "cma" { print $4 }' "$OUT/copy.out")"
-  if [ "$HAVE_HIT" = 1 ]; then
-    say "-- the registration cache's hit through dat_lmr_create + dat_lmr_free (bench/lmr_hit, cache forced on dat2-soft)"
-    hit_args=()
-    [ "$QUICK" = 1 ] && hit_args=(-r 51)
-    lmr_hit timeout 60 "$OUT/lmr_hit" "${hit_args[@]}" | tee "$OUT/hit.out" | sed 's/^/  /'
-    # A run whose pairs were not all hits measures something else.
-    if awk '$1 == "hit" && $2 == "hits" { ok = ($3 != "-" && $4 - $3 >= 1) } END { exit !ok }' "$OUT/hit.out"; then
-      # The fastest of lmr_hit's short rounds (the call's own cost on a busy host), and the median.
-      setr hit_ns "$(awk '$1 == "hit" && $2 == "ns" { print $3 }' "$OUT/hit.out")"
-      setr hit_med "$(awk '$1 == "hit" && $2 == "ns" { print $4 }' "$OUT/hit.out")"
-    else
-      say "  not measured: the cache did not report hits (DAT2_MR_CACHE=0, or no userfaultfd here?)"
-    fi
-  fi
+  [ "$HAVE_HIT" = 1 ] && run_hit
 
   say "-- dat2-soft, cross-memory attach (zero copy)"
   run_dat2 cma "$base" || DAT2_FAILED=1
@@ -559,18 +602,7 @@ done
 # Exact counts of the hit path, once, which the host's load does not change: instructions,
 # and atomic read-modify-writes (each one a full barrier), per create+free pair of lmr_hit's
 # measured loop, in its steady state.
-HIT_INSNS=""; HIT_ATOMICS=""
-if [ "$HAVE_HIT" = 1 ] && [ -n "$(getr hit_ns)" ] && command -v valgrind >/dev/null; then
-  say "-- the hit path under callgrind (instructions and atomics per pair)"
-  hit_n=10000
-  if lmr_hit timeout 300 valgrind --tool=callgrind --toggle-collect=hit_loop --dump-instr=yes \
-    --callgrind-out-file="$OUT/hit.callgrind" "$OUT/lmr_hit" -r 0 -n "$hit_n" >"$OUT/hit.valgrind" 2>&1; then
-    read -r HIT_INSNS HIT_ATOMICS < <(python3 "$ROOT/bench/callgrind_atomics.py" "$OUT/hit.callgrind" "$hit_n" 2>>"$OUT/hit.valgrind")
-    say "  $HIT_INSNS instructions, $HIT_ATOMICS atomic read-modify-writes per pair (details: $OUT/hit.valgrind)"
-  else
-    say "  callgrind failed:"; tail -5 "$OUT/hit.valgrind"
-  fi
-fi
+[ "$HAVE_HIT" = 1 ] && [ -n "$(getr hit_ns)" ] && run_hit_callgrind
 
 run_ops $((PORT + REPS * 50))
 run_churn $((PORT + REPS * 50 + 10))
@@ -601,8 +633,7 @@ printf '%-34s %12s %12s %12s %12s %12s\n' "process_vm_readv 1 MiB (one core)" ""
 say "(the RC rows above the message rows have RDMA write ping-pong latency, the target's memory"
 say " polled as ucx_perftest -t ucp_put_lat does; the message rows send/recv ping-pong, polled,"
 say " half the round trip)"
-printf '%-34s %s\n' "cache hit, dat_lmr_create+free" \
-  "$(fmt "$(getr hit_ns)") ns per pair (fastest round; median round $(fmt "$(getr hit_med)")); ${HIT_INSNS:--} instructions, ${HIT_ATOMICS:--} atomic RMWs (load $(cut -d' ' -f1-3 /proc/loadavg))"
+hit_report
 say ""
 say "== 8-byte RDMA write ping-pong, buffers in shared memory (rdma_bench -M), one way, per iteration"
 printf '  %-58s %s\n' "memory polled (ucx_perftest's way), median us" "$(fmt3 "$(getr dat2_shm_lat)")"
@@ -660,8 +691,7 @@ target "CMA lat 8B <= 10 us" "$(getr dat2_cma_lat)" "<=" "10"
 target3 "shm RDMA write lat 8B <= 0.5 us (UCX ${UCX_SHM:-shm}: $(fmt3 "$(getr ucx_shm_lat)") us)" "$(getr dat2_shm_lat)" "<=" "0.5"
 onecpu=""; [ -n "$(getr dat2_pinblock_lat)" ] && onecpu=$(awk -v v="$(getr dat2_pinblock_lat)" 'BEGIN { print v * 1.5 }')
 target "one CPU, polling msg lat <= 1.5 x blocking" "$(getr dat2_pinpoll_lat)" "<=" "$onecpu"
-target "cache hit, dat_lmr_create+free <= 150 ns (fastest round)" "$(getr hit_ns)" "<=" "150"
-target "cache hit, dat_lmr_create+free <= 1000 instructions" "$HIT_INSNS" "<=" "1000"
+hit_targets
 ops_targets
 say ""
 say "== every round (the table shows medians)"

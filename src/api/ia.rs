@@ -62,6 +62,9 @@ pub(super) extern "C" fn dat_ia_openv(
         // SAFETY: a provider IA's first word is its DAT_PROVIDER pointer (DAT provider API).
         let provider = unsafe { *(raw as *const *const DAT_PROVIDER) };
         let slot = registry::insert_ia(raw, provider, key);
+        // A built-in IA learns its consumer handle: dat_lmr_create then checks its IA and PZ
+        // arguments against each other without the registry's lock.
+        crate::builtin::ia::note_consumer_handle(raw, slot);
         if !async_evd.is_null() {
             // SAFETY: as above; the provider may have written the IA's async EVD.
             let evd = unsafe { async_evd.read() };

@@ -4,7 +4,8 @@
 use super::dispatch::call;
 use crate::abi::*;
 use crate::api::dispatch;
-use crate::ffi::guard_try;
+use crate::builtin;
+use crate::ffi::{guard_try, guard_try_local};
 use crate::registry::{self, handles, handles::Kind};
 
 #[allow(clippy::too_many_arguments)]
@@ -22,7 +23,31 @@ extern "C" fn dat_lmr_create(
     registered_length: *mut DAT_VLEN,
     registered_address: *mut DAT_VADDR,
 ) -> DAT_RETURN {
-    guard_try(|| {
+    guard_try_local(|local| {
+        // A built-in PZ of this IA: resolved once (no lock, no lookup) and the built-in layer
+        // called directly, under this one guard. Any other case (and a copy of an LMR, whose
+        // original is checked here first) takes the path below, which tells the errors apart.
+        if mem_type != DAT_MEM_TYPE_LMR {
+            if let Some(pinned) = builtin::pz::pinned(&local, pz) {
+                if pinned.ia.is_consumer_handle(ia_handle) {
+                    let pz = pinned.to_arc();
+                    drop(pinned);
+                    return builtin::lmr::create_in(
+                        pz,
+                        mem_type,
+                        region,
+                        length,
+                        privileges,
+                        va_type,
+                        lmr,
+                        lmr_context,
+                        rmr_context,
+                        registered_length,
+                        registered_address,
+                    );
+                }
+            }
+        }
         let ia = registry::ia(ia_handle)?;
         handles::check(pz, Kind::Pz, DAT_INVALID_HANDLE_PZ)?;
         if mem_type == DAT_MEM_TYPE_LMR {
@@ -61,6 +86,17 @@ extern "C" fn dat_lmr_query(lmr: DAT_LMR_HANDLE, mask: DAT_LMR_PARAM_MASK, param
 
 extern "C" fn dat_lmr_free(lmr: DAT_LMR_HANDLE) -> DAT_RETURN {
     guard_try(|| {
+        // A built-in LMR: its free called directly (it looks the handle up itself, under the
+        // table's lock, and answers DAT_INVALID_HANDLE_LMR if it is gone meanwhile).
+        if builtin::lmr::published(lmr) {
+            let status = match builtin::lmr::free(lmr) {
+                Ok(r) | Err(r) => r,
+            };
+            if status == DAT_SUCCESS {
+                handles::remove_cell(lmr);
+            }
+            return Ok(status);
+        }
         let t = handles::check(lmr, Kind::Lmr, DAT_INVALID_HANDLE_LMR)?;
         Ok(dispatch::free(lmr, call!(t.provider, lmr_free_func, lmr)))
     })

@@ -30,6 +30,9 @@ pub struct Ia {
     /// The provider-specific attributes of the latest `dat_ia_query` (the consumer's copy of
     /// DAT_PROVIDER_ATTR points into them until the next query or the IA's close).
     pub named: Mutex<NamedAttrs>,
+    /// The consumer's handle of this IA (its registry slot) once this library's own API layer
+    /// has opened it ([`note_consumer_handle`]); 0 when unknown.
+    pub(super) consumer: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -80,6 +83,24 @@ impl Object for Ia {
 
 pub fn ia(handle: DAT_IA_HANDLE) -> Result<Arc<Ia>, DAT_RETURN> {
     table::lookup(handle, DAT_INVALID_HANDLE_IA)
+}
+
+/// Tells the built-in IA `raw` (if it is one) the handle the consumer knows it by, so that
+/// calls given both an IA and one of its objects can check the pair without asking the
+/// registry ([`Ia::is_consumer_handle`]).
+pub fn note_consumer_handle(raw: DAT_IA_HANDLE, consumer: usize) {
+    if let Ok(ia) = ia(raw) {
+        ia.consumer.store(consumer, Ordering::Release);
+    }
+}
+
+impl Ia {
+    /// Whether `handle` is the consumer's handle of this IA, as noted when it was opened; false
+    /// when none was (the caller then asks the registry).
+    pub fn is_consumer_handle(&self, handle: DAT_IA_HANDLE) -> bool {
+        let mine = self.consumer.load(Ordering::Acquire);
+        mine != 0 && mine == handle as usize
+    }
 }
 
 /// The most private data a connection message of `ia`'s device carries.

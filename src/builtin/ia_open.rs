@@ -69,6 +69,7 @@ pub fn open(
         owns_async_evd: given_evd.is_none(),
         context: Mutex::new(0),
         named: Mutex::new(NamedAttrs::default()),
+        consumer: AtomicUsize::new(0),
     });
     table::insert(handle, ia.clone());
     if given_evd.is_none() {

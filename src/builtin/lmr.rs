@@ -90,13 +90,15 @@ impl Object for Lmr {
     fn destroy(&self) {
         destroy(self)
     }
-    fn key(&self) -> Option<u64> {
-        Some(u64::from(self.lmr_context()))
-    }
 }
 
 pub fn lmr(handle: DAT_LMR_HANDLE) -> Result<Arc<Lmr>, DAT_RETURN> {
     table::lookup::<Lmr>(handle, DAT_INVALID_HANDLE_LMR)
+}
+
+/// Whether `handle` names a published LMR of ours (a few loads, no lock).
+pub fn published(handle: DAT_LMR_HANDLE) -> bool {
+    matches!(table::published(handle as usize), Some(Some((_, DAT_HANDLE_TYPE_LMR))))
 }
 
 fn reg_error(e: RegError) -> DAT_RETURN {
@@ -130,9 +132,7 @@ pub fn create(
     // the PZ, and the IA through it.
     let (ia, pz) = table::check_and_lookup::<Ia, Pz>(ia_handle, DAT_INVALID_HANDLE_IA, pz_handle, DAT_INVALID_HANDLE_PZ);
     let ia = ia?;
-    if !matches!(mem_type, DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_SHARED_VIRTUAL) {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
-    }
+    check_mem_type(mem_type)?;
     if pz_handle.is_null() {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ));
     }
@@ -140,6 +140,33 @@ pub fn create(
     if !core::ptr::eq(Arc::as_ptr(&pz.ia), ia) {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ));
     }
+    create_in(pz, mem_type, region, length, privileges, va_type, lmr_out, lmr_context, rmr_context, registered_length, registered_address)
+}
+
+fn check_mem_type(mem_type: DAT_MEM_TYPE) -> Result<(), DAT_RETURN> {
+    if !matches!(mem_type, DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_SHARED_VIRTUAL) {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    }
+    Ok(())
+}
+
+/// [`create`] with the PZ resolved (pinned by the API layer, and checked to be of the IA the
+/// consumer named): the checks of the other arguments in their order, then the registration.
+#[allow(clippy::too_many_arguments)]
+pub fn create_in(
+    pz: Arc<Pz>,
+    mem_type: DAT_MEM_TYPE,
+    region: DAT_REGION_DESCRIPTION,
+    length: DAT_VLEN,
+    privileges: DAT_MEM_PRIV_FLAGS,
+    va_type: DAT_VA_TYPE,
+    lmr_out: *mut DAT_LMR_HANDLE,
+    lmr_context: *mut DAT_LMR_CONTEXT,
+    rmr_context: *mut DAT_RMR_CONTEXT,
+    registered_length: *mut DAT_VLEN,
+    registered_address: *mut DAT_VADDR,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    check_mem_type(mem_type)?;
     let ia = &pz.ia;
     if privileges & !PRIV_VALID != 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6));
@@ -206,7 +233,6 @@ pub fn create(
     );
     let (lkey, rkey) = (reg.mr.lkey, reg.mr.rkey);
     pz.key_made(lkey);
-    // In the table, it is found by its lkey too (the sync calls' segment checks).
     let provider = ia.provider();
     let handle = table::publish(
         provider,
@@ -304,7 +330,9 @@ pub fn destroy(l: &Lmr) {
 }
 
 /// `dat_lmr_sync_rdma_read/write`: every segment must lie inside a live LMR of the IA. The
-/// soft device is cache coherent, so nothing else is needed.
+/// soft device is cache coherent, so nothing else is needed. The LMRs are looked through, not
+/// indexed: with `lmr_sync_req` false, portable programs do not make these calls, and an
+/// index would cost every `dat_lmr_create` and `dat_lmr_free` an insert and a removal.
 pub fn sync(ia_handle: DAT_IA_HANDLE, segments: *const DAT_LMR_TRIPLET, count: DAT_VLEN) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia::ia(ia_handle)?;
     if count == 0 {
@@ -316,8 +344,9 @@ pub fn sync(ia_handle: DAT_IA_HANDLE, segments: *const DAT_LMR_TRIPLET, count: D
     // SAFETY: the consumer passes `count` triplets.
     let segs = unsafe { core::slice::from_raw_parts(segments, count as usize) };
     for s in segs {
-        let ok = table::find_by_key::<Lmr>(ia.handle, DAT_HANDLE_TYPE_LMR, u64::from(s.lmr_context))
-            .is_some_and(|l| l.covers(s.virtual_address, u64::from(s.segment_length)));
+        let ok = table::any_of(|l: &Lmr| {
+            l.lmr_context() == s.lmr_context && l.covers(s.virtual_address, u64::from(s.segment_length)) && l.ia().handle == ia.handle
+        });
         if !ok {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
         }

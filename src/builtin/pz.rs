@@ -76,6 +76,16 @@ pub fn pz(handle: DAT_PZ_HANDLE) -> Result<Arc<Pz>, DAT_RETURN> {
     table::lookup::<Pz>(handle, DAT_INVALID_HANDLE_PZ)
 }
 
+impl table::Pinnable for Pz {
+    const HANDLE_TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_PZ;
+}
+
+/// The PZ `handle` names, for the length of a call (see [`table::pin`]): `dat_lmr_create`
+/// resolves its PZ this way.
+pub fn pinned(local: &crate::util::pin::Local, handle: DAT_PZ_HANDLE) -> Option<table::Pinned<Pz>> {
+    table::pin(local, handle as usize)
+}
+
 pub fn create(ia_handle: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia::ia(ia_handle)?;
     if out.is_null() {

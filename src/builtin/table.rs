@@ -194,7 +194,7 @@ impl<T> core::ops::Deref for Pinned<T> {
 /// pin), for the caller to take the looked-up path, which tells the errors apart.
 #[inline]
 pub fn pin<T: Pinnable>(local: &Local, handle: usize) -> Option<Pinned<T>> {
-    const { assert!(PINNABLE[0] == T::HANDLE_TYPE || PINNABLE[1] == T::HANDLE_TYPE) };
+    const { assert!(PINNABLE[0] == T::HANDLE_TYPE || PINNABLE[1] == T::HANDLE_TYPE || PINNABLE[2] == T::HANDLE_TYPE) };
     let cell = listed_cell(handle)?;
     let pin = local.pin(handle)?;
     if cell.published.load(Ordering::Acquire) != u64::from(T::HANDLE_TYPE) + 1 {
@@ -208,6 +208,21 @@ pub fn pin<T: Pinnable>(local: &Local, handle: usize) -> Option<Pinned<T>> {
     // pin, taken before these loads, keeps its free from returning, and so the table's
     // reference alive, until the pin drops.
     Some(Pinned { object: unsafe { &*object }, _pin: pin })
+}
+
+impl<T: Pinnable> Pinned<T> {
+    /// A reference of its own to the pinned object, for an object made now that holds it (an
+    /// LMR its PZ): one count taken, where a lookup takes the table's lock as well.
+    pub fn to_arc(&self) -> Arc<T> {
+        let object: *const T = self.object;
+        // SAFETY: the object was published from an `Arc<T>` coerced to `Arc<dyn Object>`, and
+        // the cell's pointer is that Arc's data pointer (`Objects::insert`); the pin keeps the
+        // table's count alive while a count of our own is taken.
+        unsafe {
+            Arc::increment_strong_count(object);
+            Arc::from_raw(object)
+        }
+    }
 }
 
 /// A freed cell keeps its `DAT_PROVIDER *`: a libdat2 that dispatches on the first word without
@@ -248,36 +263,18 @@ pub trait Object: AsAny + Send + Sync + 'static {
     /// and without the checks a consumer's free gets.
     fn destroy(&self) {}
 
-    /// A key the object is also found by among its owner's objects of its type
-    /// ([`find_by_key`]), fixed for its life: an LMR's lmr_context.
-    fn key(&self) -> Option<u64> {
-        None
-    }
-
     /// The object's cell is about to be reused (the object left the table and no call has it
     /// pinned): it must not write the cell's [`words`] any more.
     fn cell_released(&self) {}
 }
 
-/// What [`Object::key`] files an object under: (owner, handle type, key).
-type Keyed = (usize, DAT_HANDLE_TYPE, u64);
-
-fn keyed(obj: &dyn Object) -> Option<Keyed> {
-    obj.key().map(|k| (obj.owner(), obj.handle_type(), k))
-}
-
 struct Objects {
     map: IdMap<usize, Arc<dyn Object>>,
-    /// The handles of the objects that have a key ([`Object::key`]).
-    by_key: IdMap<Keyed, usize>,
     cells: Cells,
 }
 
 impl Objects {
     fn insert(&mut self, handle: usize, obj: Arc<dyn Object>) {
-        if let Some(k) = keyed(&*obj) {
-            self.by_key.insert(k, handle);
-        }
         let ty = obj.handle_type();
         if let Some(cell) = listed_cell(handle) {
             cell.object.store(Arc::as_ptr(&obj) as *const () as *mut (), Ordering::Release);
@@ -288,6 +285,12 @@ impl Objects {
 
     fn remove(&mut self, handle: usize) -> Option<Arc<dyn Object>> {
         let obj = self.map.remove(&handle)?;
+        self.unpublish(handle, &obj);
+        Some(obj)
+    }
+
+    /// The cell's side of a removal from the map.
+    fn unpublish(&mut self, handle: usize, obj: &Arc<dyn Object>) {
         if let Some(cell) = listed_cell(handle) {
             cell.published.store(0, Ordering::Release);
             cell.object.store(core::ptr::null_mut(), Ordering::Release);
@@ -297,21 +300,13 @@ impl Objects {
         if !PINNABLE.contains(&obj.handle_type()) {
             free_cell(&mut self.cells, handle);
         }
-        if let Some(k) = keyed(&*obj) {
-            if self.by_key.get(&k) == Some(&handle) {
-                self.by_key.remove(&k);
-            }
-        }
-        Some(obj)
     }
 }
 
 /// Every live object of every built-in IA, by handle, and the cells behind the handles.
 fn objects() -> &'static RwLock<Objects> {
     static OBJECTS: OnceLock<RwLock<Objects>> = OnceLock::new();
-    OBJECTS.get_or_init(|| {
-        RwLock::new(Objects { map: IdMap::default(), by_key: IdMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() } })
-    })
+    OBJECTS.get_or_init(|| RwLock::new(Objects { map: IdMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() } }))
 }
 
 /// Reserves a handle for an object about to be built (objects know their own handle).
@@ -355,7 +350,7 @@ pub fn remove_then(handle: usize, teardown: impl FnOnce(&Arc<dyn Object>)) -> Op
 
 /// The handle types [`pin`] resolves: a free of one of their objects waits for the pins on
 /// it ([`unpinned`]); the others' frees need not look.
-const PINNABLE: [DAT_HANDLE_TYPE; 2] = [DAT_HANDLE_TYPE_EP, DAT_HANDLE_TYPE_EVD];
+const PINNABLE: [DAT_HANDLE_TYPE; 3] = [DAT_HANDLE_TYPE_EP, DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_PZ];
 
 /// After an object left the table (and its lock is given back: a pinned call may look
 /// something up): waits until no call of another thread that pinned it before is still
@@ -379,21 +374,24 @@ pub fn take<T: Object>(
     check: impl FnOnce(&T) -> Result<(), DAT_RETURN>,
 ) -> Result<Arc<T>, DAT_RETURN> {
     let bad = dat_error(DAT_INVALID_HANDLE, subtype);
-    let mut o = objects().write_locked();
-    let obj = o.map.get(&(handle as usize)).ok_or(bad)?;
-    // `**obj`: the object itself (an `Arc` is `Any` too).
-    check((**obj).as_any_ref().downcast_ref::<T>().ok_or(bad)?)?;
-    let obj = o.remove(handle as usize).ok_or(bad)?;
-    drop(o);
+    let mut guard = objects().write_locked();
+    let o = &mut *guard;
+    // Found, checked and removed with one hash.
+    let std::collections::hash_map::Entry::Occupied(e) = o.map.entry(handle as usize) else { return Err(bad) };
+    // `**e.get()`: the object itself (an `Arc` is `Any` too).
+    check((**e.get()).as_any_ref().downcast_ref::<T>().ok_or(bad)?)?;
+    let obj = e.remove();
+    o.unpublish(handle as usize, &obj);
+    drop(guard);
     unpinned(handle as usize, &obj);
     downcast(obj).ok_or(bad)
 }
 
-/// The object of type `T` that the IA `owner` files under `key` ([`Object::key`]).
-pub fn find_by_key<T: Object>(owner: usize, handle_type: DAT_HANDLE_TYPE, key: u64) -> Option<Arc<T>> {
-    let o = objects().read_locked();
-    let handle = o.by_key.get(&(owner, handle_type, key))?;
-    o.map.get(handle).cloned().and_then(downcast)
+/// Whether a live object of type `T` satisfies `pred`: a look through every object, under
+/// the read lock, for the rare call that needs no index (`dat_lmr_sync_rdma_*`), so that
+/// creating and freeing objects keeps none.
+pub fn any_of<T: Object>(mut pred: impl FnMut(&T) -> bool) -> bool {
+    objects().read_locked().map.values().any(|o| (**o).as_any_ref().downcast_ref::<T>().is_some_and(&mut pred))
 }
 
 pub fn get(handle: DAT_HANDLE) -> Option<Arc<dyn Object>> {

@@ -144,6 +144,14 @@ pub fn remove(handle: DAT_HANDLE) {
     }
 }
 
+/// [`remove`] for a handle known to be a built-in cell: while no cell is recorded here (raw IA
+/// pointers), there is nothing to forget.
+pub fn remove_cell(handle: DAT_HANDLE) {
+    if CELLS_RECORDED.load(Ordering::SeqCst) != 0 {
+        remove(handle);
+    }
+}
+
 /// Forgets every handle owned by the IA in `slot` (after that IA closed).
 pub fn remove_ia(slot: usize) {
     write().retain(|&h, t| {

@@ -606,7 +606,13 @@ impl Cache {
         let key = Key::Range { dev: dev_id(dev), pd: pd.0, addr, len, access: access.bits(), zero_based };
         // Remote access on a device that caches: this LMR's registration alone, and no monitor
         // is opened for it (see the module comment).
-        let mode = if dev.wire_access(access).is_remote() && dev.cache_registrations() { Mode::Private } else { self.mode(dev) };
+        let mode = if !dev.cache_registrations() {
+            Mode::Share
+        } else if dev.wire_access(access).is_remote() {
+            Mode::Private
+        } else {
+            self.mode(dev)
+        };
         match mode {
             Mode::Share => self.share(dev, key, pd, addr, len, access, zero_based),
             Mode::Cache(monitor) => self.cached(dev, key, pd, addr, len, access, zero_based, monitor),
@@ -617,7 +623,7 @@ impl Cache {
                 }
                 let mr = reg.map_err(RegError::Device)?;
                 self.registrations.fetch_add(1, Relaxed);
-                Ok(Registration { mr, entry: 0, reused: false })
+                Ok(Registration { mr, entry: 0, reused: false, watched: false })
             }
         }
     }
@@ -663,14 +669,14 @@ impl Cache {
                     let mr = dev.alias_mr(&base, pd, access, zero_based).map_err(RegError::Device)?;
                     e.members.push(mr);
                     bump(&self.reuses);
-                    return Ok(Registration { mr, entry: id, reused: true });
+                    return Ok(Registration { mr, entry: id, reused: true, watched: false });
                 }
             }
         }
         let mr = dev.reg_mr(pd, addr, len, access, zero_based).map_err(RegError::Device)?;
         self.registrations.fetch_add(1, Relaxed);
         let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, None));
-        Ok(Registration { mr, entry: id, reused: false })
+        Ok(Registration { mr, entry: id, reused: false, watched: false })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -697,13 +703,13 @@ impl Cache {
                     e.members.push(mr);
                     bump(&self.hits);
                     bump(&self.reuses);
-                    return Ok(Registration { mr, entry: id, reused: true });
+                    return Ok(Registration { mr, entry: id, reused: true, watched: e.watch.is_some() });
                 }
                 if let Some(base) = e.members.first().copied() {
                     let mr = dev.alias_mr(&base, pd, access, zero_based).map_err(RegError::Device)?;
                     e.members.push(mr);
                     bump(&self.reuses);
-                    return Ok(Registration { mr, entry: id, reused: true });
+                    return Ok(Registration { mr, entry: id, reused: true, watched: e.watch.is_some() });
                 }
             }
         }
@@ -729,13 +735,13 @@ impl Cache {
             Ok(w) => w,
             Err(why) => {
                 dbg_log!(DbgType::GENERIC, "mr cache: [{addr:#x}, +{len:#x}) cannot be watched ({why}): registered for this LMR only");
-                return Ok(Registration { mr, entry: 0, reused: false });
+                return Ok(Registration { mr, entry: 0, reused: false, watched: false });
             }
         };
         let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, Some(w)));
         drop(st);
         self.start_worker();
-        Ok(Registration { mr, entry: id, reused: false })
+        Ok(Registration { mr, entry: id, reused: false, watched: true })
     }
 
     /// Revokes an LMR's keys; the registration goes with its last LMR, or is kept.
@@ -744,13 +750,18 @@ impl Cache {
             dev.dereg_mr(&reg.mr);
             return;
         }
-        let caching = matches!(self.mode(dev), Mode::Cache(_));
+        // Only a watched registration can be kept, and then the device caches, the cache is on
+        // and its ring is claimed, none of which changes: of `mode`, only whether the monitor
+        // is still usable is left to ask.
+        let caching = reg.watched && unmap::ready().is_some();
         // A request still outstanding with the lkey would go on using the memory through a kept
         // MR after dat_lmr_free returned: such an MR is deregistered (asked before the lock,
         // since the device looks at its queues).
         let busy = caching && reg.mr.rkey == 0 && dev.mr_in_use(&reg.mr);
+        // No `sync` here: a change the monitor reported since the last lookup makes the entry
+        // stale, and the next lookup (or the collector, woken by the event) evicts it, kept or
+        // not, before anything can be registered over it again.
         let mut guard = self.lock();
-        self.sync(&mut guard);
         let st = &mut *guard;
         let Some(e) = st.entries.get_mut(&reg.entry) else {
             dev.dereg_mr(&reg.mr);

@@ -46,6 +46,9 @@ pub struct Registration {
     entry: u64,
     /// Whether this LMR's keys came from an existing registration (shared or cached).
     pub reused: bool,
+    /// Whether the registration was made (or taken back) by the cache, watched: only then may
+    /// its release keep it.
+    watched: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
