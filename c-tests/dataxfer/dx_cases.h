@@ -79,6 +79,7 @@ void case_ext_atomic_concurrent(void);
 
 /* SRQ, threads, IPv6 (dx_misc.c) */
 void case_srq_create_post_query(void);
+void case_srq_stale_key(void);
 void case_srq_ep_receive(void);
 void case_srq_low_watermark(void);
 void case_srq_free_in_use(void);

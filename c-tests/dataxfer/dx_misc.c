@@ -42,6 +42,62 @@ static void srq_counts_at(int line, DAT_SRQ_HANDLE srq, DAT_COUNT available, DAT
 }
 #define SRQ_COUNTS(srq, a, o) srq_counts_at(__LINE__, srq, a, o)
 
+/* A receive posted to an SRQ must name live LMRs of the SRQ's PZ: with no EP to complete it
+ * on, one that names a freed LMR's context is refused at once with DAT_PROTECTION_VIOLATION,
+ * even while another LMR over the same memory is alive (a device that shares or caches
+ * registrations keeps the memory registered then), and nothing is queued. */
+void case_srq_stale_key(void)
+{
+    struct node n;
+    struct mr m = {0}, alias = {0};
+    DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL;
+    DAT_REGION_DESCRIPTION r;
+    DAT_VLEN rlen = 0;
+    DAT_VADDR raddr = 0;
+    const DAT_MEM_PRIV_FLAGS local = DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG;
+    if (!node_open(&n, PROVIDER, 16, 16) || !mr_make(&n, n.pz, 4096, local, &m) || !srq_make(&n, 16, 2, 0, &srq))
+        goto out;
+    /* the control: the LMR's own context, while it is alive */
+    if (!srq_post(srq, &m, 0, 256, 1))
+        goto out;
+    memset(&r, 0, sizeof r);
+    r.for_va = m.buf;
+    alias = m;
+    alias.buf = NULL; /* m's buffer: mr_drop(&alias) frees only the LMR */
+    if (!EXPECT_RC(dat_lmr_create(n.ia, DAT_MEM_TYPE_VIRTUAL, r, m.len, n.pz, local, DAT_VA_TYPE_VA, &alias.h,
+                                  &alias.lkey, &alias.rkey, &rlen, &raddr),
+                   DAT_SUCCESS))
+        goto out;
+    DAT_LMR_CONTEXT dead = m.lkey;
+    if (!EXPECT_RC(dat_lmr_free(m.h), DAT_SUCCESS))
+        goto out;
+    m.h = DAT_HANDLE_NULL;
+    DAT_LMR_TRIPLET t = lt(&m, 256, 256);
+    t.lmr_context = dead;
+    if (dead == alias.lkey) {
+        /* the device gave both LMRs one context: a post with it names the live one */
+        harness_note("both LMRs have the context 0x%x: the post names the live alias", (unsigned)dead);
+        EXPECT_RC(dat_srq_post_recv(srq, 1, &t, ck(2)), DAT_SUCCESS);
+        SRQ_COUNTS(srq, 2, 2);
+    } else {
+        EXPECT_RC(dat_srq_post_recv(srq, 1, &t, ck(2)), DAT_CLASS_ERROR | DAT_PROTECTION_VIOLATION);
+        /* a vector whose second segment is the dead one is refused whole */
+        DAT_LMR_TRIPLET two[2] = {lt(&alias, 512, 64), t};
+        EXPECT_RC(dat_srq_post_recv(srq, 2, two, ck(3)), DAT_CLASS_ERROR | DAT_PROTECTION_VIOLATION);
+        SRQ_COUNTS(srq, 1, 1);
+    }
+    /* the live alias's context still posts */
+    if (srq_post(srq, &alias, 1024, 256, 4))
+        SRQ_COUNTS(srq, dead == alias.lkey ? 3 : 2, dead == alias.lkey ? 3 : 2);
+out:
+    if (srq != DAT_HANDLE_NULL)
+        EXPECT_RC(dat_srq_free(srq), DAT_SUCCESS);
+    if (alias.h != DAT_HANDLE_NULL)
+        (void)dat_lmr_free(alias.h);
+    mr_drop(&m);
+    node_close(&n);
+}
+
 void case_srq_create_post_query(void)
 {
     struct node n;

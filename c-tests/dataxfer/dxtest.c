@@ -100,6 +100,7 @@ static const struct harness_case cases[] = {
     CASE(ext_atomic_no_priv),
     CASE(ext_atomic_concurrent),
     CASE(srq_create_post_query),
+    CASE(srq_stale_key),
     CASE(srq_ep_receive),
     CASE(srq_low_watermark),
     CASE(srq_free_in_use),
