@@ -66,6 +66,15 @@ static const char *attr_value(DAT_IA_HANDLE ia, const char *name)
     return NULL;
 }
 
+/* Whether the soft IA says cross-memory attach is on (its DAT2_SOFT_CMA attribute): off when
+ * DAT2_SOFT_CMA=0, and for a process of the overflow uid (nobody), whose peers are never
+ * believed to be the same user. */
+int dx_cma_on(DAT_IA_HANDLE ia)
+{
+    const char *v = attr_value(ia, "DAT2_SOFT_CMA");
+    return v && strncmp(v, "on", 2) == 0;
+}
+
 int dx_lacks(DAT_IA_HANDLE ia, const char *attr)
 {
     const char *v = attr_value(ia, attr);

@@ -328,9 +328,9 @@ const char *path_of(DAT_EP_HANDLE ep)
 void case_sem_passive_path(void)
 {
     /* both nodes are in this process, which reaches its own memory: cross-memory attach,
-     * unless DAT2_SOFT_CMA=0 turns it off (the _tcp run) */
-    const char *cma_env = getenv("DAT2_SOFT_CMA");
-    const char *want = cma_env && strcmp(cma_env, "0") == 0 ? "tcp" : "cma";
+     * unless the IA says it is off (DAT2_SOFT_CMA=0 in the _tcp run; a process of the
+     * overflow uid) */
+    const char *want = "cma";
     struct node s, c;
     memset(&s, 0, sizeof s);
     memset(&c, 0, sizeof c);
@@ -340,6 +340,8 @@ void case_sem_passive_path(void)
     }
     if (!node_open(&s, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16) || !node_listen(&s, dx_port(0)))
         goto out;
+    if (!dx_cma_on(s.ia))
+        want = "tcp";
     for (int k = 0; k < 5; k++) {
         DAT_EP_HANDLE se, ce;
         DAT_EVENT ev;

@@ -13,11 +13,11 @@
 
 #define BIG (1u << 20)
 
-static int path_expected(void)
+/* Whether the shared-memory path is expected: the soft device with cross-memory attach on
+ * (see dx_cma_on), and shared memory not turned off. */
+static int path_expected(DAT_IA_HANDLE ia)
 {
-    const char *cma = getenv("DAT2_SOFT_CMA");
-    return dx_on_soft_device() && !(cma && strcmp(cma, "0") == 0) &&
-           !(getenv("DAT2_SOFT_SHM") && strcmp(getenv("DAT2_SOFT_SHM"), "0") == 0);
+    return dx_on_soft_device() && dx_cma_on(ia) && !(getenv("DAT2_SOFT_SHM") && strcmp(getenv("DAT2_SOFT_SHM"), "0") == 0);
 }
 
 static int wait_ok(DAT_EVD_HANDLE evd, uint64_t cookie, const char *what)
@@ -44,7 +44,7 @@ void case_shm_write_read(void)
         !mr_make_shared(&p.c, p.c.pz, 2 * BIG, PRIV_ALL, &cm) || !mr_make(&p.s, p.s.pz, BIG, PRIV_ALL, &hm))
         goto out;
     int registered = dx_shm_mappings();
-    if (path_expected())
+    if (path_expected(p.s.ia))
         EXPECT(registered >= before + 4, "the library keeps a mapping of each shared registration: %d -> %d mappings",
                before, registered);
 
@@ -60,7 +60,7 @@ void case_shm_write_read(void)
         EXPECT(memcmp(sm.buf, zero, sizeof zero) == 0 && sm.buf[4567 + BIG] == 0,
                "1 MiB write: bytes outside the target changed");
     }
-    if (path_expected())
+    if (path_expected(p.s.ia))
         EXPECT(dx_shm_mappings() > registered, "the write went through the files (no new mapping of the peer's file)");
 
     /* 2. A send the target has no receive for yet, a read and eight 128 KiB writes of 2
@@ -101,7 +101,7 @@ void case_shm_write_read(void)
                    memcmp(sm.buf + (size_t)k * 131072 + 100000, cm.buf + BIG + (size_t)k * 1000, 31072) == 0,
                "queued write %d: target bytes differ", k);
     }
-    if (path_expected())
+    if (path_expected(p.s.ia))
         EXPECT(dx_shm_mappings() > mapped, "the target did not map the initiator's file");
 
     /* 3. A send of three segments into a receive of two, shared memory at both ends. */
@@ -208,7 +208,7 @@ void case_shm_small_writes(void)
     fill(cm.buf, 65536, 11);
     /* the connection's path is chosen when it is made (a peer the kernel has not confirmed in
      * time gets TCP): the initiator copies only on the cross-memory path */
-    int direct = path_expected() && strcmp(path_of(p.ce), "cma") == 0, immediate = 0;
+    int direct = path_expected(p.s.ia) && strcmp(path_of(p.ce), "cma") == 0, immediate = 0;
     static const size_t at[] = {0, 8, 13, 4093, 65536 - 8};
     for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
         DAT_LMR_TRIPLET l = lt(&cm, 100 + k, 8);

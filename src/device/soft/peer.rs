@@ -174,6 +174,13 @@ pub fn cma_state() -> Result<(), String> {
     if off() {
         return Err("DAT2_SOFT_CMA=0".into());
     }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if me == overflow_uid() {
+        return Err(format!(
+            "this process runs as uid {me}, the overflow uid (nobody), which stands for every user not mapped into this user namespace: no peer of that uid is believed to be the same user"
+        ));
+    }
     // SAFETY: a new socket, closed at once.
     let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, NETLINK_SOCK_DIAG) };
     if fd < 0 {
@@ -182,6 +189,12 @@ pub fn cma_state() -> Result<(), String> {
     // SAFETY: our own descriptor, closed once.
     unsafe { libc::close(fd) };
     Ok(())
+}
+
+/// The uid that stands for every user not mapped into our user namespace.
+pub fn overflow_uid() -> u32 {
+    static UID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UID.get_or_init(|| std::fs::read_to_string("/proc/sys/kernel/overflowuid").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(65534))
 }
 
 /// The kernel's view of the other end of the TCP connection `stream`, if that end is a socket

@@ -107,7 +107,7 @@ fn peer_process(fd: &OwnedFd) -> Option<(u32, Option<OwnedFd>)> {
     };
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    if r != 0 || cred.pid <= 0 || cred.uid != me || me == overflow_uid() {
+    if r != 0 || cred.pid <= 0 || cred.uid != me || me == peer::overflow_uid() {
         return None;
     }
     let mut pidfd: libc::c_int = -1;
@@ -117,12 +117,6 @@ fn peer_process(fd: &OwnedFd) -> Option<(u32, Option<OwnedFd>)> {
         unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, SO_PEERPIDFD, &mut pidfd as *mut _ as *mut libc::c_void, &mut len) };
     // SAFETY: a descriptor the kernel just gave us (close-on-exec).
     Some((cred.pid as u32, (r == 0 && pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })))
-}
-
-/// The uid that stands for every user not mapped into our user namespace.
-fn overflow_uid() -> u32 {
-    static UID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *UID.get_or_init(|| std::fs::read_to_string("/proc/sys/kernel/overflowuid").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(65534))
 }
 
 /// The active side's listener, for one connection's handshake.
