@@ -13,7 +13,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}:log_path=$out/asan"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}:log_path=$out/ubsan"
 
 info=$out/dat2-info
-compile build "$info" "$root/tools/dat2-info.c" -L"$build" -ldat2 || exit 1
+compile build "$info" "$root"/tools/dat2-info*.c -L"$build" -ldat2 || exit 1
 pass build
 
 # run NAME ARGS...: runs dat2-info against our library (environment as given by the caller),
