@@ -28,29 +28,41 @@ void field(const char *label, const char *fmt, ...)
 	putchar('\n');
 }
 
+int next_line(const char **p, const char **line, size_t *len)
+{
+	static const char prefix[] = "DAT Registry: ";
+
+	while (*p && **p) {
+		const char *start = *p, *end = strchr(start, '\n');
+		size_t n = end ? (size_t)(end - start) : strlen(start);
+
+		*p = end ? end + 1 : NULL;
+		if (n >= sizeof prefix - 1 && strncmp(start, prefix, sizeof prefix - 1) == 0) {
+			start += sizeof prefix - 1;
+			n -= sizeof prefix - 1;
+		}
+		while (n > 0 && (start[n - 1] == '\r' || start[n - 1] == ' '))
+			n--;
+		if (n > 0) {
+			*line = start;
+			*len = n;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* One field line per non-empty line of `text`, without the library's own prefix. */
 void text_lines(const char *label, const char *text)
 {
-	static const char prefix[] = "DAT Registry: ";
-	const char *p = text;
+	const char *p = text, *line;
+	size_t len;
 
-	while (p && *p) {
-		const char *end = strchr(p, '\n');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-
-		if (len >= sizeof prefix - 1 && strncmp(p, prefix, sizeof prefix - 1) == 0) {
-			p += sizeof prefix - 1;
-			len -= sizeof prefix - 1;
-		}
-		while (len > 0 && (p[len - 1] == '\r' || p[len - 1] == ' '))
-			len--;
-		if (len > 0)
-			field(label, "%.*s", (int)len, p);
-		p = end ? end + 1 : NULL;
-	}
+	while (next_line(&p, &line, &len))
+		field(label, "%.*s", (int)len, line);
 }
 
-static const char *yes_no(DAT_BOOLEAN b)
+const char *yes_no(DAT_BOOLEAN b)
 {
 	return b ? "yes" : "no";
 }
@@ -62,13 +74,13 @@ static void named_attrs(const char *label, DAT_COUNT n, const DAT_NAMED_ATTR *at
 		      attrs[i].value ? attrs[i].value : "(null)");
 }
 
-static void address(const DAT_SOCK_ADDR *sa)
+void format_address(const DAT_SOCK_ADDR *sa, char *buf, size_t size)
 {
 	char text[INET6_ADDRSTRLEN] = "";
 	unsigned port = 0;
 
 	if (!sa) {
-		field("ia_address", "none");
+		snprintf(buf, size, "none");
 		return;
 	}
 	if (sa->sa_family == AF_INET) {
@@ -80,16 +92,49 @@ static void address(const DAT_SOCK_ADDR *sa)
 		inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
 		port = ntohs(in6->sin6_port);
 	} else {
-		field("ia_address", "address family %d", sa->sa_family);
+		snprintf(buf, size, "address family %d", sa->sa_family);
 		return;
 	}
 	if (port)
-		field("ia_address", "%s port %u", text, port);
+		snprintf(buf, size, "%s port %u", text, port);
 	else
-		field("ia_address", "%s", text);
+		snprintf(buf, size, "%s", text);
 }
 
-static const char *extension_name(DAT_EXTENSION e)
+static void address(const DAT_SOCK_ADDR *sa)
+{
+	char text[INET6_ADDRSTRLEN + 64];
+
+	format_address(sa, text, sizeof text);
+	field("ia_address", "%s", text);
+}
+
+const char *named_value(DAT_COUNT n, const DAT_NAMED_ATTR *attrs, const char *name)
+{
+	for (DAT_COUNT i = 0; attrs && i < n; i++)
+		if (attrs[i].name && attrs[i].value && strcmp(attrs[i].name, name) == 0)
+			return attrs[i].value;
+	return NULL;
+}
+
+const char *transport_of(const DAT_IA_ATTR *a, const DAT_PROVIDER_ATTR *p)
+{
+	const char *verbs = named_value(p->num_provider_specific_attr, p->provider_specific_attr,
+					"DAT2_VERBS_TRANSPORT");
+	const char *device = named_value(p->num_provider_specific_attr, p->provider_specific_attr,
+					 "DAT2_DEVICE");
+
+	if (verbs && *verbs)
+		return verbs;
+	if (device && strcmp(device, "soft") == 0)
+		return "TCP";
+	/* Another provider's DAT extension names the verbs family it speaks, not the link. */
+	if (a->extension_supported == DAT_EXTENSION_IW)
+		return "iWARP";
+	return "unknown";
+}
+
+const char *extension_name(DAT_EXTENSION e)
 {
 	switch (e) {
 	case DAT_EXTENSION_NONE: return "none";
@@ -99,7 +144,7 @@ static const char *extension_name(DAT_EXTENSION e)
 	return "unknown";
 }
 
-static const char *iov_ownership_name(DAT_IOV_OWNERSHIP o)
+const char *iov_ownership_name(DAT_IOV_OWNERSHIP o)
 {
 	switch (o) {
 	case DAT_IOV_CONSUMER: return "consumer";
@@ -109,7 +154,7 @@ static const char *iov_ownership_name(DAT_IOV_OWNERSHIP o)
 	return "unknown";
 }
 
-static const char *ep_creator_name(DAT_EP_CREATOR_FOR_PSP c)
+const char *ep_creator_name(DAT_EP_CREATOR_FOR_PSP c)
 {
 	switch (c) {
 	case DAT_PSP_CREATES_EP_NEVER: return "never";
@@ -119,7 +164,7 @@ static const char *ep_creator_name(DAT_EP_CREATOR_FOR_PSP c)
 	return "unknown";
 }
 
-static const char *rmr_scope_name(DAT_RMR_SCOPE s)
+const char *rmr_scope_name(DAT_RMR_SCOPE s)
 {
 	switch (s) {
 	case DAT_RMR_SCOPE_EP: return "EP";
