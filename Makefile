@@ -40,6 +40,7 @@ MANS   := $(MAN1) $(MAN3) $(MAN5) $(MAN7)
 CC     ?= cc
 CFLAGS ?= -O2 -g -Wall -Wextra
 INFO   := $(BUILD)/dat2-info
+INFO_SRC := $(wildcard tools/dat2-info*.c)
 
 # Debian packages the targets need. deps installs the missing ones when run as root,
 # and prints the exact command otherwise.
@@ -73,8 +74,8 @@ FORCE:
 tools: $(INFO)
 
 # Order-only on the library: relinking is not needed when only the library changes.
-$(INFO): tools/dat2-info.c $(HEADERS) | $(BUILD)/$(REAL)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Iinclude -o $@ tools/dat2-info.c $(LDFLAGS) -L$(BUILD) -ldat2
+$(INFO): $(INFO_SRC) tools/dat2-info.h $(HEADERS) | $(BUILD)/$(REAL)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Iinclude -o $@ $(INFO_SRC) $(LDFLAGS) -L$(BUILD) -ldat2
 
 deps-build:
 	@tools/ensure-debs $(DEB_BUILD)

@@ -4,7 +4,10 @@
  *
  * Lists every IA name of the static registry (dat.conf entries and the library's built-in
  * providers), tries to open each one and prints either its attributes (dat_ia_query) or why
- * it does not open: the DAT_RETURN's names and the library's own messages.
+ * it does not open: the DAT_RETURN's names and the library's own messages. By default it
+ * shows a table of the IAs that open and one line per group of those that do not
+ * (dat2-info-summary.c); -v and -p give every IA in full (dat2-info-print.c), --json a
+ * document for scripts (dat2-info-json.c).
  *
  * The program uses the public DAT API only. The library prints its reasons to standard
  * output when DAT_DBG_TYPE has the error bit (0x1) set, and it reads that variable once,
@@ -19,27 +22,24 @@
  * itself again: it shows what such a program of this host would see.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <stdarg.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <dat2/udat.h>
+#include "dat2-info.h"
 
 /* Set in the environment of the second start: "<pid> <real stdout fd> <capture fd>" (the
  * process id stays the same across execv, which tells a stale value from an inherited one). */
 #define RELAUNCH_ENV "DAT2_INFO_FDS"
-#define LABEL_WIDTH 35
 #define EVD_QLEN 8
 
-static int verbose;
+int verbose;
 
 /* ---- capturing what the library prints --------------------------------------------- */
 
@@ -219,204 +219,6 @@ static char *capture_end(void)
 	return text;
 }
 
-/* ---- output --------------------------------------------------------------------------- */
-
-static void field(const char *label, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void field(const char *label, const char *fmt, ...)
-{
-	va_list ap;
-	int pad = LABEL_WIDTH - (int)strlen(label);
-
-	printf("    %s:%*s", label, pad > 1 ? pad : 1, "");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-}
-
-/* One field line per non-empty line of `text`, without the library's own prefix. */
-static void text_lines(const char *label, const char *text)
-{
-	static const char prefix[] = "DAT Registry: ";
-	const char *p = text;
-
-	while (p && *p) {
-		const char *end = strchr(p, '\n');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-
-		if (len >= sizeof prefix - 1 && strncmp(p, prefix, sizeof prefix - 1) == 0) {
-			p += sizeof prefix - 1;
-			len -= sizeof prefix - 1;
-		}
-		while (len > 0 && (p[len - 1] == '\r' || p[len - 1] == ' '))
-			len--;
-		if (len > 0)
-			field(label, "%.*s", (int)len, p);
-		p = end ? end + 1 : NULL;
-	}
-}
-
-static const char *yes_no(DAT_BOOLEAN b)
-{
-	return b ? "yes" : "no";
-}
-
-static void named_attrs(const char *label, DAT_COUNT n, const DAT_NAMED_ATTR *attrs)
-{
-	for (DAT_COUNT i = 0; attrs && i < n; i++)
-		field(label, "%s=%s", attrs[i].name ? attrs[i].name : "(null)",
-		      attrs[i].value ? attrs[i].value : "(null)");
-}
-
-static void address(const DAT_SOCK_ADDR *sa)
-{
-	char text[INET6_ADDRSTRLEN] = "";
-	unsigned port = 0;
-
-	if (!sa) {
-		field("ia_address", "none");
-		return;
-	}
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
-		port = ntohs(in->sin_port);
-	} else if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-		inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
-		port = ntohs(in6->sin6_port);
-	} else {
-		field("ia_address", "address family %d", sa->sa_family);
-		return;
-	}
-	if (port)
-		field("ia_address", "%s port %u", text, port);
-	else
-		field("ia_address", "%s", text);
-}
-
-static const char *extension_name(DAT_EXTENSION e)
-{
-	switch (e) {
-	case DAT_EXTENSION_NONE: return "none";
-	case DAT_EXTENSION_IB: return "InfiniBand";
-	case DAT_EXTENSION_IW: return "iWARP";
-	}
-	return "unknown";
-}
-
-static const char *iov_ownership_name(DAT_IOV_OWNERSHIP o)
-{
-	switch (o) {
-	case DAT_IOV_CONSUMER: return "consumer";
-	case DAT_IOV_PROVIDER_NOMOD: return "provider, unmodified";
-	case DAT_IOV_PROVIDER_MOD: return "provider, modified";
-	}
-	return "unknown";
-}
-
-static const char *ep_creator_name(DAT_EP_CREATOR_FOR_PSP c)
-{
-	switch (c) {
-	case DAT_PSP_CREATES_EP_NEVER: return "never";
-	case DAT_PSP_CREATES_EP_IFASKED: return "if asked";
-	case DAT_PSP_CREATES_EP_ALWAYS: return "always";
-	}
-	return "unknown";
-}
-
-static const char *rmr_scope_name(DAT_RMR_SCOPE s)
-{
-	switch (s) {
-	case DAT_RMR_SCOPE_EP: return "EP";
-	case DAT_RMR_SCOPE_PZ: return "PZ";
-	case DAT_RMR_SCOPE_ANY: return "any";
-	}
-	return "unknown";
-}
-
-static void ia_attributes(const DAT_IA_ATTR *a)
-{
-	field("adapter", "%.*s", DAT_NAME_MAX_LENGTH, a->adapter_name);
-	field("vendor", "%.*s", DAT_NAME_MAX_LENGTH, a->vendor_name);
-	field("hardware_version", "%u.%u", a->hardware_version_major, a->hardware_version_minor);
-	field("firmware_version", "%u.%u", a->firmware_version_major, a->firmware_version_minor);
-	address(a->ia_address_ptr);
-	field("max_eps", "%d", a->max_eps);
-	field("max_dto_per_ep", "%d", a->max_dto_per_ep);
-	field("max_evds", "%d", a->max_evds);
-	field("max_evd_qlen", "%d", a->max_evd_qlen);
-	field("max_pzs", "%d", a->max_pzs);
-	field("max_lmrs", "%d", a->max_lmrs);
-	field("max_lmr_block_size", "%llu", (unsigned long long)a->max_lmr_block_size);
-	field("max_rmrs", "%d", a->max_rmrs);
-	field("max_message_size", "%llu", (unsigned long long)a->max_message_size);
-	field("max_rdma_size", "%llu", (unsigned long long)a->max_rdma_size);
-	field("max_iov_segments_per_dto", "%d", a->max_iov_segments_per_dto);
-	field("max_rdma_read_in", "%d", a->max_rdma_read_in);
-	field("max_rdma_read_out", "%d", a->max_rdma_read_out);
-	field("max_rdma_read_per_ep_in", "%d", a->max_rdma_read_per_ep_in);
-	field("max_rdma_read_per_ep_out", "%d", a->max_rdma_read_per_ep_out);
-	field("max_srqs", "%d", a->max_srqs);
-	field("extension", "%s (version %d)", extension_name(a->extension_supported),
-	      a->extension_version);
-	if (!verbose)
-		return;
-	field("max_lmr_virtual_address", "%#llx", (unsigned long long)a->max_lmr_virtual_address);
-	field("max_rmr_target_address", "%#llx", (unsigned long long)a->max_rmr_target_address);
-	field("max_ep_per_srq", "%d", a->max_ep_per_srq);
-	field("max_recv_per_srq", "%d", a->max_recv_per_srq);
-	field("max_iov_segments_per_rdma_read", "%d", a->max_iov_segments_per_rdma_read);
-	field("max_iov_segments_per_rdma_write", "%d", a->max_iov_segments_per_rdma_write);
-	field("rdma_read_per_ep_in_guaranteed", "%s", yes_no(a->max_rdma_read_per_ep_in_guaranteed));
-	field("rdma_read_per_ep_out_guaranteed", "%s", yes_no(a->max_rdma_read_per_ep_out_guaranteed));
-	field("zero_based_lmrs", "%s", yes_no(a->zb_supported));
-	named_attrs("transport_attr", a->num_transport_attr, a->transport_attr);
-	named_attrs("vendor_attr", a->num_vendor_attr, a->vendor_attr);
-}
-
-static void provider_attributes(const DAT_PROVIDER_ATTR *p)
-{
-	field("provider", "%.*s %u.%u", DAT_NAME_MAX_LENGTH, p->provider_name,
-	      p->provider_version_major, p->provider_version_minor);
-	field("dat_version", "%u.%u", p->dapl_version_major, p->dapl_version_minor);
-	field("thread_safe", "%s", yes_no(p->is_thread_safe));
-	field("max_private_data_size", "%d", p->max_private_data_size);
-	field("srq_supported", "%s", yes_no(p->srq_supported));
-	if (verbose) {
-		field("lmr_mem_types_supported", "%#x", (unsigned)p->lmr_mem_types_supported);
-		field("iov_ownership_on_return", "%s", iov_ownership_name(p->iov_ownership_on_return));
-		field("qos_supported", "%#x", (unsigned)p->dat_qos_supported);
-		field("completion_flags_supported", "%#x", (unsigned)p->completion_flags_supported);
-		field("supports_multipath", "%s", yes_no(p->supports_multipath));
-		field("ep_creator", "%s", ep_creator_name(p->ep_creator));
-		field("pz_support", "%s", p->pz_support == DAT_PZ_SHAREABLE ? "shareable" : "unique");
-		field("optimal_buffer_alignment", "%u", p->optimal_buffer_alignment);
-		for (int i = 0; i < 6; i++) {
-			char row[7];
-			for (int j = 0; j < 6; j++)
-				row[j] = p->evd_stream_merging_supported[i][j] ? '1' : '0';
-			row[6] = '\0';
-			field("evd_stream_merging_supported", "%s", row);
-		}
-		field("srq_watermarks_supported", "%d", p->srq_watermarks_supported);
-		field("srq_ep_pz_difference_supported", "%s", yes_no(p->srq_ep_pz_difference_supported));
-		field("srq_info_supported", "%d", p->srq_info_supported);
-		field("ep_recv_info_supported", "%d", p->ep_recv_info_supported);
-		field("lmr_sync_req", "%s", yes_no(p->lmr_sync_req));
-		field("dto_async_return_guaranteed", "%s", yes_no(p->dto_async_return_guaranteed));
-		field("rdma_write_for_rdma_read_req", "%s", yes_no(p->rdma_write_for_rdma_read_req));
-		field("rdma_read_lmr_rmr_context_exposure", "%s",
-		      yes_no(p->rdma_read_lmr_rmr_context_exposure));
-		field("rmr_scope_supported", "%s", rmr_scope_name(p->rmr_scope_supported));
-		field("is_signal_safe", "%s", yes_no(p->is_signal_safe));
-		field("ha_supported", "%s", yes_no(p->ha_supported));
-		field("ha_loadbalancing", "%u", (unsigned)p->ha_loadbalancing);
-	}
-	named_attrs("provider_attr", p->num_provider_specific_attr, p->provider_specific_attr);
-}
-
 /* ---- the configuration file, for the library path of each name ------------------------ */
 
 struct conf_entry {
@@ -518,6 +320,9 @@ static void free_conf(void)
 
 /* ---- one provider ------------------------------------------------------------------------ */
 
+enum form { FORM_SUMMARY, FORM_DETAIL, FORM_JSON };
+static enum form form = FORM_SUMMARY;
+
 static int same_name(const DAT_PROVIDER_INFO *a, const DAT_PROVIDER_INFO *b)
 {
 	return strncmp(a->ia_name, b->ia_name, DAT_NAME_MAX_LENGTH) == 0;
@@ -534,30 +339,161 @@ static int first_of_name(const DAT_PROVIDER_INFO *infos, DAT_COUNT i)
 
 static void registry_keys(const DAT_PROVIDER_INFO *infos, DAT_COUNT n, DAT_COUNT first)
 {
-	for (DAT_COUNT i = first; i < n; i++)
-		if (same_name(&infos[i], &infos[first]))
-			field("registry_key", "DAT %u.%u %s", infos[i].dapl_version_major,
-			      infos[i].dapl_version_minor,
+	if (form == FORM_JSON)
+		json_array_begin("registry_keys");
+	for (DAT_COUNT i = first; i < n; i++) {
+		char version[32];
+
+		if (!same_name(&infos[i], &infos[first]))
+			continue;
+		snprintf(version, sizeof version, "%u.%u", infos[i].dapl_version_major,
+			 infos[i].dapl_version_minor);
+		if (form == FORM_JSON) {
+			json_object_begin(NULL);
+			json_string("dat_version", version);
+			json_bool("thread_safe", infos[i].is_thread_safe);
+			json_object_end();
+		} else {
+			field("registry_key", "DAT %s %s", version,
 			      infos[i].is_thread_safe ? "threadsafe" : "nonthreadsafe");
+		}
+	}
+	if (form == FORM_JSON)
+		json_array_end();
+}
+
+/* The first dat.conf entry of IA `name`, or NULL for a built-in IA without one. */
+static const struct conf_entry *conf_of(const char *name)
+{
+	for (size_t i = 0; i < conf_count; i++)
+		if (strcmp(conf[i].name, name) == 0)
+			return &conf[i];
+	return NULL;
+}
+
+static int is_builtin(const struct conf_entry *c)
+{
+	return !c || strncmp(c->lib_path, "builtin:", 8) == 0;
 }
 
 static void library_lines(const char *name)
 {
 	int found = 0;
 
+	if (form == FORM_JSON) {
+		json_string("library", conf_of(name) ? conf_of(name)->lib_path : NULL);
+		json_bool("builtin", is_builtin(conf_of(name)));
+		json_array_begin("dat_conf_entries");
+	}
 	for (size_t i = 0; i < conf_count; i++) {
 		if (strcmp(conf[i].name, name) != 0)
 			continue;
 		found = 1;
-		if (strncmp(conf[i].lib_path, "builtin:", 8) == 0)
+		if (form == FORM_JSON) {
+			json_object_begin(NULL);
+			json_string("library", conf[i].lib_path);
+			json_int("line", conf[i].line);
+			json_string("ia_params", conf[i].ia_params);
+			json_object_end();
+		} else if (is_builtin(&conf[i])) {
 			field("library", "built in (%s, %s line %d)", conf[i].lib_path, conf_path,
 			      conf[i].line);
-		else
+			field("ia_params", "\"%s\"", conf[i].ia_params);
+		} else {
 			field("library", "%s (%s line %d)", conf[i].lib_path, conf_path, conf[i].line);
-		field("ia_params", "\"%s\"", conf[i].ia_params);
+			field("ia_params", "\"%s\"", conf[i].ia_params);
+		}
 	}
-	if (!found)
+	if (form == FORM_JSON)
+		json_array_end();
+	else if (!found)
 		field("library", "built in");
+}
+
+/* What a failed call says: the DAT_RETURN's names, with `label` (error, query_error, ...). */
+static void dat_error(const char *label, DAT_RETURN rc)
+{
+	const char *major = NULL, *minor = NULL;
+
+	if (form == FORM_JSON) {
+		json_dat_return(label, rc);
+		return;
+	}
+	if (dat_strerror(rc, &major, &minor) != DAT_SUCCESS || !major)
+		major = "unknown status";
+	field(label, "%#x %s%s%s", (unsigned)rc, major, minor && *minor ? " " : "", minor ? minor : "");
+}
+
+/* The library's messages around a call: shown with -v, or when `always`. */
+static void log_lines(const char *log, int always)
+{
+	if (form == FORM_JSON) {
+		if (log && *log)
+			json_lines("log", log);
+	} else if (verbose || always) {
+		text_lines("log", log);
+	}
+}
+
+/* Why IA `name` did not open: the DAT_RETURN and the messages captured meanwhile. */
+static void show_failure(const char *name, DAT_RETURN rc, const char *log)
+{
+	const struct conf_entry *c = conf_of(name);
+	char origin[4096 + 32], device[256] = "";
+	char *reason;
+
+	if (c) {
+		snprintf(origin, sizeof origin, "%s:%d", conf_path, c->line);
+		sscanf(c->ia_params, "%255s", device);
+	}
+	if (cap_fd < 0)
+		reason = strdup("(messages not captured)");
+	else
+		reason = reason_summary(log, name, c ? origin : NULL, c ? c->lib_path : NULL,
+					c ? c->ia_params : NULL);
+	summary_fails(name, c != NULL, rc, reason, c ? c->lib_path : NULL, device);
+	if (form == FORM_JSON) {
+		json_bool("opens", 0);
+		json_string("state", "does not open");
+		dat_error("error", rc);
+		json_lines("reason", cap_fd < 0 ? NULL : log);
+		json_string("reason_summary", reason);
+	} else if (form == FORM_DETAIL) {
+		field("state", "does not open");
+		dat_error("error", rc);
+		if (cap_fd < 0)
+			field("reason", "(not captured: dat2-info could not redirect the library's messages)");
+		else if (!log || !*log)
+			field("reason", "(no message from the library or the provider)");
+		else
+			text_lines("reason", log);
+	}
+	free(reason);
+}
+
+/* What IA `name` is, from its attributes, while it is open. */
+static void show_attributes(const char *name, const DAT_IA_ATTR *ia_attr,
+			    const DAT_PROVIDER_ATTR *provider_attr)
+{
+	const struct conf_entry *c = conf_of(name);
+	char device[DAT_NAME_MAX_LENGTH + 1], address[128];
+	const char *transport = transport_of(ia_attr, provider_attr);
+
+	snprintf(device, sizeof device, "%.*s", DAT_NAME_MAX_LENGTH, ia_attr->adapter_name);
+	format_address(ia_attr->ia_address_ptr, address, sizeof address);
+	if (form == FORM_SUMMARY) {
+		summary_opens(name, device, is_builtin(c) ? "built in" : c->lib_path, transport,
+			      ia_attr->ia_address_ptr ? address : NULL);
+	} else if (form == FORM_JSON) {
+		json_string("device", device);
+		json_string("transport", transport);
+		json_string("address", ia_attr->ia_address_ptr ? address : NULL);
+		json_ia_attributes("ia_attr", ia_attr);
+		json_provider_attributes("provider_attr", provider_attr);
+	} else {
+		ia_attributes(ia_attr);
+		provider_attributes(provider_attr);
+	}
 }
 
 /* Opens the IA `key`, prints what it is or why it does not open; returns 1 if it opened. */
@@ -582,35 +518,37 @@ static int show_provider(const DAT_PROVIDER_INFO *infos, DAT_COUNT n, DAT_COUNT 
 		}
 	}
 	snprintf(name, sizeof name, "%.*s", DAT_NAME_MAX_LENGTH - 1, key->ia_name);
-	printf("ia_name: %s\n", name);
-	library_lines(name);
-	registry_keys(infos, n, first);
+	if (form == FORM_JSON) {
+		json_object_begin(NULL);
+		json_string("name", name);
+	} else if (form == FORM_DETAIL) {
+		printf("ia_name: %s\n", name);
+	}
+	if (form != FORM_SUMMARY) {
+		library_lines(name);
+		registry_keys(infos, n, first);
+	}
 
 	capture_begin();
 	rc = dat_ia_openv(name, EVD_QLEN, &async_evd, &ia, key->dapl_version_major,
 			  key->dapl_version_minor, key->is_thread_safe);
 	log = capture_end();
 	if (rc != DAT_SUCCESS) {
-		const char *major = NULL, *minor = NULL;
-
-		if (dat_strerror(rc, &major, &minor) != DAT_SUCCESS || !major)
-			major = "unknown status";
-		field("state", "does not open");
-		field("error", "%#x %s%s%s", (unsigned)rc, major, minor && *minor ? " " : "",
-		      minor ? minor : "");
-		if (cap_fd < 0)
-			field("reason", "(not captured: dat2-info could not redirect the library's messages)");
-		else if (!log || !*log)
-			field("reason", "(no message from the library or the provider)");
-		else
-			text_lines("reason", log);
+		show_failure(name, rc, log);
 		free(log);
-		putchar('\n');
+		if (form == FORM_JSON)
+			json_object_end();
+		else if (form == FORM_DETAIL)
+			putchar('\n');
 		return 0;
 	}
-	field("state", "opens");
-	if (verbose)
-		text_lines("log", log);
+	if (form == FORM_JSON) {
+		json_bool("opens", 1);
+		json_string("state", "opens");
+	} else if (form == FORM_DETAIL) {
+		field("state", "opens");
+	}
+	log_lines(log, 0);
 	free(log);
 
 	memset(&ia_attr, 0, sizeof ia_attr);
@@ -619,31 +557,26 @@ static int show_provider(const DAT_PROVIDER_INFO *infos, DAT_COUNT n, DAT_COUNT 
 	rc = dat_ia_query(ia, NULL, DAT_IA_FIELD_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL, &provider_attr);
 	log = capture_end();
 	if (rc == DAT_SUCCESS) {
-		ia_attributes(&ia_attr);
-		provider_attributes(&provider_attr);
+		show_attributes(name, &ia_attr, &provider_attr);
 	} else {
-		const char *major = NULL, *minor = NULL;
-
-		dat_strerror(rc, &major, &minor);
-		field("query_error", "%#x %s %s", (unsigned)rc, major ? major : "", minor ? minor : "");
+		if (form == FORM_SUMMARY)
+			summary_opens(name, NULL, NULL, "(dat_ia_query failed)", NULL);
+		dat_error("query_error", rc);
 	}
-	if (verbose || rc != DAT_SUCCESS)
-		text_lines("log", log);
+	log_lines(log, rc != DAT_SUCCESS);
 	free(log);
 
 	capture_begin();
 	rc = dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
 	log = capture_end();
-	if (rc != DAT_SUCCESS) {
-		const char *major = NULL, *minor = NULL;
-
-		dat_strerror(rc, &major, &minor);
-		field("close_error", "%#x %s %s", (unsigned)rc, major ? major : "", minor ? minor : "");
-	}
-	if (verbose || rc != DAT_SUCCESS)
-		text_lines("log", log);
+	if (rc != DAT_SUCCESS)
+		dat_error("close_error", rc);
+	log_lines(log, rc != DAT_SUCCESS);
 	free(log);
-	putchar('\n');
+	if (form == FORM_JSON)
+		json_object_end();
+	else if (form == FORM_DETAIL)
+		putchar('\n');
 	return 1;
 }
 
@@ -652,12 +585,13 @@ static int show_provider(const DAT_PROVIDER_INFO *infos, DAT_COUNT n, DAT_COUNT 
 static void usage(FILE *to)
 {
 	fprintf(to,
-		"usage: dat2-info [-v] [-p IA_NAME]\n"
-		"List the DAT providers (dat.conf entries and built-in devices), open each one and\n"
-		"show its attributes, or say why it does not open.\n"
-		"  -v          verbose: every attribute, and the library's messages\n"
-		"  -p IA_NAME  only this IA name\n"
-		"  -h          this help\n"
+		"usage: dat2-info [-v] [-p IA_NAME] [--json | -o json]\n"
+		"List the DAT providers (dat.conf entries and built-in devices) and open each one:\n"
+		"a table of those that open, then one line per reason the others do not.\n"
+		"  -v             every IA in full: every attribute, and the library's messages\n"
+		"  -p IA_NAME     only this IA name, in full\n"
+		"  --json, -o json  a JSON document for scripts (-o text: the default form)\n"
+		"  -h             this help\n"
 		"Exit status: 0 if at least one provider opens, 1 if none does, 2 on a usage error.\n");
 }
 
@@ -672,14 +606,126 @@ static const char *library_file(void)
 	return "unknown";
 }
 
+/* The registry's entries (*count of them); on failure prints why and returns 0 entries. */
+static DAT_PROVIDER_INFO *list_providers(DAT_COUNT *count)
+{
+	DAT_PROVIDER_INFO *infos = NULL, **list = NULL;
+	DAT_RETURN rc;
+	char *log;
+
+	*count = 0;
+	capture_begin();
+	rc = dat_registry_list_providers(0, count, NULL);
+	if ((rc == DAT_SUCCESS || DAT_GET_TYPE(rc) == DAT_INVALID_PARAMETER) && *count > 0) {
+		infos = calloc((size_t)*count, sizeof *infos);
+		list = calloc((size_t)*count, sizeof *list);
+		if (!infos || !list) {
+			rc = DAT_INSUFFICIENT_RESOURCES;
+		} else {
+			for (DAT_COUNT i = 0; i < *count; i++)
+				list[i] = &infos[i];
+			rc = dat_registry_list_providers(*count, count, list);
+		}
+	} else if (DAT_GET_TYPE(rc) == DAT_INVALID_PARAMETER) {
+		rc = DAT_SUCCESS;
+	}
+	log = capture_end();
+	free(list);
+	if (rc != DAT_SUCCESS) {
+		const char *major = NULL, *minor = NULL;
+
+		if (form == FORM_JSON) {
+			json_dat_return("registry_error", rc);
+			json_lines("registry_messages", log);
+		} else {
+			dat_strerror(rc, &major, &minor);
+			printf("dat_registry_list_providers failed: %#x %s %s\n", (unsigned)rc,
+			       major ? major : "", minor ? minor : "");
+			text_lines("message", log);
+		}
+		*count = 0;
+	} else {
+		log_lines(log, 0);
+	}
+	free(log);
+	return infos;
+}
+
+static void header(const char *load_log)
+{
+	int override = secure_getenv("DAT_OVERRIDE") != NULL;
+
+	if (form == FORM_JSON) {
+		json_object_begin(NULL);
+		json_string("libdat2", library_file());
+		json_string("dat_conf", conf_path);
+		json_bool("dat_conf_override", override);
+		json_bool("secure_execution", getauxval(AT_SECURE) != 0);
+		json_lines("messages", load_log);
+		return;
+	}
+	printf("libdat2: %s\n", library_file());
+	printf("dat_conf: %s%s\n", conf_path, override ? " (DAT_OVERRIDE)" : "");
+	text_lines("message", load_log);
+}
+
+/* Takes the options; returns -1 to go on, or the exit status. */
+static int options(int argc, char **argv, const char **only)
+{
+	static const struct option longs[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt, json = 0;
+
+	while ((opt = getopt_long(argc, argv, "vp:o:h", longs, NULL)) != -1) {
+		switch (opt) {
+		case 'v':
+			verbose = 1;
+			break;
+		case 'p':
+			*only = optarg;
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'o':
+			if (strcmp(optarg, "json") == 0) {
+				json = 1;
+				break;
+			}
+			if (strcmp(optarg, "text") == 0) {
+				json = 0;
+				break;
+			}
+			fprintf(stderr, "dat2-info: -o takes json or text, not '%s'\n", optarg);
+			usage(stderr);
+			return 2;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "dat2-info: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	form = json ? FORM_JSON : verbose || *only ? FORM_DETAIL : FORM_SUMMARY;
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = NULL, *fds = secure_getenv(RELAUNCH_ENV);
-	DAT_PROVIDER_INFO *infos = NULL, **list = NULL;
+	DAT_PROVIDER_INFO *infos;
 	DAT_COUNT count = 0, shown = 0;
-	DAT_RETURN rc;
-	char *load_log = NULL, *log;
-	int opt, names = 0, opened = 0;
+	char *load_log = NULL;
+	int status, names = 0, opened = 0;
 
 	/* A secure process would find no RELAUNCH_ENV and start again forever. */
 	if (getauxval(AT_SECURE))
@@ -687,68 +733,24 @@ int main(int argc, char **argv)
 	else if (!fds || !adopt_capture(fds, &load_log))
 		relaunch(argv);
 
-	while ((opt = getopt(argc, argv, "vp:h")) != -1) {
-		switch (opt) {
-		case 'v':
-			verbose = 1;
-			break;
-		case 'p':
-			only = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			free(load_log);
-			return 0;
-		default:
-			usage(stderr);
-			free(load_log);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "dat2-info: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+	status = options(argc, argv, &only);
+	if (status >= 0) {
 		free(load_log);
-		return 2;
+		return status;
 	}
 
 	read_conf();
-	printf("libdat2: %s\n", library_file());
-	printf("dat_conf: %s%s\n", conf_path, secure_getenv("DAT_OVERRIDE") ? " (DAT_OVERRIDE)" : "");
-	text_lines("message", load_log);
+	header(load_log);
 	free(load_log);
-
-	capture_begin();
-	rc = dat_registry_list_providers(0, &count, NULL);
-	if ((rc == DAT_SUCCESS || DAT_GET_TYPE(rc) == DAT_INVALID_PARAMETER) && count > 0) {
-		infos = calloc((size_t)count, sizeof *infos);
-		list = calloc((size_t)count, sizeof *list);
-		if (!infos || !list) {
-			rc = DAT_INSUFFICIENT_RESOURCES;
-		} else {
-			for (DAT_COUNT i = 0; i < count; i++)
-				list[i] = &infos[i];
-			rc = dat_registry_list_providers(count, &count, list);
-		}
-	} else if (DAT_GET_TYPE(rc) == DAT_INVALID_PARAMETER) {
-		rc = DAT_SUCCESS;
-	}
-	log = capture_end();
-	if (rc != DAT_SUCCESS) {
-		const char *major = NULL, *minor = NULL;
-
-		dat_strerror(rc, &major, &minor);
-		printf("dat_registry_list_providers failed: %#x %s %s\n", (unsigned)rc,
-		       major ? major : "", minor ? minor : "");
-		text_lines("message", log);
-		count = 0;
-	} else if (verbose) {
-		text_lines("log", log);
-	}
-	free(log);
+	infos = list_providers(&count);
 	for (DAT_COUNT i = 0; i < count; i++)
 		names += first_of_name(infos, i);
-	printf("ia_names: %d\n\n", names);
+	if (form == FORM_JSON) {
+		json_int("ia_names", names);
+		json_array_begin("ias");
+	} else {
+		printf("ia_names: %d\n\n", names);
+	}
 
 	for (DAT_COUNT i = 0; i < count; i++) {
 		if (!first_of_name(infos, i) ||
@@ -757,11 +759,20 @@ int main(int argc, char **argv)
 		shown++;
 		opened += show_provider(infos, count, i);
 	}
+	if (form == FORM_JSON) {
+		json_array_end();
+		json_int("opened", opened);
+		summary_json_groups("not_opening");
+		json_object_end();
+		json_finish();
+	} else if (form == FORM_SUMMARY) {
+		summary_print();
+	}
 	fflush(stdout);
 	if (only && shown == 0)
 		fprintf(stderr, "dat2-info: no provider is registered as '%s'\n", only);
-	free(list);
 	free(infos);
 	free_conf();
+	summary_free();
 	return opened > 0 ? 0 : 1;
 }

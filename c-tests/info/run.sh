@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# dat2-info (tools/dat2-info.c), built here with the pass's $CC $CFLAGS against our library:
-# it lists and opens dat2-soft and shows its attributes; a dat.conf entry whose library is
-# missing, or a built-in soft entry with a bad address, is reported as not opening with the
-# library's reason; -p filters; -h, bad options and exit statuses.
+# dat2-info (tools/dat2-info*.c), built here with the pass's $CC $CFLAGS against our library.
+# By default: a table of the IAs that open (dat2-soft), then one line per group of those that
+# do not, with a count (five missing libraries are one line). -v and -p give every IA in full:
+# its attributes, or the library's reason (a missing library, a built-in soft entry with a bad
+# address); -p filters. --json and -o json: a document python3 parses, escaped right. -h, bad
+# options and exit statuses.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common/lib.sh"
@@ -13,7 +15,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}:log_path=$out/asan"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}:log_path=$out/ubsan"
 
 info=$out/dat2-info
-compile build "$info" "$root/tools/dat2-info.c" -L"$build" -ldat2 || exit 1
+compile build "$info" "$root"/tools/dat2-info*.c -L"$build" -ldat2 || exit 1
 pass build
 
 # run NAME ARGS...: runs dat2-info against our library (environment as given by the caller),
@@ -33,7 +35,7 @@ show() { head -c 600 "$out/$1.out" | tr '\n' '|'; }
 
 # ---- no dat.conf: the built-in soft device --------------------------------------------
 printf '# empty\n' >"$out/empty.conf"
-DAT_OVERRIDE=$out/empty.conf run soft
+DAT_OVERRIDE=$out/empty.conf run soft -p dat2-soft
 if [ $status -eq 0 ] && [ "$(value soft dat2-soft state)" = opens ]; then
   pass soft-opens
 else
@@ -118,7 +120,7 @@ bad-soft u2.0 nonthreadsafe default builtin:soft dat2.2.0 "no-such-netdev-x 0" "
 good-soft u2.0 nonthreadsafe default builtin:soft dat2.2.0 "127.0.0.1 0" ""
 broken u2.0 nonthreadsafe default
 EOF
-DAT_OVERRIDE=$out/bad.conf run bad
+DAT_OVERRIDE=$out/bad.conf run bad -v
 if [ $status -eq 0 ] && [ "$(value bad gone-ia state)" = "does not open" ]; then
   pass missing-library-does-not-open
 else
@@ -163,7 +165,7 @@ else
   fail "counts-names $(grep '^ia_names:' "$out/bad.out")"
 fi
 
-DAT_OVERRIDE=$out/no-such.conf run missing-conf
+DAT_OVERRIDE=$out/no-such.conf run missing-conf -v
 if [ $status -eq 0 ] && grep '^    message:' "$out/missing-conf.out" | grep -qF "$out/no-such.conf" &&
    [ "$(value missing-conf dat2-soft state)" = opens ]; then
   pass missing-dat-conf-reported
@@ -197,7 +199,7 @@ cat >"$out/none.conf" <<EOF
 dat2-soft u2.0 nonthreadsafe default builtin:soft dat2.2.0 "no-such-netdev-y 0" ""
 dat2-soft u2.0 threadsafe default builtin:soft dat2.2.0 "no-such-netdev-y 0" ""
 EOF
-DAT_OVERRIDE=$out/none.conf run none
+DAT_OVERRIDE=$out/none.conf run none -v
 if [ $status -eq 1 ] && [ "$(value none dat2-soft state)" = "does not open" ]; then
   pass exit-1-when-none-opens
 else
@@ -216,6 +218,151 @@ run help -h
 if [ $status -eq 0 ] && grep -q '^usage: dat2-info' "$out/help.out"; then pass help; else fail "help status $status"; fi
 run badopt -Q
 if [ $status -eq 2 ] && grep -q '^usage: dat2-info' "$out/badopt.err"; then pass bad-option; else fail "bad-option status $status"; fi
+
+# ---- the default form: what opens, then one line per reason ------------------------------------
+# section NAME: the lines after "Does not open:" in NAME's output, up to the empty line.
+section() { sed -n '/^Does not open:$/,/^$/p' "$out/$1.out" | sed '1d;/^$/d'; }
+DAT_OVERRIDE=$out/empty.conf run table
+if [ $status -eq 0 ] && grep -qE '^IA +DEVICE +LIBRARY +TRANSPORT +ADDRESS +STATE$' "$out/table.out" &&
+   grep -qE '^dat2-soft +soft0 +built in +TCP +127\.0\.0\.1 +opens$' "$out/table.out" &&
+   ! grep -q -e '^ia_name:' -e '^Does not open' "$out/table.out" && ! [ -s "$out/table.err" ]; then
+  pass default-table
+else
+  fail "default-table status $status: $(show table) $(head -c 200 "$out/table.err")"
+fi
+if [ "$(sed -n 1p "$out/table.out")" = "$(sed -n 1p "$out/soft.out")" ] &&
+   grep -qx "dat_conf: $out/empty.conf (DAT_OVERRIDE)" "$out/table.out" &&
+   grep -qx 'ia_names: 1' "$out/table.out"; then
+  pass default-header
+else
+  fail "default-header $(head -3 "$out/table.out" | tr '\n' '|')"
+fi
+
+DAT_OVERRIDE=$out/bad.conf run short
+gone_line="  1 dat.conf entry (gone-ia): DAT_PROVIDER_NOT_FOUND DAT_NAME_NOT_REGISTERED: cannot load provider library $nolib: $nolib: cannot open shared object file: No such file or directory"
+if [ $status -eq 0 ] && [ "$(section short | wc -l)" = 2 ] && section short | grep -qxF "$gone_line" &&
+   section short | grep -q "^  1 dat.conf entry (bad-soft): DAT_INVALID_ADDRESS DAT_INVALID_ADDRESS_UNSUPPORTED: .*no-such-netdev-x" &&
+   grep -qE '^good-soft +soft0 +built in +TCP +127\.0\.0\.1 +opens$' "$out/short.out" &&
+   grep -qE '^dat2-soft +soft0' "$out/short.out"; then
+  pass default-reasons
+else
+  fail "default-reasons status $status: $(tr '\n' '|' <"$out/short.out" | head -c 900)"
+fi
+if grep '^    message:' "$out/short.out" | grep -q "$out/bad.conf:6"; then
+  pass default-keeps-messages
+else
+  fail "default-keeps-messages $(head -5 "$out/short.out" | tr '\n' '|')"
+fi
+
+# Five entries whose libraries (each another path, with another device) do not exist, and two
+# soft entries on two missing network devices: two lines, with counts, the larger first.
+{
+  for i in 1 2 3 4 5; do
+    echo "gone-$i u2.0 nonthreadsafe default $out/no/such/dir$i/libgone$i.so.2 dapl.2.0 \"mlx5_$i 1\" \"\""
+  done
+  echo 'bad-soft-a u2.0 nonthreadsafe default builtin:soft dat2.2.0 "no-such-netdev-a 0" ""'
+  echo 'bad-soft-b u2.0 nonthreadsafe default builtin:soft dat2.2.0 "no-such-netdev-b 0" ""'
+} >"$out/many.conf"
+DAT_OVERRIDE=$out/many.conf run many
+if [ $status -eq 0 ] && [ "$(section many | wc -l)" = 2 ] &&
+   [ "$(section many | sed -n 1p)" = "  5 dat.conf entries: DAT_PROVIDER_NOT_FOUND DAT_NAME_NOT_REGISTERED: cannot load provider library <library>: <library>: cannot open shared object file: No such file or directory" ] &&
+   section many | sed -n 2p | grep -q "^  2 dat.conf entries (bad-soft-a, bad-soft-b): DAT_INVALID_ADDRESS DAT_INVALID_ADDRESS_UNSUPPORTED: .*<device>" &&
+   [ "$(wc -l <"$out/many.out")" -le 12 ]; then
+  pass groups-with-count
+else
+  fail "groups-with-count status $status: $(tr '\n' '|' <"$out/many.out" | head -c 900)"
+fi
+
+DAT_OVERRIDE=$out/none.conf run none-short
+if [ $status -eq 1 ] && grep -qx 'No IA opens.' "$out/none-short.out" &&
+   section none-short | grep -q '^  1 dat.conf entry (dat2-soft): DAT_INVALID_ADDRESS'; then
+  pass default-none-opens
+else
+  fail "default-none-opens status $status: $(show none-short)"
+fi
+
+# ---- --json ----------------------------------------------------------------------------------
+# json NAME CHECK: parses NAME's output with python3 and runs the Python statements CHECK on it
+# (as d); prints what failed.
+json() {
+  python3 - "$out/$1.out" "$2" <<'PY'
+import json, sys
+raw = open(sys.argv[1], "rb").read()
+try:
+    d = json.loads(raw.decode("utf-8"))
+except Exception as e:
+    sys.exit("not JSON: %s: %r" % (e, raw[:300]))
+ias = {i["name"]: i for i in d["ias"]}
+try:
+    exec(sys.argv[2])
+except AssertionError as e:
+    sys.exit("assertion: %s" % e)
+except Exception as e:
+    sys.exit("%s: %s" % (type(e).__name__, e))
+PY
+}
+if command -v python3 >/dev/null; then
+  DAT_OVERRIDE=$out/bad.conf run json --json
+  why=$(json json '
+assert d["dat_conf"] == sys.argv[1].rsplit("/", 1)[0] + "/bad.conf" and d["dat_conf_override"] is True, d["dat_conf"]
+assert d["ia_names"] == 4 and len(d["ias"]) == 4 and d["opened"] == 2, (d["ia_names"], d["opened"])
+g = ias["gone-ia"]
+assert g["opens"] is False and g["state"] == "does not open", g
+assert g["error"] == {"code": 0x800a0064, "name": "DAT_PROVIDER_NOT_FOUND", "subtype": "DAT_NAME_NOT_REGISTERED"}, g["error"]
+assert g["library"].endswith("/libdapl-missing.so.2") and g["dat_conf_entries"][0]["line"] == 3, g
+assert any("cannot load provider library" in r for r in g["reason"]), g["reason"]
+s = ias["dat2-soft"]
+assert s["opens"] is True and s["state"] == "opens" and s["builtin"] is True and s["library"] is None, s
+assert (s["device"], s["transport"], s["address"]) == ("soft0", "TCP", "127.0.0.1"), s
+assert s["ia_attr"]["max_eps"] > 0 and s["ia_attr"]["ia_address"] == "127.0.0.1", s["ia_attr"]
+assert s["provider_attr"]["provider_specific_attr"]["DAT2_DEVICE"] == "soft", s["provider_attr"]
+assert len(s["provider_attr"]["evd_stream_merging_supported"]) == 6
+assert len(s["registry_keys"]) == 2
+assert ias["bad-soft"]["error"]["name"] == "DAT_INVALID_ADDRESS"
+assert sorted((n["count"], n["ias"][0]) for n in d["not_opening"]) == [(1, "bad-soft"), (1, "gone-ia")], d["not_opening"]
+assert any("skipped" in m or ":6" in m for m in d["messages"]), d["messages"]
+' 2>&1)
+  if [ $status -eq 0 ] && [ -z "$why" ] && python3 -m json.tool "$out/json.out" >/dev/null; then
+    pass json
+  else
+    fail "json status $status: $why"
+  fi
+
+  DAT_OVERRIDE=$out/bad.conf run json-o -o json
+  why=$(json json-o 'assert sorted(ias) == ["bad-soft", "dat2-soft", "gone-ia", "good-soft"], sorted(ias)' 2>&1)
+  if [ $status -eq 0 ] && [ -z "$why" ]; then pass json-o-alias; else fail "json-o-alias status $status: $why"; fi
+
+  DAT_OVERRIDE=$out/bad.conf run json-p --json -p gone-ia
+  why=$(json json-p 'assert list(ias) == ["gone-ia"] and d["opened"] == 0 and d["not_opening"][0]["count"] == 1, d' 2>&1)
+  if [ $status -eq 1 ] && [ -z "$why" ]; then pass json-p; else fail "json-p status $status: $why"; fi
+
+  DAT_OVERRIDE=$out/many.conf run json-many --json
+  why=$(json json-many '
+n = d["not_opening"][0]
+assert n["count"] == 5 and n["dat_conf_entries"] == 5 and n["ias"] == ["gone-%d" % i for i in range(1, 6)], n
+assert n["reason"].startswith("cannot load provider library <library>: "), n["reason"]
+' 2>&1)
+  if [ $status -eq 0 ] && [ -z "$why" ]; then pass json-groups; else fail "json-groups status $status: $why"; fi
+
+  # Names and messages with a quote, a backslash, a tab, a control byte and a byte that is not
+  # UTF-8 (dat.conf quotes and escapes fields).
+  printf '%s\n' 'a"q u2.0 nonthreadsafe default "/no/such/lib\"q\\b.so" dapl.2.0 "x 1" ""' \
+    '"t	ab" u2.0 nonthreadsafe default /no/such/libtab.so dapl.2.0 "x 1" ""' >"$out/esc.conf"
+  printf 'ctl u2.0 nonthreadsafe default /no/such/\001c\377.so dapl.2.0 "x 1" ""\n' >>"$out/esc.conf"
+  DAT_OVERRIDE=$out/esc.conf run json-escape --json
+  why=$(json json-escape '
+assert ias["a\"q"]["library"] == "/no/such/lib\"q\\b.so", ias["a\"q"]["library"]
+assert any("/no/such/lib\"q\\b.so" in r for r in ias["a\"q"]["reason"]), ias["a\"q"]["reason"]
+assert "t\tab" in ias, sorted(ias)
+assert ias["ctl"]["library"] == "/no/such/\x01c\ufffd.so", repr(ias["ctl"]["library"])
+assert b"\x01" not in raw and b"\t" not in raw and b"\\u0001" in raw
+' 2>&1)
+  if [ -z "$why" ]; then pass json-escaping; else fail "json-escaping status $status: $why"; fi
+else
+  for c in json json-o-alias json-p json-groups json-escaping; do skip "$c" "no python3"; done
+fi
+run badform -o yaml
+if [ $status -eq 2 ] && grep -q '^usage: dat2-info' "$out/badform.err"; then pass bad-form; else fail "bad-form status $status"; fi
 
 # ---- the make target builds the same program ------------------------------------------------
 if [ -x "$build/dat2-info" ]; then

@@ -99,7 +99,7 @@ one_round() {
   if [ -x "$B/dat2-info" ]; then
     info_out=$(env -u DAT_DBG_TYPE LD_LIBRARY_PATH="$L" DAT_OVERRIDE="$out/dat.conf" timeout 20 "$B/dat2-info" 2>&1)
     if printf '%s\n' "$info_out" | grep -qx "libdat2: $L/libdat2.so.2" &&
-       printf '%s\n' "$info_out" | grep -qx 'ia_name: hello-ia'; then
+       printf '%s\n' "$info_out" | grep -q '^ *1 dat.conf entry (hello-ia): '; then
       pass "$name:dat2-info"
     else
       fail "$name:dat2-info output: $(printf '%s' "$info_out" | head -5 | tr '\n' '|')"

@@ -66,7 +66,7 @@ chmod 0644 "$dir/libdat2.so.2"
 cmp -s "$build/libdat2.so.2" "$dir/libdat2.so.2" || { fail copy "the copy of $build/libdat2.so.2 differs"; exit 1; }
 compile --plain build-marker "$dir/libmarker.so" -shared -fPIC -DMARKER="\"$marker\"" "$here/marker.c" || exit 1
 compile build-sectest "$dir/sectest" "$here/sectest.c" -L"$build" -ldat2 -Wl,-rpath,"$dir" || exit 1
-compile build-info "$dir/dat2-info" "$root/tools/dat2-info.c" -L"$build" -ldat2 -Wl,-rpath,"$dir" || exit 1
+compile build-info "$dir/dat2-info" "$root"/tools/dat2-info*.c -L"$build" -ldat2 -Wl,-rpath,"$dir" || exit 1
 for p in sectest dat2-info; do
   cp "$dir/$p" "$dir/$p-suid"
   chown root:root "$dir/$p" "$dir/$p-suid"
