@@ -21,6 +21,7 @@
 
 struct row {
 	char *cells[6]; /* name, device, library, transport, address, state */
+	char *memlock;  /* a verbs IA's DAT2_MEMLOCK, or NULL */
 };
 
 struct group {
@@ -47,7 +48,7 @@ static char *copy(const char *s)
 }
 
 void summary_opens(const char *name, const char *device, const char *library,
-		   const char *transport, const char *address)
+		   const char *transport, const char *address, const char *memlock)
 {
 	struct row *grown = realloc(rows, (size_t)(row_count + 1) * sizeof *rows);
 
@@ -60,6 +61,7 @@ void summary_opens(const char *name, const char *device, const char *library,
 	rows[row_count].cells[3] = copy(transport);
 	rows[row_count].cells[4] = copy(address);
 	rows[row_count].cells[5] = copy("opens");
+	rows[row_count].memlock = memlock && *memlock ? strdup(memlock) : NULL;
 	row_count++;
 }
 
@@ -198,6 +200,12 @@ void summary_print(void)
 		for (int r = 0; r < row_count; r++)
 			for (int c = 0; c < 6; c++)
 				cell(rows[r].cells[c], c < 5 ? width[c] : -1);
+		/* Registrations on a verbs IA pin memory: the limit that bounds them, and
+		 * whether it is enough. */
+		for (int r = 0; r < row_count; r++)
+			if (rows[r].memlock)
+				printf("%s: locked memory (RLIMIT_MEMLOCK): %s\n", rows[r].cells[0],
+				       rows[r].memlock);
 	}
 	if (group_count == 0)
 		return;

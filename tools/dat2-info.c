@@ -483,7 +483,9 @@ static void show_attributes(const char *name, const DAT_IA_ATTR *ia_attr,
 	format_address(ia_attr->ia_address_ptr, address, sizeof address);
 	if (form == FORM_SUMMARY) {
 		summary_opens(name, device, is_builtin(c) ? "built in" : c->lib_path, transport,
-			      ia_attr->ia_address_ptr ? address : NULL);
+			      ia_attr->ia_address_ptr ? address : NULL,
+			      named_value(provider_attr->num_provider_specific_attr,
+					  provider_attr->provider_specific_attr, "DAT2_MEMLOCK"));
 	} else if (form == FORM_JSON) {
 		json_string("device", device);
 		json_string("transport", transport);
@@ -560,7 +562,7 @@ static int show_provider(const DAT_PROVIDER_INFO *infos, DAT_COUNT n, DAT_COUNT 
 		show_attributes(name, &ia_attr, &provider_attr);
 	} else {
 		if (form == FORM_SUMMARY)
-			summary_opens(name, NULL, NULL, "(dat_ia_query failed)", NULL);
+			summary_opens(name, NULL, NULL, "(dat_ia_query failed)", NULL, NULL);
 		dat_error("query_error", rc);
 	}
 	log_lines(log, rc != DAT_SUCCESS);

@@ -55,7 +55,7 @@ void json_finish(void);
 /* ---- dat2-info-summary.c: the default form, what opens and why the rest does not -------- */
 
 void summary_opens(const char *name, const char *device, const char *library,
-		   const char *transport, const char *address);
+		   const char *transport, const char *address, const char *memlock);
 /* `from_conf`: named by dat.conf (else a built-in IA without an entry); `reason`: what
  * reason_summary gave; `lib_path` and `device` (NULL if none): what it replaced by <library>
  * and <device>. */

@@ -2067,6 +2067,9 @@ static void case_rmr_without_windows(void)
 
 /* ---- driver ------------------------------------------------------------------ */
 
+/* memlock.c */
+void case_memlock_limit(void);
+
 #define CASE(n) {#n, case_##n, 0}
 /* A case that needs a memory window: skipped on an IA without them (rmr_without_windows). */
 #define CASE_RMR(n) {#n, case_##n, 1}
@@ -2128,6 +2131,7 @@ static const struct harness_case cases[] = {
     CASE(scale_100k),
     CASE(scale_10k_write),
     CASE(handles_after_churn),
+    CASE(memlock_limit),
     CASE_RMR(ia_close_graceful_then_abrupt),
 };
 

@@ -13,7 +13,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common/lib.sh"
 harness_init memory
-harness_build memtest "$here/memtest.c"
+harness_build memtest "$here/memtest.c" "$here/memlock.c"
 case_timeout=300
 show_case_log=1
 case_env() {

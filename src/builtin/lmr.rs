@@ -107,6 +107,8 @@ fn reg_error(e: RegError) -> DAT_RETURN {
         RegError::Device(DevError::NoResources | DevError::InUse | DevError::State | DevError::QueueFull) => {
             dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION)
         }
+        // The process's memory, not the device's regions, ran out: DAT's memory resource.
+        RegError::Device(DevError::LockedMemory) => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY),
         RegError::Device(DevError::NotSupported) => dat_error(DAT_MODEL_NOT_SUPPORTED, 0),
         RegError::CookieLength => dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4),
         RegError::CookieAddress => dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3),

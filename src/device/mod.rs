@@ -117,6 +117,9 @@ pub enum DevError {
     Fault,
     /// The device ran out of something (keys, memory, a limit).
     NoResources,
+    /// A registration would pin more memory than the process's locked-memory limit
+    /// (`RLIMIT_MEMLOCK`) allows.
+    LockedMemory,
     /// The device does not do this.
     NotSupported,
     /// The port or address is taken.

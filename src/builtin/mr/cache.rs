@@ -618,7 +618,7 @@ impl Cache {
             Mode::Cache(monitor) => self.cached(dev, key, pd, addr, len, access, zero_based, monitor),
             Mode::Private => {
                 let mut reg = dev.reg_mr(pd, addr, len, access, zero_based);
-                if reg == Err(DevError::NoResources) && self.give_back(&mut self.lock(), dev) {
+                if matches!(reg, Err(DevError::NoResources | DevError::LockedMemory)) && self.give_back(&mut self.lock(), dev) {
                     reg = dev.reg_mr(pd, addr, len, access, zero_based);
                 }
                 let mr = reg.map_err(RegError::Device)?;
@@ -718,7 +718,7 @@ impl Cache {
         // device pins.
         let watch = monitor.watch(addr, len);
         let mut reg = dev.reg_mr(pd, addr, len, access, zero_based);
-        if reg == Err(DevError::NoResources) && self.give_back(&mut st, dev) {
+        if matches!(reg, Err(DevError::NoResources | DevError::LockedMemory)) && self.give_back(&mut st, dev) {
             reg = dev.reg_mr(pd, addr, len, access, zero_based);
         }
         let mr = match reg {

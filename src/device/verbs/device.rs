@@ -127,6 +127,7 @@ impl VerbsDevice {
             return Err(why);
         }
         let ctx = open_by_name(api, &dev_name)?;
+        super::memlock::raise_to_hard(&dev_name);
         // SAFETY: plain data, filled by the calls below.
         let mut dattr: sys::ibv_device_attr = unsafe { std::mem::zeroed() };
         // SAFETY: an open context and a writable attribute struct.
@@ -345,6 +346,9 @@ impl VerbsDevice {
         if mr.is_null() {
             let e = errno();
             dbg_log!(DbgType::ERROR, "verbs {}: ibv_reg_mr({addr:#x}, {len}) failed: {}", self.name, std::io::Error::from_raw_os_error(e));
+            if e == libc::ENOMEM && super::memlock::refused(&self.name, len) {
+                return Err(DevError::LockedMemory);
+            }
             return Err(dev_error(e));
         }
         // SAFETY: a registration just returned by rdma-core.
@@ -401,7 +405,11 @@ fn open_by_name(api: &Api, name: &str) -> Result<Ptr<sys::ibv_context>, String> 
 
 impl Device for VerbsDevice {
     fn attributes(&self) -> Vec<(String, String)> {
-        vec![("DAT_IB_DEVICE_NAME".into(), self.name.clone()), ("DAT2_VERBS_TRANSPORT".into(), self.transport.into())]
+        vec![
+            ("DAT_IB_DEVICE_NAME".into(), self.name.clone()),
+            ("DAT2_VERBS_TRANSPORT".into(), self.transport.into()),
+            ("DAT2_MEMLOCK".into(), super::memlock::describe()),
+        ]
     }
     fn name(&self) -> &str {
         &self.name

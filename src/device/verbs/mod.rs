@@ -7,6 +7,7 @@ pub mod cm;
 pub mod device;
 mod errno;
 mod inuse;
+mod memlock;
 pub mod probe;
 mod progress;
 pub mod qp;
