@@ -70,11 +70,20 @@ pub struct Evd {
     /// [`MUST_LOOK`] or 0, for word 0.
     must_look: u64,
     /// The QPs whose completions this EVD reports, on a device whose QPs are polled
-    /// (`Device::polled_qps`): an empty dequeue polls these and no others.
-    sources: Mutex<Vec<Arc<dyn Qp>>>,
+    /// (`Device::polled_qps`): an empty dequeue polls these and no others, and a blocking
+    /// wait arms these and no others.
+    sources: Mutex<Sources>,
     /// How many there are, readable without the lock.
     nsources: AtomicUsize,
     pub context: Mutex<u64>,
+}
+
+/// An EVD's source QPs, and how many blocking waits they are armed for (each source, added
+/// or removed during a wait too, is told of each one: `Qp::wait_begins`, `Qp::wait_ends`).
+#[derive(Default)]
+struct Sources {
+    qps: Vec<Arc<dyn Qp>>,
+    waits: u32,
 }
 
 impl Evd {
@@ -117,17 +126,25 @@ impl Evd {
     /// `qp` reports completions here (an EP's QP, while the EP has it).
     pub fn add_source(&self, qp: &Arc<dyn Qp>) {
         let mut s = self.sources.locked();
-        s.push(qp.clone());
-        self.nsources.store(s.len(), Ordering::Release);
+        s.qps.push(qp.clone());
+        // A wait already blocked hears of it too (nothing to deliver: a new QP has nothing
+        // ready).
+        for _ in 0..s.waits {
+            qp.wait_begins();
+        }
+        self.nsources.store(s.qps.len(), Ordering::Release);
     }
 
     /// `qp` no longer does.
     pub fn remove_source(&self, qp: &Arc<dyn Qp>) {
         let mut s = self.sources.locked();
-        if let Some(n) = s.iter().position(|q| Arc::ptr_eq(q, qp)) {
-            s.swap_remove(n);
+        if let Some(n) = s.qps.iter().position(|q| Arc::ptr_eq(q, qp)) {
+            let q = s.qps.swap_remove(n);
+            for _ in 0..s.waits {
+                q.wait_ends();
+            }
         }
-        self.nsources.store(s.len(), Ordering::Release);
+        self.nsources.store(s.qps.len(), Ordering::Release);
     }
 
     /// Polls the QPs that report here; false when there are none. They are taken out of the
@@ -141,11 +158,44 @@ impl Evd {
     #[inline(never)]
     fn poll_each_source(&self) -> bool {
         let mut qps: smallvec::SmallVec<[Arc<dyn Qp>; 4]> = smallvec::SmallVec::new();
-        for q in self.sources.locked().iter() {
+        for q in self.sources.locked().qps.iter() {
             qps.push(q.clone());
         }
         qps.iter().for_each(|q| q.poll());
         !qps.is_empty()
+    }
+
+    /// A consumer is about to block in a wait: the device wakes for what this EVD reports.
+    /// Where QPs are polled, that is its sources alone (each armed, and what is ready taken),
+    /// not every CQ of the device.
+    fn wait_begins(&self) {
+        if !self.ia.dev.polled_qps() {
+            return self.ia.dev.consumer_waits(true);
+        }
+        let qps: smallvec::SmallVec<[Arc<dyn Qp>; 4]> = {
+            let mut s = self.sources.locked();
+            s.waits += 1;
+            for q in &s.qps {
+                q.wait_begins();
+            }
+            s.qps.iter().cloned().collect()
+        };
+        // Taken outside the lock (a completion goes to its EP's lock, which an EP attaching a
+        // QP holds while it comes to this one); armed first, so nothing is missed between.
+        for q in &qps {
+            q.deliver_before_wait();
+        }
+    }
+
+    fn wait_ends(&self) {
+        if !self.ia.dev.polled_qps() {
+            return self.ia.dev.consumer_waits(false);
+        }
+        let mut s = self.sources.locked();
+        s.waits -= 1;
+        for q in &s.qps {
+            q.wait_ends();
+        }
     }
 
     /// Delivers an event as a notification event. Returns false when the queue was full (the
@@ -331,7 +381,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         queued: AtomicUsize::new(0),
         words,
         must_look,
-        sources: Mutex::new(Vec::new()),
+        sources: Mutex::new(Sources::default()),
         nsources: AtomicUsize::new(0),
         context: Mutex::new(0),
     });
@@ -466,7 +516,7 @@ pub fn wait_on(
     if s.queue.len() < threshold as usize && timeout != 0 {
         blocks = true;
         drop(s);
-        e.ia.dev.consumer_waits(true);
+        e.wait_begins();
         s = e.lock();
     }
     let ready_at_entry = s.queue.len() >= threshold as usize;
@@ -499,7 +549,7 @@ pub fn wait_on(
     }
     drop(s);
     if blocks {
-        e.ia.dev.consumer_waits(false);
+        e.wait_ends();
     }
     result
 }

@@ -472,6 +472,15 @@ pub trait Qp: Send + Sync {
     /// Delivers this QP's completions that are ready now, on the calling thread (see
     /// [`Device::polled_qps`]).
     fn poll(&self) {}
+    /// A consumer begins a blocking wait that this QP's completions end (`dat_evd_wait` on an
+    /// EVD the QP reports to, on a device whose QPs are polled): until [`Qp::wait_ends`], each
+    /// of its completions wakes the device. Takes no lock a completion takes.
+    fn wait_begins(&self) {}
+    fn wait_ends(&self) {}
+    /// Delivers what is ready now, after [`Qp::wait_begins`] and before the consumer blocks:
+    /// unlike [`Qp::poll`], in turn with another thread that is polling, so that nothing that
+    /// completed before the arm is left behind.
+    fn deliver_before_wait(&self) {}
     /// Graceful (after outstanding work) or abrupt disconnect; posted work is flushed.
     fn disconnect(&self, graceful: bool);
     /// The QP's EP is being freed: an abrupt disconnect, and when it returns no request of the

@@ -105,6 +105,15 @@ thread_local! {
     static IN_POLL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// What one QP's CQ holds before its consumer blocks (see [`poll_before_blocking`]).
+pub(super) fn drain_before_blocking(qp: &super::qp::VerbsQp) {
+    if IN_POLL.get() {
+        return poll_qp(qp);
+    }
+    let _turn = qp.polling.locked();
+    poll_cq(qp, qp.cq());
+}
+
 /// Arms every CQ of the device (a consumer starts waiting).
 pub(super) fn arm_all(dev: &VerbsDevice) {
     // `polled` lists every CQ of `cqs` (both change together, under the device lock).

@@ -21,7 +21,7 @@
 //! one too few).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -81,6 +81,9 @@ pub struct VerbsQp {
     pub(super) polling: Mutex<()>,
     /// The CQ is armed: its next completion raises an event on the completion channel.
     armed: AtomicBool,
+    /// Consumers blocked until this QP's completions come (`Qp::wait_begins`): the CQ is armed
+    /// again after its event while there are any.
+    waiters: AtomicUsize,
     pub(super) dev: Arc<VerbsDevice>,
     pub(super) qp: Ptr<sys::ibv_qp>,
     cq: Ptr<sys::ibv_cq>,
@@ -184,6 +187,7 @@ impl VerbsQp {
         let this = Arc::new(VerbsQp {
             polling: Mutex::new(()),
             armed: AtomicBool::new(false),
+            waiters: AtomicUsize::new(0),
             dev: dev.clone(),
             qp: Ptr(qp),
             cq: Ptr(cq),
@@ -240,7 +244,7 @@ impl VerbsQp {
     /// consumer waits or the QP waits for its own completions (a graceful disconnect).
     pub(super) fn event_taken(&self) {
         self.armed.store(false, Ordering::SeqCst);
-        if self.dev.waiters.load(Ordering::SeqCst) > 0 || self.lock().disconnect_when_drained {
+        if self.dev.waiters.load(Ordering::SeqCst) > 0 || self.waiters.load(Ordering::SeqCst) > 0 || self.lock().disconnect_when_drained {
             self.arm();
         }
     }
@@ -602,6 +606,21 @@ impl Qp for VerbsQp {
 
     fn poll(&self) {
         super::progress::poll_qp(self);
+    }
+
+    fn wait_begins(&self) {
+        // Counted before arming (see `arm`), armed before the poll that follows: whatever
+        // completes after it raises an event.
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        self.arm();
+    }
+
+    fn deliver_before_wait(&self) {
+        super::progress::drain_before_blocking(self);
+    }
+
+    fn wait_ends(&self) {
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     fn post_recv(&self, wr_id: u64, sges: Sges) -> Result<(), DevError> {
