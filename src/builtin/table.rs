@@ -517,6 +517,42 @@ mod tests {
     type Pz = Thing<DAT_HANDLE_TYPE_PZ>;
     type Lmr = Thing<DAT_HANDLE_TYPE_LMR>;
 
+    /// An object of handle type `TY` owned by the IA `.1` (an IA's own handle for an IA).
+    struct Owned<const TY: DAT_HANDLE_TYPE>(Mutex<u64>, usize);
+
+    impl<const TY: DAT_HANDLE_TYPE> Object for Owned<TY> {
+        fn handle_type(&self) -> DAT_HANDLE_TYPE {
+            TY
+        }
+        fn context(&self) -> &Mutex<u64> {
+            &self.0
+        }
+        fn owner(&self) -> usize {
+            self.1
+        }
+    }
+
+    #[test]
+    fn object_counts_are_per_ia_and_go_with_it() {
+        let provider = 0x1000 as *const DAT_PROVIDER;
+        let ia = reserve(provider);
+        insert(ia, Arc::new(Owned::<DAT_HANDLE_TYPE_IA>(Mutex::new(0), ia)));
+        let other = 0x5eed_usize; // an IA that is not open: nothing counted for it
+        let lmr = |owner| Arc::new(Owned::<DAT_HANDLE_TYPE_LMR>(Mutex::new(0), owner));
+        let a = publish(provider, lmr(ia));
+        let b = publish(provider, lmr(ia));
+        let c = publish(provider, lmr(other));
+        assert!(take::<Owned<DAT_HANDLE_TYPE_LMR>>(a as DAT_HANDLE, DAT_INVALID_HANDLE_LMR, |_| Ok(())).is_ok());
+        let n = object_counts(ia);
+        assert_eq!((n.created[DAT_HANDLE_TYPE_LMR as usize], n.freed[DAT_HANDLE_TYPE_LMR as usize]), (2, 1));
+        assert_eq!(n.created.iter().sum::<u64>(), 2, "the IA itself is not one of its objects");
+        assert_eq!(object_counts(other), ObjectCounts::default());
+        remove(b);
+        remove(c);
+        remove(ia);
+        assert_eq!(object_counts(ia), ObjectCounts::default());
+    }
+
     #[test]
     fn published_answers_for_our_cells_only_while_an_object_is_there() {
         let provider = 0x1000 as *const DAT_PROVIDER;
