@@ -255,11 +255,16 @@ out:
 }
 
 /* A group of IA counters counts again from 0 after dat_ib_start_counter and holds its values
- * after dat_ib_stop_counter; the EP's counters go on. */
+ * after dat_ib_stop_counter; the EP's counters go on. Then a rejected connection counts on
+ * both sides, and as refused in dat2's own counters. */
 void case_counters_start_stop(void)
 {
     struct pair p;
     DAT_EVENT ev;
+    DAT_EP_HANDLE ce2 = DAT_HANDLE_NULL;
+    char stats[512];
+    snprintf(stats, sizeof stats, "%s/counters-%d.stats", getenv("DAT2_OUT") ? getenv("DAT2_OUT") : "/tmp", (int)getpid());
+    unlink(stats);
     if (!pair_up(&p, dx_port(0), NULL, NULL, 16))
         goto out;
     EXPECT_COUNT(p.c.ia, DCNT_IA_CM_ACTIVE_EST, 1);
@@ -282,6 +287,37 @@ void case_counters_start_stop(void)
     EXPECT_RC(dat_ib_stop_counter(p.c.ia, DCNT_IA_DIAG), DAT_SUCCESS);
     EXPECT_RC(dat_ib_start_counter(p.c.ia, 3), RC_ARG3);
     EXPECT_RC(dat_ib_start_counter(p.ce, DCNT_IA_CM), DAT_CLASS_ERROR | DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_IA);
+
+    /* A second connect, which the server rejects. */
+    if (!ep_make(&p.c, NULL, &ce2) ||
+        !EXPECT_RC(dat_ep_connect(ce2, dx_loopback(0), p.s.port, 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                                  DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_SUCCESS) ||
+        !EXPECT_RC(wait_ev(p.s.cr, WAIT_MS, &ev), DAT_SUCCESS) ||
+        !EXPECT(ev.event_number == DAT_CONNECTION_REQUEST_EVENT, "server event 0x%x", (unsigned)ev.event_number) ||
+        !EXPECT_RC(dat_cr_reject(ev.event_data.cr_arrival_event_data.cr_handle, 0, NULL), DAT_SUCCESS) ||
+        !EXPECT(wait_conn_at(__LINE__, p.c.conn, WAIT_MS, &ev) == DAT_CONNECTION_EVENT_PEER_REJECTED, "not rejected"))
+        goto out;
+    EXPECT_COUNT(p.c.ia, DCNT_IA_CM_REQ_TX, 1);
+    EXPECT_COUNT(p.c.ia, DCNT_IA_CM_USER_REJ_RX, 1);
+    EXPECT_COUNT(p.c.ia, DCNT_IA_CM_ACTIVE_EST, 0);
+    EXPECT_COUNT(p.s.ia, DCNT_IA_SP_CR, 2);
+    EXPECT_COUNT(p.s.ia, DCNT_IA_SP_CR_REJECTED, 1);
+    EXPECT_COUNT(p.s.ia, DCNT_IA_CM_USER_REJ_TX, 1);
+    EXPECT_COUNT(p.s.ia, DCNT_IA_CM_REQ_RX, 2);
+    if (!EXPECT(setenv("DAT2_STATS", stats, 1) == 0, "setenv"))
+        goto out;
+    node_close(&p.c);
+    unsetenv("DAT2_STATS");
+    char *text = slurp(stats);
+    if (EXPECT(text != NULL, "no DAT2_STATS summary in %s", stats)) {
+        EXPECT(stat_of(text, "dat2", "DAT2_CONN_REFUSED") == 1, "DAT2_CONN_REFUSED %llu",
+               (unsigned long long)stat_of(text, "dat2", "DAT2_CONN_REFUSED"));
+        EXPECT(stat_of(text, "ep", "DCNT_EP_CONNECT") == 2, "ep CONNECT %llu",
+               (unsigned long long)stat_of(text, "ep", "DCNT_EP_CONNECT"));
+    }
 out:
+    unsetenv("DAT2_STATS");
+    unlink(stats);
     pair_down(&p);
 }
