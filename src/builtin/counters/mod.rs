@@ -205,7 +205,9 @@ impl EvdCounts {
     pub fn values(&self, cell: u64, held: usize) -> [u64; EVD_N] {
         let mut v = self.v;
         v[DCNT_EVD_DEQUEUE_FOUND as usize] = self.found(held).wrapping_sub(self.found_base);
-        v[DCNT_EVD_DEQUEUE_NOT_FOUND as usize] += cell.wrapping_sub(self.cell_base).wrapping_sub(self.not_empty);
+        // Saturating: a dequeue that did not come through the cell (the provider table called
+        // by another libdat2) may have been taken back without having been counted.
+        v[DCNT_EVD_DEQUEUE_NOT_FOUND as usize] += cell.wrapping_sub(self.cell_base).saturating_sub(self.not_empty);
         v[DCNT_EVD_DEQUEUE as usize] = v[DCNT_EVD_DEQUEUE_FOUND as usize] + v[DCNT_EVD_DEQUEUE_NOT_FOUND as usize];
         v
     }
@@ -463,6 +465,8 @@ mod tests {
         assert_eq!(c.values(1007, 1)[DCNT_EVD_DEQUEUE as usize], 5);
         c.reset(None, 1007, 1);
         assert_eq!(c.values(1007, 1), [0; EVD_N]);
+        c.not_empty_after_all();
+        assert_eq!(c.values(1007, 1)[DCNT_EVD_DEQUEUE_NOT_FOUND as usize], 0, "never below 0");
         c.queued(DAT_IB_DTO_EVENT);
         assert_eq!(c.values(1007, 1)[DCNT_EVD_DTO_CALLBACK as usize], 1);
         assert_eq!(c.values(1007, 2)[DCNT_EVD_DEQUEUE_FOUND as usize], 0);
