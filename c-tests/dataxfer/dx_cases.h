@@ -94,4 +94,8 @@ void case_sem_ep_watermark(void);
 void case_sem_connect_timeout_zero(void);
 void case_sem_passive_path(void);
 
+/* the counters extension and DAT2_STATS (dx_counters.c) */
+void case_counters_traffic(void);
+void case_counters_start_stop(void);
+
 #endif

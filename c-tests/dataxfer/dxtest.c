@@ -1,7 +1,7 @@
 /*
  * The data path of the built-in dat2-soft provider: EVDs, CNOs, connections, sends,
- * receives, RDMA, protection errors, RMRs, the IB extensions, SRQs, threads, IPv6, and the
- * semantics of solicited wait, EP watermarks, connect timeouts and the passive side's path.
+ * receives, RDMA, protection errors, RMRs, the IB extensions (the counters among them), SRQs,
+ * threads, IPv6, and the semantics of solicited wait, EP watermarks, connect timeouts and the passive side's path.
  *
  *   dxtest list     print the case names, one a line
  *   dxtest NAME     run one case: prints "PASS dataxfer:NAME", "FAIL dataxfer:NAME why"
@@ -118,6 +118,9 @@ static const struct harness_case cases[] = {
     CASE(conn_psp_provider_flood_ud),
     CASE(srq_race_last_receive),
     CASE_TCP(srq_race_last_receive),
+    CASE(counters_traffic),
+    CASE_TCP(counters_traffic),
+    CASE(counters_start_stop),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

@@ -12,7 +12,7 @@ use super::ia::max_private_data;
 use super::pz::Pz;
 use super::{dto, evd};
 use crate::abi::*;
-use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp, QpCaps, QpEvents, Service};
+use crate::device::{CmEvent, Completion, DevError, Moved, PendingConnection, Qp, QpCaps, QpEvents, Service};
 use crate::util::sockaddr;
 
 /// Where an EP's QP reports: the EP, if it still exists; and whose keys it may use: its PZ's.
@@ -34,6 +34,9 @@ impl QpEvents for EpEvents {
         if let Some(ep) = self.ep.upgrade() {
             on_cm(&ep, ev);
         }
+    }
+    fn moved(&self, bytes: Moved) {
+        self.pz.ia.counts.add_moved(bytes);
     }
 }
 
@@ -172,8 +175,10 @@ fn start_connect_locked(
         }
         let qp = attach_qp(ep, &mut i)?;
         i.begin_connect(addr, conn_qual);
+        i.counts().bump(DCNT_EP_CONNECT);
         qp
     };
+    ep.ia.counts.bump(DCNT_IA_CM_REQ_TX);
     let mut service = addr;
     service.set_port(port_of(conn_qual));
     qp.connect(service, pdata, timeout_arg(timeout)).map_err(|e| {
@@ -301,8 +306,10 @@ pub fn disconnect(handle: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_R
             DAT_EP_STATE_DISCONNECTED => return Ok(DAT_SUCCESS),
             s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
         }
+        i.counts().bump(DCNT_EP_DISCONNECT);
         i.begin_disconnect()
     };
+    ep.ia.counts.bump(DCNT_IA_CM_DREQ_TX);
     if let Some(qp) = qp {
         qp.disconnect(flags == DAT_CLOSE_GRACEFUL_FLAG);
     }
@@ -335,6 +342,8 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
     let (evd, ptr, len) = {
         let mut i = ep.lock();
         crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "EP {:#x} in state {}: connection event {number:#x}", ep.handle, i.state());
+        // Before the state moves: who made the connection, and whether this side ended it.
+        let (active, asked) = (i.state() == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING, i.state() == DAT_EP_STATE_DISCONNECT_PENDING);
         if number == DAT_CONNECTION_EVENT_ESTABLISHED {
             // The hard high watermark applies from the moment the connection exists.
             let Some(c) = i.established() else { return };
@@ -345,6 +354,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
             let Some(n) = i.ended(number) else { return };
             number = n;
         }
+        ep.ia.counts.connection_event(number, active, asked);
         let boxed: Box<[u8]> = pdata.into_boxed_slice();
         let ptr = if boxed.is_empty() { core::ptr::null_mut() } else { boxed.as_ptr() as *mut c_void };
         let len = boxed.len();

@@ -178,6 +178,7 @@ pub fn accept(handle: DAT_CR_HANDLE, ep_handle: DAT_EP_HANDLE, size: DAT_COUNT, 
     let pdata = private_data(size, data, DAT_INVALID_ARG3, max_private_data(&c.ia))?;
     super::cm::accept(&ep, &c.pending, pdata)?;
     table::remove(c.handle);
+    c.ia.counts.bump(DCNT_IA_SP_CR_ACCEPTED);
     Ok(DAT_SUCCESS)
 }
 
@@ -189,5 +190,6 @@ pub fn reject(handle: DAT_CR_HANDLE, size: DAT_COUNT, data: *const c_void) -> Re
     }
     c.pending.reject(pdata);
     c.drop_provider_ep();
+    c.ia.counts.bump(DCNT_IA_SP_CR_REJECTED);
     Ok(DAT_SUCCESS)
 }

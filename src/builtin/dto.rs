@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::counters::Received;
 use super::ep::{self, check_watermarks, ep_state_subtype, Ep, COMPLETION_FLAGS};
 use super::events::{dto_event, immediate_event, request_event, send_immediate_event, ud_recv_event, PendingSend, Report};
 use super::iov::{iov_sges, PostedRecv};
@@ -101,6 +102,7 @@ pub fn post_on(
         let wr_id = i
             .add_send(PendingSend { cookie, flags, report: p.report })
             .map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+        i.counts().posted(&p.op, ud, len);
         drop(i);
         (wr_id, sges, qp)
     };
@@ -195,6 +197,15 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
                 }
                 dto_event(ep.handle, r.cookie, c.status, c.byte_len, op, ctx)
             };
+            if success {
+                let what = match (i.is_ud(), c.op, c.imm) {
+                    (true, ..) => Received::Datagram,
+                    (_, WcOp::RecvImm, _) => Received::WriteImm,
+                    (_, _, Some(_)) => Received::SendImm,
+                    _ => Received::Message,
+                };
+                i.counts().received(what, u64::from(c.byte_len));
+            }
             // On a solicited-wait stream only what the sender solicited, or a failure, notifies.
             let notify = !ep::solicited_wait(i.attr()) || c.solicited || !success;
             (i.recv_evd().cloned(), event, notify)
@@ -372,6 +383,7 @@ pub fn post_recv_on(
             return Ok(DAT_SUCCESS);
         }
         let wr_id = i.add_recv(PostedRecv { cookie, sges: list.clone() });
+        i.counts().posted_recv(list.iter().map(|s| u64::from(s.len)).sum());
         let held = i.recvs_held();
         let crossing = check_watermarks(&mut i, held);
         drop(i);

@@ -9,6 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use super::cno::{self, Cno};
+use super::counters::{EvdCounts, EVD_N};
 use super::ia::{self, Ia};
 use super::provider::Builtin;
 use super::table::{self, Object};
@@ -47,6 +48,8 @@ pub struct EvdState {
     pub notices: u64,
     /// Whether the EVD still writes its cell's words (see [`Evd::words`]).
     owns_cell: bool,
+    /// The IB counters extension's EVD counters, counted under this lock.
+    counts: EvdCounts,
 }
 
 pub struct Evd {
@@ -116,6 +119,17 @@ impl Evd {
         s.queue.pop_front();
         self.set_queued(s);
         true
+    }
+
+    /// The EVD's counters (`super::counters`), read under the lock the caller holds as `s`;
+    /// then `reset` (`Some(None)`: all of them) are zeroed.
+    pub fn counter_values(&self, s: &mut EvdState, reset: Option<Option<usize>>) -> [u64; EVD_N] {
+        let cell = self.words[1].load(Ordering::Relaxed);
+        let v = s.counts.values(cell, s.queue.len());
+        if let Some(which) = reset {
+            s.counts.reset(which, cell, s.queue.len());
+        }
+        v
     }
 
     /// Events queued, as of a moment ago (no lock).
@@ -216,6 +230,7 @@ impl Evd {
                 return false;
             }
             self.push(&mut s, Event(event));
+            s.counts.queued(event.event_number);
             if !notify {
                 return true;
             }
@@ -257,7 +272,9 @@ impl Evd {
         if let Ok(async_evd) = evd(async_handle as DAT_EVD_HANDLE) {
             let mut ev = DAT_EVENT { event_number: DAT_ASYNC_ERROR_EVD_OVERFLOW, ..Default::default() };
             ev.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: self.handle as DAT_HANDLE, reason: 0 };
-            async_evd.post(ev);
+            if async_evd.post(ev) {
+                self.ia.counts.async_event(DAT_ASYNC_ERROR_EVD_OVERFLOW);
+            }
         }
     }
 }
@@ -332,7 +349,9 @@ pub fn post_async(ia: &Ia, number: DAT_EVENT_NUMBER, handle: usize, reason: DAT_
     if let Ok(e) = evd(async_handle as DAT_EVD_HANDLE) {
         let mut ev = DAT_EVENT { event_number: number, ..Default::default() };
         ev.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: handle as DAT_HANDLE, reason };
-        e.post(ev);
+        if e.post(ev) {
+            ia.counts.async_event(number);
+        }
     }
 }
 
@@ -374,6 +393,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
             cno,
             notices: 0,
             owns_cell: true,
+            counts: EvdCounts::new(words[1].load(Ordering::Relaxed)),
         }),
         cond: Condvar::new(),
         users: AtomicU32::new(0),
@@ -505,6 +525,7 @@ pub fn wait_on(
         return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_CONFIG_SOLICITED));
     }
     s.waiter = true;
+    s.counts.bump(DCNT_EVD_WAIT);
     // Events already queued count at once, and so do completions the device holds ready
     // (`progress`); while blocked, only a notification event wakes the waiter (then it takes
     // the oldest event, notification or not). The device hears of a blocking wait only when
@@ -521,6 +542,7 @@ pub fn wait_on(
     }
     let ready_at_entry = s.queue.len() >= threshold as usize;
     let notices = s.notices;
+    let mut slept = false;
     let result = loop {
         if !s.waitable {
             break Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
@@ -529,7 +551,15 @@ pub fn wait_on(
             // SAFETY: checked non-NULL; the consumer's event buffer.
             let taken = unsafe { e.pop_into(&mut s, event) };
             debug_assert!(taken, "the queue holds at least one event");
+            s.counts.waited();
+            if slept {
+                s.counts.bump(DCNT_EVD_WAIT_NOTIFY);
+            }
             break Ok(DAT_SUCCESS);
+        }
+        if !slept {
+            slept = true;
+            s.counts.bump(DCNT_EVD_WAIT_BLOCKED);
         }
         match deadline {
             None => s = e.cond.wait(s).unwrap_or_else(|x| x.into_inner()),
@@ -603,8 +633,25 @@ pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETU
         if e.queued() == 0 {
             return Ok(DAT_QUEUE_EMPTY);
         }
+        return take_after_empty(e, event);
     }
     take_one(e, event)
+}
+
+/// [`take_one`] for a dequeue that found the queue empty and then the device's progress
+/// filled it: the handle cell counted it as empty ([`nothing_to_take`]), which it was not.
+#[inline(never)]
+fn take_after_empty(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
+    let mut s = e.lock();
+    if e.must_look == 0 {
+        s.counts.not_empty_after_all();
+    }
+    // SAFETY: checked non-NULL by the caller.
+    if unsafe { e.pop_into(&mut s, event) } {
+        Ok(DAT_SUCCESS)
+    } else {
+        Ok(DAT_QUEUE_EMPTY)
+    }
 }
 
 #[inline(never)]
@@ -671,6 +718,8 @@ pub fn free(handle: DAT_EVD_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
 pub fn destroy(e: &Evd) {
     let cno = {
         let mut s = e.lock();
+        // What it counted stays in its IA's totals (DAT2_STATS).
+        e.ia.counts.add_gone_evd(&e.counter_values(&mut s, None));
         s.waitable = false;
         s.cno.take()
     };

@@ -1,6 +1,6 @@
 //! The IB extensions of the built-in providers, reached through `dat_extension_op`:
 //! RDMA write with immediate data, compare-and-swap and fetch-and-add (8 bytes, atomic with
-//! respect to each other). Their completions are `DAT_IB_DTO_EVENT`s carrying a
+//! respect to each other), unreliable datagrams, and the counters (`super::stats`). Their completions are `DAT_IB_DTO_EVENT`s carrying a
 //! `DAT_IB_EXTENSION_EVENT_DATA`, built in [`super::events`].
 
 use core::ffi::{c_int, c_void};
@@ -92,6 +92,20 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                     let cookie = DAT_DTO_COOKIE { as_64: dat2_va_u64(args) };
                     let flags = dat2_va_int(args) as DAT_COMPLETION_FLAGS;
                     super::ud::post_send(handle, count, iov, ah, cookie, flags)
+                }
+                DAT_IB_QUERY_COUNTERS_OP => {
+                    let counter = dat2_va_int(args);
+                    let out = dat2_va_ptr(args) as *mut u64;
+                    let reset = dat2_va_int(args) != 0;
+                    super::stats::query(handle, counter, out, reset)
+                }
+                DAT_IB_PRINT_COUNTERS_OP => {
+                    let counter = dat2_va_int(args);
+                    let reset = dat2_va_int(args) != 0;
+                    super::stats::print(handle, counter, reset)
+                }
+                DAT_IB_START_COUNTERS_OP | DAT_IB_STOP_COUNTERS_OP => {
+                    super::stats::start_stop(handle, dat2_va_int(args), op as u32 == DAT_IB_START_COUNTERS_OP)
                 }
                 DAT_IB_UD_AH_FREE_OP => super::ud::ah_free(handle, dat2_va_ptr(args) as *const DAT_IB_ADDR_HANDLE),
                 DAT_IB_UD_CM_FREE_OP => super::ud::cm_free(handle, dat2_va_u64(args)),

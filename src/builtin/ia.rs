@@ -33,6 +33,8 @@ pub struct Ia {
     /// The consumer's handle of this IA (its registry slot) once this library's own API layer
     /// has opened it ([`note_consumer_handle`]); 0 when unknown.
     pub(super) consumer: AtomicUsize,
+    /// The IB counters extension's IA counters and dat2's own (`super::stats` reads them).
+    pub counts: super::counters::IaCounts,
 }
 
 #[derive(Default)]
@@ -263,6 +265,12 @@ fn free_all(ia: &Arc<Ia>) {
 }
 
 pub fn close(handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_RETURN, DAT_RETURN> {
+    close_then(handle, flags, |_| {})
+}
+
+/// [`close`], with `last` run once the IA's objects are freed and before the IA goes (the
+/// layer above reports its counters there).
+pub fn close_then(handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS, last: impl FnOnce(&Arc<Ia>)) -> Result<DAT_RETURN, DAT_RETURN> {
     let ia = ia(handle)?;
     match flags {
         DAT_CLOSE_ABRUPT_FLAG => free_all(&ia),
@@ -277,6 +285,7 @@ pub fn close(handle: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> Result<DAT_RETURN
     }
     // Every PZ flushed its cached registrations as it went; this catches any left on the device.
     crate::builtin::mr::flush(&ia.dev, None);
+    last(&ia);
     table::remove(ia.handle);
     Ok(DAT_SUCCESS)
 }

@@ -70,6 +70,7 @@ pub fn open(
         context: Mutex::new(0),
         named: Mutex::new(NamedAttrs::default()),
         consumer: AtomicUsize::new(0),
+        counts: Default::default(),
     });
     table::insert(handle, ia.clone());
     if given_evd.is_none() {

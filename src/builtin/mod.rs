@@ -7,9 +7,9 @@
 //!
 //! The modules use each other without cycles, bottom to top: [`table`] (handles, and the
 //! [`table::Object`] trait every object type implements, so the table names none of them),
-//! [`events`] and [`iov`] (pure helpers), [`mr`], [`provider`], then the objects from [`ia`]
+//! [`events`], [`iov`] and [`counters`] (pure helpers), [`mr`], [`provider`], then the objects from [`ia`]
 //! up ([`cno`], [`evd`], [`pz`], [`lmr`], [`srq`], [`ep`], [`rmr`]), [`dto`], [`ud`], [`cm`], [`cr`],
-//! [`sp`], [`ia_open`], [`ext`], and [`ops`], which names them all.
+//! [`sp`], [`ia_open`], [`stats`], [`ext`], and [`ops`], which names them all.
 //!
 //! The functions here are the bodies of C entry points: their raw pointer arguments are the C
 //! caller's, checked for NULL before use and otherwise trusted as the DAT API specifies, so they
@@ -18,6 +18,7 @@
 
 pub mod cm;
 pub mod cno;
+pub mod counters;
 pub mod cr;
 pub mod dto;
 pub mod ep;
@@ -37,6 +38,7 @@ pub mod pz;
 pub mod rmr;
 pub mod sp;
 pub mod srq;
+pub mod stats;
 pub mod table;
 pub mod ud;
 

@@ -38,7 +38,7 @@ unsafe extern "C" fn ia_query(
     guard_try(|| ia::query(h, evd, ia_mask, ia_attr, p_mask, p_attr))
 }
 unsafe extern "C" fn ia_close(h: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
-    guard_try(|| ia::close(h, flags))
+    guard_try(|| ia::close_then(h, flags, super::stats::at_close))
 }
 
 fn any(h: DAT_HANDLE) -> Result<Arc<dyn Object>, DAT_RETURN> {

@@ -61,6 +61,8 @@ impl Builtin {
             v.push(("DAT2_UD_MAX_MESSAGE".into(), ud.to_string()));
         }
         v.extend(dev.attributes());
+        // The IB counters extension's ops (super::stats), on every device.
+        v.push(("DAT_COUNTERS".into(), "TRUE".into()));
         if dev.cache_registrations() {
             let c = crate::builtin::mr::cache_stats();
             let state = match (&c.why_off, c.enabled) {

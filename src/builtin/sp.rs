@@ -172,7 +172,8 @@ pub fn psp_create_any(
     if out.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
     }
-    let (handle, port) = new_psp(ia, 0, evd, flags)?;
+    let (handle, port) = new_psp(ia.clone(), 0, evd, flags)?;
+    ia.counts.bump(DCNT_IA_PSP_CREATE_ANY);
     // SAFETY: both checked non-NULL.
     unsafe {
         put(conn_qual, port);

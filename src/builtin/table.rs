@@ -271,10 +271,44 @@ pub trait Object: AsAny + Send + Sync + 'static {
 struct Objects {
     map: IdMap<usize, Arc<dyn Object>>,
     cells: Cells,
+    /// How many objects of each handle type each IA made and freed (the IB counters
+    /// extension's `DCNT_IA_*_CREATE`/`_FREE`), kept under the lock a create or free takes
+    /// anyway; one entry per open IA, found by a look along a short list.
+    counts: Vec<(usize, ObjectCounts)>,
+}
+
+/// Handle types with object counts: `DAT_HANDLE_TYPE_CR` to `DAT_HANDLE_TYPE_CSP`.
+pub const COUNTED_TYPES: usize = DAT_HANDLE_TYPE_EXTENSION_BASE as usize;
+
+/// An IA's objects made and freed, by handle type.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct ObjectCounts {
+    pub created: [u64; COUNTED_TYPES],
+    pub freed: [u64; COUNTED_TYPES],
 }
 
 impl Objects {
+    /// Counts an object of `obj`'s IA made (`made`) or freed. An IA's own entry comes and goes
+    /// with the IA.
+    fn count(&mut self, obj: &Arc<dyn Object>, made: bool) {
+        let ty = obj.handle_type();
+        let ia = obj.owner();
+        if ty == DAT_HANDLE_TYPE_IA {
+            if made {
+                self.counts.push((ia, ObjectCounts::default()));
+            } else {
+                self.counts.retain(|(h, _)| *h != ia);
+            }
+            return;
+        }
+        if let (Some((_, c)), true) = (self.counts.iter_mut().find(|(h, _)| *h == ia), (ty as usize) < COUNTED_TYPES) {
+            let n = if made { &mut c.created } else { &mut c.freed };
+            n[ty as usize] += 1;
+        }
+    }
+
     fn insert(&mut self, handle: usize, obj: Arc<dyn Object>) {
+        self.count(&obj, true);
         let ty = obj.handle_type();
         if let Some(cell) = listed_cell(handle) {
             cell.object.store(Arc::as_ptr(&obj) as *const () as *mut (), Ordering::Release);
@@ -291,6 +325,7 @@ impl Objects {
 
     /// The cell's side of a removal from the map.
     fn unpublish(&mut self, handle: usize, obj: &Arc<dyn Object>) {
+        self.count(obj, false);
         if let Some(cell) = listed_cell(handle) {
             cell.published.store(0, Ordering::Release);
             cell.object.store(core::ptr::null_mut(), Ordering::Release);
@@ -306,7 +341,14 @@ impl Objects {
 /// Every live object of every built-in IA, by handle, and the cells behind the handles.
 fn objects() -> &'static RwLock<Objects> {
     static OBJECTS: OnceLock<RwLock<Objects>> = OnceLock::new();
-    OBJECTS.get_or_init(|| RwLock::new(Objects { map: IdMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() } }))
+    OBJECTS.get_or_init(|| {
+        RwLock::new(Objects { map: IdMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() }, counts: Vec::new() })
+    })
+}
+
+/// The objects IA `ia` made and freed so far (zero for an IA that is not open).
+pub fn object_counts(ia: usize) -> ObjectCounts {
+    objects().read_locked().counts.iter().find(|(h, _)| *h == ia).map(|(_, c)| *c).unwrap_or_default()
 }
 
 /// Reserves a handle for an object about to be built (objects know their own handle).
@@ -474,6 +516,42 @@ mod tests {
 
     type Pz = Thing<DAT_HANDLE_TYPE_PZ>;
     type Lmr = Thing<DAT_HANDLE_TYPE_LMR>;
+
+    /// An object of handle type `TY` owned by the IA `.1` (an IA's own handle for an IA).
+    struct Owned<const TY: DAT_HANDLE_TYPE>(Mutex<u64>, usize);
+
+    impl<const TY: DAT_HANDLE_TYPE> Object for Owned<TY> {
+        fn handle_type(&self) -> DAT_HANDLE_TYPE {
+            TY
+        }
+        fn context(&self) -> &Mutex<u64> {
+            &self.0
+        }
+        fn owner(&self) -> usize {
+            self.1
+        }
+    }
+
+    #[test]
+    fn object_counts_are_per_ia_and_go_with_it() {
+        let provider = 0x1000 as *const DAT_PROVIDER;
+        let ia = reserve(provider);
+        insert(ia, Arc::new(Owned::<DAT_HANDLE_TYPE_IA>(Mutex::new(0), ia)));
+        let other = 0x5eed_usize; // an IA that is not open: nothing counted for it
+        let lmr = |owner| Arc::new(Owned::<DAT_HANDLE_TYPE_LMR>(Mutex::new(0), owner));
+        let a = publish(provider, lmr(ia));
+        let b = publish(provider, lmr(ia));
+        let c = publish(provider, lmr(other));
+        assert!(take::<Owned<DAT_HANDLE_TYPE_LMR>>(a as DAT_HANDLE, DAT_INVALID_HANDLE_LMR, |_| Ok(())).is_ok());
+        let n = object_counts(ia);
+        assert_eq!((n.created[DAT_HANDLE_TYPE_LMR as usize], n.freed[DAT_HANDLE_TYPE_LMR as usize]), (2, 1));
+        assert_eq!(n.created.iter().sum::<u64>(), 2, "the IA itself is not one of its objects");
+        assert_eq!(object_counts(other), ObjectCounts::default());
+        remove(b);
+        remove(c);
+        remove(ia);
+        assert_eq!(object_counts(ia), ObjectCounts::default());
+    }
 
     #[test]
     fn published_answers_for_our_cells_only_while_an_object_is_there() {

@@ -397,7 +397,17 @@ pub trait QpEvents: Send + Sync {
     /// check a freed LMR's lmr_context would still move bytes. Asked under that lock, a post
     /// racing `dat_lmr_free` either sees the key revoked or is seen by `mr_in_use`.
     fn key_live(&self, lkey: u32) -> bool;
+    /// The QP is destroyed: what it moved, by path ([`Qp::moved`]), for its owner's totals.
+    fn moved(&self, _bytes: Moved) {}
 }
+
+/// Bytes a QP's own requests moved, by path: over its TCP connection, by cross-memory
+/// attach, through shared memory (the soft device's paths; a device without paths of its
+/// own reports none).
+pub type Moved = [u64; 3];
+pub const MOVED_TCP: usize = 0;
+pub const MOVED_CMA: usize = 1;
+pub const MOVED_SHM: usize = 2;
 
 /// Whether every segment of a request that moves bytes passes `live` (see
 /// [`QpEvents::key_live`]).
@@ -501,6 +511,11 @@ pub trait Qp: Send + Sync {
     fn local_port(&self) -> u16;
     /// How data moves on this connection (for `dat_ep_query`'s provider attributes).
     fn path(&self) -> &'static str;
+    /// What the QP's requests moved so far, by path, until it is destroyed (then its
+    /// [`QpEvents::moved`] has it).
+    fn moved(&self) -> Moved {
+        [0; 3]
+    }
     /// For a device to recognise its own QPs.
     fn as_any(&self) -> &dyn std::any::Any;
 }

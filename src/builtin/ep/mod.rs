@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use super::counters::EpCounts;
 use super::evd::{self, Evd};
 use super::events::{dto_event, request_event, PendingSend};
 use super::ia::{self, Ia};
@@ -65,6 +66,8 @@ pub struct EpInner {
     breaking: bool,
     /// A UD EP's resolved peers and connection records (see `super::ud`).
     ud: UdState,
+    /// The IB counters extension's EP counters, counted under this lock.
+    counts: EpCounts,
 }
 
 /// What a UD EP's connection events handed out, until the consumer frees it: address handles
@@ -86,6 +89,12 @@ const SLOTS_AT_CREATE: DAT_COUNT = 64;
 const PRIVATE_DATA_KEPT: usize = 16;
 
 impl EpInner {
+    /// The EP's counters (`super::counters`), for the post or completion holding the lock.
+    #[inline]
+    pub fn counts(&mut self) -> &mut EpCounts {
+        &mut self.counts
+    }
+
     /// Keeps a connection event's private data alive (the event points into it) until
     /// PRIVATE_DATA_KEPT later events have come.
     pub fn keep_private_data(&mut self, data: Box<[u8]>) {
@@ -453,6 +462,7 @@ pub fn create_object(
         watermarks: Watermarks { soft: DAT_WATERMARK_INFINITE, soft_armed: false, hard: DAT_WATERMARK_INFINITE },
         breaking: false,
         ud: UdState::default(),
+        counts: EpCounts::default(),
     };
     if !configured(&inner) {
         inner.state = DAT_EP_STATE_UNCONFIGURED_UNCONNECTED;
@@ -739,6 +749,8 @@ pub fn destroy(ep: &Ep) {
         qp.destroy();
     }
     let mut i = ep.lock();
+    // What it counted stays in its IA's totals (DAT2_STATS).
+    ep.ia.counts.add_gone_ep(&i.counts.values());
     // Address handles go before the PZ they were made in.
     i.drop_ud();
     let evd = i.recv_evd.clone();

@@ -167,6 +167,9 @@ struct Inner {
     awaiting_ready: bool,
     /// The local key set the shared-memory fast path used last (fast.rs).
     local_hit: Option<fast::LocalHit>,
+    /// Bytes our requests moved, by path (`crate::device::Moved`), counted as they are
+    /// posted, under this lock.
+    moved: Moved,
 }
 
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
@@ -318,6 +321,7 @@ impl SoftQp {
                 peer_qp: 0,
                 closing: false,
                 awaiting_ready: false,
+                moved: [0; 3],
                 local_hit: None,
             }),
             exec: Mutex::new(()),
@@ -369,8 +373,9 @@ impl SoftQp {
 
     /// The direct path of an RDMA write on one host: with nothing else outstanding (so the
     /// write cannot overtake an earlier request), a key the peer published as valid for this
-    /// connection, and the peer's memory reachable, we write it ourselves. None: send the
-    /// request the ordinary way (where the target checks everything).
+    /// connection, and the peer's memory reachable, we write it ourselves, and say whether
+    /// through shared files (else by cross-memory attach). None: send the request the ordinary way (where the
+    /// target checks everything).
     #[allow(clippy::too_many_arguments)]
     fn write_direct(
         &self,
@@ -381,7 +386,7 @@ impl SoftQp {
         segs: &[(u64, usize)],
         keys: &[KeySet],
         local: Option<&[(Arc<shm::Backing>, u64, usize)]>,
-    ) -> Option<()> {
+    ) -> Option<bool> {
         if !direct_allowed(i) {
             return None;
         }
@@ -394,7 +399,7 @@ impl SoftQp {
             // file; `local` holds our aliases alive meanwhile.
             let views: Option<Vec<(*const u8, usize)>> = local.iter().map(|(b, a, n)| Some((b.view(*a, *n)?, *n))).collect();
             if views.is_some_and(|v| self.put_peer_file(i, &g, addr, &v)) {
-                return Some(());
+                return Some(true);
             }
         }
         let target = [(addr, len as usize)];
@@ -405,7 +410,7 @@ impl SoftQp {
             io::push(pid, &lhead, &head).ok()?;
         }
         io::push(pid, &ltail, &tail).ok()?;
-        Some(())
+        Some(false)
     }
 
     /// Completes an RDMA write its poster did itself (`write_fast`, `write_direct`).
@@ -640,6 +645,7 @@ impl Qp for SoftQp {
             return Err(DevError::Fault);
         }
         if let Some(len) = self.write_fast(&mut i, &wr) {
+            i.moved[MOVED_SHM] += u64::from(len);
             drop(i);
             return self.complete_write(wr.wr_id, len);
         }
@@ -679,9 +685,12 @@ impl Qp for SoftQp {
                 })
                 .flatten();
         let shared: Option<Vec<shm::Source>> = local.as_ref().and_then(|l| l.iter().map(|(b, a, n)| b.source(*a, *n as u64)).collect());
-        if wr.op == WrOp::Write && self.write_direct(&i, rkey, raddr, len, &segs, &keys, local.as_deref()).is_some() {
-            drop(i);
-            return self.complete_write(wr.wr_id, len as u32);
+        if wr.op == WrOp::Write {
+            if let Some(shm) = self.write_direct(&i, rkey, raddr, len, &segs, &keys, local.as_deref()) {
+                i.moved[MOVED_CMA + usize::from(shm)] += len;
+                drop(i);
+                return self.complete_write(wr.wr_id, len as u32);
+            }
         }
         let mut hdr = Hdr { raddr, rkey, length: len as u32, ..Hdr::default() };
         if wr.solicited {
@@ -735,16 +744,23 @@ impl Qp for SoftQp {
             let list = match &shared {
                 Some(srcs) => {
                     hdr.flags |= flag::SHM;
+                    i.moved[MOVED_SHM] += len;
                     wire::encode_shared(&list32, srcs)
                 }
-                None => wire::encode_segments(&list32),
+                None => {
+                    i.moved[MOVED_CMA] += len;
+                    wire::encode_segments(&list32)
+                }
             };
             hdr.payload = list.len() as u32;
             FrameData::Bytes(list)
         } else if carries_data {
             hdr.payload = len as u32;
+            i.moved[MOVED_TCP] += len;
             FrameData::Memory(segs, sets)
         } else {
+            // An atomic, or a read answered over the connection.
+            i.moved[MOVED_TCP] += len;
             FrameData::None
         };
         let keep = if is_read { wr.sges.to_vec() } else { Vec::new() };
@@ -818,6 +834,8 @@ impl Qp for SoftQp {
         }
         // Then no copy of this QP runs any more, and none starts.
         self.lease.revoke();
+        let moved = core::mem::take(&mut self.lock().moved);
+        self.events.moved(moved);
     }
 
     fn disconnect(&self, graceful: bool) {
@@ -854,6 +872,10 @@ impl Qp for SoftQp {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+
+    fn moved(&self) -> Moved {
+        self.lock().moved
     }
 
     fn path(&self) -> &'static str {
