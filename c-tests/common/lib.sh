@@ -63,7 +63,9 @@
 #   case_env() { ...; }      optional: sets the array extra=(VAR=value...) for case $1 (run_all)
 #   run_case NAME [VAR=value...]
 #   run_all                  run_case for each name "$prog list" prints (a list that fails is
-#                            "FAIL LABEL:list"), then "# GROUP took N s"
+#                            "FAIL LABEL:list"), then "# GROUP took N s". DAT2_TEST_CASES, an
+#                            extended regular expression, keeps only the names it matches
+#                            whole (say "rdma_rkey_.*|shm_rkey_bounds"), in every group run
 #
 # run_case NAME [VAR=value...] runs "$prog NAME" (with -l LABEL when the label is not the
 # group's name) with DAT_OVERRIDE=/nonexistent (no dat.conf: the built-in devices only),
@@ -271,6 +273,9 @@ run_all() {
     return
   fi
   for name in $names; do
+    if [ -n "${DAT2_TEST_CASES:-}" ] && ! [[ $name =~ ^($DAT2_TEST_CASES)$ ]]; then
+      continue
+    fi
     extra=()
     if declare -F case_env >/dev/null; then case_env "$name"; fi
     run_case "$name" ${extra[@]+"${extra[@]}"}
