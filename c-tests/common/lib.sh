@@ -65,7 +65,9 @@
 #   run_all                  run_case for each name "$prog list" prints (a list that fails is
 #                            "FAIL LABEL:list"), then "# GROUP took N s". DAT2_TEST_CASES, an
 #                            extended regular expression, keeps only the names it matches
-#                            whole (say "rdma_rkey_.*|shm_rkey_bounds"), in every group run
+#                            whole (say "rdma_rkey_.*|shm_rkey_bounds"), in every group run;
+#                            DAT2_TEST_CASES_<GROUP> (say DAT2_TEST_CASES_dataxfer), in that
+#                            group only, instead
 #
 # run_case NAME [VAR=value...] runs "$prog NAME" (with -l LABEL when the label is not the
 # group's name) with DAT_OVERRIDE=/nonexistent (no dat.conf: the built-in devices only),
@@ -272,8 +274,10 @@ run_all() {
     fail list "\"${prog##*/} list\" failed: $(head -c 400 "$out/list.log" | tr '\n' ' ')"
     return
   fi
+  local only_var="DAT2_TEST_CASES_$group" only
+  only=${!only_var:-${DAT2_TEST_CASES:-}}
   for name in $names; do
-    if [ -n "${DAT2_TEST_CASES:-}" ] && ! [[ $name =~ ^($DAT2_TEST_CASES)$ ]]; then
+    if [ -n "$only" ] && ! [[ $name =~ ^($only)$ ]]; then
       continue
     fi
     extra=()
