@@ -63,7 +63,13 @@
 #   case_env() { ...; }      optional: sets the array extra=(VAR=value...) for case $1 (run_all)
 #   run_case NAME [VAR=value...]
 #   run_all                  run_case for each name "$prog list" prints (a list that fails is
-#                            "FAIL LABEL:list"), then "# GROUP took N s"
+#                            "FAIL LABEL:list"), then "# GROUP took N s". DAT2_TEST_CASES, an
+#                            extended regular expression, keeps only the names it matches
+#                            whole (say "rdma_rkey_.*|shm_rkey_bounds"), in every group run;
+#                            DAT2_TEST_CASES_<GROUP> (say DAT2_TEST_CASES_dataxfer), in that
+#                            group only, instead. DAT2_TEST_SKIP_CASES_<GROUP>, a regular
+#                            expression too, reports the names it matches whole as SKIP
+#                            (left out of this run) without running them
 #
 # run_case NAME [VAR=value...] runs "$prog NAME" (with -l LABEL when the label is not the
 # group's name) with DAT_OVERRIDE=/nonexistent (no dat.conf: the built-in devices only),
@@ -270,7 +276,17 @@ run_all() {
     fail list "\"${prog##*/} list\" failed: $(head -c 400 "$out/list.log" | tr '\n' ' ')"
     return
   fi
+  local only_var="DAT2_TEST_CASES_$group" skip_var="DAT2_TEST_SKIP_CASES_$group" only left_out
+  only=${!only_var:-${DAT2_TEST_CASES:-}}
+  left_out=${!skip_var:-}
   for name in $names; do
+    if [ -n "$only" ] && ! [[ $name =~ ^($only)$ ]]; then
+      continue
+    fi
+    if [ -n "$left_out" ] && [[ $name =~ ^($left_out)$ ]]; then
+      skip "$name" "left out of this run ($skip_var)"
+      continue
+    fi
     extra=()
     if declare -F case_env >/dev/null; then case_env "$name"; fi
     run_case "$name" ${extra[@]+"${extra[@]}"}

@@ -90,6 +90,8 @@ int dx_on_rxe(DAT_IA_HANDLE ia);
  * dx_ia_lacks asks an IA it opens on dx_ia_name() for the time of the call. */
 int dx_cma_on(DAT_IA_HANDLE ia);
 int dx_lacks(DAT_IA_HANDLE ia, const char *attr);
+/* Whether the IA's provider attribute `attr` says TRUE (absent: no). */
+int dx_says_true(DAT_IA_HANDLE ia, const char *attr);
 int dx_ia_lacks(const char *attr);
 /* The same questions of an IA opened on dx_ia_name() for the time of the call: iWARP, and
  * no memory windows (max_rmrs 0). */

@@ -57,6 +57,8 @@ void case_rdma_rkey_invalid(void);
 void case_rdma_rkey_bounds(void);
 void case_rdma_rkey_no_write(void);
 void case_rdma_rkey_freed(void);
+void case_rdma_read_sink_rkey(void);
+void case_rdma_read_sink_tag(void);
 void case_local_lkey_invalid(void);
 void case_local_outside_lmr(void);
 void case_local_other_pz(void);

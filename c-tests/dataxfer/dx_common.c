@@ -81,6 +81,12 @@ int dx_lacks(DAT_IA_HANDLE ia, const char *attr)
     return v && strcmp(v, "FALSE") == 0;
 }
 
+int dx_says_true(DAT_IA_HANDLE ia, const char *attr)
+{
+    const char *v = attr_value(ia, attr);
+    return v && strcmp(v, "TRUE") == 0;
+}
+
 int dx_iwarp(DAT_IA_HANDLE ia)
 {
     const char *v = attr_value(ia, "DAT2_VERBS_TRANSPORT");

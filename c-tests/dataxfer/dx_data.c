@@ -385,6 +385,80 @@ void case_rdma_rkey_bounds(void) { remote_error(RK_BOUNDS); }
 void case_rdma_rkey_no_write(void) { remote_error(RK_NO_WRITE); }
 void case_rdma_rkey_freed(void) { remote_error(RK_FREED); }
 
+/* ---- the keys an RDMA read's sink shows ---------------------------------------------------
+ * The client reads from the server into its LMR; then the server, which saw the sink's tag in
+ * the read request (on iWARP the sink's lmr_context travels in it), writes to that LMR with
+ * (SINK_RKEY) the sink's rmr_context, the LMR asking for local write and remote read only, or
+ * (SINK_TAG) its lmr_context, the LMR asking for local rights only. Either write must be
+ * refused and leave the sink as the read left it. On iWARP the sink of a read must be
+ * remotely writable on RNICs; dat2 then registers twice, the rmr_context with exactly the
+ * rights asked for, and the lmr_context stays writable by the peers it was shown to: the IA
+ * says so (DAT2_VERBS_SINK_REMOTE_WRITE TRUE; siw needs no such registration, and
+ * DAT2_VERBS_SINK_REMOTE_WRITE=1 asks for it there), and the SINK_TAG write then lands. */
+
+enum sink_kind { SINK_RKEY, SINK_TAG };
+
+static int sink_remote_write(DAT_IA_HANDLE ia)
+{
+    return dx_says_true(ia, "DAT2_VERBS_SINK_REMOTE_WRITE");
+}
+
+static void read_sink_keys(enum sink_kind kind)
+{
+    const char *what = kind == SINK_RKEY ? "the sink's rmr_context" : "the sink's lmr_context";
+    struct pair p;
+    struct mr sm = {0}, cm = {0};
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    unsigned char *snap = NULL;
+    DAT_MEM_PRIV_FLAGS priv = kind == SINK_RKEY ? 0x13u : 0x11u; /* local r/w (+ remote read) */
+    if (!pair_up(&p, dx_port(0), NULL, NULL, 16) || !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &sm) ||
+        !mr_make(&p.c, p.c.pz, 4096, priv, &cm))
+        goto out;
+    if (kind == SINK_TAG)
+        EXPECT(cm.rkey == 0, "an LMR without remote rights has rmr_context %#x", (unsigned)cm.rkey);
+    fill(sm.buf, sm.alloc, 7);
+    fill(cm.buf, cm.alloc, 8);
+    DAT_LMR_TRIPLET l = lt(&cm, 512, 256);
+    DAT_RMR_TRIPLET r = rt(&sm, 64, 256);
+    if (!EXPECT_RC(dat_ep_post_rdma_read(p.ce, 1, &l, ck(1), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) ||
+        !WAIT_DTO(p.c.req, &d))
+        goto out;
+    if (!EXPECT(d.status == DAT_DTO_SUCCESS, "the read into the sink: status %u", (unsigned)d.status) ||
+        !EXPECT(memcmp(cm.buf + 512, sm.buf + 64, 256) == 0, "the read placed other bytes"))
+        goto out;
+    snap = malloc(cm.alloc);
+    if (!snap)
+        goto out;
+    memcpy(snap, cm.buf, cm.alloc);
+    int lands = kind == SINK_TAG && sink_remote_write(p.c.ia);
+    r = rt(&cm, 1024, 200);
+    if (kind == SINK_TAG)
+        r.rmr_context = cm.lkey;
+    l = lt(&sm, 0, 200);
+    if (!EXPECT_RC(dat_ep_post_rdma_write(p.se, 1, &l, ck(2), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) ||
+        !WAIT_DTO(p.s.req, &d))
+        goto out;
+    if (lands) {
+        harness_note("this IA's read sinks are remotely writable (DAT2_VERBS_SINK_REMOTE_WRITE): the write lands");
+        EXPECT(d.status == DAT_DTO_SUCCESS && memcmp(cm.buf + 1024, sm.buf, 200) == 0,
+               "%s on a remotely writable sink: status %u", what, (unsigned)d.status);
+        goto out;
+    }
+    EXPECT(dx_remote_error(p.s.ia, d.status), "a write with %s completed with status %u, expected REMOTE_ACCESS (6)",
+           what, (unsigned)d.status);
+    EXPECT_CONN_END(p.s.conn, 2000, "writer");
+    EXPECT_CONN_END(p.c.conn, 2000, "sink's side");
+    EXPECT(memcmp(snap, cm.buf, cm.alloc) == 0, "a write with %s changed the sink", what);
+out:
+    free(snap);
+    mr_drop(&sm);
+    mr_drop(&cm);
+    pair_down(&p);
+}
+
+void case_rdma_read_sink_rkey(void) { read_sink_keys(SINK_RKEY); }
+void case_rdma_read_sink_tag(void) { read_sink_keys(SINK_TAG); }
+
 /* ---- local protection ---------------------------------------------------------------- */
 
 enum local_kind { LK_INVALID, LK_OUTSIDE, LK_OTHER_PZ };

@@ -267,6 +267,10 @@ void case_conn_psp_provider_flood(void)
 
 void case_conn_psp_provider_flood_ud(void)
 {
+    if (dx_ia_lacks("DAT_IB_UD")) {
+        harness_skip("the IA has no UD (DAT_IB_UD=FALSE)");
+        return;
+    }
     flood_ud = 1;
     psp_provider_flood();
 }

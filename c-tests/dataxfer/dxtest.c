@@ -70,6 +70,8 @@ static const struct harness_case cases[] = {
     CASE_TCP(rdma_rkey_bounds),
     CASE(rdma_rkey_no_write),
     CASE(rdma_rkey_freed),
+    CASE(rdma_read_sink_rkey),
+    CASE(rdma_read_sink_tag),
     CASE(shm_write_read),
     CASE_TCP(shm_write_read),
     CASE(shm_rkey_bounds),

@@ -236,10 +236,13 @@ pub trait Device: Send + Sync {
     fn cache_registrations(&self) -> bool {
         false
     }
-    /// The rights a registration asked for with `access` really grants on this device. On
-    /// iWARP the sink of an RDMA read is written by the peer's read response as by an RDMA
-    /// write, so local write brings remote write with it; the registration cache treats such
-    /// a registration as a remote one (never shared or kept after its LMR).
+    /// The rights the registration behind an LMR's lkey really grants on this device. On
+    /// iWARP RNICs the sink of an RDMA read is written by the peer's read response as by an
+    /// RDMA write, so local write brings remote write with it (not on siw, which checks local
+    /// write only); the rkey handed out still carries exactly `access` (the verbs device then
+    /// registers twice), but the lkey is the sink's tag each read request shows the peer, so
+    /// the registration cache treats such a registration as a remote one (never shared or kept
+    /// after its LMR).
     fn wire_access(&self, access: Access) -> Access {
         access
     }

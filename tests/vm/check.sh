@@ -61,7 +61,7 @@ export DAT2_VM_RW="$logs ${DAT2_VM_RW:-}"
 # after its group and file, not its directory, so both boots take the same copies: the
 # groups of either run are built once. A group that does not build here builds (and fails)
 # there.
-siw_groups=${DAT2_VM_SIW_CTEST_GROUPS:-memory seeds ud}
+siw_groups=${DAT2_VM_SIW_CTEST_GROUPS:-memory seeds ud dataxfer afterfree}
 export DAT2_TEST_PREBUILT=$root/build/vm-ctests
 rm -rf "$DAT2_TEST_PREBUILT"
 groups=""
@@ -92,10 +92,27 @@ fi
 # check that both are refused). Debian's provider hangs in dtestsrq and crashes in dapltest
 # -T L on siw, in either library: those cells are not run. dapltest -T F -f queryinfo's RMR
 # case may fail its dat_rmr_create there (siw has no memory windows: DAT_MODEL_NOT_SUPPORTED,
-# as the IA's max_rmrs of 0 says). Its C groups are memory, seeds and ud: dataxfer and
-# afterfree take over half an hour on siw under TCG, past make check's budget, and run on
-# request (DAT2_VM_SIW_CTEST_GROUPS="dataxfer afterfree", see the README's iWARP section).
-# DAT2_VM_RUNS picks the runs.
+# as the IA's max_rmrs of 0 says). Its C groups are memory, seeds, ud, and the cases of
+# dataxfer and afterfree where iWARP differs or that hold its keys: memory protection (rkeys,
+# lkeys, the keys a read's sink shows, a write straddling a region's end), placement, and
+# afterfree's frees with requests outstanding, its cache case and its stale sends. Whole, the
+# two groups took 247 s and 202 s on siw, which would take make check's VM part (1481 s
+# before) past 30 minutes. Left out: free_while_posting_thread (121 s); recv_stale_key_thread
+# and its _alias (they pass, but in 2 of 4 runs the peer's send got no completion within the
+# case's 120 s wait, so each took 2 minutes); dataxfer's conn_passive_sends_first (it passed in
+# one run on siw and failed in another, the client getting DISCONNECTED: siw's early passive
+# send races the MPA exchange under TCG), its connection timing cases (conn_established_order
+# 28 s, conn_timeout 12 s) and the rest of the data path, which rxe runs. DAT2_VM_FULL=1 runs
+# the groups whole (dataxfer:conn_psp_provider_flood then fails on siw: a connect of its
+# warm-up round fails; not looked into). The subset took 124 s (32 passed, 0 failed, 24
+# skipped: the soft device's own reruns and window cases). DAT2_VM_RUNS picks the runs.
+siw_dataxfer="data_send_recv_3seg|data_suppress_unsignalled|data_rdma_write_read|rdma_zero_based"
+siw_dataxfer+="|rdma_rkey_(invalid|bounds|no_write|freed)|rdma_read_sink_(rkey|tag)|shm_(small_)?rkey_(bounds|freed|no_write)"
+siw_dataxfer+="|local_(lkey_invalid|outside_lmr|other_pz)|recv_too_short|post_too_many_iov"
+siw_afterfree_out="free_while_posting_thread|recv_stale_key(_alias)?_thread"
+if [ "${DAT2_VM_FULL:-0}" = 1 ]; then
+  siw_dataxfer="" siw_afterfree_out=""
+fi
 siw_cases="dtest dtest-p dtest-c dtest-u dtest-w dtest-W dtest-D dtest-W-a dtest-t-S1 dtestcm-c10
   dtestsrq dtestsrq-c4-B10 T-SR T-RW T-RR T-V T-t2-w2 P-RW P-RR-poll F-hwconn F-endpoint F-pz F-mem
   F-connmgt F-queryinfo L"
@@ -119,6 +136,7 @@ for run in ${DAT2_VM_RUNS:-rxe siw}; do
         DAT2_VM_SKIP_CELLS="debian:dtestsrq debian:dtestsrq-c4-B10 dat2:dtestsrq dat2:L" \
         DAT2_VM_SKIP_WHY="Debian's cma provider hangs in dtestsrq and crashes in dapltest -T L on siw, in Debian's libdat2 too" \
         DAT2_VM_FFT_ALLOW=queryinfo:286 DAT2_VM_CTEST_GROUPS="$siw_groups" \
+        DAT2_TEST_CASES_dataxfer=$siw_dataxfer DAT2_TEST_SKIP_CASES_afterfree=$siw_afterfree_out \
         DAT2_VM_COLUMNS=${DAT2_VM_COLUMNS:-$siw_columns} DAT2_VM_DAT2_CASES=${DAT2_VM_DAT2_CASES:-$dat2_cases} \
         "$here/run.sh" "$here/suite.sh" 2>&1 | tee "$log"
       rrc=${PIPESTATUS[0]}

@@ -24,7 +24,8 @@ struct Mock {
     max_live: usize,
     /// lkeys that outstanding requests were posted with (`mr_in_use`).
     in_use: Mutex<HashSet<u32>>,
-    /// Local write grants remote write too, as on iWARP (`wire_access`).
+    /// Local write grants remote write too, as on iWARP adapters whose read sinks need it
+    /// (`wire_access`; not siw).
     iwarp: AtomicBool,
 }
 

@@ -425,9 +425,12 @@ mod ud {
     }
 
     /// What the device offers follows its transport: iWARP (siw) has no UD, atomics or
-    /// immediate data, a registration with local write is remotely writable there (an RDMA
-    /// read's sink), and siw ignores a zero-based iova; RoCE (rxe) has all of them and grants
-    /// only what was asked. The Soft-iWARP run of make check-vm runs this test alone.
+    /// immediate data, and siw ignores a zero-based iova; RoCE (rxe) has all of them. Both
+    /// grant only what was asked on siw and rxe (siw places a read response through the
+    /// request's own scatter entry); where a read's sink needs remote write (other iWARP
+    /// devices, or `DAT2_VERBS_SINK_REMOTE_WRITE=1`) an MR with remote rights is registered
+    /// twice, its rkey from the registration with exactly the asked rights. The Soft-iWARP
+    /// run of make check-vm runs this test alone.
     #[test]
     #[ignore = "needs an RDMA device: run by make check-vm"]
     fn capabilities_follow_the_transport() {
@@ -441,8 +444,15 @@ mod ud {
             assert_eq!((l.max_ud_msg, l.atomics, l.immediate), (0, false, false), "iWARP: no UD, atomics or immediate data");
             assert!(!l.ib_extensions(), "iWARP: extension_supported is DAT_EXTENSION_NONE");
             assert!(l.max_sge_rd >= 1 && l.max_sge_rd <= l.max_sge);
-            assert_eq!(dev.wire_access(Access::LOCAL_WRITE), Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+            let forced = crate::util::env::var("DAT2_VERBS_SINK_REMOTE_WRITE").is_some_and(|v| v.trim() == "1");
+            assert_eq!(dev.sink_remote_write, !dev.siw || forced, "siw's read sinks need local write only");
+            let sink = if dev.sink_remote_write { Access::REMOTE_WRITE } else { Access::empty() };
+            assert_eq!(dev.wire_access(Access::LOCAL_WRITE), Access::LOCAL_WRITE | sink);
             assert_eq!(dev.wire_access(Access::LOCAL_READ), Access::LOCAL_READ);
+            let mr = dev.reg_mr(pd, aligned, 4096, Access::LOCAL_WRITE | Access::REMOTE_READ, false).expect("a registration");
+            // An iWARP MR's lkey and rkey are its one tag: two tags mean two registrations.
+            assert_eq!(mr.lkey != mr.rkey, dev.sink_remote_write, "lkey {:#x} rkey {:#x}", mr.lkey, mr.rkey);
+            dev.dereg_mr(&mr);
             assert!(
                 matches!(dev.create_qp(pd, ud_caps(1024), None, Arc::new(Seen::default())), Err(crate::device::DevError::NotSupported)),
                 "a UD QP on iWARP"

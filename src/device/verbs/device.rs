@@ -26,11 +26,22 @@ pub(super) struct MwState {
     pub bound: bool,
 }
 
+/// The registrations behind one key set. On a device whose read sinks need remote write
+/// (`sink_remote_write`), an MR asked for remote rights is registered twice: `local`, with the
+/// remote write a sink needs, gives the lkey (every post, and the sink tag a read request
+/// carries); `exact`, with exactly the rights asked for, gives the rkey handed out as
+/// `rmr_context` and takes window bindings. Otherwise `local` alone gives both keys.
+#[derive(Clone, Copy)]
+struct MrPair {
+    local: Ptr<sys::ibv_mr>,
+    exact: Option<Ptr<sys::ibv_mr>>,
+}
+
 #[derive(Default)]
 pub(super) struct State {
     next_id: u64,
     pds: IdMap<u32, Ptr<sys::ibv_pd>>,
-    mrs: IdMap<u64, Ptr<sys::ibv_mr>>,
+    mrs: IdMap<u64, MrPair>,
     /// Memory windows: the rkey of their latest binding, and whether it is bound now (a
     /// type-2 window must be invalidated before it is bound again).
     mws: IdMap<u64, MwState>,
@@ -59,9 +70,16 @@ pub struct VerbsDevice {
     pub(super) comp_channel: Ptr<sys::ibv_comp_channel>,
     /// Whether the device binds type-2 memory windows.
     pub(super) mw_type2: bool,
-    /// An iWARP device (rdma_cm connections only, no UD, no immediate data; an RDMA read's
-    /// sink needs remote write).
+    /// An iWARP device (rdma_cm connections only, no UD, no immediate data).
     pub(super) iwarp: bool,
+    /// Whether an RDMA read's sink must be registered with remote write: iWARP places a read
+    /// response by the sink's tag, as an RDMA write, and RNICs check remote write on it (the
+    /// kernel's own RDMA read/write API, `rdma_rw`, registers iWARP sinks so). Not siw: it
+    /// places the response through the request's own scatter entry and checks local write
+    /// only (`siw_proc_rresp`), so there the sink's tag gives a peer nothing.
+    /// `DAT2_VERBS_SINK_REMOTE_WRITE=1` asks for it on any iWARP device (tests of the two
+    /// registrations on siw).
+    pub(super) sink_remote_write: bool,
     /// Soft-iWARP, whose kernel driver has bugs the device works around (qp.rs).
     pub(super) siw: bool,
     /// "InfiniBand", "RoCE" or "iWARP" (`DAT2_VERBS_TRANSPORT`).
@@ -221,6 +239,9 @@ impl VerbsDevice {
             comp_channel: Ptr(comp_channel),
             mw_type2,
             iwarp,
+            sink_remote_write: iwarp
+                && (dattr.vendor_id != SIW_VENDOR_ID
+                    || crate::util::env::var("DAT2_VERBS_SINK_REMOTE_WRITE").is_some_and(|v| v.trim() == "1")),
             siw: dattr.vendor_id == SIW_VENDOR_ID,
             transport: if iwarp {
                 "iWARP"
@@ -254,8 +275,9 @@ impl VerbsDevice {
         self.lock().pds.get(&pd.0).copied().ok_or(DevError::Fault)
     }
 
+    /// The MR a window over `mr` binds to: the one with exactly the rights its LMR asked for.
     pub(super) fn mr_ptr(&self, mr: &Mr) -> Option<Ptr<sys::ibv_mr>> {
-        self.lock().mrs.get(&mr.id).copied()
+        self.lock().mrs.get(&mr.id).map(|p| p.exact.unwrap_or(p.local))
     }
 
     /// A window's pointer, the rkey it has now and whether it is bound.
@@ -317,18 +339,55 @@ impl VerbsDevice {
             dbg_log!(DbgType::ERROR, "verbs {}: a zero-based LMR must start on a page boundary ({addr:#x} does not)", self.name);
             return Err(DevError::NotSupported);
         }
-        let flags = mr_access(self.wire_access(access));
-        match self.register_with(pd, addr, len, access, zero_based, flags) {
+        let wire = self.wire_access(access);
+        let local = self.register_one(pd, addr, len, access, zero_based, mr_access(wire))?;
+        // The rkey handed out carries exactly the rights asked for: when the lkey's
+        // registration grants more (a read sink's remote write), a second registration
+        // with the asked rights gives the rkey.
+        let exact = if wire != access && access.is_remote() {
+            match self.register_one(pd, addr, len, access, zero_based, mr_access(access)) {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    // SAFETY: the registration just made, in no table yet.
+                    unsafe { (self.api.ibv.dereg_mr)(local.0) };
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        // SAFETY: registrations just returned by rdma-core.
+        let lkey = unsafe { (*local.0).lkey };
+        // SAFETY: as above.
+        let rkey = unsafe { (*exact.unwrap_or(local).0).rkey };
+        let mut s = self.lock();
+        s.next_id += 1;
+        let id = s.next_id;
+        s.mrs.insert(id, MrPair { local, exact });
+        Ok(Mr { id, lkey, rkey: if access.is_remote() { rkey } else { 0 }, addr, len })
+    }
+
+    /// One `ibv_reg_mr` with `flags`.
+    fn register_one(
+        &self,
+        pd: Pd,
+        addr: u64,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+        flags: u32,
+    ) -> Result<Ptr<sys::ibv_mr>, DevError> {
+        match self.register_with(pd, addr, len, zero_based, flags) {
             // Windows need MW_BIND, which the kernel pins as writable: read-only memory is
             // registered without it (no window can then be bound over it).
             Err(DevError::Fault) if !access.needs_write() => {
-                self.register_with(pd, addr, len, access, zero_based, flags & !sys::IBV_ACCESS_MW_BIND)
+                self.register_with(pd, addr, len, zero_based, flags & !sys::IBV_ACCESS_MW_BIND)
             }
             r => r,
         }
     }
 
-    fn register_with(&self, pd: Pd, addr: u64, len: u64, access: Access, zero_based: bool, flags: u32) -> Result<Mr, DevError> {
+    fn register_with(&self, pd: Pd, addr: u64, len: u64, zero_based: bool, flags: u32) -> Result<Ptr<sys::ibv_mr>, DevError> {
         let pdp = self.pd_ptr(pd)?;
         let flags = flags as i32;
         let mr = if zero_based {
@@ -351,13 +410,7 @@ impl VerbsDevice {
             }
             return Err(dev_error(e));
         }
-        // SAFETY: a registration just returned by rdma-core.
-        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
-        let mut s = self.lock();
-        s.next_id += 1;
-        let id = s.next_id;
-        s.mrs.insert(id, Ptr(mr));
-        Ok(Mr { id, lkey, rkey: if access.is_remote() { rkey } else { 0 }, addr, len })
+        Ok(Ptr(mr))
     }
 }
 
@@ -405,10 +458,13 @@ fn open_by_name(api: &Api, name: &str) -> Result<Ptr<sys::ibv_context>, String> 
 
 impl Device for VerbsDevice {
     fn attributes(&self) -> Vec<(String, String)> {
+        let sink = if self.sink_remote_write { "TRUE" } else { "FALSE" };
         vec![
             ("DAT_IB_DEVICE_NAME".into(), self.name.clone()),
             ("DAT2_VERBS_TRANSPORT".into(), self.transport.into()),
             ("DAT2_MEMLOCK".into(), super::memlock::describe()),
+            // Whether an lmr_context shown as a read's sink accepts the peer's RDMA writes.
+            ("DAT2_VERBS_SINK_REMOTE_WRITE".into(), sink.into()),
         ]
     }
     fn name(&self) -> &str {
@@ -428,7 +484,7 @@ impl Device for VerbsDevice {
     }
 
     fn wire_access(&self, access: Access) -> Access {
-        if self.iwarp && access.contains(Access::LOCAL_WRITE) {
+        if self.sink_remote_write && access.contains(Access::LOCAL_WRITE) {
             access | Access::REMOTE_WRITE
         } else {
             access
@@ -501,10 +557,13 @@ impl Device for VerbsDevice {
 
     fn dereg_mr(&self, mr: &Mr) {
         let Some(p) = self.lock().mrs.remove(&mr.id) else { return };
-        // SAFETY: a registration we made, removed from the table so it is released once.
-        let rc = unsafe { (self.api.ibv.dereg_mr)(p.0) };
-        if rc != 0 {
-            dbg_log!(DbgType::ERROR, "verbs {}: ibv_dereg_mr: {}", self.name, std::io::Error::from_raw_os_error(rc));
+        // The rkey first: it is the one a peer was given.
+        for m in p.exact.into_iter().chain([p.local]) {
+            // SAFETY: a registration we made, removed from the table so it is released once.
+            let rc = unsafe { (self.api.ibv.dereg_mr)(m.0) };
+            if rc != 0 {
+                dbg_log!(DbgType::ERROR, "verbs {}: ibv_dereg_mr: {}", self.name, std::io::Error::from_raw_os_error(rc));
+            }
         }
     }
 
