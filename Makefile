@@ -175,7 +175,7 @@ check-symbols: lib plugin
 	tools/check-symbols $(BUILD)/$(PLUGIN) src/dat2prov.map $(PLUGIN)
 
 # Style gates: rustfmt (rustfmt.toml), clippy with warnings denied ([lints] in Cargo.toml), and
-# the module graph the README's Layout states (tools/check-layers).
+# the module graph docs/architecture.md's Layout states (tools/check-layers).
 # rustup's default profile has both; a toolchain without them gets them from rustup.
 lint:
 	@$(CARGO) fmt --version >/dev/null 2>&1 && $(CARGO) clippy --version >/dev/null 2>&1 || \

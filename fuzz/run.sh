@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A fuzzing campaign of the soft device's wire protocol (see the README's "Fuzzing"): builds
+# A fuzzing campaign of the soft device's wire protocol (see docs/testing.md, "Fuzzing"): builds
 # the target, then runs libFuzzer on a corpus kept in fuzz/work/corpus (the committed seeds,
 # fuzz/corpus/soft_wire, are read too), with crashes written to fuzz/work/artifacts/.
 # DAT2_FUZZ_TARGET=soft_ud fuzzes the UD receive path instead (fuzz/work/soft_ud/).

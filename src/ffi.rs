@@ -1,7 +1,7 @@
 //! The C boundary: the panic guard every exported function runs in, the macro that exports a
 //! Rust function as a versioned C symbol, and helpers for out-parameters.
 //!
-//! Conventions (see README): out-parameters are written only on success; a handle we did not
+//! Conventions (see docs/architecture.md): out-parameters are written only on success; a handle we did not
 //! hand out is never dereferenced; no panic ever unwinds into C.
 
 use std::panic::{self, AssertUnwindSafe};

@@ -1,6 +1,6 @@
 //! dat2: a memory-safe drop-in replacement for the uDAPL 2.0 library `libdat2.so.2`.
 //!
-//! The layers, from the C caller down (the README's Layout section has the full map):
+//! The layers, from the C caller down (docs/architecture.md's Layout section has the full map):
 //! - [`api`]: the exported C functions, one module per DAT object family. Each checks its
 //!   handles and calls the owning provider's `DAT_PROVIDER` table.
 //! - [`registry`]: `dat.conf`, loading C providers, the built-in providers' entries, the table

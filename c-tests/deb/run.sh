@@ -2,7 +2,7 @@
 # The Debian packages `make deb` builds (libdat2-2, libdat2-dev, dat2-utils), installed for
 # real in place of Debian's libdapl2 and libdapl-dev with apt, used, removed, and Debian's
 # packages restored:
-#   lintian              no error, and no warning but the ones the README explains
+#   lintian              no error, and no warning but the ones docs/packaging.md explains
 #   install              apt replaces libdapl2 and libdapl-dev, keeps dapl2-utils
 #   library, files       our libdat2.so.2 (by build ID) in the multiarch directory, found by
 #                        the loader; headers, dat2.pc, every man page, dat2-info
@@ -60,12 +60,12 @@ if [ -z "${DAT2_DEB_INSIDE:-}" ]; then
     local lst errors warnings
     wait $lintian_pid
     lst=$?
-    # Warnings the README explains (section "Debian packages").
+    # Warnings docs/packaging.md explains (section "Debian packages").
     local kept='initial-upload-closes-no-bugs'
     errors=$(grep -E '^E: ' "$log" | head -5 | tr '\n' ' ')
     warnings=$(grep -E '^W: ' "$log" | grep -v -E " ($kept) " | head -5 | tr '\n' ' ')
     if [ -n "$errors$warnings" ]; then
-      fail lintian "${errors:+errors: $errors}${warnings:+warnings not explained in the README: $warnings}(log: $log)"
+      fail lintian "${errors:+errors: $errors}${warnings:+warnings not explained in docs/packaging.md: $warnings}(log: $log)"
     elif [ $lst != 0 ]; then
       fail lintian "lintian exited $lst: $(tail -2 "$log" | tr '\n' ' ')"
     else

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soft device's wire protocol under libFuzzer (fuzz/, see the README's "Fuzzing"): builds
+# The soft device's wire protocol under libFuzzer (fuzz/, see docs/testing.md, "Fuzzing"): builds
 # the fuzz target with coverage instrumentation, replays the regression inputs
 # (fuzz/regressions/: each once made the library fail) and the seed corpus, then fuzzes for
 # DAT2_FUZZ_SECONDS (default 45) from the seeds. Then the same for the UD receive path

@@ -43,7 +43,7 @@ SECRET_HEX = "53" * 16  # 'S'
 # The targets' address-space limit (RLIMIT_AS); none under AddressSanitizer, whose shadow
 # memory reserves terabytes (the sanitize pass builds target.c with it).
 TARGET_AS = None if os.environ.get("DAT2_PASS") == "sanitize" else 3 << 30
-# The bounds of src/device/soft (README "Security"): what a peer may make the target hold.
+# The bounds of src/device/soft (docs/security.md): what a peer may make the target hold.
 STALL_BYTES = 4 << 20  # requests waiting for a receive, per connection
 RNR_WAIT = 1.0  # seconds such a request that does not fit waits for a receive
 RD_IN = 4  # READ/atomic requests outstanding (the EP's default max_rdma_read_in)

@@ -9,7 +9,7 @@
 #
 # Environment: what tests/vm/run.sh and tests/vm/programs.sh take; DAT2_VM_TIMEOUT defaults
 # to 1500 s here, for each of the two boots; DAT2_VM_RUNS (default "rxe siw").
-# DAT2_VM_FULL=1 runs every column of every row, as the README's tables show them: Debian's
+# DAT2_VM_FULL=1 runs every column of every row, as docs/verbs-device.md's tables show them: Debian's
 # libdat2 as the anchor (the debian column, shown, never counted) and our library with
 # Debian's provider in every row, on siw too. make check leaves out the anchor, runs the
 # dat2 column (the same dat.conf provider path in every row) on one row per program and
