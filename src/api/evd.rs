@@ -113,17 +113,18 @@ pub(super) extern "C" fn dat_evd_post_se(handle: DAT_EVD_HANDLE, event: *const D
 pub(super) extern "C" fn dat_evd_dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
     // A polling consumer's most frequent call, answered from the handle's cell: loads that
     // cannot panic, so outside the guard (and without the registers the rest needs saved).
-    if builtin::evd::nothing_to_take(handle, event) {
+    let found = builtin::evd::nothing_to_take(handle, event);
+    if found == builtin::evd::Found::Nothing {
         return DAT_QUEUE_EMPTY;
     }
-    dequeue_guarded(handle, event)
+    dequeue_guarded(handle, event, found)
 }
 
 #[inline(never)]
-fn dequeue_guarded(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
+fn dequeue_guarded(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT, found: builtin::evd::Found) -> DAT_RETURN {
     guard_try_local(|local| {
         if let Some(e) = builtin::evd::pinned(&local, handle) {
-            return builtin::evd::dequeue_on(&e, event);
+            return builtin::evd::dequeue_on(&e, event, found);
         }
         let t = evd(handle)?;
         let status = call!(t.provider, evd_dequeue_func, handle, event);

@@ -585,7 +585,7 @@ pub fn wait_on(
 }
 
 pub fn dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
-    with_evd(handle, |e| dequeue_on(e, event))
+    with_evd(handle, |e| dequeue_on(e, event, Found::Unknown))
 }
 
 /// Word 0 of an EVD's cell with this bit: its empty dequeues must reach the device.
@@ -601,24 +601,40 @@ const PROGRESS_EVERY: u64 = 8;
 /// call the whole way, which also tells every error apart. A moment old, as any answer: an
 /// event queued meanwhile is for the next dequeue.
 #[inline]
-pub fn nothing_to_take(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> bool {
+pub fn nothing_to_take(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> Found {
     if event.is_null() {
-        return false;
+        return Found::Unknown;
     }
-    let Some(w) = table::published_words(handle as usize, DAT_HANDLE_TYPE_EVD) else { return false };
+    let Some(w) = table::published_words(handle as usize, DAT_HANDLE_TYPE_EVD) else { return Found::Unknown };
     if w[0].load(Ordering::Acquire) != 0 {
-        return false;
+        return Found::Unknown;
     }
     // Not a read-modify-write: the count is a hint, and one thread polls an EVD at a time.
     let n = w[1].load(Ordering::Relaxed).wrapping_add(1);
     w[1].store(n, Ordering::Relaxed);
-    n % PROGRESS_EVERY != 0
+    if n % PROGRESS_EVERY != 0 {
+        Found::Nothing
+    } else {
+        Found::NothingYet
+    }
+}
+
+/// What [`nothing_to_take`] found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// Nothing: the dequeue answers `DAT_QUEUE_EMPTY`.
+    Nothing,
+    /// Nothing, counted as an empty dequeue, but the call goes the whole way (the device's
+    /// progress): if it takes an event after all, the count is corrected.
+    NothingYet,
+    /// The cell cannot say: the call goes the whole way, counted there.
+    Unknown,
 }
 
 /// [`dequeue`] on an EVD already resolved. The empty case is kept small (a polling consumer
 /// spends most calls there); taking an event is out of line.
 #[inline]
-pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
+pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT, found: Found) -> Result<DAT_RETURN, DAT_RETURN> {
     #[cfg(test)]
     super::fault::hit(super::fault::Point::Dequeue);
     if event.is_null() {
@@ -633,13 +649,17 @@ pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETU
         if e.queued() == 0 {
             return Ok(DAT_QUEUE_EMPTY);
         }
+    }
+    // An event queued since the cell was read is taken, and the cell's count of empty
+    // dequeues, which counted this one, corrected.
+    if found == Found::NothingYet {
         return take_after_empty(e, event);
     }
     take_one(e, event)
 }
 
-/// [`take_one`] for a dequeue that found the queue empty and then the device's progress
-/// filled it: the handle cell counted it as empty ([`nothing_to_take`]), which it was not.
+/// [`take_one`] for a dequeue the handle cell counted as empty ([`Found::NothingYet`]) that
+/// then found an event (the device's progress delivered it, or it came meanwhile).
 #[inline(never)]
 fn take_after_empty(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
     let mut s = e.lock();
