@@ -743,7 +743,11 @@ static void case_lmr_keys_unpredictable(void)
     for (size_t i = 2; i < made; i++)
         same_stride += lk[i] - lk[i - 1] == lk[i - 1] - lk[i - 2];
     EXPECT(zero == 0, "%zu LMRs got a zero key", zero);
-    EXPECT(sequential == 0, "%zu consecutive key pairs differ by one", sequential);
+    /* rxe's key is its table index shifted left by 8 or'ed with a random byte, so index n with
+     * byte 0xff followed by index n+1 with byte 0x00 differs by one by chance: about once in
+     * 65 runs of 1000 keys, counted twice because its lkey is its rkey. A counter differs by
+     * one at nearly every step, so a bound of made/100 keeps every counter out. */
+    EXPECT(sequential < made / 100 + 1, "%zu consecutive key pairs differ by one", sequential);
     EXPECT(same_stride < made / 32 + 1, "%zu consecutive lmr_context steps repeat the previous stride", same_stride);
     size_t d = duplicates(lk, made);
     EXPECT(d == 0, "%zu duplicate lmr_contexts among %zu live LMRs", d, made);
