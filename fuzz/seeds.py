@@ -12,7 +12,7 @@ import struct
 
 here = os.path.dirname(os.path.abspath(__file__))
 out = os.path.join(here, "corpus", "soft_wire")
-wire = open(os.path.join(here, "..", "src", "providers", "soft", "wire.rs")).read()
+wire = open(os.path.join(here, "..", "src", "device", "soft", "wire.rs")).read()
 MAGIC = int(re.search(r"pub const MAGIC: u32 = (0x[0-9a-fA-F_]+)", wire).group(1).replace("_", ""), 16)
 VERSION = int(re.search(r"pub const VERSION: u32 = (\d+)", wire).group(1))
 
