@@ -162,8 +162,8 @@ fn ia_attributes(ia: &Ia) -> DAT_IA_ATTR {
     a.ia_address_ptr = &*ia.address as *const libc::sockaddr_storage as DAT_IA_ADDRESS_PTR;
     a.max_eps = clamp(l.max_qps.into());
     a.max_dto_per_ep = clamp(l.max_qp_wr.into());
-    a.max_rdma_read_per_ep_in = clamp(l.max_rd_atom.into());
-    a.max_rdma_read_per_ep_out = clamp(l.max_rd_atom.into());
+    a.max_rdma_read_per_ep_in = clamp(l.max_rd_in.into());
+    a.max_rdma_read_per_ep_out = clamp(l.max_rd_out.into());
     a.max_evds = clamp(l.max_cqs.into());
     a.max_evd_qlen = clamp(l.max_cqe.into());
     a.max_iov_segments_per_dto = clamp(l.max_sge.into());
@@ -180,8 +180,8 @@ fn ia_attributes(ia: &Ia) -> DAT_IA_ATTR {
     a.max_recv_per_srq = clamp(l.max_srq_wr.into());
     a.max_iov_segments_per_rdma_read = clamp(l.max_sge_rd.into());
     a.max_iov_segments_per_rdma_write = clamp(l.max_sge.into());
-    a.max_rdma_read_in = clamp(l.max_rd_atom.into());
-    a.max_rdma_read_out = clamp(l.max_rd_atom.into());
+    a.max_rdma_read_in = clamp(l.max_rd_in.into());
+    a.max_rdma_read_out = clamp(l.max_rd_out.into());
     a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
     a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a.zb_supported = if l.zero_based { DAT_TRUE } else { DAT_FALSE };

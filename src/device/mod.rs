@@ -144,7 +144,10 @@ pub struct DeviceLimits {
     pub max_sge_rd: u32,
     pub max_cqs: u32,
     pub max_cqe: u32,
-    pub max_rd_atom: u32,
+    /// RDMA reads and atomics a QP answers at a time (as responder).
+    pub max_rd_in: u32,
+    /// RDMA reads and atomics a QP has outstanding at a time (as initiator).
+    pub max_rd_out: u32,
     pub max_msg_size: u32,
     pub max_srqs: u32,
     pub max_srq_wr: u32,

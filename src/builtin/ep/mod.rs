@@ -245,8 +245,8 @@ pub fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
     a.max_request_dtos = 1024.min(l.max_qp_wr as DAT_COUNT);
     a.max_recv_iov = 4.min(l.max_sge as DAT_COUNT);
     a.max_request_iov = 4.min(l.max_sge as DAT_COUNT);
-    a.max_rdma_read_in = 4.min(l.max_rd_atom as DAT_COUNT);
-    a.max_rdma_read_out = 4.min(l.max_rd_atom as DAT_COUNT);
+    a.max_rdma_read_in = 4.min(l.max_rd_in as DAT_COUNT);
+    a.max_rdma_read_out = 4.min(l.max_rd_out as DAT_COUNT);
     a.max_rdma_read_iov = a.max_request_iov.min(l.max_sge_rd as DAT_COUNT);
     a.max_rdma_write_iov = a.max_request_iov;
     a
@@ -274,8 +274,8 @@ fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, arg: DAT_RETURN) -> Result<DAT_EP_ATTR, 
         && within(a.max_request_dtos, l.max_qp_wr)
         && within(a.max_recv_iov, l.max_sge)
         && within(a.max_request_iov, l.max_sge)
-        && within(a.max_rdma_read_in, l.max_rd_atom)
-        && within(a.max_rdma_read_out, l.max_rd_atom)
+        && within(a.max_rdma_read_in, l.max_rd_in)
+        && within(a.max_rdma_read_out, l.max_rd_out)
         && within(a.max_rdma_read_iov, l.max_sge_rd)
         && within(a.max_rdma_write_iov, l.max_sge)
         && a.recv_completion_flags & !COMPLETION_FLAGS == 0
