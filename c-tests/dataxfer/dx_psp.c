@@ -62,11 +62,23 @@ static int connect_one(struct node *c, DAT_CONN_QUAL port, DAT_EP_HANDLE *ep)
         a.service_type = (DAT_SERVICE_TYPE)DAT_IB_SERVICE_TYPE_UD;
         a.max_message_size = 1024;
         a.max_rdma_read_in = a.max_rdma_read_out = a.max_rdma_read_iov = a.max_rdma_write_iov = 0;
+    } else {
+        /* an RDMA read's sink takes as many segments as the IA allows (1 on iWARP) */
+        DAT_IA_ATTR ia;
+        memset(&ia, 0, sizeof ia);
+        if (dat_ia_query(c->ia, NULL, DAT_IA_FIELD_IA_MAX_IOV_SEGMENTS_PER_RDMA_READ, &ia, 0, NULL) == DAT_SUCCESS &&
+            ia.max_iov_segments_per_rdma_read > 0 && a.max_rdma_read_iov > ia.max_iov_segments_per_rdma_read)
+            a.max_rdma_read_iov = ia.max_iov_segments_per_rdma_read;
     }
-    if (dat_ep_create(c->ia, c->pz, c->rcv, c->req, c->conn, &a, ep) != DAT_SUCCESS)
+    DAT_RETURN rc = dat_ep_create(c->ia, c->pz, c->rcv, c->req, c->conn, &a, ep);
+    if (rc != DAT_SUCCESS) {
+        harness_note("flooding peer: dat_ep_create returned 0x%x", (unsigned)rc);
         return 0;
-    return dat_ep_connect(*ep, dx_loopback(0), port, 30000000, 0, NULL, DAT_QOS_BEST_EFFORT,
-                          DAT_CONNECT_DEFAULT_FLAG) == DAT_SUCCESS;
+    }
+    rc = dat_ep_connect(*ep, dx_loopback(0), port, 30000000, 0, NULL, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+    if (rc != DAT_SUCCESS)
+        harness_note("flooding peer: dat_ep_connect returned 0x%x", (unsigned)rc);
+    return rc == DAT_SUCCESS;
 }
 
 /* The flooding peer's connects: `eps[0..live]` are waiting for an answer, each made in round
@@ -210,7 +222,11 @@ static void psp_provider_flood(void)
                  "(%+ld bytes, %.0f per request)",
                  res[0], took, res[1], before / 1024, after / 1024, after - before,
                  res[0] > 0 ? (double)(after - before) / res[0] : 0.0);
-    EXPECT(res[0] >= FLOOD_N / 2, "the peer made only %d requests in %d s", res[0], FLOOD_SECONDS);
+    /* Enough requests that a leak shows above FLOOD_GROWTH: a soft request once left ~690
+     * bytes, so half of FLOOD_N; a verbs one leaves a QP and its CQ (~170 KB), and siw under
+     * the VM's emulation makes about 45 connections a second, so a fifth. */
+    int least = dx_on_soft_device() ? FLOOD_N / 2 : FLOOD_N / 5;
+    EXPECT(res[0] >= least, "the peer made only %d requests in %d s (at least %d)", res[0], FLOOD_SECONDS, least);
     EXPECT(res[1] == res[0], "%d of %d requests answered while the CR EVD was full", res[1], res[0]);
     EXPECT(before > 0 && after - before < FLOOD_GROWTH,
            "resident memory grew by %ld bytes over %d undeliverable requests (bound %d)", after - before, res[0],
