@@ -6,7 +6,9 @@
  * create_race: a request that arrives while dat_psp_create (dat_rsp_create) runs must reach
  * the consumer once the service point is made, never be refused unseen.
  * free_race: once dat_psp_free (dat_rsp_free) returns, its qualifier is free (an immediate
- * re-create succeeds), and a request that was on its way is never delivered after it. */
+ * re-create succeeds), and a request that was on its way is never delivered after it.
+ * close_race: the same request at an abrupt dat_ia_close is answered, not lost.
+ * The qualifiers are chosen by the system (unused_port), not DX_PORT_BASE's. */
 #include "dx.h"
 
 #include <stdlib.h>
@@ -201,6 +203,40 @@ static void free_race(enum sp_kind kind)
 out:
     node_close(&c);
     node_close(&s);
+}
+
+/* An abrupt dat_ia_close while a request is on its way to the IA's PSP: the request must be
+ * answered (rejected with the IA's objects), not left as a CR nobody frees, which the client
+ * would wait on until its connect timed out. */
+static void close_race(void)
+{
+    struct node s, c;
+    DAT_CONN_QUAL q = 0;
+    DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+    DAT_EP_HANDLE ce = DAT_HANDLE_NULL;
+    DAT_EVENT ev;
+    set_delay();
+    if (!node_open(&s, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16) || (q = unused_port(&s)) == 0 ||
+        !EXPECT_RC(dat_psp_create(s.ia, q, s.cr, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS) ||
+        !start_connect(&c, q, &ce))
+        goto out;
+    dx_sleep_ms(RACE_IN_FLIGHT_MS);
+    EXPECT_RC(dat_ia_close(s.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+    s.ia = DAT_HANDLE_NULL;
+    /* The connect's own timeout is 5 s: an answer comes well before. */
+    double t0 = dx_now();
+    DAT_EVENT_NUMBER n = wait_conn_at(__LINE__, c.conn, 8000, &ev);
+    harness_note("the client got event 0x%x %.2f s after the close", (unsigned)n, dx_now() - t0);
+    EXPECT(n == DAT_CONNECTION_EVENT_PEER_REJECTED || n == DAT_CONNECTION_EVENT_NON_PEER_REJECTED,
+           "the client got event 0x%x, expected a rejection", (unsigned)n);
+out:
+    node_close(&c);
+    node_close(&s);
+}
+
+void case_conn_sp_close_race(void)
+{
+    close_race();
 }
 
 void case_conn_sp_create_race_psp(void)
