@@ -44,6 +44,7 @@ void case_conn_sp_create_race_rsp(void);
 void case_conn_sp_free_race_psp(void);
 void case_conn_sp_free_race_rsp(void);
 void case_conn_sp_close_race(void);
+void case_conn_sp_free_stress(void);
 
 /* shared-memory registrations (dx_shm.c) */
 void case_shm_write_read(void);

@@ -8,9 +8,11 @@
  * free_race: once dat_psp_free (dat_rsp_free) returns, its qualifier is free (an immediate
  * re-create succeeds), and a request that was on its way is never delivered after it.
  * close_race: the same request at an abrupt dat_ia_close is answered, not lost.
+ * free_stress: the free race without the pause, many times, while clients keep connecting.
  * The qualifiers are chosen by the system (unused_port), not DX_PORT_BASE's. */
 #include "dx.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "dx_cases.h"
@@ -237,6 +239,98 @@ out:
 void case_conn_sp_close_race(void)
 {
     close_race();
+}
+
+enum {
+    STRESS_ROUNDS = 3000,
+    STRESS_CLIENTS = 3,
+    STRESS_WAIT_MS = 20 /* for a request, each round */
+};
+
+struct stress_client {
+    struct node c;
+    DAT_CONN_QUAL q;
+    volatile int *stop;
+};
+
+/* Connects to the qualifier again and again, each connect answered or failed before the next. */
+static void *stress_connect(void *arg)
+{
+    struct stress_client *sc = arg;
+    while (!*sc->stop) {
+        DAT_EP_HANDLE ce;
+        DAT_EVENT ev;
+        if (dat_ep_create(sc->c.ia, sc->c.pz, sc->c.rcv, sc->c.req, sc->c.conn, NULL, &ce) != DAT_SUCCESS)
+            break;
+        if (dat_ep_connect(ce, dx_loopback(0), sc->q, 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                           DAT_CONNECT_DEFAULT_FLAG) == DAT_SUCCESS)
+            wait_ev(sc->c.conn, 6000, &ev);
+        dat_ep_free(ce);
+    }
+    return NULL;
+}
+
+/* No pause: clients connect in tight loops while the server takes a request, then frees its
+ * PSP and makes it again at once. Before the fix, 188 to 317 of 3000 re-creates found the
+ * qualifier in use (5 runs of 5 on a 2-CPU host): a request being delivered held the listener. */
+void case_conn_sp_free_stress(void)
+{
+    static struct stress_client clients[STRESS_CLIENTS];
+    pthread_t threads[STRESS_CLIENTS];
+    int started = 0, in_use = 0, requests = 0;
+    volatile int stop = 0;
+    struct node s;
+    DAT_CONN_QUAL q = 0;
+    DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+    if (!node_open(&s, PROVIDER, 16, 16) || (q = unused_port(&s)) == 0 ||
+        !EXPECT_RC(dat_psp_create(s.ia, q, s.cr, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS))
+        goto out;
+    for (; started < STRESS_CLIENTS; started++) {
+        struct stress_client *sc = &clients[started];
+        sc->q = q;
+        sc->stop = &stop;
+        if (!node_open(&sc->c, PROVIDER, 16, 16) ||
+            !EXPECT(pthread_create(&threads[started], NULL, stress_connect, sc) == 0, "pthread_create failed"))
+            break;
+    }
+    for (int r = 0; r < STRESS_ROUNDS && psp != DAT_HANDLE_NULL; r++) {
+        DAT_EVENT ev;
+        DAT_RETURN rc = wait_ev(s.cr, STRESS_WAIT_MS, &ev);
+        while (rc == DAT_SUCCESS) {
+            requests++;
+            dat_cr_reject(ev.event_data.cr_arrival_event_data.cr_handle, 0, NULL);
+            rc = dat_evd_dequeue(s.cr, &ev);
+        }
+        if (!EXPECT_RC(dat_psp_free(psp), DAT_SUCCESS))
+            break;
+        psp = DAT_HANDLE_NULL;
+        rc = dat_psp_create(s.ia, q, s.cr, DAT_PSP_CONSUMER_FLAG, &psp);
+        if (rc == DAT_SUCCESS)
+            continue;
+        psp = DAT_HANDLE_NULL;
+        EXPECT(DAT_GET_TYPE(rc) == DAT_CONN_QUAL_IN_USE, "round %d: re-create returned 0x%08x", r, (unsigned)rc);
+        in_use++;
+        /* Once what held it is gone, the qualifier is free again. */
+        for (int k = 0; k < 1000 && rc != DAT_SUCCESS; k++) {
+            dx_sleep_ms(1);
+            rc = dat_psp_create(s.ia, q, s.cr, DAT_PSP_CONSUMER_FLAG, &psp);
+        }
+        if (!EXPECT_RC(rc, DAT_SUCCESS))
+            psp = DAT_HANDLE_NULL;
+    }
+    stop = 1;
+    harness_note("%d of %d re-creates right after the free found the qualifier in use; %d requests taken",
+                 in_use, STRESS_ROUNDS, requests);
+    EXPECT(in_use == 0, "%d of %d re-creates right after the free returned DAT_CONN_QUAL_IN_USE", in_use,
+           STRESS_ROUNDS);
+    EXPECT(requests > 0, "no request reached the server: the race was not run");
+out:
+    stop = 1;
+    for (int k = 0; k < started; k++)
+        pthread_join(threads[k], NULL);
+    for (int k = 0; k < STRESS_CLIENTS; k++)
+        node_close(&clients[k].c);
+    node_close(&s);
 }
 
 void case_conn_sp_create_race_psp(void)
