@@ -37,6 +37,15 @@ void case_conn_passive_sends_first(void);
 void case_conn_psp_provider_flood(void);
 void case_conn_psp_provider_flood_ud(void);
 
+/* service points' creation and free racing requests (dx_sprace.c) */
+void case_conn_sp_create_race_psp(void);
+void case_conn_sp_create_race_provider(void);
+void case_conn_sp_create_race_rsp(void);
+void case_conn_sp_free_race_psp(void);
+void case_conn_sp_free_race_rsp(void);
+void case_conn_sp_close_race(void);
+void case_conn_sp_free_stress(void);
+
 /* shared-memory registrations (dx_shm.c) */
 void case_shm_write_read(void);
 void case_shm_rkey_bounds(void);

@@ -123,6 +123,13 @@ static const struct harness_case cases[] = {
     CASE(counters_traffic),
     CASE_TCP(counters_traffic),
     CASE(counters_start_stop),
+    CASE(conn_sp_create_race_psp),
+    CASE(conn_sp_create_race_provider),
+    CASE(conn_sp_create_race_rsp),
+    CASE(conn_sp_free_race_psp),
+    CASE(conn_sp_free_race_rsp),
+    CASE(conn_sp_close_race),
+    CASE(conn_sp_free_stress),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

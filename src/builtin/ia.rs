@@ -242,17 +242,21 @@ fn provider_attributes(ia: &Ia) -> DAT_PROVIDER_ATTR {
     p
 }
 
-/// Frees every object of `ia`, children before parents.
+/// Frees every object of `ia`, children before parents; its service points first of all, and
+/// the rest as they are once those are gone, so that no request becomes a CR (and, at a PSP
+/// with the provider flag, an EP) that nobody frees (a CR outlives its service point anyway).
 fn free_all(ia: &Arc<Ia>) {
+    let is_sp = |o: &Arc<dyn Object>| matches!(o.handle_type(), DAT_HANDLE_TYPE_PSP | DAT_HANDLE_TYPE_RSP);
+    for (handle, obj) in table::owned_by(ia.handle).into_iter().filter(|(_, o)| is_sp(o)) {
+        table::destroy(handle as DAT_HANDLE, obj);
+    }
     let mut objs = table::owned_by(ia.handle);
     let rank = |o: &Arc<dyn Object>| match o.handle_type() {
         DAT_HANDLE_TYPE_CR => 0,
         DAT_HANDLE_TYPE_RMR => 0,
         DAT_HANDLE_TYPE_SRQ => 3,
-        DAT_HANDLE_TYPE_RSP => 1,
         DAT_HANDLE_TYPE_EP => 2,
         DAT_HANDLE_TYPE_LMR => 3,
-        DAT_HANDLE_TYPE_PSP => 4,
         DAT_HANDLE_TYPE_PZ => 5,
         DAT_HANDLE_TYPE_EVD => 6,
         DAT_HANDLE_TYPE_CNO => 7,

@@ -356,11 +356,6 @@ pub fn reserve(provider: *const DAT_PROVIDER) -> usize {
     alloc_cell(&mut objects().write_locked().cells, provider)
 }
 
-/// Gives back a reserved handle whose object was never built.
-pub fn unreserve(handle: usize) {
-    free_cell(&mut objects().write_locked().cells, handle);
-}
-
 /// Publishes an object under its reserved handle.
 pub fn insert(handle: usize, obj: Arc<dyn Object>) {
     objects().write_locked().insert(handle, obj);

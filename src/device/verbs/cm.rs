@@ -161,13 +161,12 @@ pub(super) fn listen(dev: &Arc<VerbsDevice>, port: u16, events: Arc<dyn ListenEv
     let ud = crate::device::Device::limits(dev.as_ref()).max_ud_msg > 0;
     // A port chosen by the TCP space (port 0) may be taken in the UDP space: another one then.
     for _ in 0..if port == 0 && ud { 16 } else { 1 } {
-        let (tcp, chosen) = listen_on(dev, sys::RDMA_PS_TCP, port)?;
-        let udp = if ud { listen_on(dev, sys::RDMA_PS_UDP, chosen).map(|(id, _)| Some(id)) } else { Ok(None) };
+        let (tcp, chosen) = listen_on(dev, sys::RDMA_PS_TCP, port, &events)?;
+        let udp = if ud { listen_on(dev, sys::RDMA_PS_UDP, chosen, &events).map(|(id, _)| Some(id)) } else { Ok(None) };
         let udp = match udp {
             Ok(udp) => udp,
             Err(e) => {
-                // SAFETY: the id made above, not yet known to anyone.
-                unsafe { (dev.api.cm.destroy_id)(tcp.0) };
+                unlisten(dev, tcp);
                 if e == DevError::InUse && port == 0 {
                     continue;
                 }
@@ -175,24 +174,27 @@ pub(super) fn listen(dev: &Arc<VerbsDevice>, port: u16, events: Arc<dyn ListenEv
             }
         };
         let ids: Vec<_> = std::iter::once(tcp).chain(udp).collect();
-        let mut s = dev.lock();
-        for id in &ids {
-            s.ids.insert(id.0 as usize, CmTarget::Listener(events.clone()));
-        }
         return Ok(VerbsListener { dev: dev.clone(), ids, port: chosen });
     }
     Err(DevError::InUse)
 }
 
-/// A listening id in port space `ps` on `port` (0: any), and the port it got.
-fn listen_on(dev: &Arc<VerbsDevice>, ps: sys::rdma_port_space, port: u16) -> Result<(Ptr<sys::rdma_cm_id>, u16), DevError> {
+/// A listening id in port space `ps` on `port` (0: any), and the port it got. Its requests go
+/// to `events` from the first on: the id is known to the progress thread before it listens,
+/// so that a request arriving at once is not taken for one nobody listens for.
+fn listen_on(
+    dev: &Arc<VerbsDevice>,
+    ps: sys::rdma_port_space,
+    port: u16,
+    events: &Arc<dyn ListenEvents>,
+) -> Result<(Ptr<sys::rdma_cm_id>, u16), DevError> {
     let id = create_id(dev, ps)?;
     let mut addr = with_port(dev.address, port);
     let fail = |id: Ptr<sys::rdma_cm_id>, e: DevError| {
-        // SAFETY: the id created above, not yet known to anyone.
-        unsafe { (dev.api.cm.destroy_id)(id.0) };
+        unlisten(dev, id);
         Err(e)
     };
+    dev.lock().ids.insert(id.0 as usize, CmTarget::Listener(events.clone()));
     // SAFETY: our id and an address of the device.
     if unsafe { (dev.api.cm.bind_addr)(id.0, &mut addr as *mut _ as *mut sys::sockaddr) } != 0 {
         let e = std::io::Error::last_os_error();
@@ -207,6 +209,18 @@ fn listen_on(dev: &Arc<VerbsDevice>, ps: sys::rdma_port_space, port: u16) -> Res
     Ok((id, u16::from_be(unsafe { (dev.api.cm.get_src_port)(id.0) })))
 }
 
+/// Ends a listening id made by [`listen_on`]: the progress thread forgets it, then it is
+/// destroyed (rdma_destroy_id returns once its events are acknowledged, and the progress
+/// thread acknowledges each as it reads it).
+fn unlisten(dev: &Arc<VerbsDevice>, id: Ptr<sys::rdma_cm_id>) {
+    // Dropped after the device's lock: the consumer's side may hold QPs, whose drop takes
+    // that lock.
+    let events = dev.lock().ids.remove(&(id.0 as usize));
+    drop(events);
+    // SAFETY: a listening id of ours, destroyed once.
+    unsafe { (dev.api.cm.destroy_id)(id.0) };
+}
+
 impl Listener for VerbsListener {
     fn port(&self) -> u16 {
         self.port
@@ -216,12 +230,7 @@ impl Listener for VerbsListener {
 impl Drop for VerbsListener {
     fn drop(&mut self) {
         for id in &self.ids {
-            // Dropped after the device's lock: the consumer's side may hold QPs, whose drop
-            // takes that lock.
-            let events = self.dev.lock().ids.remove(&(id.0 as usize));
-            drop(events);
-            // SAFETY: our listening id, destroyed once.
-            unsafe { (self.dev.api.cm.destroy_id)(id.0) };
+            unlisten(&self.dev, Ptr(id.0));
         }
     }
 }
