@@ -5,6 +5,13 @@
 use super::*;
 use crate::util::sync::{CondvarExt, MutexExt};
 
+impl Outbound {
+    pub(super) fn new() -> Outbound {
+        let state = OutState { frames: VecDeque::new(), closed: false, busy: false, carrying: false, held: false, fd: -1, acks: 0 };
+        Outbound { queue: Mutex::new(state), cv: Condvar::new() }
+    }
+}
+
 impl SoftQp {
     /// Queues a frame for the writer thread (the reader thread's way: it must never block).
     pub(super) fn send_frame(&self, frame: Frame) {
@@ -90,50 +97,171 @@ impl SoftQp {
         }
     }
 
-    /// Sends a frame from the posting thread itself when nothing else is being written (no
-    /// hand-off to the writer thread on the latency path); otherwise queues it.
+    /// Sends a frame from the posting thread, never blocking: when nothing else is being
+    /// written or waits, this thread writes what the socket takes at once (no hand-off to the
+    /// writer thread on the latency path); the rest of the frame, or the whole frame otherwise,
+    /// is queued for the writer thread, in order, ahead of anything queued meanwhile. A peer
+    /// that stops reading therefore never holds a post (or a disconnect) in the call.
     pub(super) fn send_frame_direct(&self, frame: Frame) {
         let Some((mut q, frame)) = self.idle_or_queue(frame) else { return };
         q.busy = true;
+        q.carrying = carries_request(&frame);
         let fd = q.fd;
         drop(q);
-        let ok = self.write_frame(fd, &frame);
+        let sent = self.try_frame(fd, &frame);
         let mut q = self.out.queue.locked();
         q.busy = false;
-        if !ok || frame.last {
-            q.closed = true;
-            q.frames.clear();
-            // SAFETY: shutting down our own connected socket.
-            unsafe { libc::shutdown(fd, if ok { libc::SHUT_WR } else { libc::SHUT_RDWR }) };
+        q.carrying = false;
+        if q.closed {
+            // Cut meanwhile (a disconnect, a failure): nothing more of it goes out.
             self.out.cv.notify_all();
-        } else if !q.frames.is_empty() {
-            // Frames queued meanwhile: the writer thread takes over (it is not woken otherwise).
-            self.out.cv.notify_one();
+            return;
+        }
+        match sent {
+            Some(n) if n == frame_len(&frame) => {
+                if frame.last {
+                    q.closed = true;
+                    // SAFETY: shutting down our own connected socket.
+                    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+                    self.out.cv.notify_all();
+                } else if !q.frames.is_empty() {
+                    // Frames queued meanwhile: the writer thread takes over (it is not woken
+                    // otherwise).
+                    self.out.cv.notify_one();
+                }
+            }
+            Some(n) => {
+                // The rest is next in the stream: before anything queued meanwhile, and with
+                // no header of its own (the peer is in the middle of this frame).
+                for piece in rest(frame, n).into_iter().rev() {
+                    q.frames.push_front(piece);
+                }
+                self.out.cv.notify_one();
+            }
+            None => {
+                q.closed = true;
+                q.frames.clear();
+                // SAFETY: shutting down our own connected socket.
+                unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+                self.out.cv.notify_all();
+            }
         }
     }
 
-    /// Writes one frame (header and data); false when the connection failed, or when memory
-    /// the frame carries was revoked before it went out (lease.rs).
-    pub(super) fn write_frame(&self, fd: i32, frame: &Frame) -> bool {
-        if let FrameData::Raw(b) = &frame.data {
-            return io::write_all(fd, &[(b.as_ptr() as u64, b.len())]).is_ok();
-        }
+    /// Writes what the socket takes of a frame at once; how many bytes went out, or None
+    /// when the connection failed or memory the frame carries was revoked (lease.rs).
+    fn try_frame(&self, fd: i32, frame: &Frame) -> Option<usize> {
         let hdr = frame.hdr.encode();
         let mut parts = vec![(hdr.as_ptr() as u64, HDR_LEN)];
+        let _leases = match &frame.data {
+            FrameData::None => None,
+            FrameData::Bytes(b) => {
+                parts.push((b.as_ptr() as u64, b.len()));
+                None
+            }
+            FrameData::Memory(m, sets) => {
+                parts.extend_from_slice(m);
+                Some(self.payload_leases(sets, fd)?)
+            }
+            // Only the writer thread sends what is left of a frame.
+            FrameData::Raw(_) | FrameData::Tail(..) => return None,
+        };
+        io::try_write(fd, &parts).ok()
+    }
+
+    /// Leases on the key sets of a memory payload written to `fd`; None (and the connection
+    /// ends) when one was revoked.
+    fn payload_leases(&self, sets: &[Arc<SetLease>], fd: i32) -> Option<Leases> {
+        let leases = self.leases(sets, Via::Socket(fd));
+        if leases.is_none() {
+            crate::dbg_log!(
+                crate::log::DbgType::PROVIDER_API,
+                "soft QP {}: memory revoked before it was sent: the connection ends",
+                self.id
+            );
+        }
+        leases
+    }
+
+    /// Sends DISCONNECT, the connection's last frame, without ever blocking. Our requests still
+    /// queued are dropped first: they complete flushed, so their memory is not read after
+    /// that. A request of ours partly written can neither be finished (that reads its memory)
+    /// nor followed by another frame, so then the connection is cut at once (the peer sees it
+    /// end mid-frame), which also releases a writer thread blocked on a peer that stopped
+    /// reading. Otherwise DISCONNECT goes from this thread when the socket is idle and takes
+    /// it, else the writer thread sends it after what is queued (responses and
+    /// acknowledgements, which an HCA would have sent long before); `dat_ep_free` cuts that
+    /// short too (see `destroy`).
+    pub(super) fn send_disconnect(&self) {
+        let mut q = self.out.queue.locked();
+        if q.closed {
+            return;
+        }
+        let mut acks = 0u32;
+        q.frames.retain(|f| {
+            let request = matches!(f.hdr.op, op::SEND | op::WRITE | op::READ | op::CMP_SWAP | op::FETCH_ADD)
+                && !matches!(f.data, FrameData::Raw(_) | FrameData::Tail(..));
+            if request {
+                // What it carried is still owed to the peer.
+                acks = acks.saturating_add(f.hdr.acks);
+            }
+            !request
+        });
+        q.acks = q.acks.saturating_add(acks);
+        let fd = q.fd;
+        if q.carrying || q.frames.iter().take(2).any(|f| matches!(f.data, FrameData::Tail(..))) {
+            q.closed = true;
+            q.frames.clear();
+            // SAFETY: shutting down our own connected socket (open while the writer runs).
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+            self.out.cv.notify_all();
+            return;
+        }
+        let mut frame = Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true };
+        stamp(&mut q, &mut frame);
+        if q.busy || !q.frames.is_empty() || fd < 0 {
+            push_frame(&mut q, frame);
+            self.out.cv.notify_one();
+            return;
+        }
+        // A header's worth, under the queue's lock: a non-blocking send is short.
+        let hdr = frame.hdr.encode();
+        match io::try_write(fd, &[(hdr.as_ptr() as u64, HDR_LEN)]) {
+            Ok(HDR_LEN) => {
+                q.closed = true;
+                // SAFETY: shutting down our own connected socket.
+                unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+            }
+            Ok(n) => q.frames.extend(rest(frame, n)),
+            Err(_) => {
+                q.closed = true;
+                // SAFETY: as above.
+                unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+            }
+        }
+        self.out.cv.notify_all();
+    }
+
+    /// Writes one frame (header and data), or what is left of one, waiting for the socket
+    /// (the writer thread's way); false when the connection failed, or when memory the frame
+    /// carries was revoked before it went out (lease.rs).
+    pub(super) fn write_frame(&self, fd: i32, frame: &Frame) -> bool {
+        let hdr = frame.hdr.encode();
+        let mut parts = Vec::with_capacity(2);
         let mut leases = None;
         match &frame.data {
-            FrameData::None | FrameData::Raw(_) => {}
-            FrameData::Bytes(b) => parts.push((b.as_ptr() as u64, b.len())),
+            FrameData::Raw(b) => parts.push((b.as_ptr() as u64, b.len())),
+            FrameData::Tail(m, sets) => {
+                let Some(l) = self.payload_leases(sets, fd) else { return false };
+                leases = Some(l);
+                parts.extend_from_slice(m);
+            }
+            FrameData::None => parts.push((hdr.as_ptr() as u64, HDR_LEN)),
+            FrameData::Bytes(b) => parts.extend([(hdr.as_ptr() as u64, HDR_LEN), (b.as_ptr() as u64, b.len())]),
             FrameData::Memory(m, sets) => {
-                leases = self.leases(sets, Via::Socket(fd));
-                if leases.is_none() {
-                    crate::dbg_log!(
-                        crate::log::DbgType::PROVIDER_API,
-                        "soft QP {}: memory revoked before it was sent: the connection ends",
-                        self.id
-                    );
-                    return false;
-                }
+                let Some(l) = self.payload_leases(sets, fd) else { return false };
+                leases = Some(l);
+                parts.push((hdr.as_ptr() as u64, HDR_LEN));
                 parts.extend_from_slice(m);
             }
         }
@@ -155,6 +283,7 @@ impl SoftQp {
                     if !q.busy && !q.held {
                         if let Some(f) = q.frames.pop_front() {
                             q.busy = true;
+                            q.carrying = carries_request(&f);
                             break Some(f);
                         }
                     }
@@ -171,6 +300,7 @@ impl SoftQp {
             }
             let mut q = self.out.queue.locked();
             q.busy = false;
+            q.carrying = false;
             if !ok || frame.last {
                 q.closed = true;
                 q.frames.clear();
@@ -195,10 +325,51 @@ pub(super) fn push_frame(q: &mut OutState, frame: Frame) {
     q.frames.push_back(frame);
 }
 
+/// Whether a frame carries the memory of one of our requests (not a response's).
+fn carries_request(f: &Frame) -> bool {
+    match f.data {
+        FrameData::Tail(..) => true,
+        FrameData::Memory(..) => f.hdr.op != op::RESPONSE,
+        _ => false,
+    }
+}
+
+/// A frame's length on the wire: its header (unless it is what is left of a frame) and data.
+fn frame_len(f: &Frame) -> usize {
+    match &f.data {
+        FrameData::None => HDR_LEN,
+        FrameData::Bytes(b) => HDR_LEN + b.len(),
+        FrameData::Memory(m, _) => HDR_LEN + m.iter().map(|s| s.1).sum::<usize>(),
+        FrameData::Raw(b) => b.len(),
+        FrameData::Tail(m, _) => m.iter().map(|s| s.1).sum(),
+    }
+}
+
+/// What is left of a frame (with a header) once its first `n` bytes are out: the header's
+/// unsent bytes, then the data's; the last piece keeps the frame's `last`.
+fn rest(frame: Frame, n: usize) -> Vec<Frame> {
+    let piece = |data| Frame { hdr: Hdr::default(), data, last: false };
+    let mut pieces = Vec::with_capacity(2);
+    if n < HDR_LEN {
+        pieces.push(piece(FrameData::Raw(frame.hdr.encode()[n..].to_vec())));
+    }
+    let skip = n.saturating_sub(HDR_LEN);
+    match frame.data {
+        FrameData::None => {}
+        FrameData::Bytes(b) | FrameData::Raw(b) => pieces.push(piece(FrameData::Raw(b[skip.min(b.len())..].to_vec()))),
+        FrameData::Memory(m, sets) | FrameData::Tail(m, sets) => pieces.push(piece(FrameData::Tail(io::split_at(&m, skip).1, sets))),
+    }
+    pieces.retain(|p| frame_len(p) > 0);
+    if let Some(p) = pieces.last_mut() {
+        p.last = frame.last;
+    }
+    pieces
+}
+
 /// Gives a frame entering the stream the acknowledgements pending before it; false when the
 /// frame is an ACK left with nothing to carry (another frame took them).
 pub(super) fn stamp(q: &mut OutState, frame: &mut Frame) -> bool {
-    if matches!(frame.data, FrameData::Raw(_)) {
+    if matches!(frame.data, FrameData::Raw(_) | FrameData::Tail(..)) {
         return true;
     }
     frame.hdr.acks = frame.hdr.acks.saturating_add(q.acks);
