@@ -376,3 +376,56 @@ pub(super) fn stamp(q: &mut OutState, frame: &mut Frame) -> bool {
     q.acks = 0;
     frame.hdr.op != op::ACK || frame.hdr.acks > 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{frame_len, rest, Frame, FrameData, Hdr, HDR_LEN};
+    use crate::device::soft::wire::op;
+
+    fn send(last: bool) -> Frame {
+        let hdr = Hdr { op: op::SEND, payload: 300, length: 300, ..Hdr::default() };
+        Frame { hdr, data: FrameData::Memory(vec![(0x1000, 100), (0x9000, 200)], Vec::new()), last }
+    }
+
+    /// What `rest` leaves: header bytes as raw, payload segments, which piece is last.
+    type Shape = (Option<Vec<u8>>, Vec<(u64, usize)>, Vec<bool>);
+
+    fn shape(pieces: &[Frame]) -> Shape {
+        let mut raw = None;
+        let mut tail = Vec::new();
+        for p in pieces {
+            match &p.data {
+                FrameData::Raw(b) => raw = Some(b.clone()),
+                FrameData::Tail(m, _) => tail = m.clone(),
+                _ => panic!("a piece of a frame is raw bytes or a tail"),
+            }
+        }
+        (raw, tail, pieces.iter().map(|p| p.last).collect())
+    }
+
+    #[test]
+    fn the_rest_of_a_frame_resumes_where_the_socket_stopped() {
+        let hdr = send(false).hdr.encode();
+        assert_eq!(frame_len(&send(false)), HDR_LEN + 300);
+        // Nothing went out: the whole header, then all the data.
+        let (raw, tail, last) = shape(&rest(send(false), 0));
+        assert_eq!(raw.as_deref(), Some(&hdr[..]));
+        assert_eq!(tail, vec![(0x1000, 100), (0x9000, 200)]);
+        assert_eq!(last, vec![false, false]);
+        // Part of the header: its other bytes, then the data; `last` on the final piece.
+        let (raw, tail, last) = shape(&rest(send(true), 10));
+        assert_eq!(raw.as_deref(), Some(&hdr[10..]));
+        assert_eq!(tail.len(), 2);
+        assert_eq!(last, vec![false, true]);
+        // The header and part of the data: the header is not sent again.
+        let (raw, tail, last) = shape(&rest(send(true), HDR_LEN + 150));
+        assert_eq!(raw, None);
+        assert_eq!(tail, vec![(0x9000 + 50, 150)]);
+        assert_eq!(last, vec![true]);
+        // A frame without data cut in its header.
+        let ack = Frame { hdr: Hdr { op: op::ACK, acks: 3, ..Hdr::default() }, data: FrameData::None, last: true };
+        let enc = ack.hdr.encode();
+        let (raw, tail, last) = shape(&rest(ack, 47));
+        assert_eq!((raw.as_deref(), tail.len(), last), (Some(&enc[47..]), 0, vec![true]));
+    }
+}
