@@ -1081,6 +1081,50 @@ def _(t, port):
         ls.close()
 
 
+@case("stalled_peer_read_disconnect", server=False)
+def _(t, port):
+    """A peer that asks for 16 MiB with an RDMA read and does not read the answer, which holds
+    the target's writer thread; then dat_ep_disconnect(ABRUPT): it returns at once and cuts
+    the connection, so that the peer, reading now, gets only the part of the answer that was
+    already on its way, and then the end (before, the writer went on with the whole answer
+    and DISCONNECT after it, for as long as the peer liked)."""
+    ls = stalled_listener(port)
+    c, s = stalled_peer(ls)
+    try:
+        line = c.cmd("big", "big ")
+        if line is None:
+            return False, "the client registered no buffer"
+        big = {k: int(v, 0) for k, v in (w.split("=") for w in line.split()[1:])}
+        s.sendall(hdr(OP_READ, length=BIG, raddr=big["addr"], rkey=big["rkey"]))
+        time.sleep(0.5)
+        why = timed(c, "disconnect", "disconnected", POST_MS)
+        if why:
+            return False, why
+        s.settimeout(5)
+        data = bytearray()
+        try:
+            while True:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                data += chunk
+        except (ConnectionError, socket.timeout):
+            pass
+        h = HDR.unpack(bytes(data[:HDR.size]))
+        if h[0] != OP_RESPONSE or h[3] != BIG:
+            return False, f"the answer: {h}"
+        if len(data) >= HDR.size + BIG:
+            return False, f"the whole answer came after the disconnect ({len(data)} bytes): the connection was not cut"
+        if data[HDR.size:] != PATTERN[:len(data) - HDR.size]:
+            return False, "the part of the answer that came is not the buffer's"
+        why = timed(c, "epfree", "epfreed", 500)
+        return (False, why) if why else target_state(c, forbid_win=None)
+    finally:
+        c.stop()
+        s.close()
+        ls.close()
+
+
 @case("stalled_peer_free_midframe", server=False)
 def _(t, port):
     """16 MiB posted to a peer that does not read, then the buffer's LMR freed and the buffer

@@ -24,6 +24,7 @@
  *            call shows) dat_ep_post_send or dat_ep_post_rdma_write of LEN bytes (at most 64
  *            MiB, byte i = i % 251) from a buffer registered once, cookie 100 + k for the
  *            k-th post: "posted rc=<DAT_RETURN> ms=<how long the call took>"
+ *   big      registers that buffer (if not yet): "big addr=A rkey=K"
  *   disconnect  dat_ep_disconnect(ABRUPT): "disconnected rc=R ms=M"
  *   epfree   dat_ep_free of the EP: "epfreed rc=R ms=M"
  *   bigfree  dat_lmr_free of that buffer's LMR, then every byte of it set to 'Z':
@@ -137,19 +138,12 @@ static void *post_thread(void *arg)
     return NULL;
 }
 
-/* The client's post: from a thread of its own, so that a post held in the call shows. */
-static void post(const char *line)
+/* The big buffer, registered once with every privilege; its rmr_context. */
+static DAT_RMR_CONTEXT make_big(void)
 {
-    static DAT_UINT64 posts;
-    char what[16] = "";
-    unsigned long len = 0;
-    if (sscanf(line, "post %15s %lu", what, &len) != 2 || len > BIG_MAX || !client_ep) {
-        printf("posted bad\n");
-        return;
-    }
+    static DAT_RMR_CONTEXT rk;
     if (!big) {
         DAT_REGION_DESCRIPTION r;
-        DAT_RMR_CONTEXT rk;
         DAT_VLEN rl;
         DAT_VADDR ra;
         big = aligned_alloc(4096, BIG_MAX);
@@ -161,6 +155,20 @@ static void post(const char *line)
         CHECK(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, r, BIG_MAX, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &big_lmr, &big_lkey,
                              &rk, &rl, &ra));
     }
+    return rk;
+}
+
+/* The client's post: from a thread of its own, so that a post held in the call shows. */
+static void post(const char *line)
+{
+    static DAT_UINT64 posts;
+    char what[16] = "";
+    unsigned long len = 0;
+    if (sscanf(line, "post %15s %lu", what, &len) != 2 || len > BIG_MAX || !client_ep) {
+        printf("posted bad\n");
+        return;
+    }
+    make_big();
     struct post *p = malloc(sizeof *p);
     pthread_t th;
     if (!p)
@@ -236,6 +244,9 @@ static void command(const char *line)
         }
     } else if (strncmp(line, "post ", 5) == 0) {
         post(line);
+    } else if (strncmp(line, "big", 3) == 0 && (line[3] == '\n' || !line[3]) && client_ep) {
+        DAT_RMR_CONTEXT rk = make_big();
+        printf("big addr=%#lx rkey=%u\n", (unsigned long)(uintptr_t)big, (unsigned)rk);
     } else if (strncmp(line, "disconnect", 10) == 0 && client_ep) {
         DAT_RETURN rc = dat_ep_disconnect(client_ep, DAT_CLOSE_ABRUPT_FLAG);
         printf("disconnected rc=%#x ms=%ld\n", (unsigned)rc, ms_since(&a));

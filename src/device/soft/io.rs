@@ -167,6 +167,14 @@ pub fn try_write(fd: RawFd, parts: &[(u64, usize)]) -> io::Result<usize> {
     }
 }
 
+/// Whether a socket takes more data now (no peer holding it full); false on any error.
+pub fn writable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+    // SAFETY: one pollfd of our own; a zero timeout never waits.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & libc::POLLOUT != 0
+}
+
 /// The receiving side of a connection: frames are read through a small buffer, so that one
 /// `recv` usually brings a header together with a small payload (and often the next frames).
 /// Buffered payload bytes reach registered memory through `scatter` (never faulting); what

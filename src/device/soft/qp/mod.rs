@@ -856,6 +856,9 @@ impl Qp for SoftQp {
             }
         }
         self.disconnect_now();
+        if !graceful {
+            self.cut_if_stalled();
+        }
     }
 
     fn bind_mw(&self, wr_id: u64, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {

@@ -190,8 +190,9 @@ impl SoftQp {
     /// end mid-frame), which also releases a writer thread blocked on a peer that stopped
     /// reading. Otherwise DISCONNECT goes from this thread when the socket is idle and takes
     /// it, else the writer thread sends it after what is queued (responses and
-    /// acknowledgements, which an HCA would have sent long before); `dat_ep_free` cuts that
-    /// short too (see `destroy`).
+    /// acknowledgements, which an HCA would have sent long before); an abrupt disconnect
+    /// (`cut_if_stalled`) and `dat_ep_free` (see `destroy`) cut that short when the peer
+    /// does not take it.
     pub(super) fn send_disconnect(&self) {
         let mut q = self.out.queue.locked();
         if q.closed {
@@ -210,12 +211,7 @@ impl SoftQp {
         q.acks = q.acks.saturating_add(acks);
         let fd = q.fd;
         if q.carrying || q.frames.iter().take(2).any(|f| matches!(f.data, FrameData::Tail(..))) {
-            q.closed = true;
-            q.frames.clear();
-            // SAFETY: shutting down our own connected socket (open while the writer runs).
-            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
-            self.out.cv.notify_all();
-            return;
+            return self.cut(q);
         }
         let mut frame = Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true };
         stamp(&mut q, &mut frame);
@@ -239,6 +235,27 @@ impl SoftQp {
                 unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
             }
         }
+        self.out.cv.notify_all();
+    }
+
+    /// After an abrupt disconnect: when what is still to go to the peer (DISCONNECT last)
+    /// waits for a peer that takes nothing now (the socket is full), the connection is cut
+    /// instead, which releases the writer thread if it is blocked there. (A writer thread
+    /// that has not started yet, `fd` still -1, waits on nothing.)
+    pub(super) fn cut_if_stalled(&self) {
+        let q = self.out.queue.locked();
+        if !q.closed && q.fd >= 0 && (q.busy || !q.frames.is_empty()) && !io::writable(q.fd) {
+            self.cut(q);
+        }
+    }
+
+    /// Ends the connection at once: nothing more is written (a blocked write returns).
+    fn cut(&self, mut q: MutexGuard<'_, OutState>) {
+        q.closed = true;
+        q.frames.clear();
+        // SAFETY: shutting down our own connected socket, open while the writer thread runs
+        // (it exits only once the queue is closed, which it was not).
+        unsafe { libc::shutdown(q.fd, libc::SHUT_RDWR) };
         self.out.cv.notify_all();
     }
 
