@@ -82,6 +82,7 @@ class Proc:
                                   env={**os.environ, **(env or {})})
         self.buf = b""
         self.events = []
+        self.dtos = []
         # (debug log lines, when a case asks for them, may come first)
         line = self.expect("ready ", 10)
         if not line:
@@ -109,6 +110,8 @@ class Proc:
                 break
             if line.startswith("event "):
                 self.events.append(line[6:])
+            if line.startswith("dto "):
+                self.dtos.append(dict(w.split("=", 1) for w in line.split()[1:]))
             if line.startswith(prefix):
                 return line
         return None
@@ -927,6 +930,238 @@ def _(t, port):
         if not ok:
             return ok, why
     return True, ""
+
+BIG = 16 << 20  # what the stalled_peer cases post
+POST_MS = 100  # how long a post may stay in the call while the peer does not read
+PATTERN = bytes(range(251)) * ((64 << 20) // 251 + 1)  # target.c's big buffer: byte i = i % 251
+DTO_FLUSHED = 1
+
+
+def stalled_listener(port):
+    """A listener whose connections have a small receive buffer (set before listen, so that the
+    kernel's autotuning does not grow it): a peer that does not read is soon full."""
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+    ls.bind(("127.0.0.1", port))
+    ls.listen(4)
+    ls.settimeout(10)
+    return ls
+
+
+def stalled_peer(ls):
+    """A target client connected to us through `ls` on the TCP path (we do not come to its
+    rendezvous), established; then we read nothing until a case says so. Returns (the
+    client, our socket)."""
+    c = Proc("client", str(ls.getsockname()[1]))
+    try:
+        s, _ = ls.accept()
+        if recv_msg(s)[0][0] != OP_HELLO:
+            raise RuntimeError("the client did not say HELLO")
+        s.sendall(message(OP_ACCEPT, hello()))
+        if recv_msg(s)[0][0] != OP_READY:
+            raise RuntimeError("the client did not say READY")
+        s.sendall(hdr(OP_ESTABLISHED))
+        if c.wait_event() != "ESTABLISHED":
+            raise RuntimeError(f"client events {c.events}")
+    except Exception:
+        c.stop()
+        raise
+    return c, s
+
+
+def posted(c, what, length):
+    """Has the client post `what` (send, write) of `length` bytes: its "posted" fields once the
+    call returned, or None when it did not within 2 s."""
+    if c.cmd(f"post {what} {length}", "posting") is None:
+        return None
+    line = c.expect("posted ", 2)
+    return dict(w.split("=", 1) for w in line.split()[1:]) if line else None
+
+
+def timed(c, command, prefix, ms):
+    """Runs a timed command of the client: why it failed (its rc, or over `ms`), or None."""
+    line = c.cmd(command, prefix)
+    if line is None:
+        return f"{command}: no answer"
+    got = dict(w.split("=", 1) for w in line.split()[1:])
+    if int(got["rc"], 0) != 0 or int(got["ms"]) > ms:
+        return f"{command}: {line}"
+    return None
+
+
+def wait_dto(c, cookie, timeout=5):
+    """The client's completion of `cookie`, or None."""
+    end = time.time() + timeout
+    while time.time() < end:
+        for d in c.dtos:
+            if int(d["cookie"]) == cookie:
+                return d
+        c.expect("no such line", 0.1)
+    return None
+
+
+def recv_big(s, n):
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = s.recv_into(view[got:], n - got)
+        if not k:
+            raise EOFError
+        got += k
+    return bytes(buf)
+
+
+@case("stalled_peer_post", server=False)
+def _(t, port):
+    """A peer that does not read while the consumer posts 16 MiB, then 64 bytes (sends, then
+    RDMA writes, each on a connection of its own): each post returns at once (the old device
+    held the first in the call until the peer read or closed: 11.8 s). Once the peer reads,
+    both frames arrive whole and in order, and complete when it acknowledges them."""
+    ls = stalled_listener(port)
+    try:
+        for what, op in (("send", OP_SEND), ("write", OP_WRITE)):
+            c, s = stalled_peer(ls)
+            try:
+                for length in (BIG, 64):
+                    got = posted(c, what, length)
+                    if not got or int(got["rc"], 0) != 0 or int(got["ms"]) > POST_MS:
+                        return False, f"a {what} of {length} bytes to a peer that does not read: {got}"
+                s.settimeout(10)
+                for length in (BIG, 64):
+                    h = HDR.unpack(recv_exact(s, HDR.size))
+                    if h[0] != op or h[3] != length:
+                        return False, f"{what}: a frame of op {h[0]} with {h[3]} bytes, not op {op} with {length}"
+                    if recv_big(s, length) != PATTERN[:length]:
+                        return False, f"{what}: the {length} bytes that came are not those posted"
+                s.sendall(hdr(OP_ACK, acks=2))
+                for cookie in (100, 101):
+                    d = wait_dto(c, cookie)
+                    if not d or int(d["status"]) != 0:
+                        return False, f"{what}: completion of {cookie}: {d}"
+                ok, why = target_state(c, forbid_win=None)
+                if not ok:
+                    return ok, why
+            finally:
+                c.stop()
+                s.close()
+        return True, ""
+    finally:
+        ls.close()
+
+
+@case("stalled_peer_disconnect", server=False)
+def _(t, port):
+    """dat_ep_disconnect(ABRUPT) while 16 MiB are posted to a peer that does not read: the
+    disconnect returns at once, so does the post (the old device kept it in the call until
+    dat_ep_free), which completes flushed; the EP frees and the IA closes, promptly."""
+    ls = stalled_listener(port)
+    c, s = stalled_peer(ls)
+    try:
+        if c.cmd(f"post send {BIG}", "posting") is None:
+            return False, "the client did not post"
+        returned = c.expect("posted ", 0.3)
+        why = timed(c, "disconnect", "disconnected", POST_MS)
+        if why:
+            return False, why
+        if (returned or c.expect("posted ", 2)) is None:
+            return False, "the post stayed in the call after dat_ep_disconnect(ABRUPT)"
+        d = wait_dto(c, 100)
+        if not d or int(d["status"]) != DTO_FLUSHED:
+            return False, f"the post's completion: {d}"
+        if "DISCONNECTED" not in c.events:
+            return False, f"client events {c.events}"
+        why = timed(c, "epfree", "epfreed", 500) or timed(c, "close", "closed", 1000)
+        if why:
+            return False, why
+        return target_state(c, forbid_win=None)
+    finally:
+        c.stop()
+        s.close()
+        ls.close()
+
+
+@case("stalled_peer_read_disconnect", server=False)
+def _(t, port):
+    """A peer that asks for 16 MiB with an RDMA read and does not read the answer, which holds
+    the target's writer thread; then dat_ep_disconnect(ABRUPT): it returns at once and cuts
+    the connection, so that the peer, reading now, gets only the part of the answer that was
+    already on its way, and then the end (before, the writer went on with the whole answer
+    and DISCONNECT after it, for as long as the peer liked)."""
+    ls = stalled_listener(port)
+    c, s = stalled_peer(ls)
+    try:
+        line = c.cmd("big", "big ")
+        if line is None:
+            return False, "the client registered no buffer"
+        big = {k: int(v, 0) for k, v in (w.split("=") for w in line.split()[1:])}
+        s.sendall(hdr(OP_READ, length=BIG, raddr=big["addr"], rkey=big["rkey"]))
+        time.sleep(0.5)
+        why = timed(c, "disconnect", "disconnected", POST_MS)
+        if why:
+            return False, why
+        s.settimeout(5)
+        data = bytearray()
+        try:
+            while True:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                data += chunk
+        except (ConnectionError, socket.timeout):
+            pass
+        h = HDR.unpack(bytes(data[:HDR.size]))
+        if h[0] != OP_RESPONSE or h[3] != BIG:
+            return False, f"the answer: {h}"
+        if len(data) >= HDR.size + BIG:
+            return False, f"the whole answer came after the disconnect ({len(data)} bytes): the connection was not cut"
+        if data[HDR.size:] != PATTERN[:len(data) - HDR.size]:
+            return False, "the part of the answer that came is not the buffer's"
+        why = timed(c, "epfree", "epfreed", 500)
+        return (False, why) if why else target_state(c, forbid_win=None)
+    finally:
+        c.stop()
+        s.close()
+        ls.close()
+
+
+@case("stalled_peer_free_midframe", server=False)
+def _(t, port):
+    """16 MiB posted to a peer that does not read, then the buffer's LMR freed and the buffer
+    overwritten: dat_lmr_free returns at once, and what the peer then reads is a prefix of the
+    frame as posted (nothing read after the free); the connection ends and the send completes
+    in error."""
+    ls = stalled_listener(port)
+    c, s = stalled_peer(ls)
+    try:
+        got = posted(c, "send", BIG)
+        if not got or int(got["rc"], 0) != 0 or int(got["ms"]) > POST_MS:
+            return False, f"the post: {got}"
+        time.sleep(0.2)
+        why = timed(c, "bigfree", "bigfreed", 1000)
+        if why:
+            return False, why
+        s.settimeout(5)
+        data = bytearray()
+        try:
+            while True:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                data += chunk
+        except (ConnectionError, socket.timeout):
+            pass
+        h = HDR.unpack(bytes(data[:HDR.size]))
+        if h[0] != OP_SEND or h[3] != BIG or len(data) >= HDR.size + BIG or data[HDR.size:] != PATTERN[:len(data) - HDR.size]:
+            return False, f"the peer read {len(data)} bytes, not a prefix of the frame as posted"
+        d = wait_dto(c, 100)
+        if not d or int(d["status"]) == 0:
+            return False, f"the post's completion: {d}"
+        return target_state(c, forbid_win=None)
+    finally:
+        c.stop()
+        s.close()
+        ls.close()
 
 
 def main():

@@ -19,6 +19,18 @@
  *   free     dat_lmr_free of win's LMR: "freed rc=<DAT_RETURN> ms=<how long it took>"
  *   fill C   sets every byte of win to the character C
  *   quit     exits with status 0
+ * and, for the client (a peer that stops reading, hostile.py's stalled_peer cases):
+ *   post send|write LEN  "posting", then from a thread of its own (so that a post held in the
+ *            call shows) dat_ep_post_send or dat_ep_post_rdma_write of LEN bytes (at most 64
+ *            MiB, byte i = i % 251) from a buffer registered once, cookie 100 + k for the
+ *            k-th post: "posted rc=<DAT_RETURN> ms=<how long the call took>"
+ *   big      registers that buffer (if not yet): "big addr=A rkey=K"
+ *   disconnect  dat_ep_disconnect(ABRUPT): "disconnected rc=R ms=M"
+ *   epfree   dat_ep_free of the EP: "epfreed rc=R ms=M"
+ *   bigfree  dat_lmr_free of that buffer's LMR, then every byte of it set to 'Z':
+ *            "bigfreed rc=R ms=M"
+ *   close    dat_ia_close(ABRUPT): "closed rc=R ms=M"
+ * with "dto cookie=C status=S len=L" for each of the client's completions;
  * and, for the UD target:
  *   recv N LEN  posts N receives of LEN (at most 8192) bytes on the UD EP: receive k (counted
  *            from 0 over the run, also its cookie) at win + 8192 * (1 + k % 7); "posted N"
@@ -30,6 +42,7 @@
  * TARGET_IA names the IA to open (default dat2-soft). */
 #include <arpa/inet.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +69,11 @@ static DAT_EP_HANDLE ud_ep;
 static unsigned long ud_posted;
 static DAT_IB_ADDR_HANDLE last_ah;
 static int have_ah;
+static DAT_EP_HANDLE client_ep;
+static char *big;
+static DAT_LMR_HANDLE big_lmr;
+static DAT_LMR_CONTEXT big_lkey;
+#define BIG_MAX (64UL << 20)
 
 static void die(const char *what, DAT_RETURN rc)
 {
@@ -87,8 +105,88 @@ static long status_field(const char *name)
     return v;
 }
 
+static long ms_since(const struct timespec *a)
+{
+    struct timespec b;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (long)((b.tv_sec - a->tv_sec) * 1000 + (b.tv_nsec - a->tv_nsec) / 1000000);
+}
+
+struct post {
+    int write;
+    DAT_VLEN len;
+    DAT_UINT64 cookie;
+};
+
+static void *post_thread(void *arg)
+{
+    struct post *p = arg;
+    DAT_LMR_TRIPLET t = { (DAT_VADDR)(uintptr_t)big, p->len, big_lkey };
+    DAT_RMR_TRIPLET r = { 0, p->len, 0 };
+    DAT_DTO_COOKIE ck;
+    struct timespec a;
+    DAT_RETURN rc;
+    ck.as_64 = p->cookie;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    if (p->write)
+        rc = dat_ep_post_rdma_write(client_ep, 1, &t, ck, &r, DAT_COMPLETION_DEFAULT_FLAG);
+    else
+        rc = dat_ep_post_send(client_ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG);
+    printf("posted rc=%#x ms=%ld\n", (unsigned)rc, ms_since(&a));
+    fflush(stdout);
+    free(p);
+    return NULL;
+}
+
+/* The big buffer, registered once with every privilege; its rmr_context. */
+static DAT_RMR_CONTEXT make_big(void)
+{
+    static DAT_RMR_CONTEXT rk;
+    if (!big) {
+        DAT_REGION_DESCRIPTION r;
+        DAT_VLEN rl;
+        DAT_VADDR ra;
+        big = aligned_alloc(4096, BIG_MAX);
+        if (!big)
+            die("aligned_alloc", DAT_INSUFFICIENT_RESOURCES);
+        for (unsigned long i = 0; i < BIG_MAX; i++)
+            big[i] = (char)(i % 251);
+        r.for_va = big;
+        CHECK(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, r, BIG_MAX, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &big_lmr, &big_lkey,
+                             &rk, &rl, &ra));
+    }
+    return rk;
+}
+
+/* The client's post: from a thread of its own, so that a post held in the call shows. */
+static void post(const char *line)
+{
+    static DAT_UINT64 posts;
+    char what[16] = "";
+    unsigned long len = 0;
+    if (sscanf(line, "post %15s %lu", what, &len) != 2 || len > BIG_MAX || !client_ep) {
+        printf("posted bad\n");
+        return;
+    }
+    make_big();
+    struct post *p = malloc(sizeof *p);
+    pthread_t th;
+    if (!p)
+        die("malloc", DAT_INSUFFICIENT_RESOURCES);
+    p->write = strcmp(what, "write") == 0;
+    p->len = len;
+    p->cookie = 100 + posts++;
+    printf("posting\n");
+    fflush(stdout);
+    if (pthread_create(&th, NULL, post_thread, p) != 0)
+        die("pthread_create", DAT_INSUFFICIENT_RESOURCES);
+    pthread_detach(th);
+}
+
 static void command(const char *line)
 {
+    struct timespec a;
+    clock_gettime(CLOCK_MONOTONIC, &a);
     if (strncmp(line, "check", 5) == 0) {
         int ok = 1;
         for (size_t i = 0; i < sizeof secret; i++)
@@ -144,6 +242,31 @@ static void command(const char *line)
             CHECK(dat_ib_post_send_ud(ud_ep, 1, &t, &last_ah, ck, DAT_COMPLETION_SUPPRESS_FLAG));
             printf("replied qpn=%u\n", (unsigned)last_ah.qpn);
         }
+    } else if (strncmp(line, "post ", 5) == 0) {
+        post(line);
+    } else if (strncmp(line, "big", 3) == 0 && (line[3] == '\n' || !line[3]) && client_ep) {
+        DAT_RMR_CONTEXT rk = make_big();
+        printf("big addr=%#lx rkey=%u\n", (unsigned long)(uintptr_t)big, (unsigned)rk);
+    } else if (strncmp(line, "disconnect", 10) == 0 && client_ep) {
+        DAT_RETURN rc = dat_ep_disconnect(client_ep, DAT_CLOSE_ABRUPT_FLAG);
+        printf("disconnected rc=%#x ms=%ld\n", (unsigned)rc, ms_since(&a));
+    } else if (strncmp(line, "epfree", 6) == 0 && client_ep) {
+        DAT_RETURN rc = dat_ep_free(client_ep);
+        printf("epfreed rc=%#x ms=%ld\n", (unsigned)rc, ms_since(&a));
+        client_ep = DAT_HANDLE_NULL;
+        neps = 0;
+    } else if (strncmp(line, "bigfree", 7) == 0 && big_lmr) {
+        DAT_RETURN rc = dat_lmr_free(big_lmr);
+        long ms = ms_since(&a);
+        big_lmr = DAT_HANDLE_NULL;
+        memset(big, 'Z', BIG_MAX);
+        printf("bigfreed rc=%#x ms=%ld\n", (unsigned)rc, ms);
+    } else if (strncmp(line, "close", 5) == 0 && ia) {
+        DAT_RETURN rc = dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+        printf("closed rc=%#x ms=%ld\n", (unsigned)rc, ms_since(&a));
+        ia = DAT_HANDLE_NULL;
+        client_ep = DAT_HANDLE_NULL;
+        neps = 0;
     } else if (strncmp(line, "quit", 4) == 0) {
         fflush(stdout);
         _exit(0);
@@ -263,7 +386,7 @@ static void pump(int server)
     }
     while (ia && dat_evd_dequeue(dto, &ev) == DAT_SUCCESS) {
         DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
-        if (ud_ep && d->user_cookie.as_64 != ~0ULL &&
+        if (((ud_ep && d->user_cookie.as_64 != ~0ULL) || client_ep) &&
             (ev.event_number == DAT_DTO_COMPLETION_EVENT || (int)ev.event_number == (int)DAT_IB_DTO_EVENT))
             printf("dto cookie=%llu status=%d len=%llu\n", (unsigned long long)d->user_cookie.as_64, (int)d->status,
                    (unsigned long long)d->transfered_length);
@@ -324,7 +447,7 @@ int main(int argc, char **argv)
             new_ud_ep();
             ep = ud_ep;
         } else {
-            ep = new_ep();
+            ep = client_ep = new_ep();
         }
         CHECK(dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)&sin, (DAT_CONN_QUAL)port, 10 * 1000 * 1000, 0, NULL, DAT_QOS_BEST_EFFORT,
                              DAT_CONNECT_DEFAULT_FLAG));

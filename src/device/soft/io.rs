@@ -142,14 +142,15 @@ pub fn scatter(buf: &[u8], segs: &[(u64, usize)]) -> io::Result<()> {
     push(unsafe { libc::getpid() } as u32, &[(buf.as_ptr() as u64, off)], &parts)
 }
 
-/// Sends `parts` without blocking; returns how many bytes went out (possibly 0).
+/// Sends `parts` without blocking; returns how many bytes went out (possibly 0, or fewer than
+/// all when there are more than IOV_MAX parts).
 pub fn try_write(fd: RawFd, parts: &[(u64, usize)]) -> io::Result<usize> {
     let mut iov: Vec<libc::iovec> =
         parts.iter().filter(|p| p.1 > 0).map(|&(a, l)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l }).collect();
     // SAFETY: an all-zero msghdr is valid; we then point it at our iovecs.
     let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
     msg.msg_iov = iov.as_mut_ptr();
-    msg.msg_iovlen = iov.len();
+    msg.msg_iovlen = iov.len().min(1024);
     loop {
         // SAFETY: the iovecs name our own buffers; MSG_DONTWAIT never blocks, MSG_NOSIGNAL never
         // raises SIGPIPE.
@@ -164,6 +165,14 @@ pub fn try_write(fd: RawFd, parts: &[(u64, usize)]) -> io::Result<usize> {
             _ => return Err(e),
         }
     }
+}
+
+/// Whether a socket takes more data now (no peer holding it full); false on any error.
+pub fn writable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+    // SAFETY: one pollfd of our own; a zero timeout never waits.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & libc::POLLOUT != 0
 }
 
 /// The receiving side of a connection: frames are read through a small buffer, so that one

@@ -125,6 +125,9 @@ enum FrameData {
     Memory(Vec<(u64, usize)>, Vec<Arc<SetLease>>),
     /// The unsent tail of a frame (header included): written as is, with no header of its own.
     Raw(Vec<u8>),
+    /// The unsent part of a request's memory payload (its header and first bytes went out from
+    /// the posting thread): written with no header, under fresh leases on the same key sets.
+    Tail(Vec<(u64, usize)>, Vec<Arc<SetLease>>),
 }
 
 struct Frame {
@@ -189,6 +192,8 @@ struct OutState {
     closed: bool,
     /// Someone (the writer thread or a posting thread) is writing to the socket.
     busy: bool,
+    /// What is being written carries a request's memory (see `send_disconnect`).
+    carrying: bool,
     /// The queued frames wait (see `hold_frame`): nothing is written until it is released.
     held: bool,
     fd: i32,
@@ -327,10 +332,7 @@ impl SoftQp {
             exec: Mutex::new(()),
             shm_peers: Mutex::new(shm::Peers::default()),
             delivery: Delivery::default(),
-            out: Outbound {
-                queue: Mutex::new(OutState { frames: VecDeque::new(), closed: false, busy: false, held: false, fd: -1, acks: 0 }),
-                cv: Condvar::new(),
-            },
+            out: Outbound::new(),
             room: Condvar::new(),
             room_waiters: AtomicU32::new(0),
             reads_in: AtomicU32::new(0),
@@ -481,10 +483,11 @@ impl SoftQp {
         match state {
             State::Closed => {}
             State::Connected => {
-                // Written from this thread when the socket is idle, so that the frame (and the
-                // acknowledgements it carries) is with the kernel before the consumer can free
-                // the EP or exit.
-                self.send_frame_direct(Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true });
+                // Written from this thread when the socket is idle and takes it, so that the
+                // frame (and the acknowledgements it carries) is with the kernel before the
+                // consumer can free the EP or exit; never waiting for the peer (see
+                // `send_disconnect`).
+                self.send_disconnect();
                 self.flush(CmEvent::Disconnected);
             }
             _ => {
@@ -819,10 +822,14 @@ impl Qp for SoftQp {
             }
         }
         self.disconnect_now();
-        // Another thread's post may still be writing to a peer that stopped reading: the EP
-        // is going (and its free waits for that post), so the connection is cut under it.
-        let writing = self.out.queue.locked().busy;
-        if writing {
+        // The writer thread may still be writing to a peer that stopped reading, or hold
+        // frames for it: the EP is going, so the connection is cut under it (a blocked write
+        // returns), and nothing of this EP waits on the peer any more.
+        let unfinished = {
+            let q = self.out.queue.locked();
+            q.busy || !q.closed
+        };
+        if unfinished {
             if let Some(s) = &self.lock().stream {
                 let _ = s.shutdown(Shutdown::Both);
             }
@@ -849,6 +856,9 @@ impl Qp for SoftQp {
             }
         }
         self.disconnect_now();
+        if !graceful {
+            self.cut_if_stalled();
+        }
     }
 
     fn bind_mw(&self, wr_id: u64, mw: &Mw, mr: &Mr, addr: u64, len: u64, access: Access, zero_based: bool) -> Result<u32, DevError> {

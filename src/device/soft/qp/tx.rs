@@ -5,6 +5,13 @@
 use super::*;
 use crate::util::sync::{CondvarExt, MutexExt};
 
+impl Outbound {
+    pub(super) fn new() -> Outbound {
+        let state = OutState { frames: VecDeque::new(), closed: false, busy: false, carrying: false, held: false, fd: -1, acks: 0 };
+        Outbound { queue: Mutex::new(state), cv: Condvar::new() }
+    }
+}
+
 impl SoftQp {
     /// Queues a frame for the writer thread (the reader thread's way: it must never block).
     pub(super) fn send_frame(&self, frame: Frame) {
@@ -90,50 +97,188 @@ impl SoftQp {
         }
     }
 
-    /// Sends a frame from the posting thread itself when nothing else is being written (no
-    /// hand-off to the writer thread on the latency path); otherwise queues it.
+    /// Sends a frame from the posting thread, never blocking: when nothing else is being
+    /// written or waits, this thread writes what the socket takes at once (no hand-off to the
+    /// writer thread on the latency path); the rest of the frame, or the whole frame otherwise,
+    /// is queued for the writer thread, in order, ahead of anything queued meanwhile. A peer
+    /// that stops reading therefore never holds a post (or a disconnect) in the call.
     pub(super) fn send_frame_direct(&self, frame: Frame) {
         let Some((mut q, frame)) = self.idle_or_queue(frame) else { return };
         q.busy = true;
+        q.carrying = carries_request(&frame);
         let fd = q.fd;
         drop(q);
-        let ok = self.write_frame(fd, &frame);
+        let sent = self.try_frame(fd, &frame);
         let mut q = self.out.queue.locked();
         q.busy = false;
-        if !ok || frame.last {
-            q.closed = true;
-            q.frames.clear();
-            // SAFETY: shutting down our own connected socket.
-            unsafe { libc::shutdown(fd, if ok { libc::SHUT_WR } else { libc::SHUT_RDWR }) };
+        q.carrying = false;
+        if q.closed {
+            // Cut meanwhile (a disconnect, a failure): nothing more of it goes out.
             self.out.cv.notify_all();
-        } else if !q.frames.is_empty() {
-            // Frames queued meanwhile: the writer thread takes over (it is not woken otherwise).
-            self.out.cv.notify_one();
+            return;
+        }
+        match sent {
+            Some(n) if n == frame_len(&frame) => {
+                if frame.last {
+                    q.closed = true;
+                    // SAFETY: shutting down our own connected socket.
+                    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+                    self.out.cv.notify_all();
+                } else if !q.frames.is_empty() {
+                    // Frames queued meanwhile: the writer thread takes over (it is not woken
+                    // otherwise).
+                    self.out.cv.notify_one();
+                }
+            }
+            Some(n) => {
+                // The rest is next in the stream: before anything queued meanwhile, and with
+                // no header of its own (the peer is in the middle of this frame).
+                for piece in rest(frame, n).into_iter().rev() {
+                    q.frames.push_front(piece);
+                }
+                self.out.cv.notify_one();
+            }
+            None => {
+                q.closed = true;
+                q.frames.clear();
+                // SAFETY: shutting down our own connected socket.
+                unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+                self.out.cv.notify_all();
+            }
         }
     }
 
-    /// Writes one frame (header and data); false when the connection failed, or when memory
-    /// the frame carries was revoked before it went out (lease.rs).
-    pub(super) fn write_frame(&self, fd: i32, frame: &Frame) -> bool {
-        if let FrameData::Raw(b) = &frame.data {
-            return io::write_all(fd, &[(b.as_ptr() as u64, b.len())]).is_ok();
-        }
+    /// Writes what the socket takes of a frame at once; how many bytes went out, or None
+    /// when the connection failed or memory the frame carries was revoked (lease.rs).
+    fn try_frame(&self, fd: i32, frame: &Frame) -> Option<usize> {
         let hdr = frame.hdr.encode();
         let mut parts = vec![(hdr.as_ptr() as u64, HDR_LEN)];
+        let _leases = match &frame.data {
+            FrameData::None => None,
+            FrameData::Bytes(b) => {
+                parts.push((b.as_ptr() as u64, b.len()));
+                None
+            }
+            FrameData::Memory(m, sets) => {
+                parts.extend_from_slice(m);
+                Some(self.payload_leases(sets, fd)?)
+            }
+            // Only the writer thread sends what is left of a frame.
+            FrameData::Raw(_) | FrameData::Tail(..) => return None,
+        };
+        io::try_write(fd, &parts).ok()
+    }
+
+    /// Leases on the key sets of a memory payload written to `fd`; None (and the connection
+    /// ends) when one was revoked.
+    fn payload_leases(&self, sets: &[Arc<SetLease>], fd: i32) -> Option<Leases> {
+        let leases = self.leases(sets, Via::Socket(fd));
+        if leases.is_none() {
+            crate::dbg_log!(
+                crate::log::DbgType::PROVIDER_API,
+                "soft QP {}: memory revoked before it was sent: the connection ends",
+                self.id
+            );
+        }
+        leases
+    }
+
+    /// Sends DISCONNECT, the connection's last frame, without ever blocking. Our requests still
+    /// queued are dropped first: they complete flushed, so their memory is not read after
+    /// that. A request of ours partly written can neither be finished (that reads its memory)
+    /// nor followed by another frame, so then the connection is cut at once (the peer sees it
+    /// end mid-frame), which also releases a writer thread blocked on a peer that stopped
+    /// reading. Otherwise DISCONNECT goes from this thread when the socket is idle and takes
+    /// it, else the writer thread sends it after what is queued (responses and
+    /// acknowledgements, which an HCA would have sent long before); an abrupt disconnect
+    /// (`cut_if_stalled`) and `dat_ep_free` (see `destroy`) cut that short when the peer
+    /// does not take it.
+    pub(super) fn send_disconnect(&self) {
+        let mut q = self.out.queue.locked();
+        if q.closed {
+            return;
+        }
+        let mut acks = 0u32;
+        q.frames.retain(|f| {
+            let request = matches!(f.hdr.op, op::SEND | op::WRITE | op::READ | op::CMP_SWAP | op::FETCH_ADD)
+                && !matches!(f.data, FrameData::Raw(_) | FrameData::Tail(..));
+            if request {
+                // What it carried is still owed to the peer.
+                acks = acks.saturating_add(f.hdr.acks);
+            }
+            !request
+        });
+        q.acks = q.acks.saturating_add(acks);
+        let fd = q.fd;
+        if q.carrying || q.frames.iter().take(2).any(|f| matches!(f.data, FrameData::Tail(..))) {
+            return self.cut(q);
+        }
+        let mut frame = Frame { hdr: Hdr { op: op::DISCONNECT, ..Hdr::default() }, data: FrameData::None, last: true };
+        stamp(&mut q, &mut frame);
+        if q.busy || !q.frames.is_empty() || fd < 0 {
+            push_frame(&mut q, frame);
+            self.out.cv.notify_one();
+            return;
+        }
+        // A header's worth, under the queue's lock: a non-blocking send is short.
+        let hdr = frame.hdr.encode();
+        match io::try_write(fd, &[(hdr.as_ptr() as u64, HDR_LEN)]) {
+            Ok(HDR_LEN) => {
+                q.closed = true;
+                // SAFETY: shutting down our own connected socket.
+                unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+            }
+            Ok(n) => q.frames.extend(rest(frame, n)),
+            Err(_) => {
+                q.closed = true;
+                // SAFETY: as above.
+                unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+            }
+        }
+        self.out.cv.notify_all();
+    }
+
+    /// After an abrupt disconnect: when what is still to go to the peer (DISCONNECT last)
+    /// waits for a peer that takes nothing now (the socket is full), the connection is cut
+    /// instead, which releases the writer thread if it is blocked there. (A writer thread
+    /// that has not started yet, `fd` still -1, waits on nothing.)
+    pub(super) fn cut_if_stalled(&self) {
+        let q = self.out.queue.locked();
+        if !q.closed && q.fd >= 0 && (q.busy || !q.frames.is_empty()) && !io::writable(q.fd) {
+            self.cut(q);
+        }
+    }
+
+    /// Ends the connection at once: nothing more is written (a blocked write returns).
+    fn cut(&self, mut q: MutexGuard<'_, OutState>) {
+        q.closed = true;
+        q.frames.clear();
+        // SAFETY: shutting down our own connected socket, open while the writer thread runs
+        // (it exits only once the queue is closed, which it was not).
+        unsafe { libc::shutdown(q.fd, libc::SHUT_RDWR) };
+        self.out.cv.notify_all();
+    }
+
+    /// Writes one frame (header and data), or what is left of one, waiting for the socket
+    /// (the writer thread's way); false when the connection failed, or when memory the frame
+    /// carries was revoked before it went out (lease.rs).
+    pub(super) fn write_frame(&self, fd: i32, frame: &Frame) -> bool {
+        let hdr = frame.hdr.encode();
+        let mut parts = Vec::with_capacity(2);
         let mut leases = None;
         match &frame.data {
-            FrameData::None | FrameData::Raw(_) => {}
-            FrameData::Bytes(b) => parts.push((b.as_ptr() as u64, b.len())),
+            FrameData::Raw(b) => parts.push((b.as_ptr() as u64, b.len())),
+            FrameData::Tail(m, sets) => {
+                let Some(l) = self.payload_leases(sets, fd) else { return false };
+                leases = Some(l);
+                parts.extend_from_slice(m);
+            }
+            FrameData::None => parts.push((hdr.as_ptr() as u64, HDR_LEN)),
+            FrameData::Bytes(b) => parts.extend([(hdr.as_ptr() as u64, HDR_LEN), (b.as_ptr() as u64, b.len())]),
             FrameData::Memory(m, sets) => {
-                leases = self.leases(sets, Via::Socket(fd));
-                if leases.is_none() {
-                    crate::dbg_log!(
-                        crate::log::DbgType::PROVIDER_API,
-                        "soft QP {}: memory revoked before it was sent: the connection ends",
-                        self.id
-                    );
-                    return false;
-                }
+                let Some(l) = self.payload_leases(sets, fd) else { return false };
+                leases = Some(l);
+                parts.push((hdr.as_ptr() as u64, HDR_LEN));
                 parts.extend_from_slice(m);
             }
         }
@@ -155,6 +300,7 @@ impl SoftQp {
                     if !q.busy && !q.held {
                         if let Some(f) = q.frames.pop_front() {
                             q.busy = true;
+                            q.carrying = carries_request(&f);
                             break Some(f);
                         }
                     }
@@ -171,6 +317,7 @@ impl SoftQp {
             }
             let mut q = self.out.queue.locked();
             q.busy = false;
+            q.carrying = false;
             if !ok || frame.last {
                 q.closed = true;
                 q.frames.clear();
@@ -195,13 +342,107 @@ pub(super) fn push_frame(q: &mut OutState, frame: Frame) {
     q.frames.push_back(frame);
 }
 
+/// Whether a frame carries the memory of one of our requests (not a response's).
+fn carries_request(f: &Frame) -> bool {
+    match f.data {
+        FrameData::Tail(..) => true,
+        FrameData::Memory(..) => f.hdr.op != op::RESPONSE,
+        _ => false,
+    }
+}
+
+/// A frame's length on the wire: its header (unless it is what is left of a frame) and data.
+fn frame_len(f: &Frame) -> usize {
+    match &f.data {
+        FrameData::None => HDR_LEN,
+        FrameData::Bytes(b) => HDR_LEN + b.len(),
+        FrameData::Memory(m, _) => HDR_LEN + m.iter().map(|s| s.1).sum::<usize>(),
+        FrameData::Raw(b) => b.len(),
+        FrameData::Tail(m, _) => m.iter().map(|s| s.1).sum(),
+    }
+}
+
+/// What is left of a frame (with a header) once its first `n` bytes are out: the header's
+/// unsent bytes, then the data's; the last piece keeps the frame's `last`.
+fn rest(frame: Frame, n: usize) -> Vec<Frame> {
+    let piece = |data| Frame { hdr: Hdr::default(), data, last: false };
+    let mut pieces = Vec::with_capacity(2);
+    if n < HDR_LEN {
+        pieces.push(piece(FrameData::Raw(frame.hdr.encode()[n..].to_vec())));
+    }
+    let skip = n.saturating_sub(HDR_LEN);
+    match frame.data {
+        FrameData::None => {}
+        FrameData::Bytes(b) | FrameData::Raw(b) => pieces.push(piece(FrameData::Raw(b[skip.min(b.len())..].to_vec()))),
+        FrameData::Memory(m, sets) | FrameData::Tail(m, sets) => pieces.push(piece(FrameData::Tail(io::split_at(&m, skip).1, sets))),
+    }
+    pieces.retain(|p| frame_len(p) > 0);
+    if let Some(p) = pieces.last_mut() {
+        p.last = frame.last;
+    }
+    pieces
+}
+
 /// Gives a frame entering the stream the acknowledgements pending before it; false when the
 /// frame is an ACK left with nothing to carry (another frame took them).
 pub(super) fn stamp(q: &mut OutState, frame: &mut Frame) -> bool {
-    if matches!(frame.data, FrameData::Raw(_)) {
+    if matches!(frame.data, FrameData::Raw(_) | FrameData::Tail(..)) {
         return true;
     }
     frame.hdr.acks = frame.hdr.acks.saturating_add(q.acks);
     q.acks = 0;
     frame.hdr.op != op::ACK || frame.hdr.acks > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{frame_len, rest, Frame, FrameData, Hdr, HDR_LEN};
+    use crate::device::soft::wire::op;
+
+    fn send(last: bool) -> Frame {
+        let hdr = Hdr { op: op::SEND, payload: 300, length: 300, ..Hdr::default() };
+        Frame { hdr, data: FrameData::Memory(vec![(0x1000, 100), (0x9000, 200)], Vec::new()), last }
+    }
+
+    /// What `rest` leaves: header bytes as raw, payload segments, which piece is last.
+    type Shape = (Option<Vec<u8>>, Vec<(u64, usize)>, Vec<bool>);
+
+    fn shape(pieces: &[Frame]) -> Shape {
+        let mut raw = None;
+        let mut tail = Vec::new();
+        for p in pieces {
+            match &p.data {
+                FrameData::Raw(b) => raw = Some(b.clone()),
+                FrameData::Tail(m, _) => tail = m.clone(),
+                _ => panic!("a piece of a frame is raw bytes or a tail"),
+            }
+        }
+        (raw, tail, pieces.iter().map(|p| p.last).collect())
+    }
+
+    #[test]
+    fn the_rest_of_a_frame_resumes_where_the_socket_stopped() {
+        let hdr = send(false).hdr.encode();
+        assert_eq!(frame_len(&send(false)), HDR_LEN + 300);
+        // Nothing went out: the whole header, then all the data.
+        let (raw, tail, last) = shape(&rest(send(false), 0));
+        assert_eq!(raw.as_deref(), Some(&hdr[..]));
+        assert_eq!(tail, vec![(0x1000, 100), (0x9000, 200)]);
+        assert_eq!(last, vec![false, false]);
+        // Part of the header: its other bytes, then the data; `last` on the final piece.
+        let (raw, tail, last) = shape(&rest(send(true), 10));
+        assert_eq!(raw.as_deref(), Some(&hdr[10..]));
+        assert_eq!(tail.len(), 2);
+        assert_eq!(last, vec![false, true]);
+        // The header and part of the data: the header is not sent again.
+        let (raw, tail, last) = shape(&rest(send(true), HDR_LEN + 150));
+        assert_eq!(raw, None);
+        assert_eq!(tail, vec![(0x9000 + 50, 150)]);
+        assert_eq!(last, vec![true]);
+        // A frame without data cut in its header.
+        let ack = Frame { hdr: Hdr { op: op::ACK, acks: 3, ..Hdr::default() }, data: FrameData::None, last: true };
+        let enc = ack.hdr.encode();
+        let (raw, tail, last) = shape(&rest(ack, 47));
+        assert_eq!((raw.as_deref(), tail.len(), last), (Some(&enc[47..]), 0, vec![true]));
+    }
 }
