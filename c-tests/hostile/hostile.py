@@ -49,6 +49,7 @@ RNR_WAIT = 1.0  # seconds such a request that does not fit waits for a receive
 RD_IN = 4  # READ/atomic requests outstanding (the EP's default max_rdma_read_in)
 HALF_OPEN_MAX = 64  # connections whose HELLO has not arrived, per listener
 HANDSHAKE_TIMEOUT = 5.0  # seconds a HELLO may take
+READY_WAIT = 5.0  # seconds the target waits for READY after its ACCEPT, or for the answer to its READY
 GROWTH_KB = 16 << 10  # what a case may add to the target's resident memory
 SETTLE_S = 10  # how long ended connections' threads may take to exit
 RNR_STATUS = 9  # DAT_DTO_ERR_RECEIVER_NOT_READY
@@ -780,6 +781,72 @@ def _(t, port):
         for c in socks:
             c.close()
     return bounded(t, before, "500 half-open connections")
+
+
+@case("ready_never_sent")
+def _(t, port):
+    """20 peers send HELLO, take the ACCEPT and never send READY. Within READY_WAIT each
+    accepted EP hears DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR and its connection ends; the
+    target frees the EPs, holds no thread or memory for them, and then closes its IA
+    gracefully (the old device held two threads per connection, with no event, until the
+    peer closed)."""
+    before = resources(t)
+    socks = []
+    try:
+        for _ in range(20):
+            s = socket.create_connection((target_host, port), timeout=10)
+            s.sendall(message(OP_HELLO, hello()))
+            socks.append(s)
+        started = time.time()
+        for s in socks:
+            h, _ = recv_msg(s)
+            if h[0] != OP_ACCEPT:
+                return False, f"answer op {h[0]}"
+        events = [t.wait_event(READY_WAIT + 3 - (time.time() - started)) for _ in socks]
+        took = time.time() - started
+        if events != ["ACCEPT_COMPLETION_ERROR"] * len(socks):
+            return False, f"after {took:.1f} s the target's events are {events}"
+        closed = sum(outcome(s, 2) == "closed" for s in socks)
+        if closed != len(socks):
+            return False, f"{len(socks) - closed} connections were still open after their ACCEPT_COMPLETION_ERROR"
+    finally:
+        for s in socks:
+            s.close()
+    ok, why = bounded(t, before, "20 connections without READY")
+    if not ok:
+        return ok, why
+    line = t.cmd("close", "closed ")
+    if line is None or int(dict(w.split("=") for w in line.split()[1:])["rc"], 0) != 0 or " at=" in line:
+        return False, f"the IA did not close gracefully: {line}"
+    return True, ""
+
+
+@case("established_never_sent", server=False)
+def _(t, port):
+    """We are the server: we accept a dat2 client's HELLO and take its READY, but never answer
+    it. The client's connect hears DAT_CONNECTION_EVENT_TIMED_OUT within READY_WAIT of its
+    READY, not only when its own 10 s timeout runs out."""
+    ls = listener("127.0.0.1", port)
+    c = Proc("client", str(port))
+    try:
+        s, _ = ls.accept()
+        h, _ = recv_msg(s)
+        if h[0] != OP_HELLO:
+            return False, f"the client sent op {h[0]}"
+        s.sendall(message(OP_ACCEPT, hello()))
+        h, _ = recv_msg(s)
+        if h[0] != OP_READY:
+            return False, f"the client sent op {h[0]} instead of READY"
+        started = time.time()
+        ev = c.wait_event(READY_WAIT + 3)
+        took = time.time() - started
+        s.close()
+        if ev != "TIMED_OUT" or took > READY_WAIT + 2:
+            return False, f"the client's event {ev} after {took:.1f} s"
+        return target_state(c, forbid_win=None)
+    finally:
+        c.stop()
+        ls.close()
 
 
 @case("stalled_write_cannot_hold_free")

@@ -18,6 +18,9 @@
  *            rss_kb=R" (uniform: every byte of win is the same)
  *   free     dat_lmr_free of win's LMR: "freed rc=<DAT_RETURN> ms=<how long it took>"
  *   fill C   sets every byte of win to the character C
+ *   close    frees every DAT object and closes the IA gracefully: "closed rc=<DAT_RETURN of
+ *            dat_ia_close> eps=<EPs it freed>" (a DAT call that fails first: "closed rc=<it>
+ *            at=<which>")
  *   quit     exits with status 0
  * and, for the UD target:
  *   recv N LEN  posts N receives of LEN (at most 8192) bytes on the UD EP: receive k (counted
@@ -53,6 +56,7 @@ static DAT_RMR_CONTEXT rkey;
 static DAT_EP_HANDLE eps[MAX_EPS];
 static int neps;
 static DAT_EP_HANDLE ud_ep;
+static DAT_PSP_HANDLE psp;
 static unsigned long ud_posted;
 static DAT_IB_ADDR_HANDLE last_ah;
 static int have_ah;
@@ -144,6 +148,38 @@ static void command(const char *line)
             CHECK(dat_ib_post_send_ud(ud_ep, 1, &t, &last_ah, ck, DAT_COMPLETION_SUPPRESS_FLAG));
             printf("replied qpn=%u\n", (unsigned)last_ah.qpn);
         }
+    } else if (strncmp(line, "close", 5) == 0 && ia) {
+        int freed = neps;
+        DAT_RETURN rc = DAT_SUCCESS;
+        const char *at = NULL;
+#define STEP(call)                                                                             \
+    do {                                                                                       \
+        if (rc == DAT_SUCCESS && (rc = (call)) != DAT_SUCCESS)                                 \
+            at = #call;                                                                        \
+    } while (0)
+        while (neps > 0 && rc == DAT_SUCCESS)
+            STEP(dat_ep_free(eps[--neps]));
+        if (ud_ep)
+            STEP(dat_ep_free(ud_ep));
+        if (psp)
+            STEP(dat_psp_free(psp));
+        if (lmr)
+            STEP(dat_lmr_free(lmr));
+        STEP(dat_evd_free(dto));
+        STEP(dat_evd_free(conn));
+        STEP(dat_evd_free(cr));
+        STEP(dat_pz_free(pz));
+        if (at) {
+            printf("closed rc=%#x at=%s\n", (unsigned)rc, at);
+        } else {
+            rc = dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG);
+            printf("closed rc=%#x eps=%d\n", (unsigned)rc, freed);
+        }
+#undef STEP
+        ia = DAT_HANDLE_NULL;
+        ud_ep = DAT_HANDLE_NULL;
+        lmr = DAT_HANDLE_NULL;
+        psp = DAT_HANDLE_NULL;
     } else if (strncmp(line, "quit", 4) == 0) {
         fflush(stdout);
         _exit(0);
@@ -161,6 +197,7 @@ static const char *conn_name(DAT_EVENT_NUMBER n)
     case DAT_CONNECTION_EVENT_NON_PEER_REJECTED: return "NON_PEER_REJECTED";
     case DAT_CONNECTION_EVENT_UNREACHABLE: return "UNREACHABLE";
     case DAT_CONNECTION_EVENT_TIMED_OUT: return "TIMED_OUT";
+    case DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR: return "ACCEPT_COMPLETION_ERROR";
     default: break;
     }
     /* The IB extension's UD events are another enum (ints here). */
@@ -235,9 +272,9 @@ static void pump(int server)
     DAT_EVENT ev;
     char line[256];
     struct pollfd p = { 0, POLLIN, 0 };
-    while (ud_ep && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS)
+    while (ia && ud_ep && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS)
         ud_request(&ev);
-    while (server && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS) {
+    while (ia && server && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS) {
         DAT_CR_HANDLE h = ev.event_data.cr_arrival_event_data.cr_handle;
         DAT_CR_PARAM param;
         memset(&param, 0, sizeof param);
@@ -308,7 +345,6 @@ int main(int argc, char **argv)
     CHECK(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, r, WIN, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &lkey,
                          &rkey, &reg_len, &reg_addr));
     if (strcmp(mode, "server") == 0 || strcmp(mode, "ud") == 0) {
-        DAT_PSP_HANDLE psp;
         if (strcmp(mode, "ud") == 0)
             new_ud_ep();
         CHECK(dat_psp_create(ia, (DAT_CONN_QUAL)port, cr, DAT_PSP_CONSUMER_FLAG, &psp));

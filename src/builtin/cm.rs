@@ -335,6 +335,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
         CmEvent::TimedOut => (DAT_CONNECTION_EVENT_TIMED_OUT, Vec::new()),
         CmEvent::Disconnected => (DAT_CONNECTION_EVENT_DISCONNECTED, Vec::new()),
         CmEvent::Broken => (DAT_CONNECTION_EVENT_BROKEN, Vec::new()),
+        CmEvent::AcceptCompletionError => (DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, Vec::new()),
         // Only a UD EP's QP resolves peers (handled above).
         CmEvent::UdResolved { .. } => return,
     };

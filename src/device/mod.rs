@@ -387,6 +387,9 @@ pub enum CmEvent {
     TimedOut,
     Disconnected,
     Broken,
+    /// Passive side: the consumer accepted, and the requester did not complete the
+    /// connection (it went away, or did not answer in time).
+    AcceptCompletionError,
 }
 
 /// Where a QP reports completions and connection events, and whom it asks about keys.

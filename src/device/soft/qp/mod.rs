@@ -226,6 +226,11 @@ const RNR_WAIT: Duration = Duration::from_secs(1);
 /// sleeps (see `await_frame`).
 const BUSY_POLL: Duration = Duration::from_micros(20);
 
+/// How long the passive side waits, after its ACCEPT, for the peer's READY; and the active
+/// side, after its READY, for the answer. Neither waits on a consumer: a peer that takes
+/// longer is not completing the handshake.
+const READY_WAIT: Duration = Duration::from_secs(5);
+
 pub struct SoftQp {
     this: std::sync::Weak<SoftQp>,
     /// Where receives come from when the QP uses a shared receive queue.
