@@ -3,7 +3,9 @@
  *   target server PORT   accepts every connection request on PORT (a fresh EP each, with
  *                        receives posted), frees each EP when its connection ends; a
  *                        request whose private data starts with "reject" is rejected
- *   target client PORT [ADDR]  connects one EP to ADDR (127.0.0.1):PORT and reports its events
+ *   target client QUAL [ADDR]  connects one EP to ADDR (127.0.0.1), qualifier QUAL (any
+ *                        strtoull form, all 64 bits), with TARGET_PDATA as private data if set,
+ *                        and reports its events
  *   target ud PORT       one UD EP (IB extensions), no receive posted; its PSP on PORT accepts
  *                        every UD resolution on it with private data "ud-ok" (one whose private
  *                        data starts with "reject" is rejected) and rejects RC requests
@@ -316,6 +318,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     int port = argc > 2 ? atoi(argv[2]) : 0;
+    DAT_CONN_QUAL qual = argc > 2 ? (DAT_CONN_QUAL)strtoull(argv[2], NULL, 0) : 0;
     DAT_REGION_DESCRIPTION r;
     DAT_VLEN reg_len;
     DAT_VADDR reg_addr;
@@ -362,8 +365,9 @@ int main(int argc, char **argv)
         } else {
             ep = new_ep();
         }
-        CHECK(dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)&sin, (DAT_CONN_QUAL)port, 10 * 1000 * 1000, 0, NULL, DAT_QOS_BEST_EFFORT,
-                             DAT_CONNECT_DEFAULT_FLAG));
+        char *pdata = getenv("TARGET_PDATA");
+        CHECK(dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)&sin, qual, 10 * 1000 * 1000, pdata ? (DAT_COUNT)strlen(pdata) : 0,
+                             pdata, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
     }
     printf("ready pid=%d secret=%#lx win=%#lx rkey=%u\n", (int)getpid(), (unsigned long)(uintptr_t)secret,
            (unsigned long)(uintptr_t)win, (unsigned)rkey);

@@ -108,7 +108,7 @@ impl ListenEvents for SpEvents {
 
 /// Listens on a connection qualifier's port for the service point `sp` (0: any free port).
 fn listen(ia: &Ia, conn_qual: DAT_CONN_QUAL, sp: usize) -> Result<Box<dyn Listener>, DAT_RETURN> {
-    ia.dev.listen(port_of(conn_qual), Arc::new(SpEvents { sp })).map_err(|e| match e {
+    ia.dev.listen(port_of(conn_qual), conn_qual, Arc::new(SpEvents { sp })).map_err(|e| match e {
         DevError::InUse => dat_error(DAT_CONN_QUAL_IN_USE, 0),
         DevError::NotSupported => dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED),
         _ => dat_error(DAT_INSUFFICIENT_RESOURCES, 0),

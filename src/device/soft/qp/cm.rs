@@ -63,7 +63,7 @@ impl SoftQp {
     /// decides, within READY_WAIT besides. Past either the consumer hears TIMED_OUT. The
     /// rendezvous never waits (rendezvous.rs): it is bounded by these. `dat_ep_disconnect` and
     /// `dat_ep_free` end the handshake at once (`disconnect_now` shuts its stream down).
-    pub(super) fn active(self: Arc<Self>, addr: SocketAddr, private_data: Vec<u8>, timeout: Option<Duration>) {
+    pub(super) fn active(self: Arc<Self>, addr: SocketAddr, conn_qual: u64, private_data: Vec<u8>, timeout: Option<Duration>) {
         /// The connected stream, the peer's ACCEPT, the same-host peer it proved to be (if
         /// any), and whether it accepted.
         type Outcome = (TcpStream, Hello, Option<(PeerProcess, Claims)>, bool);
@@ -87,6 +87,7 @@ impl SoftQp {
             let rendezvous = peer::other_end(&stream).and_then(|_| Rendezvous::open());
             let hello = Hello {
                 rendezvous: rendezvous.as_ref().map_or(0, |r| r.token),
+                conn_qual,
                 rd_in: self.caps.max_rd_in,
                 private_data,
                 ..Hello::default()
@@ -130,6 +131,10 @@ impl SoftQp {
                         _ => return Err(CmEvent::Broken),
                     };
                     Ok((stream, answer, verified, agreed))
+                }
+                op::REJECT if hdr.status == wire::reject::NO_SERVICE => {
+                    crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: no service point {conn_qual:#x} at {addr}");
+                    Err(CmEvent::NonPeerRejected)
                 }
                 op::REJECT => Err(CmEvent::PeerRejected { private_data: answer.private_data }),
                 _ => Err(CmEvent::NonPeerRejected),

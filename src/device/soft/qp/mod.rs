@@ -617,7 +617,7 @@ fn peer_table(peer: &PeerProcess, fd: u32) -> Option<Arc<KeyTable>> {
 }
 
 impl Qp for SoftQp {
-    fn connect(&self, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+    fn connect(&self, addr: SocketAddr, conn_qual: u64, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
         {
             let mut i = self.lock();
             if i.state != State::Idle {
@@ -630,7 +630,7 @@ impl Qp for SoftQp {
         std::thread::Builder::new()
             .name("dat2-soft-connect".into())
             .stack_size(256 << 10)
-            .spawn(move || me.active(addr, pdata, timeout))
+            .spawn(move || me.active(addr, conn_qual, pdata, timeout))
             .map_err(|_| DevError::NoResources)?;
         Ok(())
     }
