@@ -1019,6 +1019,40 @@ def _(t, port):
         srv.stop()
 
 
+@case("free_ends_a_stalled_connect", server=False)
+def _(t, port):
+    """We are the server: we take a dat2 client's greeting and HELLO and never answer (its
+    connect waits for our consumer, up to its 10 s timeout). The client frees its EP: the
+    handshake's thread ends at once, not when the timeout runs out (before, dat_ep_free
+    left it waiting on our socket)."""
+    ls = listener("127.0.0.1", port)
+    c = Proc("client", str(port))
+    try:
+        s, _ = ls.accept()
+        answer_greeting(s)
+        h, _ = recv_msg(s)
+        if h[0] != OP_HELLO:
+            return False, f"the client sent op {h[0]}"
+        time.sleep(0.3)
+        during = resources(c)
+        freed = c.cmd("epfree", "epfreed ")
+        if freed is None or int(freed.split("=")[1], 0) != 0:
+            return False, f"dat_ep_free: {freed}"
+        s.settimeout(2)
+        try:
+            ended = s.recv(1) == b""
+        except (socket.timeout, ConnectionError) as e:
+            ended = not isinstance(e, socket.timeout)
+        after = resources(c)
+        s.close()
+        if not ended or after is None or after[0] >= during[0]:
+            return False, f"after dat_ep_free the connection ended: {ended}; threads {during[0]} -> {after and after[0]}"
+        return target_state(c, forbid_win=None)
+    finally:
+        c.stop()
+        ls.close()
+
+
 @case("stalled_write_cannot_hold_free")
 def _(t, port):
     """We send an RDMA write of 64 KiB into the target's registered memory and stop halfway.

@@ -20,6 +20,7 @@
  *            rss_kb=R" (uniform: every byte of win is the same)
  *   free     dat_lmr_free of win's LMR: "freed rc=<DAT_RETURN> ms=<how long it took>"
  *   fill C   sets every byte of win to the character C
+ *   epfree   dat_ep_free of every RC EP: "epfreed rc=<the last DAT_RETURN>"
  *   close    frees every DAT object and closes the IA gracefully: "closed rc=<DAT_RETURN of
  *            dat_ia_close> eps=<EPs it freed>" (a DAT call that fails first: "closed rc=<it>
  *            at=<which>")
@@ -150,6 +151,11 @@ static void command(const char *line)
             CHECK(dat_ib_post_send_ud(ud_ep, 1, &t, &last_ah, ck, DAT_COMPLETION_SUPPRESS_FLAG));
             printf("replied qpn=%u\n", (unsigned)last_ah.qpn);
         }
+    } else if (strncmp(line, "epfree", 6) == 0) {
+        DAT_RETURN rc = DAT_SUCCESS;
+        while (neps > 0)
+            rc = dat_ep_free(eps[--neps]);
+        printf("epfreed rc=%#x\n", (unsigned)rc);
     } else if (strncmp(line, "close", 5) == 0 && ia) {
         int freed = neps;
         DAT_RETURN rc = DAT_SUCCESS;
