@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the soft_wire fuzz target (fuzz/corpus/soft_wire/): handshakes
 followed by representative frames, in the target's input format (see the top of
-fuzz_targets/soft_wire.rs). The wire's MAGIC and VERSION, for the seed that sends a raw HELLO,
-are read from src/device/soft/wire.rs.
+fuzz_targets/soft_wire.rs). The wire's MAGIC and VERSION, for the seeds that send a raw
+greeting and HELLO, are read from src/device/soft/wire.rs.
 
 Usage: fuzz/seeds.py   (rewrites the directory; commit the result)
 """
@@ -70,8 +70,13 @@ def hdr(op, payload=0, length=None, flags=0, status=0, raddr=0, rkey=0, imm=0, a
     return struct.pack("<BBBxIIQIIIQQ", op, flags, status, payload, payload if length is None else length, raddr, rkey, imm, acks, a, b)
 
 
-def hello(reaches=0, private=b""):
-    return struct.pack("<IIIIQ", MAGIC, VERSION, reaches, 0, 0) + private
+def hello(reaches=0, private=b"", qual=0):
+    return struct.pack("<IIIIQQ", MAGIC, VERSION, reaches, 0, 0, qual) + private
+
+
+def greeting(version=VERSION, role=1):
+    """wire::Greeting: the first 48 bytes each way (role 1 the connecting side's)."""
+    return b"DAT2SOFT" + struct.pack("<II", version, role) + bytes(32)
 
 
 data16 = bytes(range(16))
@@ -119,9 +124,15 @@ seeds = {
     + frame(ACK, acks=2),
     "disconnect-abrupt": setup(requests=True) + frame(WRITE, length=8, data=bytes(8)) + act(DISCONNECT_ABRUPT) + frame(WRITE, length=8, data=bytes(8)),
     "raw-after-handshake": setup(mode=1) + hdr(21, acks=1) + hdr(10, payload=8) + bytes(8),
-    "raw-instead-of-ready": setup(mode=2) + hdr(4, payload=24) + hello(),
-    "raw-hello": setup(mode=3) + hdr(1, payload=24) + hello() + hdr(4, payload=24) + hello() + hdr(30),
-    "raw-hello-bad-version": setup(mode=3) + hdr(1, payload=24) + hello()[:4] + b"\xff\xff\xff\xff" + hello()[8:],
+    "raw-instead-of-ready": setup(mode=2) + hdr(4, payload=len(hello())) + hello(),
+    # From the very start: the greeting, then a HELLO for qualifier 0, which is not the PSP's
+    # (refused unseen), READY and DISCONNECT.
+    "raw-hello": setup(mode=3) + greeting() + hdr(1, payload=len(hello())) + hello() + hdr(4, payload=len(hello())) + hello() + hdr(30),
+    "raw-hello-bad-version": setup(mode=3) + greeting() + hdr(1, payload=len(hello())) + hello()[:4] + b"\xff\xff\xff\xff" + hello()[8:],
+    "raw-greeting-only": setup(mode=3) + greeting(),
+    "raw-greeting-old-version": setup(mode=3) + greeting(version=7) + hdr(1, payload=len(hello())) + hello(),
+    "raw-greeting-answer-role": setup(mode=3) + greeting(role=2),
+    "raw-old-hello": setup(mode=3) + hdr(1, payload=24) + struct.pack("<IIIIQ", MAGIC, 7, 0, 4, 0),
 }
 
 os.makedirs(out, exist_ok=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A hostile peer of dat2-soft: it speaks the soft device's wire protocol itself (the
-48-byte header and the HELLO of src/device/soft/wire.rs, and the claims at the Unix-socket
-rendezvous of rendezvous.rs) and attacks a dat2 process (target.c) as a server, and as a
+greeting, the 48-byte header and the HELLO of src/device/soft/wire.rs, and the claims at the
+Unix-socket rendezvous of rendezvous.rs) and attacks a dat2 process (target.c) as a server, and as a
 client.
 
 The UD cases (ud.py) resolve the target's UD QP and send it forged datagrams.
@@ -31,10 +31,12 @@ import tempfile
 import time
 
 HDR = struct.Struct("<BBBxIIQIIIQQ")  # op flags status payload length raddr rkey imm acks a b
-HELLO = struct.Struct("<IIIIQ")  # magic version reaches rd_in rendezvous
+HELLO = struct.Struct("<IIIIQQ")  # magic version reaches rd_in rendezvous conn_qual
 CLAIMS = struct.Struct("<IIQIIQ")  # magic sock_fd canary keytab_fd pd qp
 MAGIC = 0x64617432
-VERSION = 7
+VERSION = 8
+GREETING_MAGIC, ASK, ANSWER = b"DAT2SOFT", 1, 2
+REJECT_NO_SERVICE = 1  # a REJECT's status: no service point with the HELLO's qualifier
 OP_HELLO, OP_ACCEPT, OP_REJECT, OP_READY, OP_ESTABLISHED = 1, 2, 3, 4, 5
 OP_SEND, OP_WRITE, OP_READ, OP_CMP_SWAP, OP_FETCH_ADD = 10, 11, 12, 13, 14
 OP_RESPONSE, OP_ACK, OP_DISCONNECT = 20, 21, 30
@@ -49,6 +51,7 @@ RNR_WAIT = 1.0  # seconds such a request that does not fit waits for a receive
 RD_IN = 4  # READ/atomic requests outstanding (the EP's default max_rdma_read_in)
 HALF_OPEN_MAX = 64  # connections whose HELLO has not arrived, per listener
 HANDSHAKE_TIMEOUT = 5.0  # seconds a HELLO may take
+READY_WAIT = 5.0  # seconds the target waits for READY after its ACCEPT, or for the answer to its READY
 GROWTH_KB = 16 << 10  # what a case may add to the target's resident memory
 SETTLE_S = 10  # how long ended connections' threads may take to exit
 RNR_STATUS = 9  # DAT_DTO_ERR_RECEIVER_NOT_READY
@@ -83,6 +86,7 @@ class Proc:
         self.buf = b""
         self.events = []
         self.dtos = []
+        self.lines = []  # every line read, for the cases that look for a log line
         # (debug log lines, when a case asks for them, may come first)
         line = self.expect("ready ", 10)
         if not line:
@@ -100,7 +104,8 @@ class Proc:
                 return None
             self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
-        return line.decode(errors="replace")
+        self.lines.append(line.decode(errors="replace"))
+        return self.lines[-1]
 
     def expect(self, prefix, timeout=10):
         end = time.time() + timeout
@@ -143,6 +148,11 @@ class Proc:
                 self.events.append(line[6:])
         return self.events.pop(0) if self.events else None
 
+    def said(self, prefix, timeout=2):
+        """Whether the process printed a line starting with `prefix` (so far, or within
+        `timeout`)."""
+        return any(l.startswith(prefix) for l in self.lines) or self.expect(prefix, timeout) is not None
+
     def stop(self):
         if self.p.poll() is None:
             try:
@@ -159,13 +169,37 @@ def hdr(op, flags=0, payload=0, length=0, raddr=0, rkey=0, status=0, acks=0):
     return HDR.pack(op, flags, status, payload, length, raddr, rkey, 0, acks, 0, 0)
 
 
-def hello(rendezvous=0, reaches=0, private=b"", rd_in=4):
-    return HELLO.pack(MAGIC, VERSION, reaches, rd_in, rendezvous) + private
+def hello(rendezvous=0, reaches=0, private=b"", rd_in=4, qual=0):
+    return HELLO.pack(MAGIC, VERSION, reaches, rd_in, rendezvous, qual) + private
 
 
 def parse_hello(body):
     f = HELLO.unpack_from(body)
-    return {"reaches": f[2], "rendezvous": f[4], "private": body[HELLO.size:]}
+    return {"reaches": f[2], "rendezvous": f[4], "qual": f[5], "private": body[HELLO.size:]}
+
+
+def greeting(role, version=VERSION):
+    """The first bytes each side sends (wire.rs, Greeting): 48 bytes."""
+    return GREETING_MAGIC + struct.pack("<II", version, role) + bytes(32)
+
+
+def dial(port, host=None):
+    """A connection to the service point on `port`, greeted and answered as dat2-soft."""
+    s = socket.create_connection((host or target_host, port), timeout=10)
+    s.sendall(greeting(ASK))
+    got = recv_exact(s, 48)
+    if got != greeting(ANSWER):
+        s.close()
+        raise RuntimeError(f"the greeting was answered with {got.hex()}")
+    return s
+
+
+def answer_greeting(s):
+    """Our part of the greeting as a listener: the peer's must come first, and be dat2-soft's."""
+    got = recv_exact(s, 48)
+    if got != greeting(ASK):
+        raise RuntimeError(f"the first bytes are {got.hex()}, not a greeting")
+    s.sendall(greeting(ANSWER))
 
 
 class Rendezvous:
@@ -214,16 +248,17 @@ def recv_msg(s):
     return h, recv_exact(s, h[3]) if h[3] else b""
 
 
-def connect(port, claims=None, reaches=1, private=b"", token=None):
+def connect(port, claims=None, reaches=1, private=b"", token=None, qual=None):
     """Connects as an active side. `claims`: None (no rendezvous), or (sock_fd, canary) to
     write at our rendezvous ("honest" for sock_fd: our descriptor of the connection);
-    `token`: the rendezvous name to send instead of our own. Returns the socket (None when
+    `token`: the rendezvous name to send instead of our own; `qual`: the qualifier to ask for
+    (default `port`). Returns the socket (None when
     rejected) and what happened: the ACCEPT or REJECT, whether the target came to our
     rendezvous, and the path it agreed (the ESTABLISHED status)."""
-    s = socket.create_connection((target_host, port), timeout=10)
+    s = dial(port)
     rv = Rendezvous() if claims is not None else None
     try:
-        s.sendall(message(OP_HELLO, hello(token if token is not None else (rv.token if rv else 0), private=private)))
+        s.sendall(message(OP_HELLO, hello(token if token is not None else (rv.token if rv else 0), private=private, qual=port if qual is None else qual)))
         h, answer = recv_msg(s)
         came, their_claims = rv.take() if rv else (None, None)
         info = {"answer": parse_hello(answer), "came": came is not None, "agreed": 0}
@@ -406,7 +441,7 @@ while True:
     with helper(code, port + 500, target_host, port):
         t.cmd("fill W", "filled")
         for fd in list(range(0, 12)) + ["honest"]:
-            why = refused(t, port + 500, (fd, our_canary), f"through the relay, claiming fd {fd}")
+            why = refused(t, port + 500, (fd, our_canary), f"through the relay, claiming fd {fd}", qual=port)
             if why:
                 return False, why
         return target_state(t, want_win="57" * 16)
@@ -519,9 +554,9 @@ def _(t, port):
     """A plain RDMA write (valid key, inline data) sent after ACCEPT but before READY, the
     handshake's last message: the target must end the connection without executing it."""
     t.cmd("fill W", "filled")
-    s = socket.create_connection((target_host, port), timeout=10)
+    s = dial(port)
     try:
-        s.sendall(message(OP_HELLO, hello()))
+        s.sendall(message(OP_HELLO, hello(qual=port)))
         h, _ = recv_msg(s)
         if h[0] != OP_ACCEPT:
             return False, f"answer op {h[0]}"
@@ -741,8 +776,8 @@ def _(t, port):
 
 @case("half_open_flood")
 def _(t, port):
-    """500 connections that never finish their HELLO (half of them send part of one), then an
-    oversized HELLO: the target spends no thread on them, keeps at most HALF_OPEN_MAX, still
+    """500 connections that never finish their greeting (half of them send part of one), then
+    an oversized HELLO after a greeting: the target spends no thread on them, keeps at most HALF_OPEN_MAX, still
     accepts an honest peer meanwhile, and closes the rest after HANDSHAKE_TIMEOUT (the old
     device held a thread each: 500 threads and 1 GB of address space)."""
     before = resources(t)
@@ -761,7 +796,7 @@ def _(t, port):
         s.close()
         if t.wait_event() != "ESTABLISHED":
             return False, "an honest peer was not accepted during the flood"
-        big = socket.create_connection((target_host, port), timeout=10)
+        big = dial(port)
         big.sendall(hdr(OP_HELLO, payload=1 << 30, length=1 << 30) + b"H" * 4096)
         if outcome(big, 5) != "closed":
             return False, "an oversized HELLO was not refused"
@@ -783,6 +818,242 @@ def _(t, port):
         for c in socks:
             c.close()
     return bounded(t, before, "500 half-open connections")
+
+
+@case("ready_never_sent")
+def _(t, port):
+    """20 peers send HELLO, take the ACCEPT and never send READY. Within READY_WAIT each
+    accepted EP hears DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR and its connection ends; the
+    target frees the EPs, holds no thread or memory for them, and then closes its IA
+    gracefully (the old device held two threads per connection, with no event, until the
+    peer closed)."""
+    before = resources(t)
+    socks = []
+    try:
+        for _ in range(20):
+            s = dial(port)
+            s.sendall(message(OP_HELLO, hello(qual=port)))
+            socks.append(s)
+        started = time.time()
+        for s in socks:
+            h, _ = recv_msg(s)
+            if h[0] != OP_ACCEPT:
+                return False, f"answer op {h[0]}"
+        events = [t.wait_event(READY_WAIT + 3 - (time.time() - started)) for _ in socks]
+        took = time.time() - started
+        if events != ["ACCEPT_COMPLETION_ERROR"] * len(socks):
+            return False, f"after {took:.1f} s the target's events are {events}"
+        closed = sum(outcome(s, 2) == "closed" for s in socks)
+        if closed != len(socks):
+            return False, f"{len(socks) - closed} connections were still open after their ACCEPT_COMPLETION_ERROR"
+    finally:
+        for s in socks:
+            s.close()
+    ok, why = bounded(t, before, "20 connections without READY")
+    if not ok:
+        return ok, why
+    line = t.cmd("close", "closed ")
+    if line is None or int(dict(w.split("=") for w in line.split()[1:])["rc"], 0) != 0 or " at=" in line:
+        return False, f"the IA did not close gracefully: {line}"
+    return True, ""
+
+
+@case("established_never_sent", server=False)
+def _(t, port):
+    """We are the server: we accept a dat2 client's HELLO and take its READY, but never answer
+    it. The client's connect hears DAT_CONNECTION_EVENT_TIMED_OUT within READY_WAIT of its
+    READY, not only when its own 10 s timeout runs out."""
+    ls = listener("127.0.0.1", port)
+    c = Proc("client", str(port))
+    try:
+        s, _ = ls.accept()
+        answer_greeting(s)
+        h, _ = recv_msg(s)
+        if h[0] != OP_HELLO:
+            return False, f"the client sent op {h[0]}"
+        s.sendall(message(OP_ACCEPT, hello()))
+        h, _ = recv_msg(s)
+        if h[0] != OP_READY:
+            return False, f"the client sent op {h[0]} instead of READY"
+        started = time.time()
+        ev = c.wait_event(READY_WAIT + 3)
+        took = time.time() - started
+        s.close()
+        if ev != "TIMED_OUT" or took > READY_WAIT + 2:
+            return False, f"the client's event {ev} after {took:.1f} s"
+        return target_state(c, forbid_win=None)
+    finally:
+        c.stop()
+        ls.close()
+
+
+def unrelated_service(port, reply):
+    """A plain TCP service on `port` that is not dat2 (it sends `reply` on each connection,
+    if any, and reads). Yields a function that returns what the connections sent it."""
+    got = []
+    ls = listener("127.0.0.1", port)
+
+    def serve():
+        while True:
+            try:
+                c, _ = ls.accept()
+            except OSError:
+                return
+            with c:
+                if reply:
+                    c.sendall(reply)
+                c.settimeout(2 * HANDSHAKE_TIMEOUT)
+                data = b""
+                try:
+                    while chunk := c.recv(4096):
+                        data += chunk
+                except OSError:
+                    pass
+                got.append(data)
+    import threading
+    threading.Thread(target=serve, daemon=True).start()
+    return ls, got
+
+
+PRIVATE = "the-consumer's-private-data"
+
+
+@case("qualifier_above_16_bits_reaches_no_service", server=False)
+def _(t, port):
+    """A consumer connects, with private data, to qualifier 0x1_0000_0000 | port, whose low 16
+    bits are the port of an unrelated TCP service (one silent, one that speaks first, like
+    SMTP). The service receives our greeting and nothing else: no private data; the consumer
+    hears NON_PEER_REJECTED within the greeting's 5 s, and with DAT_DBG_TYPE=1 a line naming
+    the address and that it is no dat2-soft peer of this wire version. (Before, the HELLO with
+    the private data went to the service.)"""
+    for k, reply in enumerate((b"", b"220 mail.example ESMTP\r\n")):
+        port += k
+        ls, got = unrelated_service(port, reply)
+        c = Proc("client", hex(0x1_0000_0000 | port), env={"TARGET_PDATA": PRIVATE, "DAT_DBG_TYPE": "1"})
+        try:
+            started = time.time()
+            ev = c.wait_event(HANDSHAKE_TIMEOUT + 3)
+            took = time.time() - started
+            said = c.said(f"DAT Registry: dat2-soft: 127.0.0.1:{port} is not a dat2-soft peer of wire version {VERSION}")
+            c.stop()
+            deadline = time.time() + 3
+            while not got and time.time() < deadline:
+                time.sleep(0.1)
+            sent = b"".join(got)
+            if PRIVATE.encode() in sent or sent != greeting(ASK):
+                return False, f"{'speaking' if reply else 'silent'} service received {sent[:120]!r}"
+            if ev != "NON_PEER_REJECTED" or took > HANDSHAKE_TIMEOUT + 2:
+                return False, f"{'speaking' if reply else 'silent'} service: the consumer's event {ev} after {took:.1f} s"
+            if not said:
+                return False, "no DAT_DBG_TYPE line names the address and the protocol"
+        finally:
+            c.stop()
+            with contextlib.suppress(OSError):
+                ls.shutdown(socket.SHUT_RDWR)  # wakes the thread in accept
+            ls.close()
+    return True, ""
+
+
+@case("qualifier_above_16_bits_is_another_service_point")
+def _(t, port):
+    """The target has a PSP at qualifier `port`; a dat2 consumer connects to 0x1_0000_0000 |
+    port (the same TCP port): it is refused (NON_PEER_REJECTED) and the target's consumer never
+    hears of it. A connect to `port` itself, the control, is accepted."""
+    c = Proc("client", hex(0x1_0000_0000 | port), env={"TARGET_PDATA": PRIVATE})
+    try:
+        ev = c.wait_event(HANDSHAKE_TIMEOUT + 3)
+        if ev != "NON_PEER_REJECTED":
+            return False, f"the consumer's event for the wrong qualifier: {ev}"
+        if t.expect("event ", 1):
+            return False, f"the target heard of a request for another qualifier: {t.events}"
+    finally:
+        c.stop()
+    c = Proc("client", str(port), env={"TARGET_PDATA": PRIVATE})
+    try:
+        if c.wait_event() != "ESTABLISHED" or t.wait_event() != "ESTABLISHED":
+            return False, f"the control did not connect: {c.events} {t.events}"
+    finally:
+        c.stop()
+    return target_state(t, forbid_win=None)
+
+
+@case("older_dat2_fails_cleanly", server=False)
+def _(t, port):
+    """Both ways between this dat2 and one of wire version 7 (played here): our client to an
+    old listener (which reads our greeting as a header it does not take and closes) hears
+    NON_PEER_REJECTED at once, with a DAT_DBG_TYPE line naming the address; an old client's
+    HELLO to our PSP is closed unanswered, and our consumer hears nothing."""
+    old_hdr = struct.Struct("<BBBxIIQIIIQQ")
+    ls = listener("127.0.0.1", port)
+    c = Proc("client", str(port), env={"TARGET_PDATA": PRIVATE, "DAT_DBG_TYPE": "1"})
+    try:
+        s, _ = ls.accept()
+        first = recv_exact(s, 48)
+        op = old_hdr.unpack(first)[0]
+        if op in (OP_HELLO, 6):
+            return False, f"our greeting reads as op {op} to an old listener"
+        s.close()
+        started = time.time()
+        ev = c.wait_event(3)
+        if ev != "NON_PEER_REJECTED" or time.time() - started > 2:
+            return False, f"the consumer's event {ev} after {time.time() - started:.1f} s"
+        if not c.said(f"DAT Registry: dat2-soft: 127.0.0.1:{port} is not a dat2-soft peer of wire version {VERSION}"):
+            return False, "no DAT_DBG_TYPE line names the address and the protocol"
+    finally:
+        c.stop()
+        ls.close()
+    srv = Proc("server", str(port + 1))
+    try:
+        s = socket.create_connection((target_host, port + 1), timeout=10)
+        old = struct.pack("<IIIIQ", MAGIC, 7, 0, 4, 0) + PRIVATE.encode()
+        s.sendall(message(OP_HELLO, old))
+        s.settimeout(HANDSHAKE_TIMEOUT + 2)
+        try:
+            answer = s.recv(4096)
+        except ConnectionError:
+            answer = b""
+        s.close()
+        if answer:
+            return False, f"the old client got an answer: {answer[:64].hex()}"
+        if srv.expect("event ", 1):
+            return False, f"our consumer heard of the old client: {srv.events}"
+        return target_state(srv, forbid_win=None)
+    finally:
+        srv.stop()
+
+
+@case("free_ends_a_stalled_connect", server=False)
+def _(t, port):
+    """We are the server: we take a dat2 client's greeting and HELLO and never answer (its
+    connect waits for our consumer, up to its 10 s timeout). The client frees its EP: the
+    handshake's thread ends at once, not when the timeout runs out (before, dat_ep_free
+    left it waiting on our socket)."""
+    ls = listener("127.0.0.1", port)
+    c = Proc("client", str(port))
+    try:
+        s, _ = ls.accept()
+        answer_greeting(s)
+        h, _ = recv_msg(s)
+        if h[0] != OP_HELLO:
+            return False, f"the client sent op {h[0]}"
+        time.sleep(0.3)
+        during = resources(c)
+        freed = c.cmd("epfree", "epfreed ")
+        if freed is None or int(dict(w.split("=", 1) for w in freed.split()[1:])["rc"], 0) != 0:
+            return False, f"dat_ep_free: {freed}"
+        s.settimeout(2)
+        try:
+            ended = s.recv(1) == b""
+        except (socket.timeout, ConnectionError) as e:
+            ended = not isinstance(e, socket.timeout)
+        after = resources(c)
+        s.close()
+        if not ended or after is None or after[0] >= during[0]:
+            return False, f"after dat_ep_free the connection ended: {ended}; threads {during[0]} -> {after and after[0]}"
+        return target_state(c, forbid_win=None)
+    finally:
+        c.stop()
+        ls.close()
 
 
 @case("stalled_write_cannot_hold_free")
@@ -854,6 +1125,7 @@ def _(t, port):
     me.close()
     try:
         s, _ = ls.accept()
+        answer_greeting(s)
         h, body = recv_msg(s)
         s.close()
         if h[0] != OP_HELLO:
@@ -877,6 +1149,7 @@ def malicious_server(port, op, come):
     try:
         c.cmd("fill W", "filled")
         s, _ = ls.accept()
+        answer_greeting(s)
         h, body = recv_msg(s)
         if h[0] != OP_HELLO:
             return False, f"the client sent op {h[0]}"
@@ -1071,7 +1344,7 @@ def _(t, port):
             return False, f"the post's completion: {d}"
         if "DISCONNECTED" not in c.events:
             return False, f"client events {c.events}"
-        why = timed(c, "epfree", "epfreed", 500) or timed(c, "close", "closed", 1000)
+        why = timed(c, "epfree", "epfreed", 500) or timed(c, "closeabrupt", "closed", 1000)
         if why:
             return False, why
         return target_state(c, forbid_win=None)

@@ -3,7 +3,9 @@
  *   target server PORT   accepts every connection request on PORT (a fresh EP each, with
  *                        receives posted), frees each EP when its connection ends; a
  *                        request whose private data starts with "reject" is rejected
- *   target client PORT [ADDR]  connects one EP to ADDR (127.0.0.1):PORT and reports its events
+ *   target client QUAL [ADDR]  connects one EP to ADDR (127.0.0.1), qualifier QUAL (any
+ *                        strtoull form, all 64 bits), with TARGET_PDATA as private data if set,
+ *                        and reports its events
  *   target ud PORT       one UD EP (IB extensions), no receive posted; its PSP on PORT accepts
  *                        every UD resolution on it with private data "ud-ok" (one whose private
  *                        data starts with "reject" is rejected) and rejects RC requests
@@ -18,6 +20,10 @@
  *            rss_kb=R" (uniform: every byte of win is the same)
  *   free     dat_lmr_free of win's LMR: "freed rc=<DAT_RETURN> ms=<how long it took>"
  *   fill C   sets every byte of win to the character C
+ *   epfree   dat_ep_free of every RC EP: "epfreed rc=<the last DAT_RETURN> ms=<how long>"
+ *   close    frees every DAT object and closes the IA gracefully: "closed rc=<DAT_RETURN of
+ *            dat_ia_close> eps=<EPs it freed>" (a DAT call that fails first: "closed rc=<it>
+ *            at=<which>")
  *   quit     exits with status 0
  * and, for the client (a peer that stops reading, hostile.py's stalled_peer cases):
  *   post send|write LEN  "posting", then from a thread of its own (so that a post held in the
@@ -26,10 +32,9 @@
  *            k-th post: "posted rc=<DAT_RETURN> ms=<how long the call took>"
  *   big      registers that buffer (if not yet): "big addr=A rkey=K"
  *   disconnect  dat_ep_disconnect(ABRUPT): "disconnected rc=R ms=M"
- *   epfree   dat_ep_free of the EP: "epfreed rc=R ms=M"
  *   bigfree  dat_lmr_free of that buffer's LMR, then every byte of it set to 'Z':
  *            "bigfreed rc=R ms=M"
- *   close    dat_ia_close(ABRUPT): "closed rc=R ms=M"
+ *   closeabrupt  dat_ia_close(ABRUPT): "closed rc=R ms=M"
  * with "dto cookie=C status=S len=L" for each of the client's completions;
  * and, for the UD target:
  *   recv N LEN  posts N receives of LEN (at most 8192) bytes on the UD EP: receive k (counted
@@ -66,6 +71,7 @@ static DAT_RMR_CONTEXT rkey;
 static DAT_EP_HANDLE eps[MAX_EPS];
 static int neps;
 static DAT_EP_HANDLE ud_ep;
+static DAT_PSP_HANDLE psp;
 static unsigned long ud_posted;
 static DAT_IB_ADDR_HANDLE last_ah;
 static int have_ah;
@@ -250,23 +256,57 @@ static void command(const char *line)
     } else if (strncmp(line, "disconnect", 10) == 0 && client_ep) {
         DAT_RETURN rc = dat_ep_disconnect(client_ep, DAT_CLOSE_ABRUPT_FLAG);
         printf("disconnected rc=%#x ms=%ld\n", (unsigned)rc, ms_since(&a));
-    } else if (strncmp(line, "epfree", 6) == 0 && client_ep) {
-        DAT_RETURN rc = dat_ep_free(client_ep);
-        printf("epfreed rc=%#x ms=%ld\n", (unsigned)rc, ms_since(&a));
-        client_ep = DAT_HANDLE_NULL;
-        neps = 0;
     } else if (strncmp(line, "bigfree", 7) == 0 && big_lmr) {
         DAT_RETURN rc = dat_lmr_free(big_lmr);
         long ms = ms_since(&a);
         big_lmr = DAT_HANDLE_NULL;
         memset(big, 'Z', BIG_MAX);
         printf("bigfreed rc=%#x ms=%ld\n", (unsigned)rc, ms);
-    } else if (strncmp(line, "close", 5) == 0 && ia) {
+    } else if (strncmp(line, "closeabrupt", 11) == 0 && ia) {
         DAT_RETURN rc = dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
         printf("closed rc=%#x ms=%ld\n", (unsigned)rc, ms_since(&a));
         ia = DAT_HANDLE_NULL;
         client_ep = DAT_HANDLE_NULL;
         neps = 0;
+    } else if (strncmp(line, "epfree", 6) == 0) {
+        DAT_RETURN rc = DAT_SUCCESS;
+        while (neps > 0)
+            rc = dat_ep_free(eps[--neps]);
+        client_ep = DAT_HANDLE_NULL;
+        printf("epfreed rc=%#x ms=%ld\n", (unsigned)rc, ms_since(&a));
+    } else if (strncmp(line, "close", 5) == 0 && ia) {
+        int freed = neps;
+        DAT_RETURN rc = DAT_SUCCESS;
+        const char *at = NULL;
+#define STEP(call)                                                                             \
+    do {                                                                                       \
+        if (rc == DAT_SUCCESS && (rc = (call)) != DAT_SUCCESS)                                 \
+            at = #call;                                                                        \
+    } while (0)
+        while (neps > 0 && rc == DAT_SUCCESS)
+            STEP(dat_ep_free(eps[--neps]));
+        if (ud_ep)
+            STEP(dat_ep_free(ud_ep));
+        if (psp)
+            STEP(dat_psp_free(psp));
+        if (lmr)
+            STEP(dat_lmr_free(lmr));
+        STEP(dat_evd_free(dto));
+        STEP(dat_evd_free(conn));
+        STEP(dat_evd_free(cr));
+        STEP(dat_pz_free(pz));
+        if (at) {
+            printf("closed rc=%#x at=%s\n", (unsigned)rc, at);
+        } else {
+            rc = dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG);
+            printf("closed rc=%#x eps=%d\n", (unsigned)rc, freed);
+        }
+#undef STEP
+        ia = DAT_HANDLE_NULL;
+        ud_ep = DAT_HANDLE_NULL;
+        lmr = DAT_HANDLE_NULL;
+        psp = DAT_HANDLE_NULL;
+        client_ep = DAT_HANDLE_NULL;
     } else if (strncmp(line, "quit", 4) == 0) {
         fflush(stdout);
         _exit(0);
@@ -284,6 +324,7 @@ static const char *conn_name(DAT_EVENT_NUMBER n)
     case DAT_CONNECTION_EVENT_NON_PEER_REJECTED: return "NON_PEER_REJECTED";
     case DAT_CONNECTION_EVENT_UNREACHABLE: return "UNREACHABLE";
     case DAT_CONNECTION_EVENT_TIMED_OUT: return "TIMED_OUT";
+    case DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR: return "ACCEPT_COMPLETION_ERROR";
     default: break;
     }
     /* The IB extension's UD events are another enum (ints here). */
@@ -358,9 +399,9 @@ static void pump(int server)
     DAT_EVENT ev;
     char line[256];
     struct pollfd p = { 0, POLLIN, 0 };
-    while (ud_ep && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS)
+    while (ia && ud_ep && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS)
         ud_request(&ev);
-    while (server && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS) {
+    while (ia && server && dat_evd_dequeue(cr, &ev) == DAT_SUCCESS) {
         DAT_CR_HANDLE h = ev.event_data.cr_arrival_event_data.cr_handle;
         DAT_CR_PARAM param;
         memset(&param, 0, sizeof param);
@@ -402,6 +443,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     int port = argc > 2 ? atoi(argv[2]) : 0;
+    DAT_CONN_QUAL qual = argc > 2 ? (DAT_CONN_QUAL)strtoull(argv[2], NULL, 0) : 0;
     DAT_REGION_DESCRIPTION r;
     DAT_VLEN reg_len;
     DAT_VADDR reg_addr;
@@ -431,7 +473,6 @@ int main(int argc, char **argv)
     CHECK(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, r, WIN, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &lkey,
                          &rkey, &reg_len, &reg_addr));
     if (strcmp(mode, "server") == 0 || strcmp(mode, "ud") == 0) {
-        DAT_PSP_HANDLE psp;
         if (strcmp(mode, "ud") == 0)
             new_ud_ep();
         CHECK(dat_psp_create(ia, (DAT_CONN_QUAL)port, cr, DAT_PSP_CONSUMER_FLAG, &psp));
@@ -449,8 +490,9 @@ int main(int argc, char **argv)
         } else {
             ep = client_ep = new_ep();
         }
-        CHECK(dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)&sin, (DAT_CONN_QUAL)port, 10 * 1000 * 1000, 0, NULL, DAT_QOS_BEST_EFFORT,
-                             DAT_CONNECT_DEFAULT_FLAG));
+        char *pdata = getenv("TARGET_PDATA");
+        CHECK(dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)&sin, qual, 10 * 1000 * 1000, pdata ? (DAT_COUNT)strlen(pdata) : 0,
+                             pdata, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
     }
     printf("ready pid=%d secret=%#lx win=%#lx rkey=%u\n", (int)getpid(), (unsigned long)(uintptr_t)secret,
            (unsigned long)(uintptr_t)win, (unsigned)rkey);

@@ -16,7 +16,7 @@ import struct
 import time
 
 OP_UD_HELLO, OP_UD_ACCEPT = 6, 7
-UD_HELLO = struct.Struct("<IIIIQ16s")  # magic version qpn qkey secret token, then private data
+UD_HELLO = struct.Struct("<IIIIQ16sQ")  # magic version qpn qkey secret token conn_qual, then private data
 DGRAM = struct.Struct("<IIQIBBHI")  # magic qkey secret src_qpn version flags reserved length
 DGRAM_MAGIC, DGRAM_VERSION = 0x64617455, 2
 F_SOLICITED, F_IMM, F_PROOF = 0x4, 0x2, 0x20
@@ -32,8 +32,8 @@ PRIVATE_DATA_MAX = 256
 def register(h):
     """Adds the UD cases to hostile.py's (`h` is its module)."""
 
-    def hello(qpn, qkey=1, secret=1, token=b"T" * 16, private=b""):
-        return UD_HELLO.pack(h.MAGIC, h.VERSION, qpn, qkey, secret, token) + private
+    def hello(qpn, qkey=1, secret=1, token=b"T" * 16, private=b"", qual=0):
+        return UD_HELLO.pack(h.MAGIC, h.VERSION, qpn, qkey, secret, token, qual) + private
 
     def proof(qpn, token):
         return DGRAM.pack(DGRAM_MAGIC, 0, 0, qpn, DGRAM_VERSION, F_PROOF, 0, 16) + token
@@ -49,15 +49,15 @@ def register(h):
             self.qpn = self.u.getsockname()[1]
             self.qkey = int.from_bytes(os.urandom(4), "little") | 1
             self.token = os.urandom(16)
-            s = socket.create_connection((h.target_host, port), timeout=10)
+            s = h.dial(port)
             try:
-                s.sendall(h.message(OP_UD_HELLO, hello(self.qpn, self.qkey, 7, self.token, private)))
+                s.sendall(h.message(OP_UD_HELLO, hello(self.qpn, self.qkey, 7, self.token, private, qual=port)))
                 hd, body = h.recv_msg(s)
             finally:
                 s.close()
             if hd[0] != OP_UD_ACCEPT:
                 raise RuntimeError(f"UD_HELLO answered with op {hd[0]}")
-            _, _, self.their_qpn, self.their_qkey, self.their_secret, self.their_token = UD_HELLO.unpack_from(body)
+            _, _, self.their_qpn, self.their_qkey, self.their_secret, self.their_token, _ = UD_HELLO.unpack_from(body)
             self.private = body[UD_HELLO.size:]
             if prove:
                 self.prove()
@@ -216,7 +216,7 @@ def register(h):
         before = h.resources(t)
 
         def body(magic=h.MAGIC, version=h.VERSION, qpn=5000, qkey=1, private=b""):
-            return UD_HELLO.pack(magic, version, qpn, qkey, 1, b"T" * 16) + private
+            return UD_HELLO.pack(magic, version, qpn, qkey, 1, b"T" * 16, port) + private
 
         tries = [
             ("another magic", h.message(OP_UD_HELLO, body(magic=h.MAGIC ^ 1))),
@@ -231,7 +231,7 @@ def register(h):
             ("an RC HELLO's body", h.message(OP_UD_HELLO, h.hello())),
         ]
         for what, frame in tries:
-            s = socket.create_connection((h.target_host, port), timeout=10)
+            s = h.dial(port)
             try:
                 s.sendall(frame)
                 s.settimeout(h.HANDSHAKE_TIMEOUT + 2)
@@ -291,9 +291,9 @@ def register(h):
         own.bind((h.target_host, 0))
         try:
             token = os.urandom(16)
-            s = socket.create_connection((h.target_host, port), timeout=10)
+            s = h.dial(port)
             try:
-                s.sendall(h.message(OP_UD_HELLO, hello(vport, 0x41414141, 0x4242, token, b"redirect")))
+                s.sendall(h.message(OP_UD_HELLO, hello(vport, 0x41414141, 0x4242, token, b"redirect", qual=port)))
                 hd, body = h.recv_msg(s)
             finally:
                 s.close()
@@ -329,10 +329,11 @@ def register(h):
         try:
             s, _ = ls.accept()
             s.settimeout(10)
+            h.answer_greeting(s)
             hd, body = h.recv_msg(s)
             if hd[0] != OP_UD_HELLO:
                 return False, f"the client sent op {hd[0]}"
-            _, _, qpn, _, _, token = UD_HELLO.unpack_from(body)
+            _, _, qpn, _, _, token, _ = UD_HELLO.unpack_from(body)
             s.sendall(h.message(OP_UD_ACCEPT, hello(vport, 0x41414141, 0x4242, b"A" * 16, b"ud-ok")))
             s.close()
             why = after_resolution(c, v, "a QPN not the acceptor's")

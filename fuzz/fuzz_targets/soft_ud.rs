@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dat2::abi::*;
-use dat2::testing::wire::{flag, op, Dgram, Hdr, UdHello, DGRAM_MAGIC, HDR_LEN};
+use dat2::testing::wire::{flag, op, role, Dgram, Greeting, Hdr, UdHello, DGRAM_MAGIC, GREETING_LEN, HDR_LEN};
 use libfuzzer_sys::fuzz_target;
 
 const PAGE: usize = 4096;
@@ -152,8 +152,14 @@ impl Target {
         let peer = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap_or_else(|e| fail!("udp bind: {e}"));
         let our_qpn = peer.local_addr().map(|a| u32::from(a.port())).unwrap_or(0);
         let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port as u16)).unwrap_or_else(|e| fail!("connect to the PSP: {e}"));
+        s.write_all(&Greeting::ours(role::ASK)).unwrap_or_else(|e| fail!("greeting: {e}"));
+        let mut answer = [0u8; GREETING_LEN];
+        s.read_exact(&mut answer).unwrap_or_else(|e| fail!("the PSP's greeting: {e}"));
+        if Greeting::decode(&answer).map(|g| g.role) != Some(role::ANSWER) {
+            fail!("set-up: the PSP's greeting is {answer:02x?}");
+        }
         let token = 0x0f0f_5a5a_0f0f_5a5a_0f0f_5a5a_0f0f_5a5a;
-        let body = UdHello { qpn: our_qpn, qkey: 0x0f0f_5a5a, secret: 1, token, private_data: b"fuzz".to_vec() }.encode();
+        let body = UdHello { qpn: our_qpn, qkey: 0x0f0f_5a5a, secret: 1, token, conn_qual: port, private_data: b"fuzz".to_vec() }.encode();
         let mut msg = Hdr::message(op::UD_HELLO, body.len()).encode().to_vec();
         msg.extend_from_slice(&body);
         s.write_all(&msg).unwrap_or_else(|e| fail!("UD_HELLO: {e}"));

@@ -5,7 +5,7 @@
 //! points, the way a C consumer does (a PSP, EVDs, LMRs over memory laid out below), and the
 //! consumer side is driven from here. Then, for every input, it connects to the PSP over
 //! loopback TCP as a peer would, and speaks the wire protocol (`dat2::testing::wire`):
-//! HELLO, the consumer's `dat_cr_accept` on a fresh EP with receives posted, the ACCEPT, our
+//! the greeting each way, HELLO, the consumer's `dat_cr_accept` on a fresh EP with receives posted, the ACCEPT, our
 //! READY, the ESTABLISHED; then the input's frames. It then closes its sending half and waits
 //! until the library closes the connection, reports the connection's end and completes every
 //! work request, and frees the EP.
@@ -26,7 +26,7 @@
 //! # Input
 //! byte 0, the set-up:
 //!   bits 0-1 what follows the handshake: 0 frames (below); 1 raw bytes; 2 raw bytes instead of
-//!            READY; 3 raw bytes from the very start (in place of the HELLO)
+//!            READY; 3 raw bytes from the very start (in place of the greeting and the HELLO)
 //!   bit 2    cross-memory attach: a rendezvous in the HELLO (this process is its own peer, so
 //!            the path is agreed and CMA/SHM frames are served). Frames only, kept aligned
 //!            with what the library consumes, scatter lists always inside our scratch memory:
@@ -80,7 +80,7 @@ use dat2::abi::*;
 use dat2::testing::peer;
 use dat2::testing::rendezvous::{Claims, Rendezvous};
 use dat2::testing::shm::Source;
-use dat2::testing::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
+use dat2::testing::wire::{self, flag, op, role, Greeting, Hdr, Hello, GREETING_LEN, HDR_LEN};
 use libfuzzer_sys::fuzz_target;
 
 // ---------------------------------------------------------------------------------------------
@@ -891,6 +891,11 @@ fn run(data: &[u8]) {
         return;
     }
 
+    send(&mut s, &Greeting::ours(role::ASK));
+    let mut answer = [0u8; GREETING_LEN];
+    if s.read_exact(&mut answer).is_err() || Greeting::decode(&answer).map(|g| g.role) != Some(role::ANSWER) {
+        fail!("no greeting answered ours within {STEP:?}");
+    }
     let rendezvous = if cma { Rendezvous::open() } else { None };
     let rd_in = u32::from(inp.u8());
     let private_data = if setup & 0x80 != 0 {
@@ -899,7 +904,9 @@ fn run(data: &[u8]) {
     } else {
         Vec::new()
     };
-    let hello = Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), rd_in, private_data, ..Hello::default() }.encode();
+    let conn_qual = u64::from(t.addr.port());
+    let hello =
+        Hello { rendezvous: rendezvous.as_ref().map_or(0, |r| r.token), conn_qual, rd_in, private_data, ..Hello::default() }.encode();
     send(&mut s, &[&Hdr::message(op::HELLO, hello.len()).encode()[..], &hello].concat());
     let Some(ev) = t.wait(t.cr, STEP) else { fail!("no connection request for a valid HELLO within {STEP:?}") };
     let mut c = accept(t, &ev, recvs);

@@ -181,7 +181,7 @@ fn start_connect_locked(
     ep.ia.counts.bump(DCNT_IA_CM_REQ_TX);
     let mut service = addr;
     service.set_port(port_of(conn_qual));
-    qp.connect(service, pdata, timeout_arg(timeout)).map_err(|e| {
+    qp.connect(service, conn_qual, pdata, timeout_arg(timeout)).map_err(|e| {
         ep.lock().connect_refused();
         connect_error(e)
     })?;
@@ -206,7 +206,7 @@ fn resolve(
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let mut service = addr;
     service.set_port(port_of(conn_qual));
-    qp.connect(service, pdata, timeout_arg(timeout)).map_err(connect_error)?;
+    qp.connect(service, conn_qual, pdata, timeout_arg(timeout)).map_err(connect_error)?;
     ep.lock().set_remote(addr, conn_qual);
     Ok(DAT_SUCCESS)
 }
@@ -335,6 +335,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) {
         CmEvent::TimedOut => (DAT_CONNECTION_EVENT_TIMED_OUT, Vec::new()),
         CmEvent::Disconnected => (DAT_CONNECTION_EVENT_DISCONNECTED, Vec::new()),
         CmEvent::Broken => (DAT_CONNECTION_EVENT_BROKEN, Vec::new()),
+        CmEvent::AcceptCompletionError => (DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, Vec::new()),
         // Only a UD EP's QP resolves peers (handled above).
         CmEvent::UdResolved { .. } => return,
     };

@@ -250,7 +250,7 @@ impl Listening {
     /// [`Listening::open`].
     fn start(ia: &Ia, conn_qual: DAT_CONN_QUAL) -> Result<Listening, DAT_RETURN> {
         let events = Arc::new(SpEvents::new());
-        let listener = ia.dev.listen(port_of(conn_qual), events.clone()).map_err(|e| match e {
+        let listener = ia.dev.listen(port_of(conn_qual), conn_qual, events.clone()).map_err(|e| match e {
             DevError::InUse => dat_error(DAT_CONN_QUAL_IN_USE, 0),
             DevError::NotSupported => dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED),
             _ => dat_error(DAT_INSUFFICIENT_RESOURCES, 0),

@@ -62,7 +62,7 @@ pub fn on_cm(ep: &Arc<Ep>, ev: CmEvent) -> Option<CmEvent> {
             (DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED, kind, Some(peer), private_data)
         }
         CmEvent::PeerRejected { private_data } => (DAT_IB_UD_CONNECTION_REJECT_EVENT, DAT_IB_UD_CONNECT_REJECT, None, private_data),
-        CmEvent::NonPeerRejected | CmEvent::Unreachable | CmEvent::TimedOut | CmEvent::Broken => {
+        CmEvent::NonPeerRejected | CmEvent::Unreachable | CmEvent::TimedOut | CmEvent::Broken | CmEvent::AcceptCompletionError => {
             (DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR, None, Vec::new())
         }
         other => return Some(other),

@@ -275,8 +275,11 @@ pub trait Device: Send + Sync {
         max_sge: u32,
         events: std::sync::Arc<dyn SrqEvents>,
     ) -> Result<std::sync::Arc<dyn Srq>, DevError>;
-    /// Listens for connections on `port` of the device's address (0: any free port).
-    fn listen(&self, port: u16, events: std::sync::Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError>;
+    /// Listens for connections on `port` of the device's address (0: any free port), for the
+    /// service point `conn_qual` (0: the port it gets). A device that carries the qualifier
+    /// takes only requests for it; one that does not (verbs: rdma_cm has 16-bit ports) takes
+    /// every request on the port.
+    fn listen(&self, port: u16, conn_qual: u64, events: std::sync::Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -390,6 +393,9 @@ pub enum CmEvent {
     TimedOut,
     Disconnected,
     Broken,
+    /// Passive side: the consumer accepted, and the requester did not complete the
+    /// connection (it went away, or did not answer in time).
+    AcceptCompletionError,
 }
 
 /// Where a QP reports completions and connection events, and whom it asks about keys.
@@ -478,9 +484,16 @@ pub struct QpCaps {
 /// a peer's address and whose sends each carry an address handle (`SendWr::ah`). A UD QP
 /// takes any number of connects and accepts, each reported once as `UdResolved` or a failure.
 pub trait Qp: Send + Sync {
-    /// Starts an active connection to `addr` (its port is the peer's service point); the
-    /// outcome arrives as a [`CmEvent`].
-    fn connect(&self, addr: std::net::SocketAddr, private_data: &[u8], timeout: Option<std::time::Duration>) -> Result<(), DevError>;
+    /// Starts an active connection to `addr` (its port is the peer's service point's), to the
+    /// service point `conn_qual` there (see [`Device::listen`]); the outcome arrives as a
+    /// [`CmEvent`].
+    fn connect(
+        &self,
+        addr: std::net::SocketAddr,
+        conn_qual: u64,
+        private_data: &[u8],
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(), DevError>;
     /// Fails with [`DevError::Fault`], posting nothing, when a segment's key is not live
     /// ([`QpEvents::key_live`]); so does `post_recv`, and an SRQ's.
     fn post_send(&self, wr: SendWr) -> Result<(), DevError>;

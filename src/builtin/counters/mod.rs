@@ -300,6 +300,7 @@ impl IaCounts {
                 self.bump(DCNT_IA_CM_ERR);
                 self.bump(DCNT_IA_CM_ERR_TIMEOUT);
             }
+            DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR => self.bump(DCNT_IA_CM_ERR),
             DAT_CONNECTION_EVENT_DISCONNECTED => self.bump(if asked { DCNT_IA_CM_DREP_RX } else { DCNT_IA_CM_DREQ_RX }),
             DAT_CONNECTION_EVENT_BROKEN => {
                 self.bump(DCNT_IA_CM_ERR);

@@ -139,7 +139,7 @@ impl Device for Mock {
     fn create_srq(&self, _pd: Pd, _max_wr: u32, _max_sge: u32, _events: Arc<dyn SrqEvents>) -> Result<Arc<dyn Srq>, DevError> {
         Err(DevError::NotSupported)
     }
-    fn listen(&self, _port: u16, _events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+    fn listen(&self, _port: u16, _conn_qual: u64, _events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
         Err(DevError::NotSupported)
     }
 }

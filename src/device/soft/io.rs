@@ -236,6 +236,29 @@ impl Rx {
         }
     }
 
+    /// The first `n` bytes buffered, when that many are.
+    pub fn peek(&self, n: usize) -> Option<&[u8]> {
+        (self.buffered() >= n).then(|| &self.buf[self.start..self.start + n])
+    }
+
+    /// Waits until the socket has something to read (data, its end, or an error) or
+    /// `deadline` passes; false: the deadline passed first.
+    pub fn readable_by(&self, deadline: std::time::Instant) -> bool {
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let mut p = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+            // SAFETY: one live pollfd.
+            let n = unsafe { libc::poll(&mut p, 1, ms) };
+            if n > 0 || (n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted) {
+                return true;
+            }
+        }
+    }
+
     /// The next `N` bytes (a header), waiting for them.
     pub fn take_array<const N: usize>(&mut self) -> io::Result<[u8; N]> {
         while self.buffered() < N {

@@ -544,9 +544,9 @@ impl Device for SoftDevice {
         Ok(Arc::new(srq::SoftSrq::new(max_wr, max_sge, events)))
     }
 
-    fn listen(&self, port: u16, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+    fn listen(&self, port: u16, conn_qual: u64, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
         let mut addr = self.address;
         addr.set_port(port);
-        listener::SoftListener::bind(addr, events).map(|l| Box::new(l) as Box<dyn Listener>)
+        listener::SoftListener::bind(addr, conn_qual, events).map(|l| Box::new(l) as Box<dyn Listener>)
     }
 }

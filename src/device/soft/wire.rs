@@ -1,5 +1,10 @@
 //! The soft device's wire format: a fixed 48-byte header, then the payload it announces.
 //!
+//! A new connection starts with a [`Greeting`] each way, before anything of either consumer's:
+//! the connecting side's first bytes say "dat2-soft, this wire version" and nothing else, and
+//! its HELLO (private data, rendezvous name, the qualifier it wants) goes only to a peer that
+//! answered the same. An unrelated service that a qualifier's port reaches learns nothing.
+//!
 //! Every request (send, write, read, atomic) is answered by exactly one response, in order,
 //! so the initiator completes its work requests in the order it posted them. A plain success
 //! (no data, no error) may travel as a count instead of a frame of its own: any frame's `acks`
@@ -14,7 +19,54 @@
 
 pub const HDR_LEN: usize = 48;
 pub const MAGIC: u32 = 0x6461_7432; // "dat2"
-pub const VERSION: u32 = 7;
+/// The wire version: both sides' greetings must name it. 8 added the greeting and the
+/// 64-bit qualifier in HELLO; a dat2 of version 7 or before and this one do not connect.
+pub const VERSION: u32 = 8;
+
+/// A greeting's size: that of a frame header, so that a dat2 of wire version 7 or before,
+/// which reads a header first, finds no operation it takes and closes at once.
+pub const GREETING_LEN: usize = HDR_LEN;
+/// A greeting's first bytes: never a header's (its op would be 0x44, none of ours).
+pub const GREETING_MAGIC: [u8; 8] = *b"DAT2SOFT";
+
+/// The two greetings: the connecting side's, and the listener's answer (so that a service
+/// that echoes what it gets is not taken for a listener).
+pub mod role {
+    pub const ASK: u32 = 1;
+    pub const ANSWER: u32 = 2;
+}
+
+/// The first bytes each side sends (GREETING_LEN): GREETING_MAGIC, then the sender's wire
+/// version and role (u32, little endian); the rest zero, and ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Greeting {
+    pub version: u32,
+    pub role: u32,
+}
+
+impl Greeting {
+    /// This side's greeting in `role`.
+    pub fn ours(role: u32) -> [u8; GREETING_LEN] {
+        let mut b = [0u8; GREETING_LEN];
+        b[..8].copy_from_slice(&GREETING_MAGIC);
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&role.to_le_bytes());
+        b
+    }
+
+    /// The greeting `b` is, if it is a dat2-soft greeting of any version.
+    pub fn decode(b: &[u8; GREETING_LEN]) -> Option<Greeting> {
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        (b[..8] == GREETING_MAGIC).then(|| Greeting { version: u32_at(8), role: u32_at(12) })
+    }
+}
+
+/// The status of a REJECT: the consumer's (its private data follows), or no service point
+/// with the qualifier the HELLO named listens on that port (the consumer never saw it).
+pub mod reject {
+    pub const CONSUMER: u8 = 0;
+    pub const NO_SERVICE: u8 = 1;
+}
 
 pub mod op {
     pub const HELLO: u8 = 1;
@@ -123,6 +175,9 @@ impl Hdr {
 pub struct Hello {
     /// HELLO: the name of the active side's rendezvous (0: none, the peer is not on this host).
     pub rendezvous: u64,
+    /// HELLO: the service point's connection qualifier, all 64 bits (its port is only the low
+    /// 16): the listener takes the request only when it is its own.
+    pub conn_qual: u64,
     /// READY: the active side verified the passive side's process at the rendezvous and can
     /// reach its memory.
     pub reaches_peer: bool,
@@ -134,7 +189,7 @@ pub struct Hello {
 }
 
 /// A HELLO's fixed part; private data follows it.
-pub const HELLO_LEN: usize = 24;
+pub const HELLO_LEN: usize = 32;
 
 /// The most private data a handshake message carries (the device's `max_private_data`).
 pub const PRIVATE_DATA_MAX: usize = 256;
@@ -157,6 +212,7 @@ impl Hello {
         v.extend_from_slice(&(self.reaches_peer as u32).to_le_bytes());
         v.extend_from_slice(&self.rd_in.to_le_bytes());
         v.extend_from_slice(&self.rendezvous.to_le_bytes());
+        v.extend_from_slice(&self.conn_qual.to_le_bytes());
         v.extend_from_slice(&self.private_data);
         v
     }
@@ -173,14 +229,16 @@ impl Hello {
             reaches_peer: u32_at(8) != 0,
             rd_in: u32_at(12),
             rendezvous: u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()),
+            conn_qual: u64::from_le_bytes(b[24..32].try_into().unwrap_or_default()),
             private_data: b[HELLO_LEN..].to_vec(),
         })
     }
 }
 
 /// The body of UD_HELLO and UD_ACCEPT: magic, version, the sender's UD QP number (its UDP
-/// port, 1 to 65535), Q_Key and 64-bit datagram secret, a 128-bit proof token, then private
-/// data (at most PRIVATE_DATA_MAX bytes). The requester's address is never in it: the passive
+/// port, 1 to 65535), Q_Key and 64-bit datagram secret, a 128-bit proof token, the service
+/// point's 64-bit qualifier (UD_HELLO; 0 in UD_ACCEPT), then private data (at most
+/// PRIVATE_DATA_MAX bytes). The requester's address is never in it: the passive
 /// side takes it from the kernel (the TCP peer address), so a requester can name only its own
 /// host; and its QP number is believed only once a datagram carrying its token has come from
 /// that address and port (ud/proof.rs).
@@ -192,11 +250,13 @@ pub struct UdHello {
     pub secret: u64,
     /// A random token of the sender's: the sender's own proof datagram carries it.
     pub token: u128,
+    /// UD_HELLO: the qualifier of the service point resolved (see [`Hello::conn_qual`]).
+    pub conn_qual: u64,
     pub private_data: Vec<u8>,
 }
 
 /// A UdHello's fixed part; private data follows it.
-pub const UD_HELLO_LEN: usize = 40;
+pub const UD_HELLO_LEN: usize = 48;
 
 /// The longest UD_HELLO or UD_ACCEPT body; a longer one ends the connection unread.
 pub const UD_HELLO_MAX: u32 = (UD_HELLO_LEN + PRIVATE_DATA_MAX) as u32;
@@ -210,6 +270,7 @@ impl UdHello {
         v.extend_from_slice(&self.qkey.to_le_bytes());
         v.extend_from_slice(&self.secret.to_le_bytes());
         v.extend_from_slice(&self.token.to_le_bytes());
+        v.extend_from_slice(&self.conn_qual.to_le_bytes());
         v.extend_from_slice(&self.private_data);
         v
     }
@@ -228,6 +289,7 @@ impl UdHello {
             qkey: u32_at(12),
             secret: u64::from_le_bytes(b[16..24].try_into().ok()?),
             token: u128::from_le_bytes(b[24..40].try_into().ok()?),
+            conn_qual: u64::from_le_bytes(b[40..48].try_into().ok()?),
             private_data: b[UD_HELLO_LEN..].to_vec(),
         })
     }
@@ -456,7 +518,8 @@ mod tests {
             super::super::shm::Source { fd: 1 << 20, ino: u64::MAX, offset: 1 << 33 },
         ];
         assert_eq!(decode_shared(&encode_shared(&segs, &srcs)), (segs, srcs));
-        let hello = Hello { rendezvous: 0x1234_5678_9abc, reaches_peer: true, rd_in: 4, private_data: vec![1, 2, 3] };
+        let hello =
+            Hello { rendezvous: 0x1234_5678_9abc, conn_qual: 0x1_0000_6249, reaches_peer: true, rd_in: 4, private_data: vec![1, 2, 3] };
         assert_eq!(Hello::decode(&hello.encode()), Some(hello));
         assert_eq!(Hello::decode(&[0u8; 64]), None);
         let big = Hello { private_data: vec![0; PRIVATE_DATA_MAX + 1], ..Hello::default() };
@@ -474,8 +537,32 @@ mod tests {
     }
 
     #[test]
+    fn greetings() {
+        let ask = Greeting::ours(role::ASK);
+        assert_eq!(Greeting::decode(&ask), Some(Greeting { version: VERSION, role: role::ASK }));
+        assert_eq!(Greeting::decode(&Greeting::ours(role::ANSWER)).map(|g| g.role), Some(role::ANSWER));
+        // Another magic is not a greeting: an older dat2's first bytes (a HELLO's header), or
+        // another protocol's.
+        let old_hello = Hdr::message(op::HELLO, HELLO_LEN).encode();
+        assert_eq!(Greeting::decode(&old_hello), None);
+        let mut b = ask;
+        b[0] ^= 0x20;
+        assert_eq!(Greeting::decode(&b), None);
+        // An older dat2 listener reads our greeting as a header whose op it does not take.
+        let h = Hdr::decode(&ask);
+        assert!(![op::HELLO, op::UD_HELLO].contains(&h.op));
+    }
+
+    #[test]
     fn ud_hello_round_trips_and_bounds() {
-        let h = UdHello { qpn: 40000, qkey: 0xdead_beef, secret: u64::MAX - 5, token: u128::MAX / 3, private_data: vec![1, 2, 3, 4] };
+        let h = UdHello {
+            qpn: 40000,
+            qkey: 0xdead_beef,
+            secret: u64::MAX - 5,
+            token: u128::MAX / 3,
+            conn_qual: u64::MAX - 1,
+            private_data: vec![1, 2, 3, 4],
+        };
         assert_eq!(UdHello::decode(&h.encode()), Some(h.clone()));
         // A QP number is a UDP port: not 0, not above 65535.
         assert_eq!(UdHello::decode(&UdHello { qpn: 0, ..h.clone() }.encode()), None);

@@ -406,10 +406,10 @@ mod ud {
     fn pair(b_srq: Option<Arc<dyn Srq>>, dev: Arc<VerbsDevice>, pd: Pd) -> Pair {
         let (a, a_seen) = ud_qp(&dev, pd, None);
         let (b, b_seen) = ud_qp(&dev, pd, b_srq);
-        let sp = dev.listen(0, Arc::new(Answer { qp: b.clone(), reply: b"welcome", reject: false })).expect("listen");
+        let sp = dev.listen(0, 0, Arc::new(Answer { qp: b.clone(), reply: b"welcome", reject: false })).expect("listen");
         let mut at = dev.address();
         at.set_port(sp.port());
-        a.connect(at, b"hello", Some(Duration::from_secs(30))).expect("connect");
+        a.connect(at, u64::from(at.port()), b"hello", Some(Duration::from_secs(30))).expect("connect");
         let (pdata, to_b, passive) = resolved(&dev, &a_seen);
         assert_eq!((pdata.as_slice(), passive), (&b"welcome"[..], false), "the active side gets the accept's private data");
         let (pdata, to_a, passive) = resolved(&dev, &b_seen);
@@ -633,24 +633,24 @@ mod ud {
         let pd = dev.alloc_pd().unwrap();
         let (a, a_seen) = ud_qp(&dev, pd, None);
         let (b, _b_seen) = ud_qp(&dev, pd, None);
-        let sp = dev.listen(0, Arc::new(Answer { qp: b.clone(), reply: b"no thanks", reject: true })).unwrap();
+        let sp = dev.listen(0, 0, Arc::new(Answer { qp: b.clone(), reply: b"no thanks", reject: true })).unwrap();
         let mut at = dev.address();
         at.set_port(sp.port());
-        a.connect(at, b"may I", None).unwrap();
+        a.connect(at, u64::from(at.port()), b"may I", None).unwrap();
         let ev = wait(&dev, || a_seen.cm.locked().first().cloned());
         assert_eq!(ev, CmEvent::PeerRejected { private_data: b"no thanks".to_vec() });
         // Nobody listens there any more: rdma_cm answers, not a consumer.
         let port = sp.port();
         drop(sp);
         at.set_port(port);
-        a.connect(at, b"anyone?", Some(Duration::from_secs(30))).unwrap();
+        a.connect(at, u64::from(at.port()), b"anyone?", Some(Duration::from_secs(30))).unwrap();
         let ev = wait(&dev, || a_seen.cm.locked().get(1).cloned());
         assert!(matches!(ev, CmEvent::NonPeerRejected | CmEvent::Unreachable), "{ev:?}");
         // Many connects at once on one QP, each resolved once.
-        let sp = dev.listen(0, Arc::new(Answer { qp: b.clone(), reply: b"", reject: false })).unwrap();
+        let sp = dev.listen(0, 0, Arc::new(Answer { qp: b.clone(), reply: b"", reject: false })).unwrap();
         at.set_port(sp.port());
         for _ in 0..4 {
-            a.connect(at, b"x", None).unwrap();
+            a.connect(at, u64::from(at.port()), b"x", None).unwrap();
         }
         wait(&dev, || (a_seen.cm.locked().len() >= 6).then_some(()));
         std::thread::sleep(Duration::from_millis(300));
@@ -663,6 +663,6 @@ mod ud {
         a.disconnect(false);
         a.disconnect(true);
         assert_eq!(a_seen.cm.locked().iter().filter(|e| **e == CmEvent::Disconnected).count(), 1);
-        assert!(a.connect(at, b"late", None).is_err());
+        assert!(a.connect(at, u64::from(at.port()), b"late", None).is_err());
     }
 }

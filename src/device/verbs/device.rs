@@ -605,7 +605,8 @@ impl Device for VerbsDevice {
         VerbsSrq::create(&self.me(), pd, max_wr, max_sge, events).map(|s| s as Arc<dyn Srq>)
     }
 
-    fn listen(&self, port: u16, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+    // rdma_cm's ports are 16 bits: the qualifier is the port (see Device::listen).
+    fn listen(&self, port: u16, _conn_qual: u64, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
         cm::listen(&self.me(), port, events).map(|l| Box::new(l) as Box<dyn Listener>)
     }
 }

@@ -547,7 +547,7 @@ pub(super) fn id_addresses(api: &api::Api, id: Ptr<sys::rdma_cm_id>) -> (SocketA
 }
 
 impl Qp for VerbsQp {
-    fn connect(&self, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+    fn connect(&self, addr: SocketAddr, _conn_qual: u64, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
         match self.caps.service {
             Service::Rc => super::cm::connect(self, addr, private_data, timeout),
             Service::Ud => super::udcm::connect(self, addr, private_data, timeout),

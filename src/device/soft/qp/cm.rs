@@ -57,19 +57,37 @@ impl SoftQp {
         }
     }
 
-    pub(super) fn active(self: Arc<Self>, addr: SocketAddr, private_data: Vec<u8>, timeout: Option<Duration>) {
+    /// The active side's handshake, on a thread of its own. Its stages' deadlines: the
+    /// connect and the passive side's answer (ACCEPT or REJECT, which its consumer decides)
+    /// within the consumer's `timeout` (none: an hour); the answer to READY, which no consumer
+    /// decides, within READY_WAIT besides. Past either the consumer hears TIMED_OUT. The
+    /// rendezvous never waits (rendezvous.rs): it is bounded by these. `dat_ep_disconnect` and
+    /// `dat_ep_free` end the handshake at once (`disconnect_now` shuts its stream down).
+    pub(super) fn active(self: Arc<Self>, addr: SocketAddr, conn_qual: u64, private_data: Vec<u8>, timeout: Option<Duration>) {
         /// The connected stream, the peer's ACCEPT, the same-host peer it proved to be (if
         /// any), and whether it accepted.
         type Outcome = (TcpStream, Hello, Option<(PeerProcess, Claims)>, bool);
+        let started = Instant::now();
+        let limit = timeout.unwrap_or(Duration::from_secs(3600));
+        let left = || limit.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
         let outcome = (|| -> Result<Outcome, CmEvent> {
             let stream = super::super::listener::connect_service(std::net::Ipv4Addr::UNSPECIFIED.into(), addr, timeout)?;
+            {
+                let mut i = self.lock();
+                if i.state != State::Connecting {
+                    return Err(CmEvent::Broken);
+                }
+                // Where a disconnect or free finds it (see above).
+                i.stream = stream.try_clone().ok();
+            }
             let _ = stream.set_nodelay(true);
-            let _ = stream.set_read_timeout(Some(timeout.unwrap_or(Duration::from_secs(3600)).max(Duration::from_millis(1))));
+            let _ = stream.set_read_timeout(Some(left()));
             // A peer on this host is asked to our rendezvous (rendezvous.rs), where each side
             // learns from the kernel which process the other is.
             let rendezvous = peer::other_end(&stream).and_then(|_| Rendezvous::open());
             let hello = Hello {
                 rendezvous: rendezvous.as_ref().map_or(0, |r| r.token),
+                conn_qual,
                 rd_in: self.caps.max_rd_in,
                 private_data,
                 ..Hello::default()
@@ -91,6 +109,7 @@ impl SoftQp {
                     let verified = verified.map(|(p, c, _)| (p, c));
                     let ready = Hello { reaches_peer: we_reach, ..Hello::default() };
                     write_message(&stream, op::READY, &ready.encode()).map_err(|_| CmEvent::Broken)?;
+                    let _ = stream.set_read_timeout(Some(left().min(READY_WAIT)));
                     // Wait until the passive side has reported ESTABLISHED (see op::ESTABLISHED).
                     // If the connection ends first (the passive side broke it at once), it was
                     // accepted all the same: we report ESTABLISHED and the reader then finds
@@ -113,6 +132,10 @@ impl SoftQp {
                     };
                     Ok((stream, answer, verified, agreed))
                 }
+                op::REJECT if hdr.status == wire::reject::NO_SERVICE => {
+                    crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: no service point {conn_qual:#x} at {addr}");
+                    Err(CmEvent::NonPeerRejected)
+                }
                 op::REJECT => Err(CmEvent::PeerRejected { private_data: answer.private_data }),
                 _ => Err(CmEvent::NonPeerRejected),
             }
@@ -121,12 +144,15 @@ impl SoftQp {
             Ok((stream, answer, verified, agreed)) => {
                 if self.lock().state != State::Connecting {
                     let _ = stream.shutdown(Shutdown::Both);
+                    self.lock().stream = None;
                     return;
                 }
                 self.start(stream, verified, agreed, answer.rd_in, Some(answer.private_data));
             }
             Err(ev) => {
                 let mut i = self.lock();
+                // The handshake's stream closes now, not with the QP.
+                i.stream = None;
                 if i.state != State::Connecting {
                     return;
                 }

@@ -231,6 +231,11 @@ const RNR_WAIT: Duration = Duration::from_secs(1);
 /// sleeps (see `await_frame`).
 const BUSY_POLL: Duration = Duration::from_micros(20);
 
+/// How long the passive side waits, after its ACCEPT, for the peer's READY; and the active
+/// side, after its READY, for the answer. Neither waits on a consumer: a peer that takes
+/// longer is not completing the handshake.
+const READY_WAIT: Duration = Duration::from_secs(5);
+
 pub struct SoftQp {
     this: std::sync::Weak<SoftQp>,
     /// Where receives come from when the QP uses a shared receive queue.
@@ -615,7 +620,7 @@ fn peer_table(peer: &PeerProcess, fd: u32) -> Option<Arc<KeyTable>> {
 }
 
 impl Qp for SoftQp {
-    fn connect(&self, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+    fn connect(&self, addr: SocketAddr, conn_qual: u64, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
         {
             let mut i = self.lock();
             if i.state != State::Idle {
@@ -628,7 +633,7 @@ impl Qp for SoftQp {
         std::thread::Builder::new()
             .name("dat2-soft-connect".into())
             .stack_size(256 << 10)
-            .spawn(move || me.active(addr, pdata, timeout))
+            .spawn(move || me.active(addr, conn_qual, pdata, timeout))
             .map_err(|_| DevError::NoResources)?;
         Ok(())
     }

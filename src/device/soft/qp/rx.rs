@@ -12,8 +12,23 @@ impl SoftQp {
 
     pub(super) fn reader(self: Arc<Self>, stream: TcpStream) {
         let mut rx = io::Rx::new(stream.as_raw_fd());
-        // Passive side: the peer's first frame must be READY (the handshake's end).
+        // Passive side: the peer's first frame must be READY (the handshake's end), and whole
+        // within READY_WAIT of our accept. A peer that fails that has not completed the
+        // accept: the consumer hears DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR (as DAT's
+        // reference implementation reports a requester that stopped talking after the accept).
         let mut handshaking = self.lock().awaiting_ready;
+        if handshaking && !await_ready(&mut rx) {
+            if self.lock().state != State::Closed {
+                crate::dbg_log!(
+                    crate::log::DbgType::PROVIDER_API,
+                    "soft QP {}: no READY from {:?} within {READY_WAIT:?} of the accept",
+                    self.id,
+                    stream.peer_addr().ok()
+                );
+                self.fail(CmEvent::AcceptCompletionError);
+            }
+            return;
+        }
         loop {
             if let Err(e) = self.await_frame(&mut rx) {
                 let graceful = self.lock().state == State::Closed;
@@ -35,10 +50,10 @@ impl SoftQp {
                 }
             };
             if handshaking && (hdr.op != op::READY || hdr.acks > 0) {
-                self.fail(CmEvent::Broken);
+                self.fail(CmEvent::AcceptCompletionError);
                 return;
             }
-            handshaking = false;
+            let first = std::mem::take(&mut handshaking);
             if hdr.acks > 0 && !self.on_acks(hdr.acks) {
                 self.fail(CmEvent::Broken);
                 return;
@@ -95,7 +110,7 @@ impl SoftQp {
                 _ => false,
             };
             if !ok {
-                self.fail(CmEvent::Broken);
+                self.fail(if first { CmEvent::AcceptCompletionError } else { CmEvent::Broken });
                 return;
             }
         }
@@ -472,6 +487,32 @@ impl SoftQp {
     /// Sends the pending acknowledgements, unless another frame already took them.
     pub(super) fn flush_acks(&self) {
         self.send_frame_now(Frame { hdr: Hdr { op: op::ACK, ..Hdr::default() }, data: FrameData::None, last: false });
+    }
+}
+
+/// Passive side: waits until the peer's first frame is buffered whole (a header and, when it
+/// announces at most `wire::HELLO_MAX`, its body), at most READY_WAIT. False: the time passed,
+/// or the connection ended first.
+fn await_ready(rx: &mut io::Rx) -> bool {
+    let deadline = Instant::now() + READY_WAIT;
+    loop {
+        let want = match rx.peek(HDR_LEN) {
+            None => HDR_LEN,
+            Some(h) => {
+                let payload = Hdr::decode(h.try_into().unwrap_or(&[0; HDR_LEN])).payload;
+                // Longer than any READY: the reader refuses it without reading on.
+                if payload > wire::HELLO_MAX {
+                    return true;
+                }
+                HDR_LEN + payload as usize
+            }
+        };
+        if rx.buffered() >= want {
+            return true;
+        }
+        if !rx.readable_by(deadline) || rx.fill(false).is_err() {
+            return false;
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use super::proof::{Signal, Waiter, PROOF_TIMEOUT, RESEND_AT};
 use super::{SoftAh, SoftUdQp};
 use crate::device::soft::keys;
 use crate::device::soft::listener::connect_service;
-use crate::device::soft::wire::{op, read_message, timed_out, write_message, Hello, UdHello, HELLO_MAX, UD_HELLO_MAX};
+use crate::device::soft::wire::{op, read_message, reject, timed_out, write_message, Hello, UdHello, HELLO_MAX, UD_HELLO_MAX};
 use crate::device::{CmEvent, DevError, PendingConnection, Qp, UdPeer};
 use crate::util::sync::MutexExt;
 
@@ -48,8 +48,15 @@ fn token() -> u128 {
 }
 
 /// Starts resolving the service point `addr` for `qp`; the outcome is reported as one event.
-pub(super) fn resolve(qp: &SoftUdQp, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
-    let hello = UdHello { qpn: qp.qpn(), qkey: qp.qkey(), secret: qp.secret(), token: token(), private_data: private_data.to_vec() };
+pub(super) fn resolve(
+    qp: &SoftUdQp,
+    addr: SocketAddr,
+    conn_qual: u64,
+    private_data: &[u8],
+    timeout: Option<Duration>,
+) -> Result<(), DevError> {
+    let hello =
+        UdHello { qpn: qp.qpn(), qkey: qp.qkey(), secret: qp.secret(), token: token(), conn_qual, private_data: private_data.to_vec() };
     // The thread keeps no QP alive: a QP destroyed meanwhile hears nothing.
     let weak = qp.this.clone();
     // The request comes from the IA's address: the passive side takes the requester's address
@@ -136,6 +143,10 @@ fn ask(local: IpAddr, addr: SocketAddr, hello: &UdHello, limit: Duration) -> Res
             let private_data = std::mem::take(&mut answer.private_data);
             Ok((answer, private_data))
         }
+        op::REJECT if hdr.status == reject::NO_SERVICE => {
+            crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: no service point {:#x} at {addr}", hello.conn_qual);
+            Err(CmEvent::NonPeerRejected)
+        }
         op::REJECT => Err(CmEvent::PeerRejected { private_data: Hello::decode(&body).ok_or(CmEvent::NonPeerRejected)?.private_data }),
         _ => Err(CmEvent::NonPeerRejected),
     }
@@ -174,7 +185,14 @@ impl PendingConnection for UdPending {
             return Err(DevError::State);
         }
         let stream = self.stream.locked().take().ok_or(DevError::State)?;
-        let answer = UdHello { qpn: ud.qpn(), qkey: ud.qkey(), secret: ud.secret(), token: token(), private_data: private_data.to_vec() };
+        let answer = UdHello {
+            qpn: ud.qpn(),
+            qkey: ud.qkey(),
+            secret: ud.secret(),
+            token: token(),
+            conn_qual: 0,
+            private_data: private_data.to_vec(),
+        };
         // Reported once the requester proved the port it named is its own (proof.rs): until
         // then nothing is sent there, and the consumer has no handle to send with.
         let from = qp_address(self.remote, self.hello.qpn);

@@ -481,11 +481,11 @@ fn receiver(qp: Weak<SoftUdQp>, socket: Arc<UdpSocket>, stopped: UnixStream, wok
 }
 
 impl Qp for SoftUdQp {
-    fn connect(&self, addr: SocketAddr, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
+    fn connect(&self, addr: SocketAddr, conn_qual: u64, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
         if self.is_closed() {
             return Err(DevError::State);
         }
-        cm::resolve(self, addr, private_data, timeout)
+        cm::resolve(self, addr, conn_qual, private_data, timeout)
     }
 
     fn post_send(&self, wr: SendWr) -> Result<(), DevError> {

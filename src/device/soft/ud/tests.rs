@@ -3,8 +3,9 @@
 //! length) cannot do, and what a requester or acceptor that names a port not its own gets.
 
 use super::*;
-use crate::device::soft::wire::{op, read_message, write_message, UdHello, PROOF_LEN, UD_HELLO_MAX};
+use crate::device::soft::wire::{op, read_message, role, write_message, Greeting, UdHello, GREETING_LEN, PROOF_LEN, UD_HELLO_MAX, VERSION};
 use crate::util::sync::CondvarExt;
+use std::io::{Read, Write};
 use std::sync::Condvar;
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -153,9 +154,9 @@ fn resolve_send_receive_with_grh() {
     let (a, ra) = s.qp(None);
     let (b, rb) = s.qp(None);
     assert_eq!((a.path(), a.remote()), ("udp", None));
-    let listener = s.dev.listen(0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
+    let listener = s.dev.listen(0, 0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
     a.post_recv(1, smallvec::smallvec![s.sge(0, 40), s.sge(40, 8192)]).expect("posts");
-    b.connect(SocketAddr::from(([127, 0, 0, 1], listener.port())), b"hello", Some(WAIT)).expect("connects");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], listener.port())), u64::from(listener.port()), b"hello", Some(WAIT)).expect("connects");
 
     let Some(CmEvent::UdResolved { private_data, peer, passive: false }) = rb.cm() else { panic!("no active resolution") };
     assert_eq!((private_data.as_slice(), peer.qpn, peer.addr.ip()), (&b"yes"[..], u32::from(a.local_port()), "127.0.0.1".parse().unwrap()));
@@ -273,11 +274,11 @@ fn srq_rejects_and_foreign_handles() {
     let srq = s.dev.create_srq(s.pd, 8, 1, Arc::new(NoLimit)).expect("srq");
     let (a, ra) = s.qp(Some(srq.clone()));
     let (b, rb) = s.qp(None);
-    let accepting = s.dev.listen(0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
-    let rejecting = s.dev.listen(0, Arc::new(Accepting { qp: None })).expect("listens");
-    b.connect(SocketAddr::from(([127, 0, 0, 1], rejecting.port())), b"", Some(WAIT)).expect("connects");
+    let accepting = s.dev.listen(0, 0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
+    let rejecting = s.dev.listen(0, 0, Arc::new(Accepting { qp: None })).expect("listens");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], rejecting.port())), u64::from(rejecting.port()), b"", Some(WAIT)).expect("connects");
     assert_eq!(rb.cm(), Some(CmEvent::PeerRejected { private_data: b"no".to_vec() }));
-    b.connect(SocketAddr::from(([127, 0, 0, 1], accepting.port())), b"", Some(WAIT)).expect("connects");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], accepting.port())), u64::from(accepting.port()), b"", Some(WAIT)).expect("connects");
     let Some(CmEvent::UdResolved { peer, .. }) = rb.cm() else { panic!("not resolved") };
     assert!(matches!(ra.cm(), Some(CmEvent::UdResolved { passive: true, .. })));
     // Receives come from the SRQ.
@@ -299,17 +300,18 @@ fn srq_rejects_and_foreign_handles() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
     let port = closed.local_addr().expect("addr").port();
     drop(closed);
-    b.connect(SocketAddr::from(([127, 0, 0, 1], port)), b"", Some(WAIT)).expect("connects");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], port)), u64::from(port), b"", Some(WAIT)).expect("connects");
     assert_eq!(rb.cm(), Some(CmEvent::NonPeerRejected));
     // The requester's own QPN and keys, read off the wire by a listener of ours.
     let ours = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
-    b.connect(ours.local_addr().expect("addr"), b"pd", Some(Duration::from_millis(500))).expect("connects");
+    b.connect(ours.local_addr().expect("addr"), 0x1_0000_0000 | 7, b"pd", Some(Duration::from_millis(500))).expect("connects");
     let (conn, _) = ours.accept().expect("accepts");
+    answer_greeting(&conn);
     let (hdr, body) = read_message(&conn, UD_HELLO_MAX).expect("reads");
     let hello = UdHello::decode(&body).expect("a UD_HELLO");
     assert_eq!(
-        (hdr.op, hello.qpn, hello.qkey, hello.secret, hello.private_data.as_slice()),
-        (op::UD_HELLO, u32::from(b.local_port()), soft(&b).qkey(), soft(&b).secret(), &b"pd"[..])
+        (hdr.op, hello.qpn, hello.qkey, hello.secret, hello.conn_qual, hello.private_data.as_slice()),
+        (op::UD_HELLO, u32::from(b.local_port()), soft(&b).qkey(), soft(&b).secret(), 0x1_0000_0007, &b"pd"[..])
     );
     // We never answer: the resolution times out.
     assert_eq!(rb.cm(), Some(CmEvent::TimedOut));
@@ -342,11 +344,30 @@ fn received(sock: &UdpSocket, wait: Duration) -> Vec<Vec<u8>> {
     }
 }
 
+/// Plays a listener's part of the greeting (wire::Greeting) on `conn`.
+fn answer_greeting(mut conn: &std::net::TcpStream) {
+    let mut ask = [0u8; GREETING_LEN];
+    conn.read_exact(&mut ask).expect("a greeting");
+    assert_eq!(Greeting::decode(&ask), Some(Greeting { version: VERSION, role: role::ASK }));
+    conn.write_all(&Greeting::ours(role::ANSWER)).expect("answers");
+}
+
 /// A hostile requester: a UD_HELLO naming `qpn` (a port it may not own) to the service point
 /// `port`; returns the UD_ACCEPT it got.
 fn hostile_hello(port: u16, qpn: u16, token: u128) -> UdHello {
-    let s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
-    let hello = UdHello { qpn: u32::from(qpn), qkey: 0x4141_4141, secret: 0x4242, token, private_data: b"evil".to_vec() };
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    s.write_all(&Greeting::ours(role::ASK)).expect("greets");
+    let mut answer = [0u8; GREETING_LEN];
+    s.read_exact(&mut answer).expect("an answer");
+    assert_eq!(Greeting::decode(&answer).map(|g| g.role), Some(role::ANSWER));
+    let hello = UdHello {
+        qpn: u32::from(qpn),
+        qkey: 0x4141_4141,
+        secret: 0x4242,
+        token,
+        conn_qual: u64::from(port),
+        private_data: b"evil".to_vec(),
+    };
     write_message(&s, op::UD_HELLO, &hello.encode()).expect("writes");
     let (hdr, body) = read_message(&s, UD_HELLO_MAX).expect("an answer");
     assert_eq!(hdr.op, op::UD_ACCEPT);
@@ -357,7 +378,7 @@ fn hostile_hello(port: u16, qpn: u16, token: u128) -> UdHello {
 fn a_requester_naming_a_port_not_its_own_gets_nothing_sent_there() {
     let s = setup();
     let (a, ra) = s.qp(None);
-    let listener = s.dev.listen(0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
+    let listener = s.dev.listen(0, 0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
     // An unrelated UDP service on the requester's host.
     let victim = UdpSocket::bind("127.0.0.1:0").expect("binds");
     let vport = victim.local_addr().expect("addr").port();
@@ -374,7 +395,7 @@ fn a_requester_naming_a_port_not_its_own_gets_nothing_sent_there() {
     assert_eq!(soft(&a).key_violations(), 1);
     // An honest requester still resolves the same QP.
     let (b, rb) = s.qp(None);
-    b.connect(SocketAddr::from(([127, 0, 0, 1], listener.port())), b"", Some(WAIT)).expect("connects");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], listener.port())), u64::from(listener.port()), b"", Some(WAIT)).expect("connects");
     assert!(matches!(rb.cm(), Some(CmEvent::UdResolved { passive: false, .. })));
     assert!(matches!(ra.cm(), Some(CmEvent::UdResolved { passive: true, .. })));
     a.destroy();
@@ -388,11 +409,13 @@ fn an_acceptor_naming_a_port_not_its_own_is_not_believed() {
     let victim = UdpSocket::bind("127.0.0.1:0").expect("binds");
     let vport = victim.local_addr().expect("addr").port();
     let hostile = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
-    b.connect(hostile.local_addr().expect("addr"), b"", Some(Duration::from_secs(30))).expect("connects");
+    let port = hostile.local_addr().expect("addr").port();
+    b.connect(hostile.local_addr().expect("addr"), u64::from(port), b"", Some(Duration::from_secs(30))).expect("connects");
     let (conn, _) = hostile.accept().expect("accepts");
+    answer_greeting(&conn);
     let (_, body) = read_message(&conn, UD_HELLO_MAX).expect("reads");
     let hello = UdHello::decode(&body).expect("a UD_HELLO");
-    let lie = UdHello { qpn: u32::from(vport), qkey: 0x4141_4141, secret: 0x4242, token: 7, private_data: b"ok".to_vec() };
+    let lie = UdHello { qpn: u32::from(vport), qkey: 0x4141_4141, secret: 0x4242, token: 7, conn_qual: 0, private_data: b"ok".to_vec() };
     write_message(&conn, op::UD_ACCEPT, &lie.encode()).expect("writes");
     // Not resolved: timed out when no proof came from the port named.
     assert_eq!(rb.cm_within(proof::PROOF_TIMEOUT + Duration::from_secs(2)), Some(CmEvent::TimedOut));
