@@ -1046,7 +1046,13 @@ def _(t, port):
             ended = s.recv(1) == b""
         except (socket.timeout, ConnectionError) as e:
             ended = not isinstance(e, socket.timeout)
-        after = resources(c)
+        # The handshake's thread exits a moment after the socket ends (see `bounded`).
+        deadline = time.time() + SETTLE_S
+        while True:
+            after = resources(c)
+            if after is None or after[0] < during[0] or time.time() > deadline:
+                break
+            time.sleep(0.05)
         s.close()
         if not ended or after is None or after[0] >= during[0]:
             return False, f"after dat_ep_free the connection ended: {ended}; threads {during[0]} -> {after and after[0]}"
@@ -1229,6 +1235,7 @@ def stalled_peer(ls):
     c = Proc("client", str(ls.getsockname()[1]))
     try:
         s, _ = ls.accept()
+        answer_greeting(s)
         if recv_msg(s)[0][0] != OP_HELLO:
             raise RuntimeError("the client did not say HELLO")
         s.sendall(message(OP_ACCEPT, hello()))

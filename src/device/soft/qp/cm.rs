@@ -6,6 +6,11 @@ use super::*;
 use crate::device::soft::wire::{read_message, timed_out, write_message};
 use crate::util::sync::MutexExt;
 
+/// How long the passive side waits, after its ACCEPT, for the peer's READY; and the active
+/// side, after its READY, for the answer. Neither waits on a consumer: a peer that takes
+/// longer is not completing the handshake.
+pub(super) const READY_WAIT: Duration = Duration::from_secs(5);
+
 impl SoftQp {
     // -----------------------------------------------------------------------------------------
     // Connection setup.

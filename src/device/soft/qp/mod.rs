@@ -231,11 +231,6 @@ const RNR_WAIT: Duration = Duration::from_secs(1);
 /// sleeps (see `await_frame`).
 const BUSY_POLL: Duration = Duration::from_micros(20);
 
-/// How long the passive side waits, after its ACCEPT, for the peer's READY; and the active
-/// side, after its READY, for the answer. Neither waits on a consumer: a peer that takes
-/// longer is not completing the handshake.
-const READY_WAIT: Duration = Duration::from_secs(5);
-
 pub struct SoftQp {
     this: std::sync::Weak<SoftQp>,
     /// Where receives come from when the QP uses a shared receive queue.
@@ -289,10 +284,6 @@ fn pin_peer_write(i: &Inner, rkey: u32, raddr: u64, len: u64) -> Option<(Grant, 
 /// (peer.rs).
 fn live_pid(i: &Inner) -> Option<u32> {
     i.peer.as_ref()?.pid()
-}
-
-fn status_u8(s: u32) -> u8 {
-    s as u8
 }
 
 impl SoftQp {

@@ -3,6 +3,7 @@
 //! requests (exec.rs) or holds them until a receive is posted, within the bounds of
 //! STALL_BYTES and RNR_WAIT.
 
+use super::cm::READY_WAIT;
 use super::*;
 use crate::util::sync::{CondvarExt, MutexExt};
 
@@ -455,7 +456,7 @@ impl SoftQp {
             return;
         }
         let last = status != DAT_DTO_SUCCESS;
-        self.send_frame_now(Frame { hdr: Hdr { op: op::RESPONSE, status: status_u8(status), payload, ..Hdr::default() }, data, last });
+        self.send_frame_now(Frame { hdr: Hdr { op: op::RESPONSE, status: status as u8, payload, ..Hdr::default() }, data, last });
         if last {
             self.lock().state = State::Closed;
         }
