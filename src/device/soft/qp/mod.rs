@@ -812,15 +812,7 @@ impl Qp for SoftQp {
     }
 
     fn destroy(&self) {
-        // Requests whose data the verified peer moves itself end with its response (lease.rs):
-        // they are waited for first, as revoking a key set would.
-        let deadline = Instant::now() + super::lease::PEER_WAIT;
-        {
-            let mut i = self.lock();
-            while i.state == State::Connected && i.outstanding.iter().any(|o| o.leases.is_some()) && Instant::now() < deadline {
-                i = self.wait_room(i, Duration::from_millis(5));
-            }
-        }
+        self.await_peer_copies();
         self.disconnect_now();
         // The writer thread may still be writing to a peer that stopped reading, or hold
         // frames for it: the EP is going, so the connection is cut under it (a blocked write
@@ -855,6 +847,7 @@ impl Qp for SoftQp {
                 return;
             }
         }
+        self.await_peer_copies();
         self.disconnect_now();
         if !graceful {
             self.cut_if_stalled();

@@ -1,0 +1,54 @@
+/* A request whose data the peer moves itself (cross-memory attach: an RDMA read's data is
+ * written into our sink by the target's process) must not touch our memory once its LMR is
+ * freed, even when an abrupt disconnect comes while the peer is copying. Measured before the
+ * disconnect waited for such copies: 10 to 33 MiB of the 64 MiB sink written after
+ * dat_lmr_free returned, in each of 5 runs. */
+#include "dx.h"
+
+#include <stdlib.h>
+
+#include "dx_cases.h"
+
+#define LINGER_LEN ((size_t)64 << 20)
+
+void case_rdma_read_abrupt_free(void)
+{
+    struct pair p;
+    struct mr sm = {0}, cm = {0};
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    if (!pair_up(&p, dx_port(0), NULL, NULL, 16) || !mr_make(&p.s, p.s.pz, LINGER_LEN, PRIV_ALL, &sm) ||
+        !mr_make(&p.c, p.c.pz, LINGER_LEN, PRIV_ALL, &cm))
+        goto out;
+    if (!dx_on_soft_device() || strcmp(path_of(p.ce), "cma") != 0) {
+        harness_skip("the peer moves the data itself only on the soft device's cma path");
+        goto out;
+    }
+    memset(sm.buf, 0x5a, LINGER_LEN);
+    memset(cm.buf, 0, LINGER_LEN);
+    DAT_LMR_TRIPLET l = lt(&cm, 0, (DAT_SEG_LENGTH)LINGER_LEN);
+    DAT_RMR_TRIPLET r = rt(&sm, 0, (DAT_SEG_LENGTH)LINGER_LEN);
+    if (!EXPECT_RC(dat_ep_post_rdma_read(p.ce, 1, &l, ck(1), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS))
+        goto out;
+    EXPECT_RC(dat_ep_disconnect(p.ce, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+    if (!WAIT_DTO(p.c.req, &d))
+        goto out;
+    /* Completed by the peer's answer (the disconnect waited for it) or flushed: either way the
+     * peer's copy must be over once the LMR's free returns. */
+    EXPECT(d.status == DAT_DTO_SUCCESS || d.status == DAT_DTO_ERR_FLUSHED, "read status %u", (unsigned)d.status);
+    if (!EXPECT_RC(dat_lmr_free(cm.h), DAT_SUCCESS))
+        goto out;
+    cm.h = DAT_HANDLE_NULL;
+    /* From here on nothing may write the buffer: overwrite it, last page first (against the
+     * direction a copy runs), then look for the peer's bytes. */
+    for (size_t off = LINGER_LEN; off > 0; off -= 4096)
+        memset(cm.buf + off - 4096, 0x11, 4096);
+    dx_sleep_ms(300);
+    size_t stray = 0;
+    for (size_t k = 0; k < LINGER_LEN; k++)
+        stray += cm.buf[k] != 0x11;
+    EXPECT(stray == 0, "%zu bytes written into the sink after dat_lmr_free returned", stray);
+out:
+    mr_drop(&sm);
+    mr_drop(&cm);
+    pair_down(&p);
+}
