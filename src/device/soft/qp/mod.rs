@@ -487,6 +487,11 @@ impl SoftQp {
                 // frame (and the acknowledgements it carries) is with the kernel before the
                 // consumer can free the EP or exit; never waiting for the peer (see
                 // `send_disconnect`).
+                // A peer request being executed may be copying the peer's memory (cross-memory
+                // attach): the peer completes its request flushed once DISCONNECT comes, and may
+                // free that memory, so the copy ends first. Reading is shut down and the state
+                // is Closed, so it is short, and no other request starts (see `on_request`).
+                drop(self.exec.locked());
                 self.send_disconnect();
                 self.flush(CmEvent::Disconnected);
             }
