@@ -5,6 +5,7 @@
  * dat_lmr_free returned, in each of 5 runs. */
 #include "dx.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "dx_cases.h"
@@ -93,4 +94,60 @@ out:
     mr_drop(&sm);
     mr_drop(&cm);
     pair_down(&p);
+}
+
+/* ---- a service point freed from inside its own delivery ---------------------------------- */
+
+static DAT_IA_HANDLE agent_ia;
+static atomic_int agent_closed; /* 1 + the dat_ia_close return code's top bit, once it returned */
+
+static void close_in_agent(DAT_PVOID instance, DAT_EVD_HANDLE evd)
+{
+    (void)instance;
+    (void)evd;
+    DAT_IA_HANDLE ia = agent_ia;
+    agent_ia = DAT_HANDLE_NULL;
+    if (ia != DAT_HANDLE_NULL)
+        atomic_store(&agent_closed, dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG) == DAT_SUCCESS ? 1 : 2);
+}
+
+/* The consumer closes the listening IA from the proxy agent of the CR EVD's CNO, which runs in
+ * the thread delivering the connection request to the PSP: the close frees the PSP inside its
+ * own delivery, and must neither wait for itself nor leave the request unanswered. */
+void case_conn_ia_close_in_agent(void)
+{
+    struct node s, c;
+    DAT_EP_HANDLE ce;
+    DAT_CNO_HANDLE cno;
+    DAT_EVENT ev;
+    memset(&c, 0, sizeof c);
+    if (!node_open(&s, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16) || !ep_make(&c, NULL, &ce) ||
+        !node_listen(&s, dx_port(0)))
+        goto out;
+    DAT_OS_WAIT_PROXY_AGENT a = {NULL, close_in_agent};
+    if (!EXPECT_RC(dat_cno_create(s.ia, a, &cno), DAT_SUCCESS) || !EXPECT_RC(dat_evd_modify_cno(s.cr, cno), DAT_SUCCESS))
+        goto out;
+    agent_ia = s.ia;
+    if (!EXPECT_RC(dat_ep_connect(ce, dx_loopback(0), s.port, 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                                  DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_SUCCESS))
+        goto out;
+    double t0 = dx_now();
+    while (atomic_load(&agent_closed) == 0 && dx_now() - t0 < 5.0)
+        dx_sleep_ms(2);
+    if (EXPECT(atomic_load(&agent_closed) != 0, "dat_ia_close in the proxy agent did not return within 5 s"))
+        EXPECT(atomic_load(&agent_closed) == 1, "dat_ia_close in the proxy agent failed");
+    else
+        goto hang;
+    s.ia = DAT_HANDLE_NULL;
+    /* The request is answered (refused), not left to the connect's timeout. */
+    if (EXPECT_RC(wait_ev(c.conn, 4000, &ev), DAT_SUCCESS))
+        EXPECT(ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED, "connected to a closed IA");
+out:
+    node_close(&c);
+    node_close(&s);
+    return;
+hang:
+    /* The IA is stuck in its close: leave it (the case's process ends). */
+    node_close(&c);
 }
