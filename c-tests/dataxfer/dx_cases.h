@@ -46,6 +46,11 @@ void case_conn_sp_free_race_rsp(void);
 void case_conn_sp_close_race(void);
 void case_conn_sp_free_stress(void);
 
+/* requests the peer moves itself, flushed by a disconnect (dx_linger.c) */
+void case_rdma_read_abrupt_free(void);
+void case_rdma_read_target_disconnects(void);
+void case_conn_ia_close_in_agent(void);
+
 /* shared-memory registrations (dx_shm.c) */
 void case_shm_write_read(void);
 void case_shm_rkey_bounds(void);

@@ -130,6 +130,9 @@ static const struct harness_case cases[] = {
     CASE(conn_sp_free_race_rsp),
     CASE(conn_sp_close_race),
     CASE(conn_sp_free_stress),
+    CASE(rdma_read_abrupt_free),
+    CASE(rdma_read_target_disconnects),
+    CASE(conn_ia_close_in_agent),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

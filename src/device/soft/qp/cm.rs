@@ -168,6 +168,19 @@ impl SoftQp {
         }
     }
 
+    /// Before the consumer ends a connection: requests whose data the verified peer moves
+    /// itself end with its response (lease.rs), and the peer may be copying now; they are
+    /// waited for, up to PEER_WAIT, as revoking a key set would. Flushed instead, they would
+    /// give their leases up while the peer still copies: a `dat_lmr_free` after the flushed
+    /// completion would return with the peer still writing the memory.
+    pub(super) fn await_peer_copies(&self) {
+        let deadline = Instant::now() + super::super::lease::PEER_WAIT;
+        let mut i = self.lock();
+        while i.state == State::Connected && i.outstanding.iter().any(|o| o.leases.is_some()) && Instant::now() < deadline {
+            i = self.wait_room(i, Duration::from_millis(5));
+        }
+    }
+
     /// Completes everything posted as flushed, then reports `ev`.
     pub(super) fn flush(&self, ev: CmEvent) {
         let mut events = Vec::new();

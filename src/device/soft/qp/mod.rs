@@ -483,6 +483,11 @@ impl SoftQp {
                 // frame (and the acknowledgements it carries) is with the kernel before the
                 // consumer can free the EP or exit; never waiting for the peer (see
                 // `send_disconnect`).
+                // A peer request being executed may be copying the peer's memory (cross-memory
+                // attach): the peer completes its request flushed once DISCONNECT comes, and may
+                // free that memory, so the copy ends first. Reading is shut down and the state
+                // is Closed, so it is short, and no other request starts (see `on_request`).
+                drop(self.exec.locked());
                 self.send_disconnect();
                 self.flush(CmEvent::Disconnected);
             }
@@ -808,15 +813,7 @@ impl Qp for SoftQp {
     }
 
     fn destroy(&self) {
-        // Requests whose data the verified peer moves itself end with its response (lease.rs):
-        // they are waited for first, as revoking a key set would.
-        let deadline = Instant::now() + super::lease::PEER_WAIT;
-        {
-            let mut i = self.lock();
-            while i.state == State::Connected && i.outstanding.iter().any(|o| o.leases.is_some()) && Instant::now() < deadline {
-                i = self.wait_room(i, Duration::from_millis(5));
-            }
-        }
+        self.await_peer_copies();
         self.disconnect_now();
         // The writer thread may still be writing to a peer that stopped reading, or hold
         // frames for it: the EP is going, so the connection is cut under it (a blocked write
@@ -851,6 +848,7 @@ impl Qp for SoftQp {
                 return;
             }
         }
+        self.await_peer_copies();
         self.disconnect_now();
         if !graceful {
             self.cut_if_stalled();

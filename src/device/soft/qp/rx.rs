@@ -322,6 +322,12 @@ impl SoftQp {
         let deadline = Instant::now() + RNR_WAIT;
         loop {
             let exec = self.exec.locked();
+            if self.lock().state == State::Closed {
+                // Closed since the check above: a disconnect waits for `exec` (see
+                // `disconnect_now`), so nothing it ended runs after it.
+                drop(exec);
+                return !matches!(data, Data::Socket) || rx.discard(hdr.payload as usize).is_ok();
+            }
             let (stalled, room) = {
                 let i = self.lock();
                 (!i.stalled.is_empty(), i.stalled_bytes + cost <= STALL_BYTES)
@@ -410,6 +416,10 @@ impl SoftQp {
         let mut broken = false;
         loop {
             let Some(needs) = self.lock().stalled.front().map(|f| needs_recv(&f.hdr)) else { break };
+            if self.lock().state == State::Closed {
+                // As in `on_request`: what a disconnect ended does not run after it.
+                break;
+            }
             // Taken before the request leaves the queue (see `on_request`); only this drain,
             // under `exec`, removes the front, but a flush may clear the queue meanwhile.
             let recv = if needs { self.take_recv() } else { None };
