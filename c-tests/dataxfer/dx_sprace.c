@@ -84,6 +84,14 @@ static void create_race(enum sp_kind kind)
 {
     struct node s, c;
     int rounds = 0, seen = 0, answered = 0;
+    /* The round relies on the soft device's connect, which retries a refused connection for
+     * 200 ms. A verbs connect resolves the address and route first, and a request that still
+     * comes before rdma_listen is rejected by the kernel's CM (1 to 4 rounds in 10 under the
+     * VM), before the library has a part in it. */
+    if (!dx_on_soft_device()) {
+        harness_skip("a request before rdma_listen is the kernel CM's to reject: the round needs the soft device");
+        return;
+    }
     set_delay();
     if (!node_open(&s, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16))
         goto out;
