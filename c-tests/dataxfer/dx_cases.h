@@ -114,4 +114,7 @@ void case_sem_passive_path(void);
 void case_counters_traffic(void);
 void case_counters_start_stop(void);
 
+/* a connect past RLIMIT_NOFILE (dx_limits.c) */
+void case_conn_descriptor_limit(void);
+
 #endif

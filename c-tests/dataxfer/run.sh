@@ -23,6 +23,8 @@ case_timeout=60
 case_env() {
   case $1 in
     ipv6_*) extra=(DAT_OVERRIDE="$conf6") ;;
+    # It looks for the debug message (the library reads these when it is loaded).
+    conn_descriptor_limit) extra=(DAT_DBG_TYPE=0x1 DAT_DBG_DEST=1) ;;
     # They measure resident memory: AddressSanitizer's quarantine would keep every block freed
     # during the flood.
     conn_psp_provider_flood*) extra=(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0:thread_local_quarantine_size_kb=0") ;;

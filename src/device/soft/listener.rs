@@ -268,6 +268,9 @@ fn serve(accepting: TcpListener, conn_qual: u64, closed: Arc<AtomicBool>, events
                     // connection failed before we took it.
                     Err(_) if closed.load(Ordering::SeqCst) => return,
                     Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) => {
+                        if out_of_descriptors(&e) {
+                            descriptor_limit(&format!("accepting a connection on port {}", accepting.local_addr().map_or(0, |a| a.port())));
+                        }
                         paused_until = Some(Instant::now() + NO_FDS_PAUSE);
                         break;
                     }
@@ -358,8 +361,32 @@ fn connect_tcp(local: IpAddr, addr: SocketAddr, started: Instant, limit: Duratio
     .map_err(|e| match e.kind() {
         ErrorKind::ConnectionRefused => CmEvent::NonPeerRejected,
         _ if timed_out(&e) => CmEvent::TimedOut,
-        _ => CmEvent::Unreachable,
+        _ => {
+            if out_of_descriptors(&e) {
+                descriptor_limit(&format!("a connect to {addr}"));
+            }
+            CmEvent::Unreachable
+        }
     })
+}
+
+/// Whether `e` says the process (or the system) has no descriptor left.
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// Says, under DAT_DBG_TYPE (0x1), that `what` failed for want of a descriptor: every soft
+/// connection holds one, so a process with many needs RLIMIT_NOFILE raised.
+fn descriptor_limit(what: &str) {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit(2) into a local.
+    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0;
+    let limits = if known { format!("soft {}, hard {}", r.rlim_cur, r.rlim_max) } else { "unknown".into() };
+    crate::dbg_log!(
+        crate::log::DbgType::ERROR,
+        "dat2-soft: {what} failed: out of file descriptors (RLIMIT_NOFILE {limits}); each connection holds one: \
+         raise it with ulimit -n, /etc/security/limits.d or systemd's LimitNOFILE"
+    );
 }
 
 /// A connect without a timeout: the kernel gives up first (about two minutes of SYNs).
