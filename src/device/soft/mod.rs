@@ -2,6 +2,57 @@
 //! Like Soft-RoCE, it enforces in software what an HCA enforces in hardware: registrations
 //! cover only memory that is really mapped with the access asked for, keys are unpredictable
 //! capabilities, and every key names its protection domain, bounds and rights.
+//!
+//! # Threads
+//!
+//! The device's own, each named (`ps -T`):
+//! - `dat2-soft-listen`, one per listener: accepts, greets and reads its connections' HELLOs
+//!   (poll(2)), hands the consumer requests for its qualifier; ends when the listener is
+//!   dropped (listener.rs).
+//! - `dat2-soft-connect`, one per `connect`: RC, the active handshake, within the consumer's
+//!   timeout (an hour without one) and READY_WAIT, then it starts the two below and ends
+//!   (qp/cm.rs); UD, the resolution, within the timeout or RESOLVE_TIMEOUT, holding the QP
+//!   only weakly (ud/cm.rs).
+//! - `dat2-soft-rx`, one per connected RC QP: the reader, the progress engine; runs the
+//!   peer's requests, completes ours, delivers events; ends with the connection (qp/rx.rs).
+//! - `dat2-soft-tx`, one per connected RC QP: the writer, the only thread that waits for
+//!   room on a connected QP's socket; ends once its queue is closed (qp/tx.rs).
+//! - `dat2-soft-ud`, one per UD QP: datagrams, proofs and their deadlines; stopped and
+//!   joined by `disconnect` and `destroy` (ud/mod.rs).
+//! - `dat2-soft-peers`, one per process, from the first verified peer on: marks peers gone
+//!   when their processes exit; lives as long as the process (peer.rs).
+//!
+//! On the consumer's own thread:
+//! - posts: key checks; RC: the same-host direct write (fast.rs, `write_direct`), else what
+//!   an idle socket takes at once; UD: the `sendmsg` (up to SEND_WAIT for room). Direct
+//!   writes and UD sends are completed by the post itself.
+//! - `post_recv`, of an EP or an SRQ: runs peer requests that waited for it (`drain_stalled`).
+//! - `dat_evd_dequeue`/`dat_evd_wait`: `progress` only yields the CPU to the threads above.
+//! - disconnect: DISCONNECT as far as the socket takes it, then the flushed completions;
+//!   accept: the rendezvous, then starts rx/tx.
+//! - free and deregistration: wait for the copies of the QP or key set (lease.rs), a verified
+//!   peer's up to PEER_WAIT; a UD QP's `destroy` joins its receiver.
+//!
+//! # Lock order
+//!
+//! Outer before inner; a leaf takes no other lock. No lock is held while a QP's events go to
+//! the consumer (delivery.rs), so a handler may call back in; builtin's `key_live` (a leaf)
+//! runs under a QP's or SRQ's lock, and an SRQ's limit event under `exec` (builtin posts it).
+//! - RC `exec` (qp/mod.rs): one peer request runs at a time, on the reader or in
+//!   `drain_stalled`; `disconnect_now` takes it, once reading is shut down, to wait for that one.
+//!   Under it: `inner` and all under that; without `inner`: the SRQ's state, `dev.state`
+//!   (read; written by a send with invalidate, which then revokes), `dev.atomics`,
+//!   `shm_peers`, `out.queue`.
+//! - RC `inner` (`room` waits on it). Under it: the SRQ's state (`has_recv`), `dev.state`
+//!   read (a post's key lookups), `shm_peers` (a direct write), `out.queue` (deferred
+//!   requests, `on_response`), `SetLease::sockets` (leases taken or dropped), the watcher's
+//!   flags (a replaced peer dropped).
+//! - `shm_peers` -> shm.rs `mapped()`; UD `proofs` -> a requester's `Signal`.
+//! - Leaves: `out.queue` (only non-blocking writes and shutdowns under it), `SetLease::sockets`,
+//!   `dev.state`, `dev.atomics`, the SRQ's state, UD `inner`, `Delivery`, `Violations`, the
+//!   `Pending` streams, `peer_table`'s map (taken before `inner`), the watcher's flags.
+//! - A revoke (`SetLease::revoke`, `wait_unpinned`) waits under no lock but `exec`: a copy
+//!   holding a lease may take `inner` or `shm_peers` (exec.rs `land_leased`). A join holds none.
 
 pub mod delivery;
 pub mod io;
