@@ -1062,6 +1062,37 @@ def _(t, port):
         ls.close()
 
 
+@case("held_payload_cannot_hold_post_recv")
+def _(t, port):
+    """We use up the target's four receives, send a fifth message that must wait for a receive,
+    then the header and part of a sixth's payload, and hold the rest back. The target posts a
+    receive: dat_ep_post_recv returns at once (it used to wait, behind the reader reading our
+    payload, until we sent the rest), and once we do, the waiting message lands in it."""
+    s, _ = connect(port)
+    if s is None:
+        return False, "the target rejected us"
+    try:
+        for k in range(5):
+            s.sendall(hdr(OP_SEND, payload=64, length=64) + bytes([0x41 + k]) * 64)
+        s.sendall(hdr(OP_SEND, payload=4096, length=4096) + b"h" * 100)
+        time.sleep(0.3)
+        why = timed(t, "rpost", "rposted", 100)
+        s.sendall(b"h" * (4096 - 100))
+        if why:
+            return False, f"dat_ep_post_recv waited for our payload: {why}"
+        deadline = time.time() + 5
+        while True:
+            seen = t.cmd("peek 20480 4", "peek ")
+            if seen is not None and seen.split()[1] == "45454545":
+                break
+            if time.time() > deadline:
+                return False, f"the waiting message did not land in the new receive: {seen}"
+            time.sleep(0.05)
+        return target_state(t, forbid_win=None)
+    finally:
+        s.close()
+
+
 @case("stalled_write_cannot_hold_free")
 def _(t, port):
     """We send an RDMA write of 64 KiB into the target's registered memory and stop halfway.

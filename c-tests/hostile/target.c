@@ -39,6 +39,8 @@
  * and, for the UD target:
  *   recv N LEN  posts N receives of LEN (at most 8192) bytes on the UD EP: receive k (counted
  *            from 0 over the run, also its cookie) at win + 8192 * (1 + k % 7); "posted N"
+ *   rpost    posts one more receive (win + 20480, 4096 bytes) on the newest RC EP:
+ *            "rposted rc=R ms=<how long the call took>"
  *   peek OFF N  "peek <hex of win[OFF..OFF+N]>" (N at most 256)
  *   reply TEXT  sends TEXT in one datagram to the peer the last UD_ESTABLISHED named, as a
  *            consumer answers a peer: "replied qpn=Q" (no completion line), or "reply none"
@@ -226,6 +228,12 @@ static void command(const char *line)
             CHECK(dat_ep_post_recv(ud_ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG));
         }
         printf("posted %u\n", n);
+    } else if (strncmp(line, "rpost", 5) == 0 && neps > 0) {
+        DAT_LMR_TRIPLET t = { (DAT_VADDR)(uintptr_t)(win + 4096 * 5), 4096, lkey };
+        DAT_DTO_COOKIE ck;
+        ck.as_64 = 5;
+        DAT_RETURN rc = dat_ep_post_recv(eps[neps - 1], 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG);
+        printf("rposted rc=%#x ms=%ld\n", (unsigned)rc, ms_since(&a));
     } else if (strncmp(line, "peek ", 5) == 0 && win) {
         unsigned off = 0, n = 0;
         if (sscanf(line + 5, "%u %u", &off, &n) != 2 || n > 256 || off > WIN || n > WIN - off)

@@ -26,7 +26,9 @@
 //! - posts: key checks; RC: the same-host direct write (fast.rs, `write_direct`), else what
 //!   an idle socket takes at once; UD: the `sendmsg` (up to SEND_WAIT for room). Direct
 //!   writes and UD sends are completed by the post itself.
-//! - `post_recv`, of an EP or an SRQ: runs peer requests that waited for it (`drain_stalled`).
+//! - `post_recv`, of an EP or an SRQ: runs peer requests that waited for it (`drain_stalled`)
+//!   if `exec` is free; else its holder runs them once done (it may be reading a payload the
+//!   peer holds back, and a post never waits on a peer).
 //! - `dat_evd_dequeue`/`dat_evd_wait`: `progress` only yields the CPU to the threads above.
 //! - disconnect: DISCONNECT as far as the socket takes it, then the flushed completions;
 //!   accept: the rendezvous, then starts rx/tx.
@@ -39,7 +41,8 @@
 //! the consumer (delivery.rs), so a handler may call back in; builtin's `key_live` (a leaf)
 //! runs under a QP's or SRQ's lock, and an SRQ's limit event under `exec` (builtin posts it).
 //! - RC `exec` (qp/mod.rs): one peer request runs at a time, on the reader or in
-//!   `drain_stalled`; `disconnect_now` takes it, once reading is shut down, to wait for that one.
+//!   `drain_stalled` (which only tries it); `disconnect_now` takes it, once reading is shut
+//!   down, to wait for that one.
 //!   Under it: `inner` and all under that; without `inner`: the SRQ's state, `dev.state`
 //!   (read; written by a send with invalidate, which then revokes), `dev.atomics`,
 //!   `shm_peers`, `out.queue`.

@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -251,6 +251,8 @@ pub struct SoftQp {
     /// thread waits there (`room_waiters`): a notification is a system call.
     room: Condvar,
     room_waiters: AtomicU32,
+    /// A receive was posted while `exec` was held: its holder runs the stalled requests.
+    drain_wanted: AtomicBool,
     /// The peer's READ and atomic requests taken and not answered yet (their responses not
     /// written): never more than `caps.max_rd_in`.
     reads_in: AtomicU32,
@@ -331,6 +333,7 @@ impl SoftQp {
             out: Outbound::new(),
             room: Condvar::new(),
             room_waiters: AtomicU32::new(0),
+            drain_wanted: AtomicBool::new(false),
             reads_in: AtomicU32::new(0),
             lease: Arc::default(),
         });

@@ -5,6 +5,8 @@
 
 use super::cm::READY_WAIT;
 use super::*;
+use std::sync::TryLockError;
+
 use crate::util::sync::{CondvarExt, MutexExt};
 
 impl SoftQp {
@@ -338,6 +340,7 @@ impl SoftQp {
             if !stalled && (!needs_recv || recv.is_some()) {
                 let (ok, events) = self.execute(Some(rx), hdr, data, recv);
                 drop(exec);
+                self.exec_done();
                 self.deliver(events);
                 return ok;
             }
@@ -352,10 +355,15 @@ impl SoftQp {
                 let mut i = self.lock();
                 i.stalled_bytes += cost;
                 i.stalled.push_back(Stalled { hdr, data, cost });
+                drop(i);
+                drop(exec);
+                // A receive posted while the payload was read, before it was queued.
+                self.drain_stalled();
                 return true;
             }
             // No room to hold it: it stays on the socket until it can run in place.
             drop(exec);
+            self.exec_done();
             if !self.await_room(needs_recv, deadline) {
                 if self.lock().state != State::Closed {
                     crate::dbg_log!(
@@ -409,9 +417,30 @@ impl SoftQp {
         }
     }
 
-    /// Runs requests that waited for receives, now that one was posted.
+    /// Runs requests that waited for receives, now that one was posted. Never waits for
+    /// `exec`: its holder may be reading a peer's payload, which the peer may hold back, so
+    /// it is asked instead (`drain_wanted`) to run them once done (`exec_done`).
     pub(super) fn drain_stalled(&self) {
-        let _exec = self.exec.locked();
+        self.drain_wanted.store(true, Ordering::SeqCst);
+        while self.drain_wanted.load(Ordering::SeqCst) {
+            let exec = match self.exec.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => return,
+            };
+            self.drain_wanted.store(false, Ordering::SeqCst);
+            self.drain_locked(exec);
+        }
+    }
+
+    /// `exec` was released: runs what a post asked for meanwhile (see `drain_stalled`).
+    fn exec_done(&self) {
+        if self.drain_wanted.load(Ordering::SeqCst) {
+            self.drain_stalled();
+        }
+    }
+
+    fn drain_locked(&self, _exec: MutexGuard<'_, ()>) {
         let mut events = Vec::new();
         let mut broken = false;
         loop {
