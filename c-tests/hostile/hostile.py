@@ -1281,6 +1281,21 @@ def stalled_peer(ls):
     return c, s
 
 
+def read_to_end(s):
+    """Everything the peer sends us until its end (or 5 s without a byte)."""
+    s.settimeout(5)
+    data = bytearray()
+    try:
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            data += chunk
+    except (ConnectionError, socket.timeout):
+        pass
+    return data
+
+
 def posted(c, what, length):
     """Has the client post `what` (send, write) of `length` bytes: its "posted" fields once the
     call returned, or None when it did not within 2 s."""
@@ -1411,16 +1426,7 @@ def _(t, port):
         why = timed(c, "disconnect", "disconnected", POST_MS)
         if why:
             return False, why
-        s.settimeout(5)
-        data = bytearray()
-        try:
-            while True:
-                chunk = s.recv(1 << 20)
-                if not chunk:
-                    break
-                data += chunk
-        except (ConnectionError, socket.timeout):
-            pass
+        data = read_to_end(s)
         h = HDR.unpack(bytes(data[:HDR.size]))
         if h[0] != OP_RESPONSE or h[3] != BIG:
             return False, f"the answer: {h}"
@@ -1452,16 +1458,7 @@ def _(t, port):
         why = timed(c, "bigfree", "bigfreed", 1000)
         if why:
             return False, why
-        s.settimeout(5)
-        data = bytearray()
-        try:
-            while True:
-                chunk = s.recv(1 << 20)
-                if not chunk:
-                    break
-                data += chunk
-        except (ConnectionError, socket.timeout):
-            pass
+        data = read_to_end(s)
         h = HDR.unpack(bytes(data[:HDR.size]))
         if h[0] != OP_SEND or h[3] != BIG or len(data) >= HDR.size + BIG or data[HDR.size:] != PATTERN[:len(data) - HDR.size]:
             return False, f"the peer read {len(data)} bytes, not a prefix of the frame as posted"
