@@ -390,7 +390,7 @@ fn descriptor_limit(what: &str) {
 }
 
 /// A connect without a timeout: the kernel gives up first (about two minutes of SYNs).
-const NO_LIMIT: Duration = Duration::from_secs(3600);
+pub const NO_LIMIT: Duration = Duration::from_secs(3600);
 
 #[cfg(test)]
 mod tests {

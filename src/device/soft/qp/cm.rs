@@ -73,7 +73,7 @@ impl SoftQp {
         /// any), and whether it accepted.
         type Outcome = (TcpStream, Hello, Option<(PeerProcess, Claims)>, bool);
         let started = Instant::now();
-        let limit = timeout.unwrap_or(Duration::from_secs(3600));
+        let limit = timeout.unwrap_or(super::super::listener::NO_LIMIT);
         let left = || limit.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
         let outcome = (|| -> Result<Outcome, CmEvent> {
             let stream = super::super::listener::connect_service(std::net::Ipv4Addr::UNSPECIFIED.into(), addr, timeout)?;

@@ -375,8 +375,8 @@ impl SoftQp {
     /// The direct path of an RDMA write on one host: with nothing else outstanding (so the
     /// write cannot overtake an earlier request), a key the peer published as valid for this
     /// connection, and the peer's memory reachable, we write it ourselves, and say whether
-    /// through shared files (else by cross-memory attach). None: send the request the ordinary way (where the
-    /// target checks everything).
+    /// through shared files (else by cross-memory attach). None: send the request the
+    /// ordinary way (where the target checks everything).
     #[allow(clippy::too_many_arguments)]
     fn write_direct(
         &self,

@@ -152,21 +152,29 @@ impl SoftQp {
     /// when the connection failed or memory the frame carries was revoked (lease.rs).
     fn try_frame(&self, fd: i32, frame: &Frame) -> Option<usize> {
         let hdr = frame.hdr.encode();
-        let mut parts = vec![(hdr.as_ptr() as u64, HDR_LEN)];
-        let _leases = match &frame.data {
-            FrameData::None => None,
-            FrameData::Bytes(b) => {
-                parts.push((b.as_ptr() as u64, b.len()));
-                None
-            }
-            FrameData::Memory(m, sets) => {
-                parts.extend_from_slice(m);
-                Some(self.payload_leases(sets, fd)?)
-            }
-            // Only the writer thread sends what is left of a frame.
-            FrameData::Raw(_) | FrameData::Tail(..) => return None,
-        };
+        let (parts, _leases) = self.frame_parts(fd, frame, &hdr)?;
         io::try_write(fd, &parts).ok()
+    }
+
+    /// A frame's pieces for one vectored write: its header (`hdr`, its encoding; none for
+    /// what is left of a frame) and its data, with the leases a memory payload is read under
+    /// (held until the write is over); None when that memory was revoked (the connection
+    /// ends).
+    fn frame_parts(&self, fd: i32, frame: &Frame, hdr: &[u8; HDR_LEN]) -> Option<Parts> {
+        let head = (hdr.as_ptr() as u64, HDR_LEN);
+        Some(match &frame.data {
+            FrameData::None => (vec![head], None),
+            FrameData::Bytes(b) => (vec![head, (b.as_ptr() as u64, b.len())], None),
+            FrameData::Raw(b) => (vec![(b.as_ptr() as u64, b.len())], None),
+            FrameData::Memory(m, sets) => {
+                let leases = self.payload_leases(sets, fd)?;
+                let mut parts = Vec::with_capacity(m.len() + 1);
+                parts.push(head);
+                parts.extend_from_slice(m);
+                (parts, Some(leases))
+            }
+            FrameData::Tail(m, sets) => (m.clone(), Some(self.payload_leases(sets, fd)?)),
+        })
     }
 
     /// Leases on the key sets of a memory payload written to `fd`; None (and the connection
@@ -264,27 +272,8 @@ impl SoftQp {
     /// carries was revoked before it went out (lease.rs).
     pub(super) fn write_frame(&self, fd: i32, frame: &Frame) -> bool {
         let hdr = frame.hdr.encode();
-        let mut parts = Vec::with_capacity(2);
-        let mut leases = None;
-        match &frame.data {
-            FrameData::Raw(b) => parts.push((b.as_ptr() as u64, b.len())),
-            FrameData::Tail(m, sets) => {
-                let Some(l) = self.payload_leases(sets, fd) else { return false };
-                leases = Some(l);
-                parts.extend_from_slice(m);
-            }
-            FrameData::None => parts.push((hdr.as_ptr() as u64, HDR_LEN)),
-            FrameData::Bytes(b) => parts.extend([(hdr.as_ptr() as u64, HDR_LEN), (b.as_ptr() as u64, b.len())]),
-            FrameData::Memory(m, sets) => {
-                let Some(l) = self.payload_leases(sets, fd) else { return false };
-                leases = Some(l);
-                parts.push((hdr.as_ptr() as u64, HDR_LEN));
-                parts.extend_from_slice(m);
-            }
-        }
-        let ok = io::write_all(fd, &parts).is_ok();
-        drop(leases);
-        ok
+        let Some((parts, _leases)) = self.frame_parts(fd, frame, &hdr) else { return false };
+        io::write_all(fd, &parts).is_ok()
     }
 
     // -----------------------------------------------------------------------------------------
@@ -341,6 +330,9 @@ pub(super) fn push_frame(q: &mut OutState, frame: Frame) {
     }
     q.frames.push_back(frame);
 }
+
+/// A frame's pieces for a vectored write, and the leases its memory is read under.
+type Parts = (Vec<(u64, usize)>, Option<Leases>);
 
 /// Whether a frame carries the memory of one of our requests (not a response's).
 fn carries_request(f: &Frame) -> bool {
