@@ -38,6 +38,7 @@ for p in $passes; do
     out="$out_base/$p/$g"; rm -rf "$out"; mkdir -p "$out"
     echo "== $g ($p)"
     log="$out/run.log"
+    started=$SECONDS
     DAT2_ROOT=$root DAT2_BUILD=$build DAT2_OUT=$out CC=$cc CFLAGS="$cflags" DAT2_PASS=$p \
       ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
       "$dir/run.sh" >"$log" 2>&1
@@ -54,6 +55,7 @@ for p in $passes; do
       fail=$((fail+1)); failed_names+=("$p/$g: run.sh exited $rc")
       echo "  FAIL $g (run.sh exited $rc; log: $log)"; tail -20 "$log" | sed 's/^/    /'
     fi
+    echo "  ($g, $p: $((SECONDS - started)) s)"
   done
 done
 if [ ${#failed_names[@]} -gt 0 ]; then
