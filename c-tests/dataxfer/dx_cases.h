@@ -37,6 +37,9 @@ void case_conn_passive_sends_first(void);
 void case_conn_psp_provider_flood(void);
 void case_conn_psp_provider_flood_ud(void);
 
+/* dat_cr_handoff (dx_handoff.c) */
+void case_conn_cr_handoff(void);
+
 /* service points' creation and free racing requests (dx_sprace.c) */
 void case_conn_sp_create_race_psp(void);
 void case_conn_sp_create_race_provider(void);

@@ -134,6 +134,7 @@ static const struct harness_case cases[] = {
     CASE(conn_descriptor_limit),
     CASE(rdma_read_target_disconnects),
     CASE(conn_ia_close_in_agent),
+    CASE(conn_cr_handoff),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

@@ -187,6 +187,18 @@ impl SpEvents {
             conn.reject(&[]);
         }
     }
+
+    /// A delivery to the published service point begins on this thread (a handoff's): its
+    /// free waits until the guard drops. None when it is not open.
+    fn begin(&self) -> Option<Delivering<'_>> {
+        let thread = std::thread::current().id();
+        let mut s = self.state.locked();
+        if !matches!(s.phase, Phase::Open(_)) {
+            return None;
+        }
+        s.delivering.push(thread);
+        Some(Delivering { events: self, thread })
+    }
 }
 
 impl ListenEvents for SpEvents {
@@ -453,6 +465,11 @@ pub fn cr_handoff(handle: DAT_CR_HANDLE, conn_qual: DAT_CONN_QUAL) -> Result<DAT
         _ => None,
     });
     let psp = target.ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2))?;
+    // Through the target's gate, as a request from the wire: a PSP whose free has begun takes
+    // nothing (as if it were gone already), and its free waits until this CR has arrived.
+    let Some(_delivering) = psp.listening.events.begin() else {
+        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    };
     if table::remove(c.handle).is_none() {
         return Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
     }
@@ -540,6 +557,28 @@ mod tests {
         events.close();
         assert_eq!(conn.rejected.load(Ordering::SeqCst), 1, "close returned while a delivery was under way");
         t.join().unwrap();
+    }
+
+    #[test]
+    fn a_handoff_begun_holds_the_free_and_none_begins_after_it() {
+        let events = Arc::new(SpEvents::new());
+        assert!(events.begin().is_none(), "a handoff to a service point not published yet");
+        events.open(NOBODY);
+        let freed = Arc::new(AtomicBool::new(false));
+        let t = {
+            let guard = events.begin().expect("an open service point takes a handoff");
+            let (e, f) = (events.clone(), freed.clone());
+            let t = std::thread::spawn(move || {
+                e.close();
+                f.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(!freed.load(Ordering::SeqCst), "the free returned while a handoff was arriving");
+            drop(guard);
+            t
+        };
+        t.join().unwrap();
+        assert!(events.begin().is_none(), "a handoff after the free began");
     }
 
     #[test]
