@@ -4,7 +4,8 @@ greeting, the 48-byte header and the HELLO of src/device/soft/wire.rs, and the c
 Unix-socket rendezvous of rendezvous.rs) and attacks a dat2 process (target.c) as a server, and as a
 client.
 
-The UD cases (ud.py) resolve the target's UD QP and send it forged datagrams.
+The UD cases (ud.py) resolve the target's UD QP and send it forged datagrams; the engine cases
+(engine.py) check that one peer's traffic never holds up another's.
 
 Each case prints "PASS hostile:<name>", "FAIL hostile:<name> <why>" or "SKIP ...". After every
 case the target must still be alive, its unregistered memory ('secret') and a third process's
@@ -1529,4 +1530,7 @@ else:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import ud  # noqa: E402
     ud.register(sys.modules[__name__])
+    # And the progress-engine cases in engine.py.
+    import engine  # noqa: E402
+    engine.register(sys.modules[__name__])
     main()
