@@ -1411,7 +1411,7 @@ def _(t, port):
 @case("stalled_peer_read_disconnect", server=False)
 def _(t, port):
     """A peer that asks for 16 MiB with an RDMA read and does not read the answer, which holds
-    the target's writer thread; then dat_ep_disconnect(ABRUPT): it returns at once and cuts
+    the target's send queue; then dat_ep_disconnect(ABRUPT): it returns at once and cuts
     the connection, so that the peer, reading now, gets only the part of the answer that was
     already on its way, and then the end (before, the writer went on with the whole answer
     and DISCONNECT after it, for as long as the peer liked)."""

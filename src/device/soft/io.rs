@@ -38,43 +38,6 @@ pub fn discard(fd: RawFd, mut len: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes all of `parts` (address, length) to a socket, resuming after partial writes.
-pub fn write_all(fd: RawFd, parts: &[(u64, usize)]) -> io::Result<()> {
-    let mut iov: Vec<libc::iovec> =
-        parts.iter().filter(|p| p.1 > 0).map(|&(a, l)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l }).collect();
-    let mut start = 0;
-    while start < iov.len() {
-        let batch = (iov.len() - start).min(1024);
-        // SAFETY: an all-zero msghdr is valid; we then point it at our iovecs.
-        let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
-        msg.msg_iov = iov[start..].as_mut_ptr();
-        msg.msg_iovlen = batch;
-        // SAFETY: the iovecs name our own buffers or registered memory; the kernel only reads
-        // them and reports a bad address as EFAULT. MSG_NOSIGNAL: a peer that went away must
-        // not kill the host program with SIGPIPE (C programs do not ignore it).
-        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        let mut n = n as usize;
-        while n > 0 && start < iov.len() {
-            if n >= iov[start].iov_len {
-                n -= iov[start].iov_len;
-                start += 1;
-            } else {
-                iov[start].iov_base = (iov[start].iov_base as usize + n) as *mut libc::c_void;
-                iov[start].iov_len -= n;
-                n = 0;
-            }
-        }
-    }
-    Ok(())
-}
-
 fn iovecs(segs: &[(u64, usize)]) -> Vec<libc::iovec> {
     segs.iter().filter(|s| s.1 > 0).map(|&(a, l)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l }).collect()
 }

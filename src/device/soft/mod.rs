@@ -13,10 +13,11 @@
 //!   timeout (an hour without one) and READY_WAIT, then it starts the two below and ends
 //!   (qp/cm.rs); UD, the resolution, within the timeout or RESOLVE_TIMEOUT, holding the QP
 //!   only weakly (ud/cm.rs).
-//! - `dat2-soft-rx`, one per connected RC QP: the reader, the progress engine; runs the
-//!   peer's requests, completes ours, delivers events; ends with the connection (qp/rx.rs).
-//! - `dat2-soft-tx`, one per connected RC QP: the writer, the only thread that waits for
-//!   room on a connected QP's socket; ends once its queue is closed (qp/tx.rs).
+//! - `dat2-soft-rx`, one per connected RC QP: the reader; runs the peer's requests, completes
+//!   ours, delivers events; ends with the connection (qp/rx.rs).
+//! - `dat2-soft-engine`, one per process, from the first connection on: waits on every
+//!   connected RC QP's socket (epoll) and continues the frames a full socket did not take
+//!   (qp/tx.rs); never blocks on a peer; lives as long as the process (engine.rs).
 //! - `dat2-soft-ud`, one per UD QP: datagrams, proofs and their deadlines; stopped and
 //!   joined by `disconnect` and `destroy` (ud/mod.rs).
 //! - `dat2-soft-peers`, one per process, from the first verified peer on: marks peers gone
@@ -24,7 +25,7 @@
 //!
 //! On the consumer's own thread:
 //! - posts: key checks; RC: the same-host direct write (fast.rs, `write_direct`), else what
-//!   an idle socket takes at once; UD: the `sendmsg` (up to SEND_WAIT for room). Direct
+//!   the socket takes at once, never waiting (the same for any thread that queues a frame); UD: the `sendmsg` (up to SEND_WAIT for room). Direct
 //!   writes and UD sends are completed by the post itself.
 //! - `post_recv`, of an EP or an SRQ: runs peer requests that waited for it (`drain_stalled`)
 //!   if `exec` is free; else its holder runs them once done (it may be reading a payload the
@@ -51,13 +52,16 @@
 //!   requests, `on_response`), `SetLease::sockets` (leases taken or dropped), the watcher's
 //!   flags (a replaced peer dropped).
 //! - `shm_peers` -> shm.rs `mapped()`; UD `proofs` -> a requester's `Signal`.
-//! - Leaves: `out.queue` (only non-blocking writes and shutdowns under it), `SetLease::sockets`,
+//! - Leaves: `out.queue` (only non-blocking writes and shutdowns under it; a frame's own write
+//!   is made without it, under its `busy`, taking leases), the engine's handler map (never held
+//!   while a handler runs), `SetLease::sockets`,
 //!   `dev.state`, `dev.atomics`, the SRQ's state, UD `inner`, `Delivery`, `Violations`, the
 //!   `Pending` streams, `peer_table`'s map (taken before `inner`), the watcher's flags.
 //! - A revoke (`SetLease::revoke`, `wait_unpinned`) waits under no lock but `exec`: a copy
 //!   holding a lease may take `inner` or `shm_peers` (exec.rs `land_leased`). A join holds none.
 
 pub mod delivery;
+pub mod engine;
 pub mod io;
 pub mod keys;
 pub mod keytab;

@@ -1,6 +1,6 @@
 //! Connection setup of a soft QP, both sides: the active side's connect and handshake, the
-//! passive side's pending request (`Pending`) and accept, the start of the reader and writer
-//! threads, and the end of a connection (`fail`, `flush`).
+//! passive side's pending request (`Pending`) and accept, the start of the connection (its
+//! reader thread, its registration with the engine), and its end (`fail`, `flush`).
 
 use super::*;
 use crate::device::soft::wire::{read_message, timed_out, write_message};
@@ -15,7 +15,8 @@ impl SoftQp {
     // -----------------------------------------------------------------------------------------
     // Connection setup.
 
-    /// Takes the connected stream and starts the reader and writer threads. `established`
+    /// Takes the connected stream, registers it with the engine (which continues writes the
+    /// socket did not take at once) and starts the reader thread. `established`
     /// (the active side's ESTABLISHED, with the peer's private data) is reported before the
     /// reader starts, so that nothing the peer does on the connection, a disconnect included,
     /// can be reported before it. `verified`/`agreed`: the data path (see set_path); the
@@ -33,10 +34,16 @@ impl SoftQp {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(None);
         let reader = stream.try_clone();
-        let writer = stream.try_clone();
+        // The stream's own descriptor, open as long as the QP: the reader's clone closes when
+        // the reader ends.
+        let fd = stream.as_raw_fd();
         self.set_path(verified, agreed);
+        let handler: std::sync::Weak<dyn super::super::engine::Handler> = self.this.clone();
+        let reg = super::super::engine::engine().map(|e| e.register(fd, super::super::engine::OUT, handler));
+        let registered = matches!(reg, Some(Ok(_)));
         {
             let mut i = self.lock();
+            i.reg = reg.and_then(Result::ok);
             i.local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
             if let Ok(peer) = stream.peer_addr() {
                 i.remote = Some(peer);
@@ -48,13 +55,14 @@ impl SoftQp {
         if let Some(private_data) = established {
             self.deliver(vec![Event::Cm(CmEvent::Established { private_data })]);
         }
-        match (reader, writer) {
-            (Ok(r), Ok(w)) => {
+        match reader {
+            Ok(r) if registered => {
+                // Frames queued before the start (ACCEPT) go out now.
+                self.out.queue.locked().fd = fd;
+                self.pump();
                 let me = self.clone();
-                let spawned_w = std::thread::Builder::new().name("dat2-soft-tx".into()).stack_size(256 << 10).spawn(move || me.writer(w));
-                let me = self.clone();
-                let spawned_r = std::thread::Builder::new().name("dat2-soft-rx".into()).stack_size(256 << 10).spawn(move || me.reader(r));
-                if spawned_w.is_err() || spawned_r.is_err() {
+                let spawned = std::thread::Builder::new().name("dat2-soft-rx".into()).stack_size(256 << 10).spawn(move || me.reader(r));
+                if spawned.is_err() {
                     self.fail(CmEvent::Broken);
                 }
             }
@@ -227,7 +235,6 @@ impl SoftQp {
         let mut q = self.out.queue.locked();
         q.closed = true;
         q.frames.clear();
-        self.out.cv.notify_all();
     }
 }
 

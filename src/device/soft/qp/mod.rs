@@ -3,8 +3,8 @@
 //! Each connected QP has a reader thread, which is the progress engine: it applies the peer's
 //! requests to our memory (checking every remote key, bound, PD, window binding and privilege
 //! first) without the application calling in, and completes our own requests as their
-//! responses come back, in order. A writer thread sends queued frames, so neither the reader
-//! nor an application thread ever blocks on a full socket while holding anything.
+//! responses come back, in order. Frames are written without blocking by whichever thread
+//! queues them; the engine (engine.rs) continues what a full socket did not take.
 //!
 //! On one host, when each process can reach the other's memory (cross-memory attach) and the
 //! kernel has confirmed which process the peer is (peer.rs, rendezvous.rs), requests carry
@@ -14,7 +14,7 @@
 //! This module holds the QP's state and what the consumer calls (`Qp`: posting, binding,
 //! disconnecting); its parts, each an `impl SoftQp` of its own over that state:
 //! - `cm`: connection setup, both sides (handshake, rendezvous, the path), and its end;
-//! - `tx`: the send side: frames queued for the writer thread, or written at once;
+//! - `tx`: the send side: frames written at once, the rest continued by the engine;
 //! - `rx`: the reader thread, the progress engine: frames from the peer, responses to our
 //!   requests, acknowledgements, requests held until a receive comes;
 //! - `exec`: executing a peer's request against our memory (keys, leases, landing the data).
@@ -139,6 +139,8 @@ struct Frame {
 
 struct Inner {
     state: State,
+    /// The stream's registration with the engine: dropped (unregistered) before it closes.
+    reg: Option<super::engine::Registration>,
     stream: Option<TcpStream>,
     outstanding: VecDeque<Outstanding>,
     recvs: VecDeque<(u64, Sges)>,
@@ -190,12 +192,14 @@ impl Inner {
 struct OutState {
     frames: VecDeque<Frame>,
     closed: bool,
-    /// Someone (the writer thread or a posting thread) is writing to the socket.
+    /// Some thread (one that queued a frame, or the engine) is writing to the socket.
     busy: bool,
     /// What is being written carries a request's memory (see `send_disconnect`).
     carrying: bool,
     /// The queued frames wait (see `hold_frame`): nothing is written until it is released.
     held: bool,
+    /// The engine was told of room while `busy`: the writer tries again (`write_out`).
+    kicked: bool,
     fd: i32,
     /// Plain success responses not sent yet: they ride on the next frame that enters the
     /// stream (its `acks`), or go as an ACK frame of their own (see `flush_acks`).
@@ -204,7 +208,6 @@ struct OutState {
 
 struct Outbound {
     queue: Mutex<OutState>,
-    cv: Condvar,
 }
 
 /// Payloads up to this size travel inline even when cross-memory attach is possible: one
@@ -307,6 +310,7 @@ impl SoftQp {
             events,
             inner: Mutex::new(Inner {
                 state: State::Idle,
+                reg: None,
                 stream: None,
                 outstanding: VecDeque::new(),
                 recvs: VecDeque::new(),
@@ -818,9 +822,8 @@ impl Qp for SoftQp {
     fn destroy(&self) {
         self.await_peer_copies();
         self.disconnect_now();
-        // The writer thread may still be writing to a peer that stopped reading, or hold
-        // frames for it: the EP is going, so the connection is cut under it (a blocked write
-        // returns), and nothing of this EP waits on the peer any more.
+        // Frames may still wait for a peer that stopped reading: the EP is going, so the
+        // connection is cut under them, and nothing of this EP waits on the peer any more.
         let unfinished = {
             let q = self.out.queue.locked();
             q.busy || !q.closed

@@ -1,31 +1,45 @@
-//! The send side of a soft QP: frames queued for the writer thread (the reader's way: it
-//! never blocks), or written at once by the posting thread when the socket is idle; the
-//! writer thread itself; acknowledgements riding on frames (see wire.rs).
+//! The send side of a soft QP. Whoever queues a frame (a posting thread, the reader, a
+//! disconnect) writes what the socket takes at once, without blocking; what the socket does
+//! not take stays queued, in order, and the engine (engine.rs) continues it once the socket
+//! has room again. Acknowledgements ride on frames (see wire.rs).
 
 use super::*;
-use crate::util::sync::{CondvarExt, MutexExt};
+use crate::device::soft::engine;
+use crate::util::sync::MutexExt;
 
 impl Outbound {
     pub(super) fn new() -> Outbound {
-        let state = OutState { frames: VecDeque::new(), closed: false, busy: false, carrying: false, held: false, fd: -1, acks: 0 };
-        Outbound { queue: Mutex::new(state), cv: Condvar::new() }
+        let state =
+            OutState { frames: VecDeque::new(), closed: false, busy: false, carrying: false, held: false, kicked: false, fd: -1, acks: 0 };
+        Outbound { queue: Mutex::new(state) }
+    }
+}
+
+impl engine::Handler for SoftQp {
+    fn ready(&self, events: u32) {
+        if events & (engine::OUT | engine::ERR) != 0 {
+            // Room again (or an error, which the next write finds): what waits goes on.
+            self.pump();
+        }
     }
 }
 
 impl SoftQp {
-    /// Queues a frame for the writer thread (the reader thread's way: it must never block).
+    /// Queues a frame and writes what the socket takes of the queue now (never blocking).
     pub(super) fn send_frame(&self, frame: Frame) {
         self.queue_frame(frame, false);
     }
 
     pub(super) fn queue_frame(&self, mut frame: Frame, hold: bool) {
-        let mut q = self.out.queue.locked();
-        if q.closed || !stamp(&mut q, &mut frame) {
-            return;
+        {
+            let mut q = self.out.queue.locked();
+            if q.closed || !stamp(&mut q, &mut frame) {
+                return;
+            }
+            push_frame(&mut q, frame);
+            q.held |= hold;
         }
-        push_frame(&mut q, frame);
-        q.held |= hold;
-        self.out.cv.notify_one();
+        self.pump();
     }
 
     /// Queues `frame` and holds it, and everything queued after it, until `release_frames`:
@@ -35,9 +49,8 @@ impl SoftQp {
     }
 
     pub(super) fn release_frames(&self) {
-        let mut q = self.out.queue.locked();
-        q.held = false;
-        self.out.cv.notify_one();
+        self.out.queue.locked().held = false;
+        self.pump();
     }
 
     /// A response that carries data (a READ's or an atomic's) has gone to the socket: the peer
@@ -50,8 +63,8 @@ impl SoftQp {
 
     /// Stamps a frame entering the stream; returns it with the queue's lock when the caller may
     /// write it itself (nobody is writing, nothing waits before it), and otherwise queues it
-    /// for the writer thread (or drops it when the connection is closed, or it is an ACK with
-    /// nothing left to carry).
+    /// and writes what it can of the queue (or drops it when the connection is closed, or it
+    /// is an ACK with nothing left to carry).
     fn idle_or_queue(&self, mut frame: Frame) -> Option<(MutexGuard<'_, OutState>, Frame)> {
         let mut q = self.out.queue.locked();
         if q.closed || !stamp(&mut q, &mut frame) {
@@ -59,14 +72,15 @@ impl SoftQp {
         }
         if q.busy || !q.frames.is_empty() || q.fd < 0 {
             push_frame(&mut q, frame);
-            self.out.cv.notify_one();
+            drop(q);
+            self.pump();
             return None;
         }
         Some((q, frame))
     }
 
-    /// Sends a small frame (no memory payload) from the reader thread without blocking: what the
-    /// socket does not take at once is queued, in order, for the writer thread.
+    /// Sends a small frame (no memory payload) without blocking and without a hand-off: what
+    /// the socket does not take at once is queued, in order, for the engine.
     pub(super) fn send_frame_now(&self, frame: Frame) {
         if matches!(frame.data, FrameData::Memory(..)) || frame.last {
             return self.send_frame(frame);
@@ -84,66 +98,106 @@ impl SoftQp {
         match sent {
             Ok(n) if n == bytes.len() => {}
             Ok(n) => {
-                // The rest goes out as raw bytes first, before anything queued later.
+                // The socket is full (one short piece went out only in part): the rest goes out
+                // as raw bytes first, before anything queued later, once the engine sees room.
                 let rest = bytes[n..].to_vec();
                 q.frames.push_front(Frame { hdr: Hdr::default(), data: FrameData::Raw(rest), last: false });
-                self.out.cv.notify_one();
             }
             Err(_) => {
                 q.closed = true;
                 q.frames.clear();
-                self.out.cv.notify_all();
             }
         }
     }
 
     /// Sends a frame from the posting thread, never blocking: when nothing else is being
-    /// written or waits, this thread writes what the socket takes at once (no hand-off to the
-    /// writer thread on the latency path); the rest of the frame, or the whole frame otherwise,
-    /// is queued for the writer thread, in order, ahead of anything queued meanwhile. A peer
-    /// that stops reading therefore never holds a post (or a disconnect) in the call.
+    /// written or waits, this thread writes what the socket takes at once (no hand-off on the
+    /// latency path); the rest of the frame, or the whole frame otherwise, is queued, in
+    /// order, ahead of anything queued meanwhile, for the engine. A peer that stops reading
+    /// therefore never holds a post (or a disconnect) in the call.
     pub(super) fn send_frame_direct(&self, frame: Frame) {
-        let Some((mut q, frame)) = self.idle_or_queue(frame) else { return };
-        q.busy = true;
-        q.carrying = carries_request(&frame);
-        let fd = q.fd;
-        drop(q);
-        let sent = self.try_frame(fd, &frame);
-        let mut q = self.out.queue.locked();
-        q.busy = false;
-        q.carrying = false;
-        if q.closed {
-            // Cut meanwhile (a disconnect, a failure): nothing more of it goes out.
-            self.out.cv.notify_all();
-            return;
-        }
-        match sent {
-            Some(n) if n == frame_len(&frame) => {
-                if frame.last {
+        let Some((q, frame)) = self.idle_or_queue(frame) else { return };
+        self.write_out(q, Some(frame));
+    }
+
+    /// Writes the queue, in order, as far as the socket takes it without blocking (see
+    /// `write_out`).
+    pub(super) fn pump(&self) {
+        self.write_out(self.out.queue.locked(), None);
+    }
+
+    /// Writes `first` (a frame that nothing waits before), then the queued frames, in order,
+    /// until the queue is empty, held, or the socket full. One thread writes at a time
+    /// (`busy`), without the queue's lock; another that comes meanwhile (the engine told of
+    /// room) leaves it a note (`kicked`) to try once more, since the room it was told of may
+    /// have come after this thread's write found the socket full. A socket found full has an
+    /// edge on its way to the engine, which then continues here.
+    fn write_out<'a>(&'a self, mut q: MutexGuard<'a, OutState>, mut first: Option<Frame>) {
+        loop {
+            if q.busy {
+                q.kicked = true;
+                return;
+            }
+            let frame = match first.take() {
+                Some(f) => f,
+                None => {
+                    if q.held || q.closed || q.fd < 0 {
+                        return;
+                    }
+                    let Some(f) = q.frames.pop_front() else { return };
+                    f
+                }
+            };
+            q.busy = true;
+            q.kicked = false;
+            q.carrying = carries_request(&frame);
+            let fd = q.fd;
+            drop(q);
+            let sent = self.try_frame(fd, &frame);
+            if sent.is_some_and(|n| n > 0) {
+                self.answered(&frame);
+            }
+            q = self.out.queue.locked();
+            q.busy = false;
+            q.carrying = false;
+            if q.closed {
+                // Cut meanwhile (a disconnect, a failure): nothing more of it goes out.
+                return;
+            }
+            match sent {
+                Some(n) if n == frame_len(&frame) => {
+                    if frame.last {
+                        q.closed = true;
+                        q.frames.clear();
+                        // SAFETY: shutting down our own connected socket.
+                        unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+                        return;
+                    }
+                }
+                Some(0) => {
+                    // Full: the frame waits whole (so that a disconnect may still drop it,
+                    // see `send_disconnect`), first in line.
+                    q.frames.push_front(frame);
+                    if !q.kicked {
+                        return;
+                    }
+                }
+                Some(n) => {
+                    // The rest is next in the stream: before anything queued meanwhile, and
+                    // with no header of its own (the peer is in the middle of this frame).
+                    // Tried again at once: only a write that finds the socket full is sure to
+                    // be followed by the engine's event.
+                    for piece in rest(frame, n).into_iter().rev() {
+                        q.frames.push_front(piece);
+                    }
+                }
+                None => {
                     q.closed = true;
+                    q.frames.clear();
                     // SAFETY: shutting down our own connected socket.
-                    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
-                    self.out.cv.notify_all();
-                } else if !q.frames.is_empty() {
-                    // Frames queued meanwhile: the writer thread takes over (it is not woken
-                    // otherwise).
-                    self.out.cv.notify_one();
+                    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+                    return;
                 }
-            }
-            Some(n) => {
-                // The rest is next in the stream: before anything queued meanwhile, and with
-                // no header of its own (the peer is in the middle of this frame).
-                for piece in rest(frame, n).into_iter().rev() {
-                    q.frames.push_front(piece);
-                }
-                self.out.cv.notify_one();
-            }
-            None => {
-                q.closed = true;
-                q.frames.clear();
-                // SAFETY: shutting down our own connected socket.
-                unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
-                self.out.cv.notify_all();
             }
         }
     }
@@ -192,15 +246,14 @@ impl SoftQp {
     }
 
     /// Sends DISCONNECT, the connection's last frame, without ever blocking. Our requests still
-    /// queued are dropped first: they complete flushed, so their memory is not read after
-    /// that. A request of ours partly written can neither be finished (that reads its memory)
-    /// nor followed by another frame, so then the connection is cut at once (the peer sees it
-    /// end mid-frame), which also releases a writer thread blocked on a peer that stopped
-    /// reading. Otherwise DISCONNECT goes from this thread when the socket is idle and takes
-    /// it, else the writer thread sends it after what is queued (responses and
-    /// acknowledgements, which an HCA would have sent long before); an abrupt disconnect
-    /// (`cut_if_stalled`) and `dat_ep_free` (see `destroy`) cut that short when the peer
-    /// does not take it.
+    /// queued whole are dropped first: they complete flushed, so their memory is not read
+    /// after that. A request of ours partly written can neither be finished (that reads its
+    /// memory) nor followed by another frame, so then the connection is cut at once (the peer
+    /// sees it end mid-frame). Otherwise DISCONNECT goes from this thread when the socket is
+    /// idle and takes it, else after what is queued (responses and acknowledgements, which an
+    /// HCA would have sent long before), continued by the engine; an abrupt disconnect
+    /// (`cut_if_stalled`) and `dat_ep_free` (see `destroy`) cut that short when the peer does
+    /// not take it.
     pub(super) fn send_disconnect(&self) {
         let mut q = self.out.queue.locked();
         if q.closed {
@@ -225,8 +278,8 @@ impl SoftQp {
         stamp(&mut q, &mut frame);
         if q.busy || !q.frames.is_empty() || fd < 0 {
             push_frame(&mut q, frame);
-            self.out.cv.notify_one();
-            return;
+            drop(q);
+            return self.pump();
         }
         // A header's worth, under the queue's lock: a non-blocking send is short.
         let hdr = frame.hdr.encode();
@@ -236,6 +289,7 @@ impl SoftQp {
                 // SAFETY: shutting down our own connected socket.
                 unsafe { libc::shutdown(fd, libc::SHUT_WR) };
             }
+            // The socket is full: the engine continues it.
             Ok(n) => q.frames.extend(rest(frame, n)),
             Err(_) => {
                 q.closed = true;
@@ -243,13 +297,11 @@ impl SoftQp {
                 unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
             }
         }
-        self.out.cv.notify_all();
     }
 
     /// After an abrupt disconnect: when what is still to go to the peer (DISCONNECT last)
     /// waits for a peer that takes nothing now (the socket is full), the connection is cut
-    /// instead, which releases the writer thread if it is blocked there. (A writer thread
-    /// that has not started yet, `fd` still -1, waits on nothing.)
+    /// instead. (A connection not started yet, `fd` still -1, waits on nothing.)
     pub(super) fn cut_if_stalled(&self) {
         let q = self.out.queue.locked();
         if !q.closed && q.fd >= 0 && (q.busy || !q.frames.is_empty()) && !io::writable(q.fd) {
@@ -257,65 +309,13 @@ impl SoftQp {
         }
     }
 
-    /// Ends the connection at once: nothing more is written (a blocked write returns).
+    /// Ends the connection at once: nothing more is written.
     fn cut(&self, mut q: MutexGuard<'_, OutState>) {
         q.closed = true;
         q.frames.clear();
-        // SAFETY: shutting down our own connected socket, open while the writer thread runs
-        // (it exits only once the queue is closed, which it was not).
+        // SAFETY: shutting down our own connected socket, open while the QP is (its stream
+        // closes only when the QP is dropped).
         unsafe { libc::shutdown(q.fd, libc::SHUT_RDWR) };
-        self.out.cv.notify_all();
-    }
-
-    /// Writes one frame (header and data), or what is left of one, waiting for the socket
-    /// (the writer thread's way); false when the connection failed, or when memory the frame
-    /// carries was revoked before it went out (lease.rs).
-    pub(super) fn write_frame(&self, fd: i32, frame: &Frame) -> bool {
-        let hdr = frame.hdr.encode();
-        let Some((parts, _leases)) = self.frame_parts(fd, frame, &hdr) else { return false };
-        io::write_all(fd, &parts).is_ok()
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // The writer.
-
-    pub(super) fn writer(&self, stream: TcpStream) {
-        let fd = stream.as_raw_fd();
-        self.out.queue.locked().fd = fd;
-        loop {
-            let frame = {
-                let mut q = self.out.queue.locked();
-                loop {
-                    if !q.busy && !q.held {
-                        if let Some(f) = q.frames.pop_front() {
-                            q.busy = true;
-                            q.carrying = carries_request(&f);
-                            break Some(f);
-                        }
-                    }
-                    if q.closed && !q.busy {
-                        break None;
-                    }
-                    q = self.out.cv.wait_locked(q);
-                }
-            };
-            let Some(frame) = frame else { return };
-            let ok = self.write_frame(fd, &frame);
-            if ok {
-                self.answered(&frame);
-            }
-            let mut q = self.out.queue.locked();
-            q.busy = false;
-            q.carrying = false;
-            if !ok || frame.last {
-                q.closed = true;
-                q.frames.clear();
-                drop(q);
-                let _ = stream.shutdown(if ok { Shutdown::Write } else { Shutdown::Both });
-                self.out.cv.notify_all();
-                return;
-            }
-        }
     }
 }
 
@@ -354,15 +354,16 @@ fn frame_len(f: &Frame) -> usize {
     }
 }
 
-/// What is left of a frame (with a header) once its first `n` bytes are out: the header's
-/// unsent bytes, then the data's; the last piece keeps the frame's `last`.
+/// What is left of a frame once its first `n` bytes are out: the header's unsent bytes (a
+/// piece of a frame has none), then the data's; the last piece keeps the frame's `last`.
 fn rest(frame: Frame, n: usize) -> Vec<Frame> {
     let piece = |data| Frame { hdr: Hdr::default(), data, last: false };
     let mut pieces = Vec::with_capacity(2);
-    if n < HDR_LEN {
+    let head = if matches!(frame.data, FrameData::Raw(_) | FrameData::Tail(..)) { 0 } else { HDR_LEN };
+    if n < head {
         pieces.push(piece(FrameData::Raw(frame.hdr.encode()[n..].to_vec())));
     }
-    let skip = n.saturating_sub(HDR_LEN);
+    let skip = n.saturating_sub(head);
     match frame.data {
         FrameData::None => {}
         FrameData::Bytes(b) | FrameData::Raw(b) => pieces.push(piece(FrameData::Raw(b[skip.min(b.len())..].to_vec()))),
@@ -436,5 +437,12 @@ mod tests {
         let enc = ack.hdr.encode();
         let (raw, tail, last) = shape(&rest(ack, 47));
         assert_eq!((raw.as_deref(), tail.len(), last), (Some(&enc[47..]), 0, vec![true]));
+        // A piece of a frame, itself cut again: no header is made up for it.
+        let tail = rest(send(true), HDR_LEN + 150).pop().expect("a tail");
+        let (raw, tail, last) = shape(&rest(tail, 100));
+        assert_eq!((raw, tail, last), (None, vec![(0x9000 + 150, 50)], vec![true]));
+        let raw = Frame { hdr: Hdr::default(), data: FrameData::Raw(vec![1, 2, 3]), last: false };
+        let (raw, tail, _) = shape(&rest(raw, 1));
+        assert_eq!((raw.as_deref(), tail.len()), (Some(&[2u8, 3][..]), 0));
     }
 }
