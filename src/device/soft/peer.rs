@@ -26,7 +26,10 @@
 //!    the kernel gave with the rendezvous's credentials (`SO_PEERPIDFD`), or, on kernels
 //!    before 6.5, one opened by pid (then the final check shows that the pid was not reused
 //!    in between). So the process that came to the rendezvous holds this connection.
-//! 3. **Watching.** The pidfd is kept: one thread per process waits on all of them (epoll) and
+//! 3. **Watching.** The pidfd is kept, one per peer process however many connections lead to
+//!    it (a later connection's check uses a pidfd of its own, then takes the kept one when
+//!    that process has not been reaped since: it then held the pid all along, so both name
+//!    it). One thread per process waits on all of them (epoll) and
 //!    marks a peer gone the moment its process exits, and every use of the pid for a copy
 //!    first reads that mark (an atomic load). A pid is recycled only after its process has
 //!    exited *and* its parent has reaped it, and the mark is set at the exit. What is left is
@@ -90,9 +93,14 @@ pub struct OtherEnd {
     established: bool,
 }
 
-/// A peer process whose identity the kernel confirmed (see the module text).
+/// A peer process whose identity the kernel confirmed (see the module text). Every connection
+/// to one process shares its pidfd and its watch (`shared`): a process with thousands of
+/// connections to another holds one descriptor for it, not one per connection.
+#[derive(Debug, Clone)]
+pub struct PeerProcess(Arc<Process>);
+
 #[derive(Debug)]
-pub struct PeerProcess {
+struct Process {
     pid: u32,
     pidfd: OwnedFd,
     /// Set by the watching thread when the process exits; None: not watched (then every use
@@ -100,22 +108,25 @@ pub struct PeerProcess {
     gone: Option<(u64, Arc<AtomicBool>)>,
 }
 
-impl PeerProcess {
-    /// The pid, for one copy: None once the process has exited (its pid may then come to
-    /// name another process).
-    pub fn pid(&self) -> Option<u32> {
-        match &self.gone {
-            Some((_, gone)) => (!gone.load(Ordering::Acquire)).then_some(self.pid),
-            None => self.exists().then_some(self.pid),
-        }
-    }
-
+impl Process {
     /// Whether the process has not been reaped, asked of the kernel.
     fn exists(&self) -> bool {
         // SAFETY: signal 0 on a pidfd we own only checks that the process exists.
         let r = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, self.pidfd.as_raw_fd(), 0, core::ptr::null::<libc::siginfo_t>(), 0) };
         // EPERM: alive, but ours to signal it is not (a process of another user we may read).
         r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+}
+
+impl PeerProcess {
+    /// The pid, for one copy: None once the process has exited (its pid may then come to
+    /// name another process).
+    pub fn pid(&self) -> Option<u32> {
+        let p = &self.0;
+        match &p.gone {
+            Some((_, gone)) => (!gone.load(Ordering::Acquire)).then_some(p.pid),
+            None => p.exists().then_some(p.pid),
+        }
     }
 
     /// Whether the kernel lets us copy from this process's memory (cross-memory attach needs
@@ -130,7 +141,7 @@ impl PeerProcess {
     /// the access mode the process opened it with, whatever our own rights to the file are.
     pub fn get_fd(&self, fd: u32) -> Option<OwnedFd> {
         self.pid()?;
-        getfd(&self.pidfd, fd)
+        getfd(&self.0.pidfd, fd)
     }
 }
 
@@ -150,7 +161,7 @@ impl PeerProcess {
         let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, std::process::id() as libc::pid_t, 0) };
         assert!(raw >= 0);
         // SAFETY: a descriptor the kernel just gave us.
-        PeerProcess { pid: std::process::id(), pidfd: unsafe { OwnedFd::from_raw_fd(raw as RawFd) }, gone: None }
+        PeerProcess(Arc::new(Process { pid: std::process::id(), pidfd: unsafe { OwnedFd::from_raw_fd(raw as RawFd) }, gone: None }))
     }
 }
 
@@ -319,21 +330,46 @@ pub fn verify(end: OtherEnd, pid: u32, pidfd: Option<OwnedFd>, peer_fd: u32) -> 
         return None;
     }
     drop(sock);
-    let gone = watcher().and_then(|w| w.watch(&pidfd));
-    let peer = PeerProcess { pid, pidfd, gone };
-    // Still the process the pidfd was opened for: the pid was not reused meanwhile. (Asked of
-    // the kernel: the watching thread may not have seen an exit that came before the watch.)
-    if !peer.exists() {
-        return None;
-    }
-    Some(peer)
+    shared(pid, pidfd)
 }
 
-impl Drop for PeerProcess {
+/// The processes verified peers are, by pid, while connections use them.
+fn known() -> &'static Mutex<HashMap<u32, Weak<Process>>> {
+    static KNOWN: OnceLock<Mutex<HashMap<u32, Weak<Process>>>> = OnceLock::new();
+    KNOWN.get_or_init(Mutex::default)
+}
+
+/// The verified process `pid`, whose `pidfd` was opened before the check that it holds the
+/// connection: the one other connections already use, when that one has not been reaped now
+/// (it then held the pid throughout, since a pid is reused only once reaped, so `pidfd` names
+/// it too, and is closed); else a new one, watched. The map's lock is never held while an
+/// entry may drop (its Drop takes it).
+fn shared(pid: u32, pidfd: OwnedFd) -> Option<PeerProcess> {
+    let known_one = known().locked().get(&pid).and_then(Weak::upgrade);
+    if let Some(p) = known_one.filter(|p| p.exists()) {
+        return Some(PeerProcess(p));
+    }
+    let gone = watcher().and_then(|w| w.watch(&pidfd));
+    let p = Arc::new(Process { pid, pidfd, gone });
+    // Still the process the pidfd was opened for: the pid was not reused meanwhile. (Asked of
+    // the kernel: the watching thread may not have seen an exit that came before the watch.)
+    if !p.exists() {
+        return None;
+    }
+    known().locked().insert(pid, Arc::downgrade(&p));
+    Some(PeerProcess(p))
+}
+
+impl Drop for Process {
     fn drop(&mut self) {
         if let (Some((token, _)), Some(w)) = (&self.gone, watcher()) {
             // Closing the pidfd (after this) takes it out of the epoll set.
             w.flags.locked().remove(token);
+        }
+        // Unless a newer one for the pid took the place meanwhile.
+        let mut map = known().locked();
+        if map.get(&self.pid).is_some_and(|w| w.strong_count() == 0) {
+            map.remove(&self.pid);
         }
     }
 }
@@ -431,6 +467,34 @@ mod tests {
     }
 
     #[test]
+    fn connections_to_one_process_share_its_pidfd() {
+        if off() {
+            return;
+        }
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let pairs: Vec<(TcpStream, TcpStream)> = (0..3)
+            .map(|_| {
+                let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+                (a, l.accept().unwrap().0)
+            })
+            .collect();
+        let me = std::process::id();
+        let Some(end) = other_end(&pairs[0].0) else { return };
+        let first = verify(end, me, None, pairs[0].1.as_raw_fd() as u32).unwrap();
+        let descriptors = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let before = descriptors();
+        let others: Vec<PeerProcess> =
+            pairs[1..].iter().map(|(a, b)| verify(other_end(a).unwrap(), me, None, b.as_raw_fd() as u32).unwrap()).collect();
+        assert!(others.iter().all(|o| Arc::ptr_eq(&o.0, &first.0)), "a second connection to the process opened its own");
+        assert_eq!(descriptors(), before, "verifying more connections kept descriptors");
+        // (Whether it goes with its last connection is not asked here: the other tests of this
+        // process verify it too, at the same time.)
+        drop((first, others));
+        let again = verify(end, me, None, pairs[0].1.as_raw_fd() as u32).unwrap();
+        assert_eq!(again.pid(), Some(me));
+    }
+
+    #[test]
     fn a_reaped_process_is_not_used() {
         let mut child = std::process::Command::new("sleep").arg("10").spawn().unwrap();
         let pid = child.id();
@@ -441,12 +505,12 @@ mod tests {
         let pidfd = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
         let gone = watcher().and_then(|w| w.watch(&pidfd));
         assert!(gone.is_some(), "no watching thread");
-        let watched = PeerProcess { pid, pidfd, gone };
+        let watched = PeerProcess(Arc::new(Process { pid, pidfd, gone }));
         assert_eq!(watched.pid(), Some(pid));
         // SAFETY: pidfd_open on a child we own.
         let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
         // SAFETY: a descriptor the kernel just gave us.
-        let asked = PeerProcess { pid, pidfd: unsafe { OwnedFd::from_raw_fd(raw as RawFd) }, gone: None };
+        let asked = PeerProcess(Arc::new(Process { pid, pidfd: unsafe { OwnedFd::from_raw_fd(raw as RawFd) }, gone: None }));
         assert_eq!(asked.pid(), Some(pid));
         // Killed but not reaped yet: the watched one is gone at once, the asked one only after the reap.
         child.kill().unwrap();
