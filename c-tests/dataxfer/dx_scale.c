@@ -1,5 +1,6 @@
 /* Many connections between two processes (the soft device only): each carries a message, and
- * what each process pays for them is bounded: threads (/proc/self/task) and, reported only,
+ * what each process pays for them is bounded: threads (/proc/self/task, not growing with the
+ * number) and, reported only,
  * time and resident memory per connection. DX_SCALE_N sets the number (default 500; try
  * 10000 by hand, which raises RLIMIT_NOFILE as far as the hard limit allows). */
 #include "dx.h"
@@ -14,9 +15,9 @@
 
 #include "dx_cases.h"
 
-/* Threads a process may add per connection: 2 until the writer moved into the engine (a
- * reader and a writer per connection), 1 now (the reader). */
-#define SCALE_THREADS_PER_CONN 1
+/* Threads a process may add per connection: none (the process's engine serves them all;
+ * before, a reader and a writer thread each). */
+#define SCALE_THREADS_PER_CONN 0
 /* And threads it may add besides: the engine, the peer watcher, a listener, connects ending. */
 #define SCALE_THREADS_FIXED 16
 #define SCALE_MSG 64

@@ -1094,6 +1094,45 @@ def _(t, port):
         s.close()
 
 
+@case("held_payload_cannot_hold_other_connection")
+def _(t, port):
+    """Two connections to the target: on the first we send an RDMA write of 64 KiB into its
+    registered memory and hold the second half back; on the second we then ask for 64-byte
+    RDMA reads, one at a time. Each is answered within 200 ms (the connections share the
+    target's progress engine, which must never wait on one peer); once we send the rest on
+    the first, its write is acknowledged."""
+    held, _ = connect(port)
+    other, _ = connect(port)
+    if held is None or other is None:
+        return False, "the target rejected us"
+    try:
+        half = 32 << 10
+        held.sendall(hdr(OP_WRITE, payload=2 * half, length=2 * half, raddr=t.info["win"], rkey=t.info["rkey"]) + b"Z" * half)
+        time.sleep(0.2)
+        other.settimeout(5)
+        slowest = 0.0
+        for _ in range(20):
+            start = time.time()
+            other.sendall(hdr(OP_READ, length=64, raddr=t.info["win"], rkey=t.info["rkey"]))
+            try:
+                h, body = recv_msg(other)
+            except (socket.timeout, EOFError, ConnectionError) as e:
+                return False, f"no answer to a read on the other connection while a payload was held back ({e!r})"
+            if h[0] != OP_RESPONSE or h[2] != 0 or len(body) != 64:
+                return False, f"the read got op {h[0]} status {h[2]} with {len(body)} bytes"
+            slowest = max(slowest, time.time() - start)
+        if slowest > 0.2:
+            return False, f"a read on the other connection took {slowest * 1000:.0f} ms while a payload was held back"
+        held.sendall(b"Z" * half)
+        got = outcome(held)
+        if got != "ok":
+            return False, f"the held-back write, once sent whole, got {got!r}"
+        return target_state(t, want_win="5a" * 16)
+    finally:
+        held.close()
+        other.close()
+
+
 @case("stalled_write_cannot_hold_free")
 def _(t, port):
     """We send an RDMA write of 64 KiB into the target's registered memory and stop halfway.

@@ -1,4 +1,4 @@
-//! Coverage-guided fuzzing of the soft device's connection manager and reader thread: what any
+//! Coverage-guided fuzzing of the soft device's connection manager and progress engine: what any
 //! peer on the network can send a dat2-soft service point.
 //!
 //! The process is both sides. Once, it opens a dat2-soft IA through the library's C entry
@@ -12,7 +12,7 @@
 //!
 //! It aborts (a crash for libFuzzer, with the input saved) when:
 //! - anything panics, in any thread (the library's guard would turn a panic inside an entry
-//!   point into DAT_INTERNAL_ERROR, and a reader thread would die silently: both abort here);
+//!   point into DAT_INTERNAL_ERROR, and the engine thread would die silently: both abort here);
 //!   an entry point returns DAT_INTERNAL_ERROR; SIGPIPE is raised;
 //! - one allocation exceeds `-malloc_limit_mb` (default: `-rss_limit_mb`, default 2048; this
 //!   allocator enforces it, as libFuzzer's own check needs a sanitizer runtime), or the RSS
@@ -143,7 +143,7 @@ fn rss_mb() -> usize {
     pages * 4096 >> 20
 }
 
-/// The process's threads and descriptors may grow for a while (a reader thread finishing), but
+/// The process's threads and descriptors may grow for a while (a connect thread finishing), but
 /// not without bound.
 const MAX_THREADS: usize = 256;
 const MAX_FDS: usize = 512;
@@ -344,7 +344,7 @@ impl Target {
             dat_ia_openv(name.as_ptr() as DAT_NAME_PTR, 8, &mut async_evd, &mut ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_THREADSAFE)
         });
         // The library installed its panic hook with the first entry point; ours replaces it,
-        // so that a panic anywhere (a reader thread, or inside an entry point's guard) aborts.
+        // so that a panic anywhere (the engine thread, or inside an entry point's guard) aborts.
         std::panic::set_hook(Box::new(|info| fail!("panic: {info}")));
         watchdog();
         let (mut pz, mut pz2) = (std::ptr::null_mut(), std::ptr::null_mut());

@@ -8,21 +8,36 @@
 //! rail, or one per library that uses DAT) still has one, and nothing the engine does belongs
 //! to a device (sockets and memory). Like `dat2-soft-peers`, it lives as long as the process.
 //!
-//! Write readiness is edge-triggered: the kernel reports a socket's send buffer gaining room
+//! Besides readiness, a handler is called when a deadline of its own passes (`timer`, kept in
+//! the engine and served through epoll_wait's timeout) and when another thread asks for it
+//! (`kick`: a handler that stopped reading until a receive is posted); both wake the engine
+//! through an eventfd.
+//!
+//! Readiness is edge-triggered: the kernel reports a socket's send buffer gaining room
 //! only after a write found it full, so connections whose writes go out at once from the
 //! posting thread cost the engine nothing. An event is an edge, not a state: a handler that
 //! finds another thread in the middle of a write must leave it a note to try again.
 
-use std::collections::HashMap;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Instant;
 
 use crate::util::sync::MutexExt;
 
-/// Readiness as epoll reports it.
+/// Readiness as epoll reports it, and the engine's own reasons.
+pub const IN: u32 = libc::EPOLLIN as u32;
 pub const OUT: u32 = libc::EPOLLOUT as u32;
 pub const ERR: u32 = (libc::EPOLLERR | libc::EPOLLHUP | libc::EPOLLRDHUP) as u32;
+/// A deadline the handler set passed.
+pub const TIMER: u32 = 1 << 28;
+/// Another thread asked for the handler to run (`Registration::kick`).
+pub const KICK: u32 = 1 << 29;
+
+/// The eventfd's token in epoll (handler tokens start at 1).
+const WAKE: u64 = 0;
 
 /// What the engine drives: told on the engine thread what its socket is ready for (`IN`,
 /// `OUT`, `ERR` bits). It must not block: the engine serves every connection of the process.
@@ -32,8 +47,12 @@ pub trait Handler: Send + Sync {
 
 pub struct Engine {
     epoll: OwnedFd,
+    wake: OwnedFd,
     handlers: Mutex<HashMap<u64, Weak<dyn Handler>>>,
     next: AtomicU64,
+    /// Deadlines (a min-heap) and kicks, both served on the engine thread.
+    timers: Mutex<BinaryHeap<Reverse<(Instant, u64)>>>,
+    kicked: Mutex<Vec<u64>>,
 }
 
 /// A descriptor registered with the engine; dropping it unregisters it. Dropped before the
@@ -59,17 +78,49 @@ impl Engine {
         Ok(Registration { token, fd })
     }
 
+    fn wake(&self) {
+        let one = 1u64;
+        // SAFETY: writing 8 bytes of ours to our eventfd; a full counter (EAGAIN) is still a
+        // wake-up.
+        unsafe { libc::write(self.wake.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+
     fn epoll_fd(&self) -> RawFd {
-        use std::os::fd::AsRawFd;
         self.epoll.as_raw_fd()
+    }
+
+    /// How long epoll_wait may sleep: until the next deadline (-1: none).
+    fn timeout_ms(&self) -> i32 {
+        match self.timers.locked().peek() {
+            None => -1,
+            Some(Reverse((at, _))) => {
+                let left = at.saturating_duration_since(Instant::now());
+                // Rounded up: waking early would spin until the deadline.
+                (left.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
+            }
+        }
+    }
+
+    /// The tokens whose deadlines passed, and those kicked, with their reasons.
+    fn due(&self, out: &mut Vec<(u64, u32)>) {
+        let now = Instant::now();
+        let mut timers = self.timers.locked();
+        while timers.peek().is_some_and(|Reverse((at, _))| *at <= now) {
+            let Reverse((_, token)) = timers.pop().expect("peeked");
+            out.push((token, TIMER));
+        }
+        drop(timers);
+        out.extend(self.kicked.locked().drain(..).map(|t| (t, KICK)));
     }
 
     fn run(&self) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         let mut ready: Vec<(Arc<dyn Handler>, u32)> = Vec::with_capacity(events.len());
+        let mut tokens: Vec<(u64, u32)> = Vec::new();
         loop {
+            let timeout = self.timeout_ms();
             // SAFETY: `events` is ours and holds as many entries as we say.
-            let n = unsafe { libc::epoll_wait(self.epoll_fd(), events.as_mut_ptr(), events.len() as i32, -1) };
+            let n = unsafe { libc::epoll_wait(self.epoll_fd(), events.as_mut_ptr(), events.len() as i32, timeout) };
             if n < 0 {
                 if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                     continue;
@@ -77,20 +128,58 @@ impl Engine {
                 crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: the engine's epoll_wait failed: it stops");
                 return;
             }
+            tokens.clear();
+            for ev in &events[..n as usize] {
+                if ev.u64 == WAKE {
+                    let mut count = 0u64;
+                    // SAFETY: reading 8 bytes into ours from our non-blocking eventfd.
+                    unsafe { libc::read(self.wake.as_raw_fd(), &mut count as *mut u64 as *mut libc::c_void, 8) };
+                } else {
+                    tokens.push((ev.u64, ev.events));
+                }
+            }
+            self.due(&mut tokens);
             {
                 // The handlers are called without the map's lock: they may register or drop
                 // connections.
                 let map = self.handlers.locked();
-                for ev in &events[..n as usize] {
-                    let (token, bits) = (ev.u64, ev.events);
+                for &(token, bits) in &tokens {
                     if let Some(h) = map.get(&token).and_then(Weak::upgrade) {
                         ready.push((h, bits));
                     }
                 }
             }
             for (h, bits) in ready.drain(..) {
-                h.ready(bits);
+                // A bug in one connection's handling must not stop every other connection's
+                // progress: its panic is reported, and the engine goes on.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.ready(bits))).is_err() {
+                    crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: a connection's handler panicked on the engine thread");
+                }
             }
+        }
+    }
+}
+
+impl Registration {
+    /// Runs the handler on the engine thread soon (with KICK).
+    pub fn kick(&self) {
+        let Some(e) = engine() else { return };
+        e.kicked.locked().push(self.token);
+        e.wake();
+    }
+
+    /// Runs the handler (with TIMER) once `at` has passed. The handler checks its own
+    /// deadlines: a timer is never withdrawn, and one that is no longer wanted finds nothing.
+    pub fn timer(&self, at: Instant) {
+        let Some(e) = engine() else { return };
+        let earliest = {
+            let mut timers = e.timers.locked();
+            let earliest = timers.peek().is_none_or(|Reverse((t, _))| at < *t);
+            timers.push(Reverse((at, self.token)));
+            earliest
+        };
+        if earliest {
+            e.wake();
         }
     }
 }
@@ -116,7 +205,26 @@ pub fn engine() -> Option<&'static Engine> {
         }
         // SAFETY: a descriptor we just opened and nobody else owns.
         let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
-        let e: &'static Engine = Box::leak(Box::new(Engine { epoll, handlers: Mutex::new(HashMap::new()), next: AtomicU64::new(1) }));
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: as above.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE };
+        // SAFETY: both descriptors are ours and open.
+        if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, wake.as_raw_fd(), &mut ev) } < 0 {
+            return None;
+        }
+        let e: &'static Engine = Box::leak(Box::new(Engine {
+            epoll,
+            wake,
+            handlers: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            timers: Mutex::new(BinaryHeap::new()),
+            kicked: Mutex::new(Vec::new()),
+        }));
         std::thread::Builder::new().name("dat2-soft-engine".into()).stack_size(256 << 10).spawn(move || e.run()).ok()?;
         Some(e)
     })

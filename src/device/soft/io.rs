@@ -27,6 +27,28 @@ pub fn recv_into(fd: RawFd, addr: u64, len: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Receives what has come, up to `len` bytes, into memory at `addr`, without waiting; how
+/// many bytes (0: nothing has come). The end of the stream is an error.
+pub fn recv_some(fd: RawFd, addr: u64, len: usize) -> io::Result<usize> {
+    loop {
+        // SAFETY: the kernel writes at most `len` bytes at addr, which the caller validated
+        // against a registration; a bad address fails with EFAULT.
+        let n = unsafe { libc::recv(fd, addr as *mut libc::c_void, len, libc::MSG_DONTWAIT) };
+        if n > 0 {
+            return Ok(n as usize);
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(0),
+            _ => return Err(e),
+        }
+    }
+}
+
 /// Receives and discards `len` bytes.
 pub fn discard(fd: RawFd, mut len: usize) -> io::Result<()> {
     let mut scratch = vec![0u8; len.min(1 << 16)];
@@ -150,7 +172,7 @@ pub struct Rx {
 }
 
 /// The receive buffer's size: a few small frames, not bulk data.
-const RX_BUF: usize = 4096;
+pub const RX_BUF: usize = 4096;
 
 impl Rx {
     pub fn new(fd: RawFd) -> Rx {
@@ -204,24 +226,6 @@ impl Rx {
         (self.buffered() >= n).then(|| &self.buf[self.start..self.start + n])
     }
 
-    /// Waits until the socket has something to read (data, its end, or an error) or
-    /// `deadline` passes; false: the deadline passed first.
-    pub fn readable_by(&self, deadline: std::time::Instant) -> bool {
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            let mut p = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
-            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-            // SAFETY: one live pollfd.
-            let n = unsafe { libc::poll(&mut p, 1, ms) };
-            if n > 0 || (n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted) {
-                return true;
-            }
-        }
-    }
-
     /// The next `N` bytes (a header), waiting for them.
     pub fn take_array<const N: usize>(&mut self) -> io::Result<[u8; N]> {
         while self.buffered() < N {
@@ -259,6 +263,55 @@ impl Rx {
             recv_into(self.fd, a, l)?;
         }
         Ok(())
+    }
+
+    /// Moves what has come of the stream (up to `max` bytes) into the first of `segs`,
+    /// without waiting: from the buffer, else straight from the socket. How many bytes moved
+    /// (0: none have come); the segments left are trimmed accordingly.
+    pub fn land_some(&mut self, segs: &mut Segs, max: usize) -> io::Result<usize> {
+        let Some(&(addr, len)) = segs.first() else { return Ok(0) };
+        let want = len.min(max);
+        let n = if self.buffered() > 0 {
+            let n = self.buffered().min(want);
+            scatter(&self.buf[self.start..self.start + n], &[(addr, n)])?;
+            self.start += n;
+            n
+        } else {
+            match recv_some(self.fd, addr, want)? {
+                0 => return Ok(0),
+                n => n,
+            }
+        };
+        if n == len {
+            segs.remove(0);
+        } else {
+            segs[0] = (addr + n as u64, len - n);
+        }
+        Ok(n)
+    }
+
+    /// Consumes up to `len` bytes without using them, without waiting; how many.
+    pub fn discard_some(&mut self, len: usize) -> io::Result<usize> {
+        if self.buffered() == 0 && !self.fill(false)? {
+            return Ok(0);
+        }
+        let n = self.buffered().min(len);
+        self.start += n;
+        Ok(n)
+    }
+
+    /// Appends to `v` what has come of the stream, until it holds `len` bytes, without
+    /// waiting; whether it does.
+    pub fn take_some(&mut self, v: &mut Vec<u8>, len: usize) -> io::Result<bool> {
+        while v.len() < len {
+            if self.buffered() == 0 && !self.fill(false)? {
+                return Ok(false);
+            }
+            let n = self.buffered().min(len - v.len());
+            v.extend_from_slice(&self.buf[self.start..self.start + n]);
+            self.start += n;
+        }
+        Ok(true)
     }
 
     /// Consumes `len` bytes without using them.

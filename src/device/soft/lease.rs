@@ -5,10 +5,13 @@
 //! Every copy the device makes to or from registered memory holds a lease on each key set
 //! that admitted it, taken only while the set is live (`SetLease::take`). Revoking the set
 //! (`SetLease::revoke`) refuses new leases, then waits until every lease is returned:
-//! - a copy between memory and a socket may wait on the socket for as long as the peer likes,
-//!   so its lease names the socket, and revoking shuts that connection down at once. The copy
-//!   returns, and the connection ends: its requests complete flushed, as on an HCA whose QP
-//!   went to error when it met a key that is no longer valid;
+//! - a copy between memory and a socket never waits on it (the engine writes and reads
+//!   without blocking, qp/tx.rs, qp/reader.rs); a payload that comes or goes in pieces takes
+//!   fresh leases for each piece, so a revoke waits for one piece at most and the next piece
+//!   finds the set revoked: the rest of the payload is not moved, and the request fails as
+//!   one whose key is no longer valid. A write's lease names the socket, and revoking shuts
+//!   that connection down (its requests complete flushed, as on an HCA whose QP went to error
+//!   when it met a key that is no longer valid);
 //! - a copy between processes or within memory is short and holds no socket;
 //! - a request whose data a verified peer moves itself (cross-memory attach, shared files)
 //!   holds leases on our key sets from the post until the peer's response, which the peer

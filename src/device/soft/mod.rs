@@ -10,14 +10,15 @@
 //!   (poll(2)), hands the consumer requests for its qualifier; ends when the listener is
 //!   dropped (listener.rs).
 //! - `dat2-soft-connect`, one per `connect`: RC, the active handshake, within the consumer's
-//!   timeout (an hour without one) and READY_WAIT, then it starts the two below and ends
-//!   (qp/cm.rs); UD, the resolution, within the timeout or RESOLVE_TIMEOUT, holding the QP
+//!   timeout (an hour without one) and READY_WAIT, then it hands the connection to the
+//!   engine and ends (qp/cm.rs); UD, the resolution, within the timeout or RESOLVE_TIMEOUT, holding the QP
 //!   only weakly (ud/cm.rs).
-//! - `dat2-soft-rx`, one per connected RC QP: the reader; runs the peer's requests, completes
-//!   ours, delivers events; ends with the connection (qp/rx.rs).
-//! - `dat2-soft-engine`, one per process, from the first connection on: waits on every
-//!   connected RC QP's socket (epoll) and continues the frames a full socket did not take
-//!   (qp/tx.rs); never blocks on a peer; lives as long as the process (engine.rs).
+//! - `dat2-soft-engine`, one per process, from the first connection on: the progress engine
+//!   of every connected RC QP, over its one non-blocking socket (epoll): reads the peer's
+//!   frames, runs its requests, completes ours, delivers events (qp/reader.rs), continues the
+//!   frames a full socket did not take (qp/tx.rs), and serves the connections' deadlines
+//!   (READY_WAIT, RNR_WAIT). It never waits on a peer: a payload lands as it comes, in
+//!   pieces; lives as long as the process (engine.rs). Connections cost no thread.
 //! - `dat2-soft-ud`, one per UD QP: datagrams, proofs and their deadlines; stopped and
 //!   joined by `disconnect` and `destroy` (ud/mod.rs).
 //! - `dat2-soft-peers`, one per process, from the first verified peer on: marks peers gone
@@ -25,14 +26,15 @@
 //!
 //! On the consumer's own thread:
 //! - posts: key checks; RC: the same-host direct write (fast.rs, `write_direct`), else what
-//!   the socket takes at once, never waiting (the same for any thread that queues a frame); UD: the `sendmsg` (up to SEND_WAIT for room). Direct
-//!   writes and UD sends are completed by the post itself.
+//!   the socket takes at once, never waiting (as any thread that queues a frame does); UD: the
+//!   `sendmsg` (up to SEND_WAIT for room). Direct writes and UD sends are completed by the
+//!   post itself.
 //! - `post_recv`, of an EP or an SRQ: runs peer requests that waited for it (`drain_stalled`)
-//!   if `exec` is free; else its holder runs them once done (it may be reading a payload the
-//!   peer holds back, and a post never waits on a peer).
+//!   if `exec` is free, else its holder runs them once done; kicks the engine when the reader
+//!   stopped for want of a receive (RNR).
 //! - `dat_evd_dequeue`/`dat_evd_wait`: `progress` only yields the CPU to the threads above.
 //! - disconnect: DISCONNECT as far as the socket takes it, then the flushed completions;
-//!   accept: the rendezvous, then starts rx/tx.
+//!   accept: the rendezvous, then registers the connection with the engine.
 //! - free and deregistration: wait for the copies of the QP or key set (lease.rs), a verified
 //!   peer's up to PEER_WAIT; a UD QP's `destroy` joins its receiver.
 //!
@@ -41,9 +43,12 @@
 //! Outer before inner; a leaf takes no other lock. No lock is held while a QP's events go to
 //! the consumer (delivery.rs), so a handler may call back in; builtin's `key_live` (a leaf)
 //! runs under a QP's or SRQ's lock, and an SRQ's limit event under `exec` (builtin posts it).
-//! - RC `exec` (qp/mod.rs): one peer request runs at a time, on the reader or in
-//!   `drain_stalled` (which only tries it); `disconnect_now` takes it, once reading is shut
-//!   down, to wait for that one.
+//! - RC `reader` (qp/reader.rs): the read side's state, taken by the engine thread alone, for
+//!   one turn of the connection; outermost. Under it: everything below, and `deliver` (not a
+//!   lock: the reader's events go to the consumer under it, never under another).
+//! - RC `exec` (qp/mod.rs): one peer request runs at a time, on the engine or in
+//!   `drain_stalled` (which only tries it), and each piece of a payload landing from the
+//!   socket; `disconnect_now` takes it, once reading is shut down, to wait for that one.
 //!   Under it: `inner` and all under that; without `inner`: the SRQ's state, `dev.state`
 //!   (read; written by a send with invalidate, which then revokes), `dev.atomics`,
 //!   `shm_peers`, `out.queue`.
@@ -54,7 +59,7 @@
 //! - `shm_peers` -> shm.rs `mapped()`; UD `proofs` -> a requester's `Signal`.
 //! - Leaves: `out.queue` (only non-blocking writes and shutdowns under it; a frame's own write
 //!   is made without it, under its `busy`, taking leases), the engine's handler map (never held
-//!   while a handler runs), `SetLease::sockets`,
+//!   while a handler runs), its timers and kicks (under `inner`), `SetLease::sockets`,
 //!   `dev.state`, `dev.atomics`, the SRQ's state, UD `inner`, `Delivery`, `Violations`, the
 //!   `Pending` streams, `peer_table`'s map (taken before `inner`), the watcher's flags.
 //! - A revoke (`SetLease::revoke`, `wait_unpinned`) waits under no lock but `exec`: a copy

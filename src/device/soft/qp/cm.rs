@@ -1,8 +1,9 @@
 //! Connection setup of a soft QP, both sides: the active side's connect and handshake, the
 //! passive side's pending request (`Pending`) and accept, the start of the connection (its
-//! reader thread, its registration with the engine), and its end (`fail`, `flush`).
+//! registration with the engine), and its end (`fail`, `flush`).
 
 use super::*;
+use crate::device::soft::engine;
 use crate::device::soft::wire::{read_message, timed_out, write_message};
 use crate::util::sync::MutexExt;
 
@@ -15,10 +16,10 @@ impl SoftQp {
     // -----------------------------------------------------------------------------------------
     // Connection setup.
 
-    /// Takes the connected stream, registers it with the engine (which continues writes the
-    /// socket did not take at once) and starts the reader thread. `established`
+    /// Takes the connected stream and registers it with the engine, which reads it and
+    /// continues writes the socket did not take at once. `established`
     /// (the active side's ESTABLISHED, with the peer's private data) is reported before the
-    /// reader starts, so that nothing the peer does on the connection, a disconnect included,
+    /// engine reads anything, so that nothing the peer does on the connection, a disconnect included,
     /// can be reported before it. `verified`/`agreed`: the data path (see set_path); the
     /// passive side learns it later, with READY.
     /// `peer_rd_in`: how many reads and atomics the peer takes at a time (its handshake's
@@ -32,18 +33,12 @@ impl SoftQp {
         established: Option<Vec<u8>>,
     ) {
         let _ = stream.set_nodelay(true);
-        let _ = stream.set_read_timeout(None);
-        let reader = stream.try_clone();
-        // The stream's own descriptor, open as long as the QP: the reader's clone closes when
-        // the reader ends.
+        // The engine reads and writes it, never waiting (reader.rs, tx.rs).
+        let nonblocking = stream.set_nonblocking(true).is_ok();
         let fd = stream.as_raw_fd();
         self.set_path(verified, agreed);
-        let handler: std::sync::Weak<dyn super::super::engine::Handler> = self.this.clone();
-        let reg = super::super::engine::engine().map(|e| e.register(fd, super::super::engine::OUT, handler));
-        let registered = matches!(reg, Some(Ok(_)));
-        {
+        let awaiting_ready = {
             let mut i = self.lock();
-            i.reg = reg.and_then(Result::ok);
             i.local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
             if let Ok(peer) = stream.peer_addr() {
                 i.remote = Some(peer);
@@ -51,23 +46,35 @@ impl SoftQp {
             i.stream = Some(stream);
             i.state = State::Connected;
             i.rd_limit = self.caps.max_rd_atomic.min(peer_rd_in).max(1);
-        }
+            i.awaiting_ready
+        };
         if let Some(private_data) = established {
             self.deliver(vec![Event::Cm(CmEvent::Established { private_data })]);
         }
-        match reader {
-            Ok(r) if registered => {
-                // Frames queued before the start (ACCEPT) go out now.
-                self.out.queue.locked().fd = fd;
-                self.pump();
-                let me = self.clone();
-                let spawned = std::thread::Builder::new().name("dat2-soft-rx".into()).stack_size(256 << 10).spawn(move || me.reader(r));
-                if spawned.is_err() {
-                    self.fail(CmEvent::Broken);
-                }
+        // Passive side: the peer's first frame must be READY (the handshake's end), whole
+        // within READY_WAIT of our accept. A peer that fails that has not completed the
+        // accept: the consumer hears DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR (as DAT's
+        // reference implementation reports a requester that stopped talking after the accept).
+        let ready_by = awaiting_ready.then(|| Instant::now() + READY_WAIT);
+        *self.reader.locked() = Some(super::reader::Reader::new(fd, ready_by));
+        self.out.queue.locked().fd = fd;
+        let registered = {
+            // Registered under the QP's lock: the engine, which may run the reader at once,
+            // finds the registration (for its kicks and deadlines) there.
+            let mut i = self.lock();
+            let handler: std::sync::Weak<dyn engine::Handler> = self.this.clone();
+            i.reg = engine::engine().and_then(|e| e.register(fd, engine::IN | engine::OUT, handler).ok());
+            if let (Some(reg), Some(by)) = (&i.reg, ready_by) {
+                reg.timer(by);
             }
-            _ => self.fail(CmEvent::Broken),
+            i.reg.is_some()
+        };
+        if !nonblocking || !registered {
+            crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: the progress engine cannot take connection of QP {}", self.id);
+            return self.fail(CmEvent::Broken);
         }
+        // Frames queued before the start (ACCEPT) go out now.
+        self.pump();
     }
 
     /// The active side's handshake, on a thread of its own. Its stages' deadlines: the

@@ -1,5 +1,7 @@
 //! A peer's request executed against our memory: its keys checked, its memory leased
-//! (lease.rs), its data landed from the socket, a buffer, or the peer's memory.
+//! (lease.rs), its data landed from the socket, a buffer, or the peer's memory. A WRITE's or
+//! SEND's data that is still coming lands in pieces, from the engine (rx.rs): its `target`
+//! is decided first, its `finish_exec` runs once the data is in.
 
 use super::*;
 use crate::util::sync::MutexExt;
@@ -87,47 +89,68 @@ impl SoftQp {
         Some((held, ptrs))
     }
 
-    /// Consumes a request's data without using it.
-    pub(super) fn skip(&self, rx: Option<&mut io::Rx>, hdr: &Hdr, data: &Data) -> bool {
-        match data {
-            Data::Socket => rx.is_some_and(|rx| rx.discard(hdr.payload as usize).is_ok()),
-            _ => true,
+    /// Where a WRITE's or SEND's data goes, decided before any of it is consumed: the
+    /// remote key checked (WRITE), or the receive's keys and length (SEND). None: a SEND
+    /// without a receive (the caller takes one).
+    pub(super) fn target(&self, hdr: &Hdr, recv: Option<Recv>) -> Option<Target> {
+        let len = u64::from(hdr.length);
+        if hdr.op == op::WRITE {
+            return Some(match self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_WRITE) {
+                Some((addr, set)) => Target {
+                    go: true,
+                    segs: vec![(addr, len as usize)],
+                    sets: vec![set],
+                    regions: vec![self.dev.rkey(hdr.rkey).map(|k| k.region)],
+                    recv,
+                    status: DAT_DTO_SUCCESS,
+                },
+                None => Target { go: false, segs: Vec::new(), sets: Vec::new(), regions: Vec::new(), recv, status: DAT_DTO_SUCCESS },
+            });
         }
+        let (_, sges) = recv.as_ref()?;
+        let capacity: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
+        let sets = self.local_sets(sges, true);
+        let status = if sets.is_none() {
+            DAT_DTO_ERR_LOCAL_PROTECTION
+        } else if capacity < len {
+            DAT_DTO_ERR_LOCAL_LENGTH
+        } else {
+            DAT_DTO_SUCCESS
+        };
+        let (mut segs, mut regions) = (Vec::new(), Vec::new());
+        if status == DAT_DTO_SUCCESS {
+            let mut left = len as usize;
+            for s in sges.iter() {
+                let n = (s.len as usize).min(left);
+                if n > 0 {
+                    segs.push((s.addr, n));
+                    regions.push(self.dev.lkey(s.lkey).map(|k| k.region));
+                }
+                left -= n;
+            }
+        }
+        Some(Target { go: status == DAT_DTO_SUCCESS, segs, sets: sets.unwrap_or_default(), regions, recv, status })
     }
 
-    /// Executes one peer request; returns whether the connection survives, and the events.
-    /// `rx`: the connection, when the request's data may still be on it (the reader thread);
-    /// only then are acknowledgements deferred. `recv`: the receive taken for a request that
-    /// consumes one (a send, a write with immediate data), or given back if it fails first.
-    pub(super) fn execute(&self, mut rx: Option<&mut io::Rx>, hdr: Hdr, data: Data, recv: Option<Recv>) -> (bool, Vec<Event>) {
-        let len = u64::from(hdr.length);
-        let lazy = rx.is_some() && hdr.length <= ACK_LAZY_MAX;
-        match hdr.op {
-            op::WRITE => {
-                // A key that is not valid, or is revoked before the data lands, is a remote
-                // access error (the data is consumed, not used).
-                let landed = match self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_WRITE) {
-                    Some((addr, set)) => {
-                        let aliases = || self.aliases(&[(addr, len as usize)], &[self.dev.rkey(hdr.rkey).map(|k| k.region)]);
-                        self.land(rx.as_deref_mut(), &data, &[(addr, len as usize)], &[set], aliases)
-                    }
-                    None => Err(Landing::Revoked),
-                };
-                // The receive of a write with immediate data is consumed only once the data
-                // landed; a failure gives it back.
-                match landed {
-                    Ok(()) => {}
-                    Err(Landing::Failed) => return (false, recv.map(|r| self.return_recv(r)).into_iter().collect()),
-                    Err(Landing::Revoked) => {
-                        let ok = self.skip(rx, &hdr, &data);
-                        self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
-                        let returned = recv.map(|r| self.return_recv(r));
-                        return (ok, returned.into_iter().chain([Event::Flush(CmEvent::Broken)]).collect());
-                    }
+    /// Completes a WRITE or SEND once its data landed, or was consumed unused (`outcome`
+    /// Revoked: a key refused or revoked on the way), or the connection failed under it;
+    /// returns whether the connection survives, and the events.
+    pub(super) fn finish_exec(&self, hdr: Hdr, t: Target, outcome: Result<(), Landing>, lazy: bool) -> (bool, Vec<Event>) {
+        let recv = t.recv;
+        if hdr.op == op::WRITE {
+            // A key that is not valid, or is revoked before the data lands, is a remote access
+            // error. The receive of a write with immediate data is consumed only once the data
+            // landed; a failure gives it back.
+            return match outcome {
+                Err(Landing::Failed) => (false, recv.map(|r| self.return_recv(r)).into_iter().collect()),
+                Err(Landing::Revoked) => {
+                    self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
+                    let returned = recv.map(|r| self.return_recv(r));
+                    (true, returned.into_iter().chain([Event::Flush(CmEvent::Broken)]).collect())
                 }
-                let mut events = Vec::new();
-                if hdr.flags & flag::IMM != 0 {
-                    if let Some((wr_id, _)) = recv {
+                Ok(()) => {
+                    let mut events = Vec::new();
+                    if let (true, Some((wr_id, _))) = (hdr.flags & flag::IMM != 0, recv) {
                         events.push(Event::Completion(Completion {
                             wr_id,
                             status: DAT_DTO_SUCCESS,
@@ -138,75 +161,72 @@ impl SoftQp {
                             solicited: hdr.flags & flag::SOLICITED != 0,
                         }));
                     }
+                    self.respond(DAT_DTO_SUCCESS, FrameData::None, 0, lazy);
+                    (true, events)
                 }
-                self.respond(DAT_DTO_SUCCESS, FrameData::None, 0, lazy);
-                (true, events)
+            };
+        }
+        let Some((wr_id, _)) = recv else { return (false, Vec::new()) };
+        let mut status = t.status;
+        let mut invalidated = None;
+        match outcome {
+            // The connection ends; the receive it took completes with it.
+            Err(Landing::Failed) => return (false, vec![Event::Completion(Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, WcOp::Recv))]),
+            // The receive's memory was revoked (dat_lmr_free) before the data came.
+            Err(Landing::Revoked) if t.go => status = DAT_DTO_ERR_LOCAL_PROTECTION,
+            Err(Landing::Revoked) => {}
+            Ok(()) => {
+                if hdr.flags & flag::INVALIDATE != 0 && self.dev.invalidate(hdr.rkey, self.pd, self.id) {
+                    invalidated = Some(hdr.rkey);
+                }
             }
-            op::SEND => {
-                // The caller took one (on_request, drain_stalled).
-                let Some((wr_id, sges)) = recv else { return (false, Vec::new()) };
-                let capacity: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
-                let sets = self.local_sets(&sges, true);
-                let mut status = if sets.is_none() {
-                    DAT_DTO_ERR_LOCAL_PROTECTION
-                } else if capacity < len {
-                    DAT_DTO_ERR_LOCAL_LENGTH
+        }
+        let c = Completion {
+            wr_id,
+            status,
+            op: WcOp::Recv,
+            byte_len: if status == DAT_DTO_SUCCESS { hdr.length } else { 0 },
+            imm: (hdr.flags & flag::IMM != 0).then_some(hdr.imm),
+            invalidated,
+            solicited: hdr.flags & flag::SOLICITED != 0,
+        };
+        // The sender learns of a receive-side failure as a remote error.
+        let answer = if status == DAT_DTO_SUCCESS { DAT_DTO_SUCCESS } else { DAT_DTO_ERR_REMOTE_RESPONDER };
+        self.respond(answer, FrameData::None, 0, lazy);
+        let mut events = vec![Event::Completion(c)];
+        if status != DAT_DTO_SUCCESS {
+            events.push(Event::Flush(CmEvent::Broken));
+        }
+        (true, events)
+    }
+
+    /// Consumes a request's data without using it.
+    pub(super) fn skip(&self, rx: Option<&mut io::Rx>, hdr: &Hdr, data: &Data) -> bool {
+        match data {
+            Data::Socket => rx.is_some_and(|rx| rx.discard(hdr.payload as usize).is_ok()),
+            _ => true,
+        }
+    }
+
+    /// Executes one peer request; returns whether the connection survives, and the events.
+    /// `rx`: the connection, when the request's data is on it (buffered, reader.rs);
+    /// only then are acknowledgements deferred. `recv`: the receive taken for a request that
+    /// consumes one (a send, a write with immediate data), or given back if it fails first.
+    pub(super) fn execute(&self, mut rx: Option<&mut io::Rx>, hdr: Hdr, data: Data, recv: Option<Recv>) -> (bool, Vec<Event>) {
+        let len = u64::from(hdr.length);
+        let lazy = rx.is_some() && hdr.length <= ACK_LAZY_MAX;
+        match hdr.op {
+            op::WRITE | op::SEND => {
+                let Some(t) = self.target(&hdr, recv) else { return (false, Vec::new()) };
+                let mut outcome = if t.go {
+                    self.land(rx.as_deref_mut(), &data, &t.segs, &t.sets, || self.aliases(&t.segs, &t.regions))
                 } else {
-                    DAT_DTO_SUCCESS
+                    Err(Landing::Revoked)
                 };
-                let mut invalidated = None;
-                if status == DAT_DTO_SUCCESS {
-                    let mut left = len as usize;
-                    let mut segs = Vec::new();
-                    let mut keys = Vec::new();
-                    for s in &sges {
-                        let n = (s.len as usize).min(left);
-                        if n > 0 {
-                            segs.push((s.addr, n));
-                            keys.push(s.lkey);
-                        }
-                        left -= n;
-                    }
-                    let aliases = || self.aliases(&segs, &keys.iter().map(|&k| self.dev.lkey(k).map(|s| s.region)).collect::<Vec<_>>());
-                    match self.land(rx.as_deref_mut(), &data, &segs, sets.as_deref().unwrap_or_default(), aliases) {
-                        Ok(()) => {
-                            if hdr.flags & flag::INVALIDATE != 0 && self.dev.invalidate(hdr.rkey, self.pd, self.id) {
-                                invalidated = Some(hdr.rkey);
-                            }
-                        }
-                        Err(Landing::Failed) => {
-                            // The connection ends; the receive it took completes with it.
-                            let c = Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, WcOp::Recv);
-                            return (false, vec![Event::Completion(c)]);
-                        }
-                        // The receive's memory was revoked (dat_lmr_free) before the data came.
-                        Err(Landing::Revoked) => {
-                            status = DAT_DTO_ERR_LOCAL_PROTECTION;
-                            if !self.skip(rx, &hdr, &data) {
-                                return (false, Vec::new());
-                            }
-                        }
-                    }
-                } else if !self.skip(rx, &hdr, &data) {
-                    return (false, Vec::new());
+                if matches!(outcome, Err(Landing::Revoked)) && !self.skip(rx, &hdr, &data) {
+                    outcome = Err(Landing::Failed);
                 }
-                let c = Completion {
-                    wr_id,
-                    status,
-                    op: WcOp::Recv,
-                    byte_len: if status == DAT_DTO_SUCCESS { hdr.length } else { 0 },
-                    imm: (hdr.flags & flag::IMM != 0).then_some(hdr.imm),
-                    invalidated,
-                    solicited: hdr.flags & flag::SOLICITED != 0,
-                };
-                // The sender learns of a receive-side failure as a remote error.
-                let answer = if status == DAT_DTO_SUCCESS { DAT_DTO_SUCCESS } else { DAT_DTO_ERR_REMOTE_RESPONDER };
-                self.respond(answer, FrameData::None, 0, lazy);
-                let mut events = vec![Event::Completion(c)];
-                if status != DAT_DTO_SUCCESS {
-                    events.push(Event::Flush(CmEvent::Broken));
-                }
-                (true, events)
+                self.finish_exec(hdr, t, outcome, lazy)
             }
             op::READ => {
                 let Some((addr, set)) = self.check_remote(hdr.rkey, hdr.raddr, len, Access::REMOTE_READ) else {

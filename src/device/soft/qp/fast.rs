@@ -64,4 +64,83 @@ impl SoftQp {
         let (g, _pin, addr) = pin_peer_write(i, rkey, raddr, len)?;
         self.put_peer_file(i, &g, addr, &[(src, sge.len as usize)]).then_some(sge.len)
     }
+
+    /// Copies `views` into the peer's shared file at `addr` of key `g` (shm.rs); false when the
+    /// key's memory is in no shared file or the range is outside our mapping of it.
+    pub(super) fn put_peer_file(&self, i: &Inner, g: &Grant, addr: u64, views: &[(*const u8, usize)]) -> bool {
+        let (Some(file), Some(peer)) = (g.file, i.peer.as_deref()) else { return false };
+        let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
+        self.shm_peers.locked().put(peer, dst, views, io::TAIL)
+    }
+
+    /// The direct path of an RDMA write on one host: with nothing else outstanding (so the
+    /// write cannot overtake an earlier request), a key the peer published as valid for this
+    /// connection, and the peer's memory reachable, we write it ourselves, and say whether
+    /// through shared files (else by cross-memory attach). None: send the request the
+    /// ordinary way (where the target checks everything).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn write_direct(
+        &self,
+        i: &Inner,
+        rkey: u32,
+        raddr: u64,
+        len: u64,
+        segs: &[(u64, usize)],
+        keys: &[KeySet],
+        local: Option<&[(Arc<shm::Backing>, u64, usize)]>,
+    ) -> Option<bool> {
+        if !direct_allowed(i) {
+            return None;
+        }
+        // Our source memory stays ours while we copy it (lease.rs). No lease on the QP is
+        // needed: we hold its lock, which its destruction takes first.
+        let _held = super::super::lease::hold_all(keys)?;
+        let (g, _pin, addr) = pin_peer_write(i, rkey, raddr, len)?;
+        if let Some(local) = local {
+            // Both ends in shared files (shm.rs): one memcpy from our alias into the peer's
+            // file; `local` holds our aliases alive meanwhile.
+            let views: Option<Vec<(*const u8, usize)>> = local.iter().map(|(b, a, n)| Some((b.view(*a, *n)?, *n))).collect();
+            if views.is_some_and(|v| self.put_peer_file(i, &g, addr, &v)) {
+                return Some(true);
+            }
+        }
+        let target = [(addr, len as usize)];
+        let (head, tail) = io::split_tail(&target);
+        let (lhead, ltail) = io::split_at(segs, len as usize - tail.iter().map(|t| t.1).sum::<usize>());
+        let pid = live_pid(i)?;
+        if !head.is_empty() {
+            io::push(pid, &lhead, &head).ok()?;
+        }
+        io::push(pid, &ltail, &tail).ok()?;
+        Some(false)
+    }
+
+    /// Completes an RDMA write its poster did itself (`write_fast`, `write_direct`).
+    pub(super) fn complete_write(&self, wr_id: u64, len: u32) -> Result<(), DevError> {
+        let c =
+            Completion { wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len, imm: None, invalidated: None, solicited: false };
+        self.deliver([Event::Completion(c)]);
+        Ok(())
+    }
+}
+
+/// Whether the poster may do an RDMA write itself: nothing else outstanding (so the write
+/// cannot overtake an earlier request) and the peer on this host.
+pub(super) fn direct_allowed(i: &Inner) -> bool {
+    i.outstanding.is_empty() && i.deferred.is_empty() && i.cma()
+}
+
+/// The peer's key `rkey` pinned for an RDMA write of `len` bytes at `raddr`, and the target
+/// address: the peer published it for its PD, unbound or bound to the peer's QP, with
+/// REMOTE_WRITE, and the range lies within it. Its revoke waits for the pin.
+pub(super) fn pin_peer_write(i: &Inner, rkey: u32, raddr: u64, len: u64) -> Option<(Grant, Pin<'_>, u64)> {
+    let (g, pin) = i.peer_keys.as_ref()?.pin(rkey)?;
+    if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.contains(Access::REMOTE_WRITE) {
+        return None;
+    }
+    let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
+    if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
+        return None;
+    }
+    Some((g, pin, addr))
 }

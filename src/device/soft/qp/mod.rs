@@ -1,10 +1,10 @@
 //! The soft device's reliable-connected queue pair, over one TCP connection.
 //!
-//! Each connected QP has a reader thread, which is the progress engine: it applies the peer's
-//! requests to our memory (checking every remote key, bound, PD, window binding and privilege
-//! first) without the application calling in, and completes our own requests as their
-//! responses come back, in order. Frames are written without blocking by whichever thread
-//! queues them; the engine (engine.rs) continues what a full socket did not take.
+//! The process's progress engine (engine.rs) drives each connected QP's one socket: it applies
+//! the peer's requests to our memory (checking every remote key, bound, PD, window binding and
+//! privilege first) without the application calling in, and completes our own requests as
+//! their responses come back, in order. Frames are written without blocking by whichever
+//! thread queues them; the engine continues what a full socket did not take.
 //!
 //! On one host, when each process can reach the other's memory (cross-memory attach) and the
 //! kernel has confirmed which process the peer is (peer.rs, rendezvous.rs), requests carry
@@ -15,11 +15,13 @@
 //! disconnecting); its parts, each an `impl SoftQp` of its own over that state:
 //! - `cm`: connection setup, both sides (handshake, rendezvous, the path), and its end;
 //! - `tx`: the send side: frames written at once, the rest continued by the engine;
-//! - `rx`: the reader thread, the progress engine: frames from the peer, responses to our
-//!   requests, acknowledgements, requests held until a receive comes;
+//! - `reader`: the read side, a state machine the engine advances: frames from the peer, in
+//!   order, payloads landing in pieces, the handshake's and RNR's deadlines;
+//! - `rx`: what the frames lead to: completions from responses and acknowledgements, requests
+//!   held until a receive comes, the answers and acknowledgements we owe;
 //! - `exec`: executing a peer's request against our memory (keys, leases, landing the data).
 //!
-//! The children use this module's items and imports (`use super::*`).
+//! The children but `reader` use this module's items and imports (`use super::*`).
 
 use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -43,6 +45,7 @@ use crate::util::sync::MutexExt;
 mod cm;
 mod exec;
 mod fast;
+mod reader;
 mod rx;
 mod tx;
 
@@ -95,6 +98,20 @@ enum Data {
     /// In the peer's memory, which is also in shared files (shm.rs): the scatter list, and
     /// where each element is in its file.
     Shared(Vec<(u64, u32)>, Vec<shm::Source>),
+}
+
+/// Where a peer's WRITE or SEND lands (exec.rs `target`).
+struct Target {
+    /// The data lands; else it is consumed unused (a refused key, a receive too short).
+    go: bool,
+    segs: io::Segs,
+    /// The key sets that admitted `segs`, leased for each copy (lease.rs).
+    sets: Vec<Arc<SetLease>>,
+    /// The registrations of `segs`, for our aliases of them (shm.rs).
+    regions: Vec<Option<u64>>,
+    recv: Option<Recv>,
+    /// A SEND's completion status decided before any data moved.
+    status: u32,
 }
 
 /// Why a request's data did not land.
@@ -230,10 +247,6 @@ const STALL_BYTES: usize = 4 << 20;
 const STALL_OVERHEAD: usize = 128;
 const RNR_WAIT: Duration = Duration::from_secs(1);
 
-/// How long the reader polls an empty socket after a request it acknowledged, before it
-/// sleeps (see `await_frame`).
-const BUSY_POLL: Duration = Duration::from_micros(20);
-
 pub struct SoftQp {
     this: std::sync::Weak<SoftQp>,
     /// Where receives come from when the QP uses a shared receive queue.
@@ -244,13 +257,18 @@ pub struct SoftQp {
     caps: QpCaps,
     events: Arc<dyn QpEvents>,
     inner: Mutex<Inner>,
-    /// Serialises the execution of peer requests (reader thread and stalled-request drains).
+    /// The read side's state, advanced by the engine alone (reader.rs); None until connected.
+    reader: Mutex<Option<reader::Reader>>,
+    /// Serialises the execution of peer requests (the reader and stalled-request drains), and
+    /// each piece of a payload landing from the socket.
     exec: Mutex<()>,
+    /// The reader waits for a receive to be posted (reader.rs `try_run`): `wake_room` kicks it.
+    rnr_wait: AtomicBool,
     /// The peer's shared files this connection has mapped (shm.rs).
     shm_peers: Mutex<shm::Peers>,
     delivery: Delivery<Event>,
     out: Outbound,
-    /// Signalled when receives are posted or stalled requests ran (see `await_room`), when a
+    /// Signalled when receives are posted or stalled requests ran (`await_peer_copies`), when a
     /// thread waits there (`room_waiters`): a notification is a system call.
     room: Condvar,
     room_waiters: AtomicU32,
@@ -262,27 +280,6 @@ pub struct SoftQp {
     /// Held by every copy this QP makes (lease.rs), revoked when the QP is destroyed: when
     /// `dat_ep_free` returns, none of its requests touches memory again.
     lease: Arc<SetLease>,
-}
-
-/// Whether the poster may do an RDMA write itself: nothing else outstanding (so the write
-/// cannot overtake an earlier request) and the peer on this host.
-fn direct_allowed(i: &Inner) -> bool {
-    i.outstanding.is_empty() && i.deferred.is_empty() && i.cma()
-}
-
-/// The peer's key `rkey` pinned for an RDMA write of `len` bytes at `raddr`, and the target
-/// address: the peer published it for its PD, unbound or bound to the peer's QP, with
-/// REMOTE_WRITE, and the range lies within it. Its revoke waits for the pin.
-fn pin_peer_write(i: &Inner, rkey: u32, raddr: u64, len: u64) -> Option<(Grant, Pin<'_>, u64)> {
-    let (g, pin) = i.peer_keys.as_ref()?.pin(rkey)?;
-    if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.contains(Access::REMOTE_WRITE) {
-        return None;
-    }
-    let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
-    if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
-        return None;
-    }
-    Some((g, pin, addr))
 }
 
 /// The verified peer's pid for one copy; None when there is no verified peer or it has exited
@@ -331,7 +328,9 @@ impl SoftQp {
                 moved: [0; 3],
                 local_hit: None,
             }),
+            reader: Mutex::new(None),
             exec: Mutex::new(()),
+            rnr_wait: AtomicBool::new(false),
             shm_peers: Mutex::new(shm::Peers::default()),
             delivery: Delivery::default(),
             out: Outbound::new(),
@@ -366,64 +365,6 @@ impl SoftQp {
         i.peer_pd = verified.as_ref().map_or(0, |(_, c)| c.pd);
         i.peer_qp = verified.as_ref().map_or(0, |(_, c)| c.qp);
         i.peer = verified.map(|(p, _)| Arc::new(p));
-    }
-
-    /// Copies `views` into the peer's shared file at `addr` of key `g` (shm.rs); false when the
-    /// key's memory is in no shared file or the range is outside our mapping of it.
-    fn put_peer_file(&self, i: &Inner, g: &Grant, addr: u64, views: &[(*const u8, usize)]) -> bool {
-        let (Some(file), Some(peer)) = (g.file, i.peer.as_deref()) else { return false };
-        let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
-        self.shm_peers.locked().put(peer, dst, views, io::TAIL)
-    }
-
-    /// The direct path of an RDMA write on one host: with nothing else outstanding (so the
-    /// write cannot overtake an earlier request), a key the peer published as valid for this
-    /// connection, and the peer's memory reachable, we write it ourselves, and say whether
-    /// through shared files (else by cross-memory attach). None: send the request the
-    /// ordinary way (where the target checks everything).
-    #[allow(clippy::too_many_arguments)]
-    fn write_direct(
-        &self,
-        i: &Inner,
-        rkey: u32,
-        raddr: u64,
-        len: u64,
-        segs: &[(u64, usize)],
-        keys: &[KeySet],
-        local: Option<&[(Arc<shm::Backing>, u64, usize)]>,
-    ) -> Option<bool> {
-        if !direct_allowed(i) {
-            return None;
-        }
-        // Our source memory stays ours while we copy it (lease.rs). No lease on the QP is
-        // needed: we hold its lock, which its destruction takes first.
-        let _held = super::lease::hold_all(keys)?;
-        let (g, _pin, addr) = pin_peer_write(i, rkey, raddr, len)?;
-        if let Some(local) = local {
-            // Both ends in shared files (shm.rs): one memcpy from our alias into the peer's
-            // file; `local` holds our aliases alive meanwhile.
-            let views: Option<Vec<(*const u8, usize)>> = local.iter().map(|(b, a, n)| Some((b.view(*a, *n)?, *n))).collect();
-            if views.is_some_and(|v| self.put_peer_file(i, &g, addr, &v)) {
-                return Some(true);
-            }
-        }
-        let target = [(addr, len as usize)];
-        let (head, tail) = io::split_tail(&target);
-        let (lhead, ltail) = io::split_at(segs, len as usize - tail.iter().map(|t| t.1).sum::<usize>());
-        let pid = live_pid(i)?;
-        if !head.is_empty() {
-            io::push(pid, &lhead, &head).ok()?;
-        }
-        io::push(pid, &ltail, &tail).ok()?;
-        Some(false)
-    }
-
-    /// Completes an RDMA write its poster did itself (`write_fast`, `write_direct`).
-    fn complete_write(&self, wr_id: u64, len: u32) -> Result<(), DevError> {
-        let c =
-            Completion { wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len, imm: None, invalidated: None, solicited: false };
-        self.deliver([Event::Completion(c)]);
-        Ok(())
     }
 
     /// A request that fails before it goes out (a local protection or length error) completes

@@ -4,7 +4,6 @@
 //! has room again. Acknowledgements ride on frames (see wire.rs).
 
 use super::*;
-use crate::device::soft::engine;
 use crate::util::sync::MutexExt;
 
 impl Outbound {
@@ -12,15 +11,6 @@ impl Outbound {
         let state =
             OutState { frames: VecDeque::new(), closed: false, busy: false, carrying: false, held: false, kicked: false, fd: -1, acks: 0 };
         Outbound { queue: Mutex::new(state) }
-    }
-}
-
-impl engine::Handler for SoftQp {
-    fn ready(&self, events: u32) {
-        if events & (engine::OUT | engine::ERR) != 0 {
-            // Room again (or an error, which the next write finds): what waits goes on.
-            self.pump();
-        }
     }
 }
 
