@@ -70,7 +70,8 @@ pub fn post_on(
         // A UD EP takes only datagram sends, and only a UD EP takes them (checked first: a UD
         // EP's RDMA segment limits are 0, which would otherwise name the vector).
         let ud = i.is_ud();
-        if ud != p.ah.is_some() || !ep.ia.dev.limits().supports(&p.op) {
+        let limits = ep.ia.limits();
+        if ud != p.ah.is_some() || !limits.supports(&p.op) {
             return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
         }
         let sges = iov_sges(count, iov, (p.max_iov)(i.attr()), DAT_INVALID_ARG2)?;
@@ -81,7 +82,7 @@ pub fn post_on(
         // dtest post RDMA larger than the max_rdma_size they ask for); a datagram's is the
         // EP's max_message_size, which is at most the path MTU.
         let len: u64 = sges.iter().map(|t| u64::from(t.len)).sum();
-        let limit = if ud { i.attr().max_message_size } else { ep.ia.dev.limits().max_msg_size };
+        let limit = if ud { i.attr().max_message_size } else { limits.max_msg_size };
         if len > u64::from(limit) {
             return Err(dat_error(DAT_LENGTH_ERROR, 0));
         }
