@@ -3,7 +3,6 @@
 //! not fit is not lost silently: the IA's async EVD gets DAT_ASYNC_ERROR_EVD_OVERFLOW.
 
 use core::ptr::addr_of_mut;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
@@ -17,6 +16,7 @@ use super::{deadline, put};
 use crate::abi::*;
 use crate::device::Qp;
 use crate::util::pin::{self, Local};
+use crate::util::ring::Ring;
 use crate::util::sync::MutexExt;
 
 /// The EVD flags a consumer may ask for.
@@ -36,7 +36,7 @@ unsafe impl Send for Event {}
 
 pub struct EvdState {
     /// Changed only through [`Evd::push`] and [`Evd::pop`], which keep [`Evd::queued`].
-    queue: VecDeque<Event>,
+    queue: Ring<Event>,
     pub qlen: DAT_COUNT,
     pub enabled: bool,
     pub waitable: bool,
@@ -113,10 +113,10 @@ impl Evd {
     /// # Safety
     /// `out` must be valid for a write of a `DAT_EVENT`.
     unsafe fn pop_into(&self, s: &mut EvdState, out: *mut DAT_EVENT) -> bool {
-        let Some(front) = s.queue.front() else { return false };
         // SAFETY: as the caller guarantees; one copy, from the queue to the consumer.
-        unsafe { put(out, front.0) };
-        s.queue.pop_front();
+        if !s.queue.take_front(|front| unsafe { put(out, front.0) }) {
+            return false;
+        }
         self.set_queued(s);
         true
     }
@@ -392,7 +392,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         ia: ia.clone(),
         flags,
         state: Mutex::new(EvdState {
-            queue: VecDeque::new(),
+            queue: Ring::default(),
             qlen,
             enabled: true,
             waitable: true,
