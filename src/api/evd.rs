@@ -114,7 +114,7 @@ pub(super) extern "C" fn dat_evd_dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT
     // A polling consumer's most frequent call, answered from the handle's cell: loads that
     // cannot panic, so outside the guard (and without the registers the rest needs saved).
     let found = builtin::evd::nothing_to_take(handle, event);
-    if found == builtin::evd::Found::Nothing {
+    if matches!(found, builtin::evd::Found::Nothing) {
         return DAT_QUEUE_EMPTY;
     }
     dequeue_guarded(handle, event, found)
@@ -123,7 +123,7 @@ pub(super) extern "C" fn dat_evd_dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT
 #[inline(never)]
 fn dequeue_guarded(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT, found: builtin::evd::Found) -> DAT_RETURN {
     guard_try_local(|local| {
-        if let Some(e) = builtin::evd::pinned(&local, handle) {
+        if let Some(e) = builtin::evd::pinned_found(&local, found) {
             return builtin::evd::dequeue_on(&e, event, found);
         }
         let t = evd(handle)?;

@@ -21,7 +21,28 @@ pub struct Post {
     /// UD: the destination (only `dat_ib_post_send_ud` posts on a UD EP).
     pub ah: Option<Arc<dyn AddressHandle>>,
     /// The EP attribute that bounds the local vector.
-    pub max_iov: fn(&DAT_EP_ATTR) -> DAT_COUNT,
+    pub max_iov: Vector,
+}
+
+/// Which of the EP's attributes bounds a request's local vector.
+#[derive(Clone, Copy)]
+pub enum Vector {
+    /// `max_request_iov`: sends, and the extensions' atomics.
+    Request,
+    /// `max_rdma_write_iov`.
+    RdmaWrite,
+    /// `max_rdma_read_iov`.
+    RdmaRead,
+}
+
+impl Vector {
+    fn max(self, a: &DAT_EP_ATTR) -> DAT_COUNT {
+        match self {
+            Vector::Request => a.max_request_iov,
+            Vector::RdmaWrite => a.max_rdma_write_iov,
+            Vector::RdmaRead => a.max_rdma_read_iov,
+        }
+    }
 }
 
 impl Post {
@@ -70,10 +91,11 @@ pub fn post_on(
         // A UD EP takes only datagram sends, and only a UD EP takes them (checked first: a UD
         // EP's RDMA segment limits are 0, which would otherwise name the vector).
         let ud = i.is_ud();
-        if ud != p.ah.is_some() || !ep.ia.dev.limits().supports(&p.op) {
+        let limits = ep.ia.limits();
+        if ud != p.ah.is_some() || !limits.supports(&p.op) {
             return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
         }
-        let sges = iov_sges(count, iov, (p.max_iov)(i.attr()), DAT_INVALID_ARG2)?;
+        let sges = iov_sges(count, iov, p.max_iov.max(i.attr()), DAT_INVALID_ARG2)?;
         if flags & !COMPLETION_FLAGS != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
         }
@@ -81,22 +103,12 @@ pub fn post_on(
         // dtest post RDMA larger than the max_rdma_size they ask for); a datagram's is the
         // EP's max_message_size, which is at most the path MTU.
         let len: u64 = sges.iter().map(|t| u64::from(t.len)).sum();
-        let limit = if ud { i.attr().max_message_size } else { ep.ia.dev.limits().max_msg_size };
+        let limit = if ud { i.attr().max_message_size } else { limits.max_msg_size };
         if len > u64::from(limit) {
             return Err(dat_error(DAT_LENGTH_ERROR, 0));
         }
-        match i.state() {
-            DAT_EP_STATE_CONNECTED => {}
-            DAT_EP_STATE_DISCONNECTED => {
-                // Accepted, and completed at once as flushed.
-                let evd = i.request_evd().cloned();
-                drop(i);
-                if let Some(evd) = evd {
-                    evd.post(request_event(ep.handle, &PendingSend { cookie, flags, report: p.report }, DAT_DTO_ERR_FLUSHED, 0));
-                }
-                return Ok(DAT_SUCCESS);
-            }
-            s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
+        if i.state() != DAT_EP_STATE_CONNECTED {
+            return not_connected(ep, i, PendingSend { cookie, flags, report: p.report });
         }
         let qp = i.qp().cloned().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY))?;
         let wr_id = i
@@ -127,6 +139,23 @@ pub fn post_on(
             DevError::State => dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state())),
             _ => dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP),
         });
+    }
+    Ok(DAT_SUCCESS)
+}
+
+/// A post on an EP that is not connected: on a disconnected one it is accepted and completes at
+/// once as flushed; otherwise it is refused with the state's subtype.
+#[cold]
+#[inline(never)]
+fn not_connected(ep: &Ep, i: std::sync::MutexGuard<'_, super::ep::EpInner>, s: PendingSend) -> Result<DAT_RETURN, DAT_RETURN> {
+    let state = i.state();
+    if state != DAT_EP_STATE_DISCONNECTED {
+        return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(state)));
+    }
+    let evd = i.request_evd().cloned();
+    drop(i);
+    if let Some(evd) = evd {
+        evd.post(request_event(ep.handle, &s, DAT_DTO_ERR_FLUSHED, 0));
     }
     Ok(DAT_SUCCESS)
 }
@@ -244,7 +273,7 @@ pub fn post_send_on(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    let send = Post { op: WrOp::Send, report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: |a| a.max_request_iov };
+    let send = Post { op: WrOp::Send, report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: Vector::Request };
     post_on(ep, count, iov, cookie, flags, send)
 }
 
@@ -259,7 +288,7 @@ fn post_rdma(
     flags: DAT_COMPLETION_FLAGS,
     op: WrOp,
     dto: DAT_DTOS,
-    max_iov: fn(&DAT_EP_ATTR) -> DAT_COUNT,
+    max_iov: Vector,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
     let (addr, key, _) = remote_arg(remote, DAT_INVALID_ARG5)?;
     post_on(ep, count, iov, cookie, flags, Post { op, report: Report::Dto(dto), remote: Some((addr, key)), ah: None, max_iov })
@@ -284,7 +313,7 @@ pub fn post_rdma_write_on(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    post_rdma(ep, count, iov, cookie, remote, flags, WrOp::Write, DAT_DTO_RDMA_WRITE, |a| a.max_rdma_write_iov)
+    post_rdma(ep, count, iov, cookie, remote, flags, WrOp::Write, DAT_DTO_RDMA_WRITE, Vector::RdmaWrite)
 }
 
 pub fn post_rdma_read(
@@ -306,7 +335,7 @@ pub fn post_rdma_read_on(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    post_rdma(ep, count, iov, cookie, remote, flags, WrOp::Read, DAT_DTO_RDMA_READ, |a| a.max_rdma_read_iov)
+    post_rdma(ep, count, iov, cookie, remote, flags, WrOp::Read, DAT_DTO_RDMA_READ, Vector::RdmaRead)
 }
 
 /// `ep_post_send_with_invalidate_func` (reached through the `DAT_EP_POST_SEND_WITH_INVALIDATE`
@@ -329,7 +358,7 @@ pub fn post_send_with_invalidate(
         iov,
         cookie,
         flags,
-        Post { op, report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: |a| a.max_request_iov },
+        Post { op, report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: Vector::Request },
     )
 }
 

@@ -3,7 +3,6 @@
 //! not fit is not lost silently: the IA's async EVD gets DAT_ASYNC_ERROR_EVD_OVERFLOW.
 
 use core::ptr::addr_of_mut;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
@@ -17,6 +16,7 @@ use super::{deadline, put};
 use crate::abi::*;
 use crate::device::Qp;
 use crate::util::pin::{self, Local};
+use crate::util::ring::Ring;
 use crate::util::sync::MutexExt;
 
 /// The EVD flags a consumer may ask for.
@@ -36,7 +36,7 @@ unsafe impl Send for Event {}
 
 pub struct EvdState {
     /// Changed only through [`Evd::push`] and [`Evd::pop`], which keep [`Evd::queued`].
-    queue: VecDeque<Event>,
+    queue: Ring<Event>,
     pub qlen: DAT_COUNT,
     pub enabled: bool,
     pub waitable: bool,
@@ -113,10 +113,10 @@ impl Evd {
     /// # Safety
     /// `out` must be valid for a write of a `DAT_EVENT`.
     unsafe fn pop_into(&self, s: &mut EvdState, out: *mut DAT_EVENT) -> bool {
-        let Some(front) = s.queue.front() else { return false };
         // SAFETY: as the caller guarantees; one copy, from the queue to the consumer.
-        unsafe { put(out, front.0) };
-        s.queue.pop_front();
+        if !s.queue.take_front(|front| unsafe { put(out, front.0) }) {
+            return false;
+        }
         self.set_queued(s);
         true
     }
@@ -306,6 +306,13 @@ pub fn pinned(local: &Local, handle: DAT_EVD_HANDLE) -> Option<table::Pinned<Evd
     table::pin(local, handle as usize)
 }
 
+/// [`pinned`] for a dequeue whose handle [`nothing_to_take`] has already found to be one of
+/// the table's cells (`None` when it is not, or was not looked at).
+#[inline]
+pub fn pinned_found(local: &Local, found: Found) -> Option<table::Pinned<Evd>> {
+    table::pin_listed(local, found.listed()?)
+}
+
 /// Runs `f` on the EVD `handle` names: pinned, or looked up when it cannot be.
 fn with_evd<R>(handle: DAT_EVD_HANDLE, f: impl FnOnce(&Evd) -> Result<R, DAT_RETURN>) -> Result<R, DAT_RETURN> {
     match pinned(&pin::local(), handle) {
@@ -385,7 +392,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         ia: ia.clone(),
         flags,
         state: Mutex::new(EvdState {
-            queue: VecDeque::new(),
+            queue: Ring::default(),
             qlen,
             enabled: true,
             waitable: true,
@@ -585,7 +592,7 @@ pub fn wait_on(
 }
 
 pub fn dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
-    with_evd(handle, |e| dequeue_on(e, event, Found::Unknown))
+    with_evd(handle, |e| dequeue_on(e, event, Found::Unknown(None)))
 }
 
 /// Word 0 of an EVD's cell with this bit: its empty dequeues must reach the device.
@@ -602,12 +609,13 @@ const PROGRESS_EVERY: u64 = 8;
 /// event queued meanwhile is for the next dequeue.
 #[inline]
 pub fn nothing_to_take(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> Found {
+    let Some(listed) = table::listed(handle as usize) else { return Found::Unknown(None) };
     if event.is_null() {
-        return Found::Unknown;
+        return Found::Unknown(Some(listed));
     }
-    let Some(w) = table::published_words(handle as usize, DAT_HANDLE_TYPE_EVD) else { return Found::Unknown };
+    let Some(w) = listed.published_words(DAT_HANDLE_TYPE_EVD) else { return Found::Unknown(Some(listed)) };
     if w[0].load(Ordering::Acquire) != 0 {
-        return Found::Unknown;
+        return Found::Unknown(Some(listed));
     }
     // Not a read-modify-write: the count is a hint, and one thread polls an EVD at a time.
     let n = w[1].load(Ordering::Relaxed).wrapping_add(1);
@@ -615,25 +623,36 @@ pub fn nothing_to_take(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> Found {
     if n % PROGRESS_EVERY != 0 {
         Found::Nothing
     } else {
-        Found::NothingYet
+        Found::NothingYet(listed)
     }
 }
 
-/// What [`nothing_to_take`] found.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// What [`nothing_to_take`] found, with the handle's cell when the handle is one of the
+/// table's (for the rest of the call to pin without checking the handle again).
+#[derive(Clone, Copy)]
 pub enum Found {
     /// Nothing: the dequeue answers `DAT_QUEUE_EMPTY`.
     Nothing,
     /// Nothing, counted as an empty dequeue, but the call goes the whole way (the device's
     /// progress): if it takes an event after all, the count is corrected.
-    NothingYet,
+    NothingYet(table::Listed),
     /// The cell cannot say: the call goes the whole way, counted there.
-    Unknown,
+    Unknown(Option<table::Listed>),
+}
+
+impl Found {
+    fn listed(self) -> Option<table::Listed> {
+        match self {
+            Found::Nothing => None,
+            Found::NothingYet(l) => Some(l),
+            Found::Unknown(l) => l,
+        }
+    }
 }
 
 /// [`dequeue`] on an EVD already resolved. The empty case is kept small (a polling consumer
 /// spends most calls there); taking an event is out of line.
-#[inline]
+#[inline(always)]
 pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT, found: Found) -> Result<DAT_RETURN, DAT_RETURN> {
     #[cfg(test)]
     super::fault::hit(super::fault::Point::Dequeue);
@@ -652,7 +671,7 @@ pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT, found: Found) -> Result<DAT_RE
     }
     // An event queued since the cell was read is taken, and the cell's count of empty
     // dequeues, which counted this one, corrected.
-    if found == Found::NothingYet {
+    if matches!(found, Found::NothingYet(_)) {
         return take_after_empty(e, event);
     }
     take_one(e, event)
@@ -674,7 +693,9 @@ fn take_after_empty(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RE
     }
 }
 
-#[inline(never)]
+/// Takes the oldest event, inline in the dequeue (the guarded call has saved the registers
+/// this needs already).
+#[inline(always)]
 fn take_one(e: &Evd, event: *mut DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
     // SAFETY: checked non-NULL by the caller.
     if unsafe { e.pop_into(&mut e.lock(), event) } {

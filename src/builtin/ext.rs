@@ -5,7 +5,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use super::dto::{self, remote_arg, Post};
+use super::dto::{self, remote_arg, Post, Vector};
 use super::events::Report;
 use crate::abi::*;
 use crate::device::WrOp;
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                             report: Report::Extension(DAT_IB_RDMA_WRITE_IMMED),
                             remote: Some((addr, key)),
                             ah: None,
-                            max_iov: |a| a.max_rdma_write_iov,
+                            max_iov: Vector::RdmaWrite,
                         },
                     )
                 }
@@ -76,13 +76,7 @@ pub unsafe extern "C" fn extended_op(handle: DAT_HANDLE, op: c_int, args: *mut c
                         local,
                         cookie,
                         flags,
-                        Post {
-                            op: wr,
-                            report: Report::Extension(kind),
-                            remote: Some((addr, key)),
-                            ah: None,
-                            max_iov: |a| a.max_request_iov,
-                        },
+                        Post { op: wr, report: Report::Extension(kind), remote: Some((addr, key)), ah: None, max_iov: Vector::Request },
                     )
                 }
                 DAT_IB_UD_SEND_OP => {
@@ -181,7 +175,7 @@ fn bind_and_send(
         iov,
         cookie,
         flags,
-        Post { op: WrOp::SendImm(context), report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: |a| a.max_request_iov },
+        Post { op: WrOp::SendImm(context), report: Report::Dto(DAT_DTO_SEND), remote: None, ah: None, max_iov: Vector::Request },
     )?;
     if !context_out.is_null() {
         // SAFETY: non-NULL consumer out-pointer.

@@ -9,7 +9,7 @@ use super::provider::Builtin;
 use super::table::{self, Object};
 use super::{fill_cstr, put};
 use crate::abi::*;
-use crate::device::Device;
+use crate::device::{Device, DeviceLimits};
 use crate::util::sync::MutexExt;
 
 /// The most private data a connect, accept or reject may carry.
@@ -21,6 +21,9 @@ pub struct Ia {
     pub builtin: &'static Builtin,
     pub thread_safe: bool,
     pub dev: Arc<dyn Device>,
+    /// The device's limits, copied at open (a device's are fixed): a post reads them with a
+    /// load, not a call through the device's table.
+    limits: DeviceLimits,
     /// The async EVD, and whether this IA created it (then it dies with the IA).
     pub async_evd: AtomicUsize,
     pub owns_async_evd: bool,
@@ -97,6 +100,36 @@ pub fn note_consumer_handle(raw: DAT_IA_HANDLE, consumer: usize) {
 }
 
 impl Ia {
+    /// Builds an IA of `dev` (published by the caller).
+    pub(super) fn new(
+        handle: usize,
+        builtin: &'static Builtin,
+        thread_safe: bool,
+        dev: Arc<dyn Device>,
+        async_evd: usize,
+        owns_async_evd: bool,
+    ) -> Ia {
+        Ia {
+            handle,
+            builtin,
+            thread_safe,
+            address: Box::new(crate::util::sockaddr::to_c(dev.address())),
+            limits: dev.limits().clone(),
+            dev,
+            async_evd: AtomicUsize::new(async_evd),
+            owns_async_evd,
+            context: Mutex::new(0),
+            named: Mutex::new(NamedAttrs::default()),
+            consumer: AtomicUsize::new(0),
+            counts: Default::default(),
+        }
+    }
+
+    /// The device's limits.
+    pub fn limits(&self) -> &DeviceLimits {
+        &self.limits
+    }
+
     /// Whether `handle` is the consumer's handle of this IA, as noted when it was opened; false
     /// when none was (the caller then asks the registry).
     pub fn is_consumer_handle(&self, handle: DAT_IA_HANDLE) -> bool {

@@ -4,11 +4,11 @@
 
 use core::ffi::c_char;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::evd::{self, Evd};
-use super::ia::{Ia, NamedAttrs};
+use super::ia::Ia;
 use super::{provider, put, table};
 use crate::abi::*;
 
@@ -59,19 +59,8 @@ pub fn open(
         Some(Some(e))
     };
     let handle = table::reserve(b.table(thread_safe));
-    let ia = Arc::new(Ia {
-        handle,
-        builtin: b,
-        thread_safe,
-        address: Box::new(crate::util::sockaddr::to_c(dev.address())),
-        dev,
-        async_evd: AtomicUsize::new(given_evd.as_ref().and_then(|e| e.as_ref()).map_or(0, |e| e.handle)),
-        owns_async_evd: given_evd.is_none(),
-        context: Mutex::new(0),
-        named: Mutex::new(NamedAttrs::default()),
-        consumer: AtomicUsize::new(0),
-        counts: Default::default(),
-    });
+    let async_handle = given_evd.as_ref().and_then(|e| e.as_ref()).map_or(0, |e| e.handle);
+    let ia = Arc::new(Ia::new(handle, b, thread_safe, dev, async_handle, given_evd.is_none()));
     table::insert(handle, ia.clone());
     if given_evd.is_none() {
         match evd::create_object(&ia, qlen, None, DAT_EVD_ASYNC_FLAG) {

@@ -151,12 +151,24 @@ pub fn words(reserved: usize) -> &'static [AtomicU64; 2] {
     &unsafe { &*(reserved as *const Cell) }.words
 }
 
-/// The words of the cell `handle` names when an object of type `ty` is published under it:
-/// no lock, no pin, a few loads. A moment old, as any lookup's answer.
+/// A handle known to name one of the table's cells (checked once by [`listed`]), for a call
+/// that reads its words first and may pin it after ([`pin_listed`]) without checking again.
+#[derive(Clone, Copy)]
+pub struct Listed(&'static Cell);
+
+/// The cell `handle` names, if it is one of ours (see [`Listed`]).
 #[inline]
-pub fn published_words(handle: usize, ty: DAT_HANDLE_TYPE) -> Option<&'static [AtomicU64; 2]> {
-    let cell = listed_cell(handle)?;
-    (cell.published.load(Ordering::Acquire) == u64::from(ty) + 1).then_some(&cell.words)
+pub fn listed(handle: usize) -> Option<Listed> {
+    listed_cell(handle).map(Listed)
+}
+
+impl Listed {
+    /// The cell's words when an object of type `ty` is published under it: no lock, no pin, a
+    /// few loads. A moment old, as any lookup's answer.
+    #[inline]
+    pub fn published_words(self, ty: DAT_HANDLE_TYPE) -> Option<&'static [AtomicU64; 2]> {
+        (self.0.published.load(Ordering::Acquire) == u64::from(ty) + 1).then_some(&self.0.words)
+    }
 }
 
 /// Whether `handle` is one of our cells, and if an object is published under it, its provider
@@ -194,9 +206,15 @@ impl<T> core::ops::Deref for Pinned<T> {
 /// pin), for the caller to take the looked-up path, which tells the errors apart.
 #[inline]
 pub fn pin<T: Pinnable>(local: &Local, handle: usize) -> Option<Pinned<T>> {
+    pin_listed(local, listed(handle)?)
+}
+
+/// [`pin`] of a handle already known to name one of our cells.
+#[inline]
+pub fn pin_listed<T: Pinnable>(local: &Local, listed: Listed) -> Option<Pinned<T>> {
     const { assert!(PINNABLE[0] == T::HANDLE_TYPE || PINNABLE[1] == T::HANDLE_TYPE || PINNABLE[2] == T::HANDLE_TYPE) };
-    let cell = listed_cell(handle)?;
-    let pin = local.pin(handle)?;
+    let cell = listed.0;
+    let pin = local.pin(cell as *const Cell as usize)?;
     if cell.published.load(Ordering::Acquire) != u64::from(T::HANDLE_TYPE) + 1 {
         return None;
     }

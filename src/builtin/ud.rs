@@ -14,7 +14,7 @@ use core::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::dto::{self, Post};
+use super::dto::{self, Post, Vector};
 use super::ep::{self, Ep, EpInner};
 use super::events::Report;
 use crate::abi::*;
@@ -157,7 +157,7 @@ pub fn post_send(
         iov,
         cookie,
         flags,
-        Post { op: WrOp::Send, report: Report::Extension(DAT_IB_UD_SEND), remote: None, ah: Some(dest), max_iov: |a| a.max_request_iov },
+        Post { op: WrOp::Send, report: Report::Extension(DAT_IB_UD_SEND), remote: None, ah: Some(dest), max_iov: Vector::Request },
     )
 }
 

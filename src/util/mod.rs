@@ -4,6 +4,7 @@ pub mod env;
 pub mod idmap;
 pub mod keyset;
 pub mod pin;
+pub mod ring;
 pub mod slots;
 pub mod sockaddr;
 pub mod sync;
