@@ -2,9 +2,19 @@
 //! passive side's pending request (`Pending`) and accept, the start of the connection (its
 //! registration with the engine), and its end (`fail`, `flush`).
 
-use super::*;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{Event, Frame, FrameData, SoftQp, State};
+use crate::abi::DAT_DTO_ERR_FLUSHED;
 use crate::device::soft::engine;
+use crate::device::soft::peer::{self, PeerProcess};
+use crate::device::soft::rendezvous::{Channel, Claims, Rendezvous};
+use crate::device::soft::wire::{self, op, Hdr, Hello};
 use crate::device::soft::wire::{read_message, timed_out, write_message};
+use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp, WcOp};
 use crate::util::sync::MutexExt;
 
 /// How long the passive side waits, after its ACCEPT, for the peer's READY; and the active

@@ -3,7 +3,17 @@
 //! SEND's data that is still coming lands in pieces, from the engine (rx.rs): its `target`
 //! is decided first, its `finish_exec` runs once the data is in.
 
-use super::*;
+use std::sync::Arc;
+
+use super::{live_pid, Aliases, Data, Event, Frame, FrameData, Landing, Recv, SoftQp, Target, ACK_LAZY_MAX};
+use crate::abi::{
+    DAT_DTO_ERR_FLUSHED, DAT_DTO_ERR_LOCAL_LENGTH, DAT_DTO_ERR_LOCAL_PROTECTION, DAT_DTO_ERR_REMOTE_ACCESS, DAT_DTO_ERR_REMOTE_RESPONDER,
+    DAT_DTO_SUCCESS,
+};
+use crate::device::soft::lease::{SetLease, Via};
+use crate::device::soft::wire::{flag, op, Hdr};
+use crate::device::soft::{io, shm};
+use crate::device::{Access, CmEvent, Completion, WcOp};
 use crate::util::sync::MutexExt;
 
 impl SoftQp {

@@ -19,7 +19,14 @@
 
 use std::sync::Weak;
 
-use super::*;
+use std::sync::Arc;
+
+use super::{live_pid, Event, Inner, SoftQp};
+use crate::abi::DAT_DTO_SUCCESS;
+use crate::device::soft::keytab::{Grant, Pin};
+use crate::device::soft::{io, shm, KeySet};
+use crate::device::{Access, Completion, DevError, SendWr, WcOp, WrOp};
+use crate::util::sync::MutexExt;
 
 /// The local key set the fast path used last on this QP, and its shared file: looked up in
 /// the device's tables once, then reused while its lease is not revoked (a freed LMR's set is

@@ -21,22 +21,22 @@
 //!   held until a receive comes, the answers and acknowledgements we owe;
 //! - `exec`: executing a peer's request against our memory (keys, leases, landing the data).
 //!
-//! The children but `reader` use this module's items and imports (`use super::*`).
+//! Each child imports what it uses of this module and the device by name.
 
 use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::delivery::Delivery;
 use super::io;
-use super::keytab::{Grant, KeyTable, Pin};
+use super::keytab::KeyTable;
 use super::lease::{Leases, SetLease, Via};
 use super::peer::{self, OtherEnd, PeerProcess};
-use super::rendezvous::{Channel, Claims, Rendezvous};
-use super::wire::{self, flag, op, Hdr, Hello, HDR_LEN};
+use super::rendezvous::{Channel, Claims};
+use super::wire::{self, flag, op, Hdr};
 use super::{shm, KeySet, SoftDevice};
 use crate::abi::*;
 use crate::device::*;

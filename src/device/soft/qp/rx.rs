@@ -3,7 +3,15 @@
 //! engine-driven reader, reader.rs, waits RNR_WAIT for room) and run once one is, and the
 //! answers we owe the peer (responses, acknowledgements riding on frames).
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use super::{Data, Event, Frame, FrameData, Inner, SoftQp, State, ACK_BATCH, STALL_OVERHEAD};
+use crate::abi::DAT_DTO_SUCCESS;
+use crate::device::soft::shm;
+use crate::device::soft::wire::{flag, op, Hdr};
+use crate::device::{CmEvent, Completion, WcOp};
 use std::sync::TryLockError;
 
 use crate::util::sync::{CondvarExt, MutexExt};

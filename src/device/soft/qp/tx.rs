@@ -3,7 +3,14 @@
 //! not take stays queued, in order, and the engine (engine.rs) continues it once the socket
 //! has room again. Acknowledgements ride on frames (see wire.rs).
 
-use super::*;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{Frame, FrameData, OutState, Outbound, SoftQp};
+use crate::device::soft::io;
+use crate::device::soft::lease::{Leases, SetLease, Via};
+use crate::device::soft::wire::{op, Hdr, HDR_LEN};
 use crate::util::sync::MutexExt;
 
 impl Outbound {
