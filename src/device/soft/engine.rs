@@ -150,14 +150,67 @@ impl Engine {
                 }
             }
             for (h, bits) in ready.drain(..) {
-                // A bug in one connection's handling must not stop every other connection's
-                // progress: its panic is reported, and the engine goes on.
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.ready(bits))).is_err() {
-                    crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: a connection's handler panicked on the engine thread");
-                }
+                call(&h, bits);
             }
         }
     }
+
+    /// Runs on the calling thread, at once, the handlers of the sockets that are ready now:
+    /// a consumer polling an EVD makes its connections' progress itself, as it would poll an
+    /// HCA's CQ, instead of waiting for the engine thread to be scheduled (with both ends of
+    /// a ping-pong on one CPU, that takes the consumer's time slice). Each edge goes to one
+    /// of the threads that wait on the epoll set, so nothing is done twice; deadlines, kicks
+    /// and the wake-up stay the engine thread's. Nothing runs on a thread already inside a
+    /// handler (a consumer's callback that polls from within one): a handler is not
+    /// reentered. Whether any handler ran.
+    pub fn poll_here(&self) -> bool {
+        if IN_HANDLER.get() {
+            return false;
+        }
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
+        // SAFETY: `events` is ours and holds as many entries as we say; a zero timeout never
+        // waits.
+        let n = unsafe { libc::epoll_wait(self.epoll_fd(), events.as_mut_ptr(), events.len() as i32, 0) };
+        if n <= 0 {
+            return false;
+        }
+        let mut ready: Vec<(Arc<dyn Handler>, u32)> = Vec::new();
+        {
+            let map = self.handlers.locked();
+            // The eventfd (WAKE) is level-triggered and left unread: the kernel reports it to
+            // the engine thread as well.
+            for ev in &events[..n as usize] {
+                // Copies: epoll_event is packed.
+                let (token, bits) = (ev.u64, ev.events);
+                if token == WAKE {
+                    continue;
+                }
+                if let Some(h) = map.get(&token).and_then(Weak::upgrade) {
+                    ready.push((h, bits));
+                }
+            }
+        }
+        let ran = !ready.is_empty();
+        for (h, bits) in ready {
+            call(&h, bits);
+        }
+        ran
+    }
+}
+
+thread_local! {
+    /// This thread is running a handler (see `poll_here`).
+    static IN_HANDLER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs one handler. A bug in one connection's handling must not stop every other
+/// connection's progress: its panic is reported, and the caller goes on.
+fn call(h: &Arc<dyn Handler>, bits: u32) {
+    let outer = IN_HANDLER.replace(true);
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.ready(bits))).is_err() {
+        crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: a connection's handler panicked");
+    }
+    IN_HANDLER.set(outer);
 }
 
 impl Registration {
@@ -193,10 +246,17 @@ impl Drop for Registration {
     }
 }
 
+static ENGINE: OnceLock<Option<&'static Engine>> = OnceLock::new();
+
+/// The process's engine if it was started (a poll has nothing to do before the first
+/// connection).
+pub fn started() -> Option<&'static Engine> {
+    ENGINE.get().copied().flatten()
+}
+
 /// The process's engine, started on first use; None when it cannot be (no descriptors or
 /// threads left).
 pub fn engine() -> Option<&'static Engine> {
-    static ENGINE: OnceLock<Option<&'static Engine>> = OnceLock::new();
     *ENGINE.get_or_init(|| {
         // SAFETY: epoll_create1 returns a new descriptor or -1.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };

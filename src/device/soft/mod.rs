@@ -32,7 +32,8 @@
 //! - `post_recv`, of an EP or an SRQ: runs peer requests that waited for it (`drain_stalled`)
 //!   if `exec` is free, else its holder runs them once done; kicks the engine when the reader
 //!   stopped for want of a receive (RNR).
-//! - `dat_evd_dequeue`/`dat_evd_wait`: `progress` only yields the CPU to the threads above.
+//! - `dat_evd_dequeue`/`dat_evd_wait`: `progress` runs the engine's ready handlers on the
+//!   consumer's thread (engine.rs `poll_here`), or yields the CPU when none is ready.
 //! - disconnect: DISCONNECT as far as the socket takes it, then the flushed completions;
 //!   accept: the rendezvous, then registers the connection with the engine.
 //! - free and deregistration: wait for the copies of the QP or key set (lease.rs), a verified
@@ -43,8 +44,9 @@
 //! Outer before inner; a leaf takes no other lock. No lock is held while a QP's events go to
 //! the consumer (delivery.rs), so a handler may call back in; builtin's `key_live` (a leaf)
 //! runs under a QP's or SRQ's lock, and an SRQ's limit event under `exec` (builtin posts it).
-//! - RC `reader` (qp/reader.rs): the read side's state, taken by the engine thread alone, for
-//!   one turn of the connection; outermost. Under it: everything below, and `deliver` (not a
+//! - RC `reader` (qp/reader.rs): the read side's state, for one turn of the connection, on
+//!   the engine thread or a polling consumer's, and never waited for (a thread that finds it
+//!   taken leaves a note for the holder); outermost. Under it: everything below, and `deliver` (not a
 //!   lock: the reader's events go to the consumer under it, never under another).
 //! - RC `exec` (qp/mod.rs): one peer request runs at a time, on the engine or in
 //!   `drain_stalled` (which only tries it), and each piece of a payload landing from the
@@ -432,17 +434,18 @@ impl AsRef<lease::SetLease> for KeySet {
 }
 
 impl Device for SoftDevice {
-    /// The soft device's completions are made by its threads (each connection's reader, each UD
-    /// QP's receiver), never on the consumer's: a consumer that polls an empty EVD gives them
-    /// the CPU. Without it, a consumer that spins in `dat_evd_dequeue` on a CPU it shares with
-    /// them keeps them off it for its whole time slice (with both processes of a ping-pong on
-    /// one CPU, 4 ms one way instead of 31 µs when both block); with it, a spinning consumer
-    /// gets its completion as soon as the thread that makes it has run. An EVD calls this on
-    /// one empty dequeue in eight (the others it answers from its handle's cell), so that a
-    /// consumer with a CPU to spare (whose completions arrive while it spins) pays a system
-    /// call only now and then.
+    /// A consumer that polls an empty EVD runs what its connections have ready itself
+    /// (engine.rs `poll_here`): a spinning consumer that shares its CPU with the engine thread
+    /// would otherwise keep that thread off the CPU for its whole time slice (with both
+    /// processes of a ping-pong on one CPU, 4 ms one way instead of 31 µs when both block).
+    /// Only when nothing was ready does it give the CPU to the device's other threads (a UD
+    /// QP's receiver, a listener), which make their completions themselves. An EVD calls this
+    /// on one empty dequeue in eight (the others it answers from its handle's cell), so that
+    /// a consumer with a CPU to spare pays a system call only now and then.
     fn progress(&self) {
-        std::thread::yield_now();
+        if !engine::started().is_some_and(|e| e.poll_here()) {
+            std::thread::yield_now();
+        }
     }
 
     fn attributes(&self) -> Vec<(String, String)> {

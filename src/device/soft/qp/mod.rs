@@ -274,6 +274,9 @@ pub struct SoftQp {
     room_waiters: AtomicU32,
     /// A receive was posted while `exec` was held: its holder runs the stalled requests.
     drain_wanted: AtomicBool,
+    /// A turn of the read side was asked for while another thread had it (reader.rs
+    /// `read_ready`).
+    read_again: AtomicBool,
     /// The peer's READ and atomic requests taken and not answered yet (their responses not
     /// written): never more than `caps.max_rd_in`.
     reads_in: AtomicU32,
@@ -337,6 +340,7 @@ impl SoftQp {
             room: Condvar::new(),
             room_waiters: AtomicU32::new(0),
             drain_wanted: AtomicBool::new(false),
+            read_again: AtomicBool::new(false),
             reads_in: AtomicU32::new(0),
             lease: Arc::default(),
         });

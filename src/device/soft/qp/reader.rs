@@ -15,7 +15,7 @@
 //! receive is posted or the time passes).
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard, TryLockError};
 use std::time::Instant;
 
 use super::rx::{needs_recv, stall_cost};
@@ -96,9 +96,32 @@ impl Reader {
 }
 
 impl SoftQp {
-    /// The engine's turn for our reading side (see the module text).
+    /// A turn for our reading side (see the module text), on the engine thread or on a
+    /// consumer's polling thread (engine.rs `poll_here`). One thread reads at a time and none
+    /// waits for another: a thread that finds the reader taken leaves it a note (`read_again`)
+    /// and returns, and the holder takes one more turn before it lets go, so no readiness,
+    /// deadline or kick is lost, and the engine thread never waits on a consumer's thread
+    /// (which may be running the consumer's own code with the reader held).
     pub(super) fn read_ready(&self) {
-        let mut guard = self.reader.locked();
+        self.read_again.store(true, Ordering::SeqCst);
+        loop {
+            let guard = match self.reader.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => return,
+            };
+            if !self.read_again.swap(false, Ordering::SeqCst) {
+                return;
+            }
+            self.read_turn(guard);
+            if !self.read_again.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+
+    /// One turn, with the reader held (`guard`, dropped by the time it returns).
+    fn read_turn(&self, mut guard: MutexGuard<'_, Option<Reader>>) {
         let Some(r) = guard.as_mut() else { return };
         if let Some(by) = r.ready_by {
             if Instant::now() >= by && !matches!(r.step, Step::Done) {
