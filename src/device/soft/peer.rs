@@ -329,6 +329,25 @@ pub fn verify(end: OtherEnd, pid: u32, pidfd: Option<OwnedFd>, peer_fd: u32) -> 
     Some(peer)
 }
 
+/// One `PeerProcess` per live peer process, shared by all our connections to it: a
+/// connection then costs no descriptor (pidfd) or watch of its own. A newly verified one is
+/// replaced by the one already held for the same pid while the process that one names is not
+/// reaped: until then no other process can have its pid, so both name the same process.
+pub fn shared(p: PeerProcess) -> Arc<PeerProcess> {
+    static SHARED: Mutex<Vec<(u32, Weak<PeerProcess>)>> = Mutex::new(Vec::new());
+    let mut held = SHARED.locked();
+    if let Some(q) = held.iter().find(|(pid, _)| *pid == p.pid).and_then(|(_, w)| w.upgrade()) {
+        // Asked of the kernel too: the watching thread may not have seen its exit yet.
+        if q.pid().is_some() && q.exists() {
+            return q;
+        }
+    }
+    held.retain(|(pid, w)| *pid != p.pid && w.strong_count() > 0);
+    let a = Arc::new(p);
+    held.push((a.pid, Arc::downgrade(&a)));
+    a
+}
+
 impl Drop for PeerProcess {
     fn drop(&mut self) {
         if let (Some((token, _)), Some(w)) = (&self.gone, watcher()) {

@@ -360,11 +360,13 @@ impl SoftQp {
     fn set_path(&self, verified: Option<(PeerProcess, Claims)>, agreed: bool) {
         let verified = verified.filter(|_| agreed);
         let keys = verified.as_ref().and_then(|(p, c)| (c.keytab_fd != 0).then(|| peer_table(p, c.keytab_fd)).flatten());
+        let (pd, qp) = verified.as_ref().map_or((0, 0), |(_, c)| (c.pd, c.qp));
+        let peer = verified.map(|(p, _)| peer::shared(p));
         let mut i = self.lock();
         i.peer_keys = keys;
-        i.peer_pd = verified.as_ref().map_or(0, |(_, c)| c.pd);
-        i.peer_qp = verified.as_ref().map_or(0, |(_, c)| c.qp);
-        i.peer = verified.map(|(p, _)| Arc::new(p));
+        i.peer_pd = pd;
+        i.peer_qp = qp;
+        i.peer = peer;
     }
 
     /// A request that fails before it goes out (a local protection or length error) completes
