@@ -1,8 +1,8 @@
 /* Many connections between two processes (the soft device only): each carries a message, and
  * what each process pays for them is bounded: threads (/proc/self/task, not growing with the
- * number) and, reported only,
- * time and resident memory per connection. DX_SCALE_N sets the number (default 500; try
- * 10000 by hand, which raises RLIMIT_NOFILE as far as the hard limit allows). */
+ * number) and descriptors (one per connection) and, reported only, time and resident memory
+ * per connection. DX_SCALE_N sets the number (default 500; try 10000 by hand, which raises
+ * RLIMIT_NOFILE as far as the hard limit allows). */
 #include "dx.h"
 
 #include <dirent.h>
@@ -20,6 +20,8 @@
 #define SCALE_THREADS_PER_CONN 0
 /* And threads it may add besides: the engine, the peer watcher, a listener, connects ending. */
 #define SCALE_THREADS_FIXED 16
+/* Descriptors a process may add besides one per connection (its socket). */
+#define SCALE_FDS_FIXED 32
 #define SCALE_MSG 64
 /* How long the case may take: 14 s for the default, more for thousands by hand. */
 #define SCALE_SECONDS(n) ((n) <= 1000 ? 14.0 : 14.0 + (n) / 200.0)
@@ -27,10 +29,10 @@
 #define SCALE_WAVE 128
 #define SCALE_MAGIC 0x5ca1ab1eu
 
-static int scale_threads(void)
+static int scale_count(const char *dir)
 {
     int n = 0;
-    DIR *d = opendir("/proc/self/task");
+    DIR *d = opendir(dir);
     if (!d)
         return -1;
     struct dirent *e;
@@ -38,6 +40,17 @@ static int scale_threads(void)
         n += e->d_name[0] != '.';
     closedir(d);
     return n;
+}
+
+static int scale_threads(void)
+{
+    return scale_count("/proc/self/task");
+}
+
+/* Open descriptors (the count includes the one reading the directory). */
+static int scale_fds(void)
+{
+    return scale_count("/proc/self/fd");
 }
 
 static long scale_rss_kib(void)
@@ -82,7 +95,7 @@ static int scale_read(int fd, void *buf, size_t len, double seconds)
 /* The server's report: connections established, messages received intact and distinct, its
  * threads before and with them, resident memory before and with them, and failures seen. */
 struct scale_report {
-    int32_t est, got, threads0, threads, bad;
+    int32_t est, got, threads0, threads, bad, fds0, fds;
     int64_t rss0, rss;
 };
 
@@ -103,6 +116,7 @@ static int scale_server(int n, int up, int down)
         DAT_SUCCESS)
         return 2;
     r.threads0 = scale_threads();
+    r.fds0 = scale_fds();
     r.rss0 = scale_rss_kib();
     unsigned char *buf = calloc((size_t)n, SCALE_MSG);
     unsigned char *seen = calloc((size_t)n, 1);
@@ -171,6 +185,7 @@ static int scale_server(int n, int up, int down)
             dx_sleep_ms(1);
     }
     r.threads = scale_threads();
+    r.fds = scale_fds();
     r.rss = scale_rss_kib();
     if (write(up, &r, sizeof r) != (ssize_t)sizeof r)
         return 5;
@@ -221,7 +236,7 @@ void case_conn_scale(void)
         ia = DAT_HANDLE_NULL;
         goto out;
     }
-    int threads0 = scale_threads();
+    int threads0 = scale_threads(), fds0 = scale_fds();
     long rss0 = scale_rss_kib();
     DAT_REGION_DESCRIPTION region = {.for_va = buf};
     DAT_VADDR va;
@@ -235,6 +250,8 @@ void case_conn_scale(void)
         goto out;
     double t0 = dx_now();
     int started = 0, est = 0, bad = 0, sent = 0, done = 0;
+    double last = t0; /* when the last send completed */
+    unsigned first_bad = 0;
     DAT_RETURN rc = DAT_SUCCESS;
     while ((est < n || done < n) && dx_now() - t0 < SCALE_SECONDS(n) && rc == DAT_SUCCESS) {
         while (started < n && started - est - bad < SCALE_WAVE) {
@@ -251,7 +268,8 @@ void case_conn_scale(void)
         while (dat_evd_dequeue(conn, &ev) == DAT_SUCCESS) {
             idle = 0;
             if (ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED) {
-                bad++;
+                if (bad++ == 0)
+                    first_bad = (unsigned)ev.event_number;
                 continue;
             }
             est++;
@@ -273,29 +291,34 @@ void case_conn_scale(void)
         while (dat_evd_dequeue(dto, &ev) == DAT_SUCCESS) {
             idle = 0;
             if (ev.event_number == DAT_DTO_COMPLETION_EVENT &&
-                ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS)
+                ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS) {
                 done++;
-            else
-                bad++;
+                last = dx_now();
+            } else if (bad++ == 0) {
+                first_bad = (unsigned)ev.event_number;
+            }
         }
         if (idle)
             dx_sleep_ms(1);
     }
-    double took = dx_now() - t0;
+    double took = last - t0;
     /* The connect threads end just after their ESTABLISHED: counted once they are gone. */
     int bound = threads0 + SCALE_THREADS_PER_CONN * n + SCALE_THREADS_FIXED, threads = scale_threads();
     for (double w0 = dx_now(); threads > bound && dx_now() - w0 < 2.0; threads = scale_threads())
         dx_sleep_ms(20);
     long rss = scale_rss_kib();
+    int fds = scale_fds();
     struct scale_report r;
     if (!EXPECT(scale_read(up[0], &r, sizeof r, SCALE_SECONDS(n) + 10.0), "the server did not report"))
         goto out;
-    harness_note("%d connections in %.2f s: %d established, %d sends completed, %d failures here; the server: %d "
-                 "established, %d messages intact, %d failures",
-                 n, took, est, done, bad, r.est, r.got, r.bad);
-    harness_note("threads: client %d -> %d, server %d -> %d; resident memory per connection: client %.1f KiB, "
-                 "server %.1f KiB",
-                 threads0, threads, r.threads0, r.threads, (double)(rss - rss0) / n, (double)(r.rss - r.rss0) / n);
+    harness_note("%d connections: %d established, %d sends completed (the last %.2f s after the first connect), %d "
+                 "failures here (the first: event 0x%x, rc 0x%x); the server: %d established, %d messages intact, %d "
+                 "failures",
+                 n, est, done, took, bad, first_bad, (unsigned)rc, r.est, r.got, r.bad);
+    harness_note("threads: client %d -> %d, server %d -> %d; descriptors: client %d -> %d, server %d -> %d; resident "
+                 "memory per connection: client %.1f KiB, server %.1f KiB",
+                 threads0, threads, r.threads0, r.threads, fds0, fds, r.fds0, r.fds, (double)(rss - rss0) / n,
+                 (double)(r.rss - r.rss0) / n);
     EXPECT(est == n && sent == n && done == n && bad == 0,
            "client: %d of %d established, %d sent, %d completed, %d failures", est, n, sent, done, bad);
     EXPECT(r.est == n && r.got == n && r.bad == 0, "server: %d of %d established, %d messages, %d failures", r.est, n,
@@ -304,6 +327,10 @@ void case_conn_scale(void)
            threads0, bound);
     EXPECT(r.threads <= r.threads0 + SCALE_THREADS_PER_CONN * n + SCALE_THREADS_FIXED,
            "the server has %d threads with %d connections (%d before)", r.threads, n, r.threads0);
+    EXPECT(fds <= fds0 + n + SCALE_FDS_FIXED, "the client has %d descriptors with %d connections (%d before)", fds, n,
+           fds0);
+    EXPECT(r.fds <= r.fds0 + n + SCALE_FDS_FIXED, "the server has %d descriptors with %d connections (%d before)",
+           r.fds, n, r.fds0);
 out:
     if (pid > 0) {
         int status;

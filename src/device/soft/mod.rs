@@ -63,7 +63,8 @@
 //!   is made without it, under its `busy`, taking leases), the engine's handler map (never held
 //!   while a handler runs), its timers and kicks (under `inner`), `SetLease::sockets`,
 //!   `dev.state`, `dev.atomics`, the SRQ's state, UD `inner`, `Delivery`, `Violations`, the
-//!   `Pending` streams, `peer_table`'s map (taken before `inner`), the watcher's flags.
+//!   `Pending` streams, `peer_table`'s map (taken before `inner`), peer.rs `known` (the
+//!   verified processes, also taken when one drops), the watcher's flags.
 //! - A revoke (`SetLease::revoke`, `wait_unpinned`) waits under no lock but `exec`: a copy
 //!   holding a lease may take `inner` or `shm_peers` (exec.rs `land_leased`). A join holds none.
 
