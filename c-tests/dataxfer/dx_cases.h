@@ -121,4 +121,7 @@ void case_counters_start_stop(void);
 void case_conn_descriptor_limit(void);
 void case_conn_scale(void);
 
+/* the progress engine's wake-ups (dx_engine.c) */
+void case_engine_drain_after_read(void);
+
 #endif

@@ -474,6 +474,8 @@ impl SoftQp {
             let got = r.rx.land_some(&mut segs, max);
             drop(leases);
             drop(exec);
+            // A receive posted during the piece left its drain to us (rx.rs `drain_stalled`).
+            self.exec_done();
             match got {
                 Ok(0) => return Flow::Block(Step::Land { segs, left, sets, then }),
                 Ok(n) => left -= n,
