@@ -1,9 +1,14 @@
 /* The soft device's progress engine (src/device/soft/engine.rs, qp/reader.rs): wake-ups that
- * a consumer call leaves for the engine must not be lost. */
+ * a consumer call leaves for the engine must not be lost, and a consumer call made from the
+ * engine's own delivery must not stop it. */
 #include "dx.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dx_cases.h"
 
 /* A send that came before any receive is held (stalled); the consumer then posts a large RDMA
  * READ and, while its response lands piece by piece (each piece under the QP's `exec`), posts
@@ -53,4 +58,74 @@ out:
     mr_drop(&sb);
     mr_drop(&rb);
     pair_down(&p);
+}
+
+/* ---- a consumer call from inside the engine's delivery ----------------------------------- */
+
+static DAT_IA_HANDLE agent_ia;
+static atomic_int agent_done; /* 1 + (dat_ia_close failed), once it returned */
+static char agent_thread[16];  /* the name of the thread that ran the agent (15 bytes at most) */
+
+static void close_in_agent(DAT_PVOID instance, DAT_EVD_HANDLE evd)
+{
+    (void)instance;
+    (void)evd;
+    DAT_IA_HANDLE ia = agent_ia;
+    agent_ia = DAT_HANDLE_NULL;
+    pthread_getname_np(pthread_self(), agent_thread, sizeof agent_thread);
+    if (ia != DAT_HANDLE_NULL)
+        atomic_store(&agent_done, dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG) == DAT_SUCCESS ? 1 : 2);
+}
+
+/* An 8-byte send, its receive completed where the receive side's QP reads it (over TCP, on the
+ * engine thread that serves every connection of the process): the proxy agent of the receive
+ * EVD's CNO closes that IA, freeing the EP, its LMR and the EVD from inside the delivery. The
+ * close must return, and a second connection of the process must still carry data. */
+void case_engine_close_in_agent(void)
+{
+    struct pair p, q;
+    struct mr sb = {0}, rb = {0}, qs = {0}, qr = {0};
+    DAT_CNO_HANDLE cno;
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    memset(&q, 0, sizeof q);
+    if (!pair_up(&p, dx_port(0), NULL, NULL, 16) || !pair_up(&q, dx_port(1), NULL, NULL, 16) ||
+        !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &sb) || !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &rb) ||
+        !mr_make(&q.c, q.c.pz, 4096, PRIV_ALL, &qs) || !mr_make(&q.s, q.s.pz, 4096, PRIV_ALL, &qr))
+        goto out;
+    DAT_OS_WAIT_PROXY_AGENT a = {NULL, close_in_agent};
+    if (!EXPECT_RC(dat_cno_create(p.s.ia, a, &cno), DAT_SUCCESS) || !EXPECT_RC(dat_evd_modify_cno(p.s.rcv, cno), DAT_SUCCESS) ||
+        !post_recv1(p.se, &rb, 0, 64, 1))
+        goto out;
+    agent_ia = p.s.ia;
+    DAT_LMR_TRIPLET st = lt(&sb, 0, 8);
+    if (!EXPECT_RC(dat_ep_post_send(p.ce, 1, &st, ck(2), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS))
+        goto out;
+    double t0 = dx_now();
+    while (atomic_load(&agent_done) == 0 && dx_now() - t0 < 5.0)
+        dx_sleep_ms(2);
+    if (!EXPECT(atomic_load(&agent_done) != 0, "dat_ia_close in the proxy agent did not return within 5 s"))
+        goto hang;
+    EXPECT(atomic_load(&agent_done) == 1, "dat_ia_close in the proxy agent failed");
+    const char *cma = getenv("DAT2_SOFT_CMA");
+    if (dx_on_soft_device() && cma && strcmp(cma, "0") == 0)
+        EXPECT(strcmp(agent_thread, "dat2-soft-engin") == 0, "the agent ran on thread \"%s\", not the engine", agent_thread);
+    p.s.ia = DAT_HANDLE_NULL;
+    rb.h = DAT_HANDLE_NULL;
+    /* The other connection is still served. */
+    if (!post_recv1(q.se, &qr, 0, 64, 3))
+        goto out;
+    DAT_LMR_TRIPLET qt = lt(&qs, 0, 8);
+    if (EXPECT_RC(dat_ep_post_send(q.ce, 1, &qt, ck(4), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) && WAIT_DTO(q.s.rcv, &d))
+        EXPECT(d.status == DAT_DTO_SUCCESS, "the other connection's receive: status %u", (unsigned)d.status);
+out:
+    mr_drop(&sb);
+    mr_drop(&rb);
+    mr_drop(&qs);
+    mr_drop(&qr);
+    pair_down(&q);
+    pair_down(&p);
+    return;
+hang:
+    /* Stuck in its close: leave it (the case's process ends). */
+    return;
 }

@@ -138,6 +138,8 @@ static const struct harness_case cases[] = {
     CASE(conn_cr_handoff),
     CASE(engine_drain_after_read),
     CASE_TCP(engine_drain_after_read),
+    CASE(engine_close_in_agent),
+    CASE_TCP(engine_close_in_agent),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and
