@@ -124,5 +124,6 @@ void case_conn_scale(void);
 /* the progress engine's wake-ups (dx_engine.c) */
 void case_engine_drain_after_read(void);
 void case_engine_close_in_agent(void);
+void case_engine_bulk_write_fair(void);
 
 #endif

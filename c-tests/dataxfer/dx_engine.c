@@ -7,6 +7,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dx_cases.h"
 
@@ -129,3 +131,114 @@ hang:
     /* Stuck in its close: leave it (the case's process ends). */
     return;
 }
+
+/* ---- one connection's large payloads against another's small requests ------------------- */
+
+#define BULK_LEN ((size_t)64 << 20)
+#define BULK_SECONDS 3.0
+#define PROBES 40
+#define PROBE_LIMIT 0.25 /* seconds, as c-tests/hostile/engine.py */
+
+/* The forked writer: connects to `port` and keeps four RDMA writes of BULK_LEN in flight into
+ * the window the parent names on `from`, for BULK_SECONDS. */
+static int bulk_writer(DAT_CONN_QUAL port, int from)
+{
+    struct node c;
+    DAT_EP_HANDLE ep;
+    struct mr m = {0};
+    uint64_t win[2];
+    DAT_EVENT ev;
+    if (read(from, win, sizeof win) != sizeof win || !node_open(&c, PROVIDER, 16, 16) || !ep_make(&c, NULL, &ep) ||
+        !mr_make(&c, c.pz, BULK_LEN, PRIV_ALL, &m))
+        return 2;
+    if (dat_ep_connect(ep, dx_loopback(0), port, 5000000, 0, NULL, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG) !=
+            DAT_SUCCESS ||
+        wait_ev(c.conn, 5000, &ev) != DAT_SUCCESS || ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
+        return 3;
+    DAT_LMR_TRIPLET l = lt(&m, 0, (DAT_SEG_LENGTH)BULK_LEN);
+    DAT_RMR_TRIPLET r = {.rmr_context = (DAT_RMR_CONTEXT)win[1], .virtual_address = win[0], .segment_length = BULK_LEN};
+    int inflight = 0;
+    double t0 = dx_now();
+    while (dx_now() - t0 < BULK_SECONDS || inflight > 0) {
+        while (inflight < 4 && dx_now() - t0 < BULK_SECONDS) {
+            if (dat_ep_post_rdma_write(ep, 1, &l, ck(1), &r, DAT_COMPLETION_DEFAULT_FLAG) != DAT_SUCCESS)
+                return 4;
+            inflight++;
+        }
+        if (wait_ev(c.req, 5000, &ev) != DAT_SUCCESS || ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+            return 5;
+        inflight--;
+    }
+    (void)dat_ep_disconnect(ep, DAT_CLOSE_ABRUPT_FLAG);
+    return 0;
+}
+
+/* Another process streams 64 MiB RDMA writes into this one over TCP (the _tcp rerun), as fast
+ * as the socket takes them; meanwhile a second connection of this process times 8-byte RDMA
+ * reads, each served by the same engine thread. The engine serves a connection a bounded
+ * number of frames per turn; a frame's payload must be bounded too, or one peer with a large
+ * window holds every other connection of the process for the length of its payloads. */
+void case_engine_bulk_write_fair(void)
+{
+    int pfd[2];
+    struct node s;
+    struct pair q;
+    struct mr win = {0}, qs = {0}, qc = {0};
+    DAT_EP_HANDLE se = DAT_HANDLE_NULL;
+    DAT_EVENT ev;
+    int status = -1;
+    memset(&s, 0, sizeof s);
+    memset(&q, 0, sizeof q);
+    if (!EXPECT(pipe(pfd) == 0, "pipe failed"))
+        return;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[1]);
+        _exit(bulk_writer(dx_port(0), pfd[0]));
+    }
+    close(pfd[0]);
+    if (!EXPECT(pid > 0, "fork failed"))
+        goto out;
+    if (!node_open(&s, PROVIDER, 16, 16) || !ep_make(&s, NULL, &se) || !node_listen(&s, dx_port(0)) ||
+        !mr_make(&s, s.pz, BULK_LEN, PRIV_ALL, &win))
+        goto out;
+    uint64_t named[2] = {(uint64_t)(uintptr_t)win.buf, (uint64_t)win.rkey};
+    if (!EXPECT(write(pfd[1], named, sizeof named) == sizeof named, "pipe write failed") ||
+        !EXPECT_RC(wait_ev(s.cr, 10000, &ev), DAT_SUCCESS) ||
+        !EXPECT_RC(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, se, 0, NULL), DAT_SUCCESS) ||
+        !wait_established(__LINE__, s.conn, se, "bulk server"))
+        goto out;
+    if (!pair_up(&q, dx_port(1), NULL, NULL, 16) || !mr_make(&q.s, q.s.pz, 4096, PRIV_ALL, &qs) ||
+        !mr_make(&q.c, q.c.pz, 4096, PRIV_ALL, &qc))
+        goto out;
+    dx_sleep_ms(300);
+    double worst = 0;
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    for (int k = 0; k < PROBES; k++) {
+        DAT_LMR_TRIPLET l = lt(&qc, 0, 8);
+        DAT_RMR_TRIPLET r = rt(&qs, 0, 8);
+        double t0 = dx_now();
+        if (!EXPECT_RC(dat_ep_post_rdma_read(q.ce, 1, &l, ck(10 + (uint64_t)k), &r, DAT_COMPLETION_DEFAULT_FLAG),
+                       DAT_SUCCESS) ||
+            !WAIT_DTO(q.c.req, &d))
+            break;
+        double took = dx_now() - t0;
+        worst = took > worst ? took : worst;
+        dx_sleep_ms(20);
+    }
+    harness_verdict_note("slowest 8-byte read %.1f ms", worst * 1e3);
+    EXPECT(worst <= PROBE_LIMIT, "an 8-byte read took %.0f ms while another connection streamed 64 MiB writes", worst * 1e3);
+out:
+    close(pfd[1]);
+    if (pid > 0) {
+        waitpid(pid, &status, 0);
+        EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the writer ended with status 0x%x", (unsigned)status);
+    }
+    mr_drop(&qs);
+    mr_drop(&qc);
+    pair_down(&q);
+    mr_drop(&win);
+    node_close(&s);
+}
+

@@ -140,6 +140,7 @@ static const struct harness_case cases[] = {
     CASE_TCP(engine_drain_after_read),
     CASE(engine_close_in_agent),
     CASE_TCP(engine_close_in_agent),
+    CASE_TCP(engine_bulk_write_fair),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and
