@@ -4,6 +4,7 @@
 #include "dx.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,3 +243,127 @@ out:
     node_close(&s);
 }
 
+/* ---- a free from the engine's delivery while a verified peer owes an answer -------------- */
+
+static DAT_EP_HANDLE free_ep;
+static atomic_int free_ms; /* 1 + how long dat_ep_free took in the agent, once it returned */
+
+static void free_in_agent(DAT_PVOID instance, DAT_EVD_HANDLE evd)
+{
+    (void)instance;
+    (void)evd;
+    DAT_EP_HANDLE ep = free_ep;
+    free_ep = DAT_HANDLE_NULL;
+    if (ep == DAT_HANDLE_NULL)
+        return;
+    double t0 = dx_now();
+    DAT_RETURN rc = dat_ep_free(ep);
+    atomic_store(&free_ms, rc == DAT_SUCCESS ? 1 + (int)((dx_now() - t0) * 1e3) : -1);
+}
+
+/* The peer: accepts one connection on `port`, names its window (BULK_LEN) on `to`, and serves
+ * the connection (its engine does) until it is killed. */
+static int copying_peer(DAT_CONN_QUAL port, int to)
+{
+    struct node s;
+    DAT_EP_HANDLE ep;
+    struct mr m = {0};
+    DAT_EVENT ev;
+    if (!node_open(&s, PROVIDER, 16, 16) || !ep_make(&s, NULL, &ep) || !node_listen(&s, port) ||
+        !mr_make(&s, s.pz, BULK_LEN, PRIV_ALL, &m))
+        return 2;
+    uint64_t named[2] = {(uint64_t)(uintptr_t)m.buf, (uint64_t)m.rkey};
+    if (write(to, named, sizeof named) != sizeof named || wait_ev(s.cr, 10000, &ev) != DAT_SUCCESS ||
+        dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, ep, 0, NULL) != DAT_SUCCESS ||
+        wait_ev(s.conn, 5000, &ev) != DAT_SUCCESS || ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
+        return 3;
+    char ok = 1;
+    if (write(to, &ok, 1) != 1)
+        return 4;
+    for (;;)
+        pause();
+}
+
+/* A 64 MiB cross-memory-attach RDMA READ is outstanding to a verified peer, which is copying
+ * into our sink (a free waits for its answer, up to PEER_WAIT, so that the copy is over when
+ * the sink's LMR can be freed). The consumer frees that EP from the proxy agent of another
+ * connection's request EVD, run by the engine thread while it delivers that connection's READ
+ * completion. The peer's answer comes within milliseconds, but only the engine reads it:
+ * waiting there held the free, and every connection of the process, for all of PEER_WAIT
+ * (2005 ms measured). */
+void case_engine_free_in_agent_cma(void)
+{
+    int pfd[2];
+    struct node c;
+    struct pair q;
+    struct mr sink = {0}, qs = {0}, qc = {0};
+    DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+    DAT_CNO_HANDLE cno;
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    uint64_t win[2];
+    char ok = 0;
+    memset(&c, 0, sizeof c);
+    memset(&q, 0, sizeof q);
+    if (!EXPECT(pipe(pfd) == 0, "pipe failed"))
+        return;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[0]);
+        _exit(copying_peer(dx_port(0), pfd[1]));
+    }
+    close(pfd[1]);
+    if (!EXPECT(pid > 0, "fork failed") || !EXPECT(read(pfd[0], win, sizeof win) == sizeof win, "the peer did not start"))
+        goto out;
+    if (!node_open(&c, PROVIDER, 16, 16) || !ep_make(&c, NULL, &ep) || !mr_make(&c, c.pz, BULK_LEN, PRIV_ALL, &sink) ||
+        !EXPECT_RC(dat_ep_connect(ep, dx_loopback(0), dx_port(0), 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                                  DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_SUCCESS) ||
+        !wait_established(__LINE__, c.conn, ep, "client") || !EXPECT(read(pfd[0], &ok, 1) == 1, "the peer did not connect"))
+        goto out;
+    if (strcmp(path_of(ep), "cma") != 0) {
+        harness_skip("the peer moves a read's data itself only on the soft device's cma path");
+        goto out;
+    }
+    if (!pair_up(&q, dx_port(1), NULL, NULL, 16) || !mr_make(&q.s, q.s.pz, 4096, PRIV_ALL, &qs) ||
+        !mr_make(&q.c, q.c.pz, 4096, PRIV_ALL, &qc))
+        goto out;
+    DAT_OS_WAIT_PROXY_AGENT a = {NULL, free_in_agent};
+    if (!EXPECT_RC(dat_cno_create(q.c.ia, a, &cno), DAT_SUCCESS) || !EXPECT_RC(dat_evd_modify_cno(q.c.req, cno), DAT_SUCCESS))
+        goto out;
+    DAT_LMR_TRIPLET l = lt(&sink, 0, (DAT_SEG_LENGTH)BULK_LEN);
+    DAT_RMR_TRIPLET r = {.rmr_context = (DAT_RMR_CONTEXT)win[1], .virtual_address = win[0], .segment_length = BULK_LEN};
+    free_ep = ep;
+    /* The big read, then at once the small one, whose completion runs the agent. */
+    if (!EXPECT_RC(dat_ep_post_rdma_read(ep, 1, &l, ck(1), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS))
+        goto out;
+    DAT_LMR_TRIPLET ql = lt(&qc, 0, 8);
+    DAT_RMR_TRIPLET qr = rt(&qs, 0, 8);
+    if (!EXPECT_RC(dat_ep_post_rdma_read(q.ce, 1, &ql, ck(2), &qr, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) ||
+        !WAIT_DTO(q.c.req, &d))
+        goto out;
+    double t0 = dx_now();
+    while (atomic_load(&free_ms) == 0 && dx_now() - t0 < 15.0)
+        dx_sleep_ms(2);
+    int ms = atomic_load(&free_ms);
+    if (!EXPECT(ms != 0, "dat_ep_free in the proxy agent did not return within 15 s"))
+        goto out;
+    ep = DAT_HANDLE_NULL;
+    EXPECT(ms > 0, "dat_ep_free in the proxy agent failed");
+    harness_verdict_note("dat_ep_free in the agent took %d ms", ms - 1);
+    EXPECT(ms - 1 < 500, "dat_ep_free in the engine's delivery took %d ms, every connection of the process held", ms - 1);
+    /* It returned once the peer's copy was over: the read completed with its answer. */
+    if (WAIT_DTO(c.req, &d))
+        EXPECT(d.status == DAT_DTO_SUCCESS, "the big read: status %u, not its answer", (unsigned)d.status);
+out:
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    close(pfd[0]);
+    mr_drop(&qs);
+    mr_drop(&qc);
+    pair_down(&q);
+    mr_drop(&sink);
+    node_close(&c);
+}

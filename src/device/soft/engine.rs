@@ -114,6 +114,7 @@ impl Engine {
     }
 
     fn run(&self) {
+        ON_ENGINE.with(|on| on.set(true));
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         let mut ready: Vec<(Arc<dyn Handler>, u32)> = Vec::with_capacity(events.len());
         let mut tokens: Vec<(u64, u32)> = Vec::new();
@@ -191,6 +192,16 @@ impl Drop for Registration {
         // SAFETY: the descriptor is still open (see the type); a null event is allowed for DEL.
         unsafe { libc::epoll_ctl(e.epoll_fd(), libc::EPOLL_CTL_DEL, self.fd, std::ptr::null_mut()) };
     }
+}
+
+thread_local! {
+    static ON_ENGINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is the engine's: a consumer call made from a handler's delivery (a CNO
+/// proxy agent) runs here, and must not wait for what only the engine would bring.
+pub fn on_engine() -> bool {
+    ON_ENGINE.with(|on| on.get())
 }
 
 /// The process's engine, started on first use; None when it cannot be (no descriptors or

@@ -15,7 +15,7 @@
 //! receive is posted or the time passes).
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard, TryLockError};
 use std::time::Instant;
 
 use super::rx::{needs_recv, stall_cost};
@@ -98,7 +98,22 @@ impl Reader {
 impl SoftQp {
     /// The engine's turn for our reading side (see the module text).
     pub(super) fn read_ready(&self) {
-        let mut guard = self.reader.locked();
+        self.read_turn(self.reader.locked());
+    }
+
+    /// A turn of our reading side on the engine thread from inside a consumer call that waits
+    /// for the peer's answer (cm.rs `await_peer_copies`); false when the turn cannot be taken
+    /// here: this thread is in the middle of one already (the call came from our own delivery).
+    pub(super) fn try_read_turn(&self) -> bool {
+        match self.reader.try_lock() {
+            Ok(guard) => self.read_turn(guard),
+            Err(TryLockError::Poisoned(p)) => self.read_turn(p.into_inner()),
+            Err(TryLockError::WouldBlock) => return false,
+        }
+        true
+    }
+
+    fn read_turn(&self, mut guard: MutexGuard<'_, Option<Reader>>) {
         let Some(r) = guard.as_mut() else { return };
         if let Some(by) = r.ready_by {
             if Instant::now() >= by && !matches!(r.step, Step::Done) {
