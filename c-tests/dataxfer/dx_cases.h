@@ -126,5 +126,6 @@ void case_engine_drain_after_read(void);
 void case_engine_close_in_agent(void);
 void case_engine_bulk_write_fair(void);
 void case_engine_free_in_agent_cma(void);
+void case_engine_lmr_free_in_agent_cma(void);
 
 #endif

@@ -246,6 +246,7 @@ out:
 /* ---- a free from the engine's delivery while a verified peer owes an answer -------------- */
 
 static DAT_EP_HANDLE free_ep;
+static DAT_LMR_HANDLE free_lmr; /* set: the agent frees this LMR instead of the EP */
 static atomic_int free_ms; /* 1 + how long dat_ep_free took in the agent, once it returned */
 
 static void free_in_agent(DAT_PVOID instance, DAT_EVD_HANDLE evd)
@@ -257,7 +258,7 @@ static void free_in_agent(DAT_PVOID instance, DAT_EVD_HANDLE evd)
     if (ep == DAT_HANDLE_NULL)
         return;
     double t0 = dx_now();
-    DAT_RETURN rc = dat_ep_free(ep);
+    DAT_RETURN rc = free_lmr != DAT_HANDLE_NULL ? dat_lmr_free(free_lmr) : dat_ep_free(ep);
     atomic_store(&free_ms, rc == DAT_SUCCESS ? 1 + (int)((dx_now() - t0) * 1e3) : -1);
 }
 
@@ -291,7 +292,7 @@ static int copying_peer(DAT_CONN_QUAL port, int to)
  * completion. The peer's answer comes within milliseconds, but only the engine reads it:
  * waiting there held the free, and every connection of the process, for all of PEER_WAIT
  * (2005 ms measured). */
-void case_engine_free_in_agent_cma(void)
+static void free_in_agent_cma(int lmr)
 {
     int pfd[2];
     struct node c;
@@ -334,6 +335,7 @@ void case_engine_free_in_agent_cma(void)
     DAT_LMR_TRIPLET l = lt(&sink, 0, (DAT_SEG_LENGTH)BULK_LEN);
     DAT_RMR_TRIPLET r = {.rmr_context = (DAT_RMR_CONTEXT)win[1], .virtual_address = win[0], .segment_length = BULK_LEN};
     free_ep = ep;
+    free_lmr = lmr ? sink.h : DAT_HANDLE_NULL;
     /* The big read, then at once the small one, whose completion runs the agent. */
     if (!EXPECT_RC(dat_ep_post_rdma_read(ep, 1, &l, ck(1), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS))
         goto out;
@@ -348,10 +350,14 @@ void case_engine_free_in_agent_cma(void)
     int ms = atomic_load(&free_ms);
     if (!EXPECT(ms != 0, "dat_ep_free in the proxy agent did not return within 15 s"))
         goto out;
-    ep = DAT_HANDLE_NULL;
-    EXPECT(ms > 0, "dat_ep_free in the proxy agent failed");
-    harness_verdict_note("dat_ep_free in the agent took %d ms", ms - 1);
-    EXPECT(ms - 1 < 500, "dat_ep_free in the engine's delivery took %d ms, every connection of the process held", ms - 1);
+    const char *what = lmr ? "dat_lmr_free" : "dat_ep_free";
+    if (lmr)
+        sink.h = DAT_HANDLE_NULL;
+    else
+        ep = DAT_HANDLE_NULL;
+    EXPECT(ms > 0, "%s in the proxy agent failed", what);
+    harness_verdict_note("%s in the agent took %d ms", what, ms - 1);
+    EXPECT(ms - 1 < 500, "%s in the engine's delivery took %d ms, every connection of the process held", what, ms - 1);
     /* It returned once the peer's copy was over: the read completed with its answer. */
     if (WAIT_DTO(c.req, &d))
         EXPECT(d.status == DAT_DTO_SUCCESS, "the big read: status %u, not its answer", (unsigned)d.status);
@@ -366,4 +372,16 @@ out:
     pair_down(&q);
     mr_drop(&sink);
     node_close(&c);
+}
+
+void case_engine_free_in_agent_cma(void)
+{
+    free_in_agent_cma(0);
+}
+
+/* The same with the sink's LMR freed in the agent: the revoke waits for the read's leases,
+ * which only the peer's answer, read by the engine, gives back. */
+void case_engine_lmr_free_in_agent_cma(void)
+{
+    free_in_agent_cma(1);
 }

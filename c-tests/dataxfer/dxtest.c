@@ -142,6 +142,7 @@ static const struct harness_case cases[] = {
     CASE_TCP(engine_close_in_agent),
     CASE_TCP(engine_bulk_write_fair),
     CASE(engine_free_in_agent_cma),
+    CASE(engine_lmr_free_in_agent_cma),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

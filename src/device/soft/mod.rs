@@ -39,7 +39,9 @@
 //!   peer's up to PEER_WAIT; a UD QP's `destroy` joins its receiver. A disconnect or free made
 //!   on the engine thread (from a delivery: a CNO proxy agent) waits for a verified peer's
 //!   answers by taking its QP's read turns itself (qp/cm.rs `await_peer_copies`): only the
-//!   engine reads them.
+//!   engine reads them; a revoke there (`dat_lmr_free`) serves the engine while it waits
+//!   (engine.rs `serve_nested`, lease.rs), its locks released; a handler whose turn is up the
+//!   stack then kicks itself for later.
 //!
 //! # Lock order
 //!

@@ -568,7 +568,15 @@ impl engine::Handler for SoftQp {
             self.pump();
         }
         if events & (engine::IN | engine::ERR | engine::TIMER | engine::KICK) != 0 {
-            self.read_ready();
+            if events & engine::NESTED == 0 {
+                self.read_ready();
+            } else if !self.try_read_turn() {
+                // Our turn is up the stack (the wait came from our own delivery): the edge is
+                // not lost, it is left for the engine's next turn.
+                if let Some(reg) = &self.lock().reg {
+                    reg.kick();
+                }
+            }
         }
     }
 }
