@@ -121,4 +121,11 @@ void case_counters_start_stop(void);
 void case_conn_descriptor_limit(void);
 void case_conn_scale(void);
 
+/* the progress engine's wake-ups (dx_engine.c) */
+void case_engine_drain_after_read(void);
+void case_engine_close_in_agent(void);
+void case_engine_bulk_write_fair(void);
+void case_engine_free_in_agent_cma(void);
+void case_engine_lmr_free_in_agent_cma(void);
+
 #endif

@@ -136,6 +136,13 @@ static const struct harness_case cases[] = {
     CASE(rdma_read_target_disconnects),
     CASE(conn_ia_close_in_agent),
     CASE(conn_cr_handoff),
+    CASE(engine_drain_after_read),
+    CASE_TCP(engine_drain_after_read),
+    CASE(engine_close_in_agent),
+    CASE_TCP(engine_close_in_agent),
+    CASE_TCP(engine_bulk_write_fair),
+    CASE(engine_free_in_agent_cma),
+    CASE(engine_lmr_free_in_agent_cma),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

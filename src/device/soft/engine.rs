@@ -33,6 +33,9 @@ pub const OUT: u32 = libc::EPOLLOUT as u32;
 pub const ERR: u32 = (libc::EPOLLERR | libc::EPOLLHUP | libc::EPOLLRDHUP) as u32;
 /// A deadline the handler set passed.
 pub const TIMER: u32 = 1 << 28;
+/// Called from a wait on the engine thread (`serve_nested`), possibly under the handler's own
+/// turn up the stack: a handler that finds its state taken leaves itself a kick instead.
+pub const NESTED: u32 = 1 << 27;
 /// Another thread asked for the handler to run (`Registration::kick`).
 pub const KICK: u32 = 1 << 29;
 
@@ -114,6 +117,7 @@ impl Engine {
     }
 
     fn run(&self) {
+        ON_ENGINE.with(|on| on.set(true));
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         let mut ready: Vec<(Arc<dyn Handler>, u32)> = Vec::with_capacity(events.len());
         let mut tokens: Vec<(u64, u32)> = Vec::new();
@@ -213,6 +217,42 @@ fn call(h: &Arc<dyn Handler>, bits: u32) {
     IN_HANDLER.set(outer);
 }
 
+impl Engine {
+    /// One turn of the engine from inside a wait on its own thread (a consumer call made from
+    /// a delivery, a CNO proxy agent, waiting for what only the engine brings: lease.rs
+    /// `revoke`): what is ready within `timeout_ms` is served, with NESTED.
+    fn nested_turn(&self, timeout_ms: i32) {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
+        // SAFETY: `events` is ours and holds as many entries as we say.
+        let n = unsafe { libc::epoll_wait(self.epoll_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms) };
+        let mut tokens: Vec<(u64, u32)> = Vec::new();
+        for ev in &events[..n.max(0) as usize] {
+            if ev.u64 == WAKE {
+                let mut count = 0u64;
+                // SAFETY: reading 8 bytes into ours from our non-blocking eventfd.
+                unsafe { libc::read(self.wake.as_raw_fd(), &mut count as *mut u64 as *mut libc::c_void, 8) };
+            } else {
+                tokens.push((ev.u64, ev.events));
+            }
+        }
+        self.due(&mut tokens);
+        let ready: Vec<(Arc<dyn Handler>, u32)> = {
+            let map = self.handlers.locked();
+            tokens.iter().filter_map(|&(t, bits)| map.get(&t).and_then(Weak::upgrade).map(|h| (h, bits | NESTED))).collect()
+        };
+        for (h, bits) in ready {
+            call(&h, bits);
+        }
+    }
+}
+
+/// On the engine thread (see `on_engine`), serves the engine for up to `timeout_ms`.
+pub fn serve_nested(timeout_ms: i32) {
+    if let (true, Some(e)) = (on_engine(), engine()) {
+        e.nested_turn(timeout_ms);
+    }
+}
+
 impl Registration {
     /// Runs the handler on the engine thread soon (with KICK).
     pub fn kick(&self) {
@@ -244,6 +284,16 @@ impl Drop for Registration {
         // SAFETY: the descriptor is still open (see the type); a null event is allowed for DEL.
         unsafe { libc::epoll_ctl(e.epoll_fd(), libc::EPOLL_CTL_DEL, self.fd, std::ptr::null_mut()) };
     }
+}
+
+thread_local! {
+    static ON_ENGINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is the engine's: a consumer call made from a handler's delivery (a CNO
+/// proxy agent) runs here, and must not wait for what only the engine would bring.
+pub fn on_engine() -> bool {
+    ON_ENGINE.with(|on| on.get())
 }
 
 static ENGINE: OnceLock<Option<&'static Engine>> = OnceLock::new();

@@ -173,6 +173,15 @@ impl SetLease {
                 }
             }
             let wait = if waited { Duration::from_millis(50) } else { deadline - now };
+            if super::engine::on_engine() {
+                // A consumer call from a delivery on the engine thread (a CNO proxy agent): the
+                // leases come back through the engine, which is served here meanwhile, without
+                // our lock (its copies take leases).
+                drop(socks);
+                super::engine::serve_nested(wait.as_millis().clamp(1, 5) as i32);
+                socks = self.sockets.locked();
+                continue;
+            }
             socks = self.returned.wait_timeout_locked(socks, wait).0;
         }
         self.waiting.store(false, Ordering::SeqCst);

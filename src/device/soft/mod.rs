@@ -37,7 +37,12 @@
 //! - disconnect: DISCONNECT as far as the socket takes it, then the flushed completions;
 //!   accept: the rendezvous, then registers the connection with the engine.
 //! - free and deregistration: wait for the copies of the QP or key set (lease.rs), a verified
-//!   peer's up to PEER_WAIT; a UD QP's `destroy` joins its receiver.
+//!   peer's up to PEER_WAIT; a UD QP's `destroy` joins its receiver. A disconnect or free made
+//!   on the engine thread (from a delivery: a CNO proxy agent) waits for a verified peer's
+//!   answers by taking its QP's read turns itself (qp/cm.rs `await_peer_copies`): only the
+//!   engine reads them; a revoke there (`dat_lmr_free`) serves the engine while it waits
+//!   (engine.rs `serve_nested`, lease.rs), its locks released; a handler whose turn is up the
+//!   stack then kicks itself for later.
 //!
 //! # Lock order
 //!
@@ -46,7 +51,8 @@
 //! runs under a QP's or SRQ's lock, and an SRQ's limit event under `exec` (builtin posts it).
 //! - RC `reader` (qp/reader.rs): the read side's state, for one turn of the connection, on
 //!   the engine thread or a polling consumer's, and never waited for (a thread that finds it
-//!   taken leaves a note for the holder); outermost. Under it: everything below, and `deliver` (not a
+//!   taken leaves a note for the holder); outermost. Another QP's is only tried under it (a
+//!   free from a delivery, `try_read_turn`). Under it: everything below, and `deliver` (not a
 //!   lock: the reader's events go to the consumer under it, never under another).
 //! - RC `exec` (qp/mod.rs): one peer request runs at a time, on the engine or in
 //!   `drain_stalled` (which only tries it), and each piece of a payload landing from the

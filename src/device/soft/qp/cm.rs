@@ -200,8 +200,24 @@ impl SoftQp {
     /// completion would return with the peer still writing the memory.
     pub(super) fn await_peer_copies(&self) {
         let deadline = Instant::now() + super::super::lease::PEER_WAIT;
+        let on_engine = engine::on_engine();
         let mut i = self.lock();
         while i.state == State::Connected && i.outstanding.iter().any(|o| o.leases.is_some()) && Instant::now() < deadline {
+            if on_engine {
+                // Called from a delivery on the engine thread (a CNO proxy agent): the answers
+                // come through this thread, and every connection of the process waits with us.
+                // Our reading side takes its turns here until they have come (not when the
+                // caller is our own delivery, in the middle of a turn: then the wait is all
+                // PEER_WAIT, as before).
+                drop(i);
+                self.try_read_turn();
+                i = self.lock();
+                if !(i.state == State::Connected && i.outstanding.iter().any(|o| o.leases.is_some())) {
+                    break;
+                }
+                i = self.wait_room(i, Duration::from_millis(1));
+                continue;
+            }
             i = self.wait_room(i, Duration::from_millis(5));
         }
     }

@@ -120,6 +120,25 @@ impl SoftQp {
         }
     }
 
+    /// A turn of our reading side on the engine thread from inside a consumer call that waits
+    /// for the peer's answer (cm.rs `await_peer_copies`); false when the turn cannot be taken
+    /// here: a thread is in the middle of one already (this one, when the call came from our
+    /// own delivery, or a polling consumer's, which then takes the turn itself).
+    pub(super) fn try_read_turn(&self) -> bool {
+        let guard = match self.reader.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        // This turn serves what was asked for until now; what comes during it gets its own.
+        self.read_again.store(false, Ordering::SeqCst);
+        self.read_turn(guard);
+        if self.read_again.load(Ordering::SeqCst) {
+            self.read_ready();
+        }
+        true
+    }
+
     /// One turn, with the reader held (`guard`, dropped by the time it returns).
     fn read_turn(&self, mut guard: MutexGuard<'_, Option<Reader>>) {
         let Some(r) = guard.as_mut() else { return };
@@ -497,6 +516,8 @@ impl SoftQp {
             let got = r.rx.land_some(&mut segs, max);
             drop(leases);
             drop(exec);
+            // A receive posted during the piece left its drain to us (rx.rs `drain_stalled`).
+            self.exec_done();
             match got {
                 Ok(0) => return Flow::Block(Step::Land { segs, left, sets, then }),
                 Ok(n) => left -= n,
@@ -574,7 +595,15 @@ impl engine::Handler for SoftQp {
             self.pump();
         }
         if events & (engine::IN | engine::ERR | engine::TIMER | engine::KICK) != 0 {
-            self.read_ready();
+            if events & engine::NESTED == 0 {
+                self.read_ready();
+            } else if !self.try_read_turn() {
+                // Our turn is up the stack (the wait came from our own delivery): the edge is
+                // not lost, it is left for the engine's next turn.
+                if let Some(reg) = &self.lock().reg {
+                    reg.kick();
+                }
+            }
         }
     }
 }
