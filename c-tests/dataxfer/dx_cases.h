@@ -120,5 +120,6 @@ void case_counters_start_stop(void);
 /* a connect past RLIMIT_NOFILE (dx_limits.c) */
 void case_conn_descriptor_limit(void);
 void case_conn_scale(void);
+void case_conn_scale_psps(void);
 
 #endif

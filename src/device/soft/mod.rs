@@ -6,9 +6,6 @@
 //! # Threads
 //!
 //! The device's own, each named (`ps -T`):
-//! - `dat2-soft-listen`, one per listener: accepts, greets and reads its connections' HELLOs
-//!   (poll(2)), hands the consumer requests for its qualifier; ends when the listener is
-//!   dropped (listener.rs).
 //! - `dat2-soft-connect`, one per `connect`: RC, the active handshake, within the consumer's
 //!   timeout (an hour without one) and READY_WAIT, then it hands the connection to the
 //!   engine and ends (qp/cm.rs); UD, the resolution, within the timeout or RESOLVE_TIMEOUT, holding the QP
@@ -19,6 +16,9 @@
 //!   frames a full socket did not take (qp/tx.rs), and serves the connections' deadlines
 //!   (READY_WAIT, RNR_WAIT). It never waits on a peer: a payload lands as it comes, in
 //!   pieces; lives as long as the process (engine.rs). Connections cost no thread.
+//!   It also serves every listener: accepts, greets and reads the connections' HELLOs, with
+//!   their deadlines, and hands the consumer the requests for its qualifier (listener.rs);
+//!   service points cost no thread either.
 //! - `dat2-soft-ud`, one per UD QP: datagrams, proofs and their deadlines; stopped and
 //!   joined by `disconnect` and `destroy` (ud/mod.rs).
 //! - `dat2-soft-peers`, one per process, from the first verified peer on: marks peers gone
@@ -57,6 +57,9 @@
 //!   requests, `on_response`), `SetLease::sockets` (leases taken or dropped), the watcher's
 //!   flags (a replaced peer dropped).
 //! - `shm_peers` -> shm.rs `mapped()`; UD `proofs` -> a requester's `Signal`.
+//! - A listener's `state` (listener.rs), for one turn of its socket or of a half-open
+//!   connection; never held while a request goes to the consumer. Under it: the engine's
+//!   handler map and timers.
 //! - Leaves: `out.queue` (only non-blocking writes and shutdowns under it; a frame's own write
 //!   is made without it, under its `busy`, taking leases), the engine's handler map (never held
 //!   while a handler runs), its timers and kicks (under `inner`), `SetLease::sockets`,
