@@ -225,7 +225,23 @@ pub fn engine() -> Option<&'static Engine> {
             timers: Mutex::new(BinaryHeap::new()),
             kicked: Mutex::new(Vec::new()),
         }));
-        std::thread::Builder::new().name("dat2-soft-engine".into()).stack_size(256 << 10).spawn(move || e.run()).ok()?;
+        std::thread::Builder::new()
+            .name("dat2-soft-engine".into())
+            .stack_size(256 << 10)
+            .spawn(move || {
+                let _ = ENGINE_THREAD.set(std::thread::current().id());
+                e.run()
+            })
+            .ok()?;
         Some(e)
     })
+}
+
+static ENGINE_THREAD: OnceLock<std::thread::ThreadId> = OnceLock::new();
+
+/// Whether the caller runs on the engine thread (a handler, or consumer code a handler's
+/// delivery runs): then no other handler runs at the same time, and waiting for one's turn
+/// to end would wait for itself.
+pub fn on_engine() -> bool {
+    ENGINE_THREAD.get() == Some(&std::thread::current().id())
 }

@@ -18,9 +18,9 @@
 //!   pieces; lives as long as the process (engine.rs). Connections cost no thread.
 //!   It also serves every listener: accepts, greets and reads the connections' HELLOs, with
 //!   their deadlines, and hands the consumer the requests for its qualifier (listener.rs);
-//!   service points cost no thread either.
-//! - `dat2-soft-ud`, one per UD QP: datagrams, proofs and their deadlines; stopped and
-//!   joined by `disconnect` and `destroy` (ud/mod.rs).
+//!   service points cost no thread either. And every UD QP: its datagrams, in turns of at
+//!   most TURN_DATAGRAMS, and its proofs' deadlines (ud/mod.rs); `disconnect` and `destroy`
+//!   unregister the socket and wait for a turn under way, so nothing lands after they return.
 //! - `dat2-soft-peers`, one per process, from the first verified peer on: marks peers gone
 //!   when their processes exit; lives as long as the process (peer.rs).
 //!
@@ -36,7 +36,7 @@
 //! - disconnect: DISCONNECT as far as the socket takes it, then the flushed completions;
 //!   accept: the rendezvous, then registers the connection with the engine.
 //! - free and deregistration: wait for the copies of the QP or key set (lease.rs), a verified
-//!   peer's up to PEER_WAIT; a UD QP's `destroy` joins its receiver.
+//!   peer's up to PEER_WAIT; a UD QP's `destroy` waits for the engine's turn on it.
 //!
 //! # Lock order
 //!
@@ -57,6 +57,9 @@
 //!   requests, `on_response`), `SetLease::sockets` (leases taken or dropped), the watcher's
 //!   flags (a replaced peer dropped).
 //! - `shm_peers` -> shm.rs `mapped()`; UD `proofs` -> a requester's `Signal`.
+//! - UD `rx` (ud/mod.rs): the datagram buffer, taken by the engine for one turn of the QP;
+//!   outermost, its events go to the consumer under it. Under it: `proofs`, UD `inner`, the
+//!   SRQ's state, `reg` (a leaf: the engine's kicks and timers under it).
 //! - A listener's `state` (listener.rs), for one turn of its socket or of a half-open
 //!   connection; never held while a request goes to the consumer. Under it: the engine's
 //!   handler map and timers.
@@ -435,11 +438,11 @@ impl AsRef<lease::SetLease> for KeySet {
 }
 
 impl Device for SoftDevice {
-    /// The soft device's completions are made by its threads (each connection's reader, each UD
-    /// QP's receiver), never on the consumer's: a consumer that polls an empty EVD gives them
-    /// the CPU. Without it, a consumer that spins in `dat_evd_dequeue` on a CPU it shares with
-    /// them keeps them off it for its whole time slice (with both processes of a ping-pong on
-    /// one CPU, 4 ms one way instead of 31 µs when both block); with it, a spinning consumer
+    /// The soft device's completions are made by its engine thread (each connection's
+    /// reader, each UD QP's turn), never on the consumer's: a consumer that polls an empty
+    /// EVD gives it the CPU. Without it, a consumer that spins in `dat_evd_dequeue` on the
+    /// engine's CPU keeps the engine off it for its whole time slice (with both processes of a
+    /// ping-pong on one CPU, 4 ms one way instead of 31 µs when both block); with it, a spinning consumer
     /// gets its completion as soon as the thread that makes it has run. An EVD calls this on
     /// one empty dequeue in eight (the others it answers from its handle's cell), so that a
     /// consumer with a CPU to spare (whose completions arrive while it spins) pays a system
