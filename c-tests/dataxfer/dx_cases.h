@@ -120,6 +120,7 @@ void case_counters_start_stop(void);
 /* a connect past RLIMIT_NOFILE (dx_limits.c) */
 void case_conn_descriptor_limit(void);
 void case_conn_scale(void);
+void case_conn_scale_psps(void);
 
 /* the progress engine's wake-ups (dx_engine.c) */
 void case_engine_drain_after_read(void);

@@ -350,3 +350,42 @@ out:
     free(eps);
     free(buf);
 }
+
+/* Service points a process may hold without a thread each. */
+#define SCALE_PSPS 50
+
+/* Many PSPs cost no thread each: the process's engine serves every listener (before, each
+ * had a `dat2-soft-listen` thread). Counted after the first, which starts the engine. */
+void case_conn_scale_psps(void)
+{
+    DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL, crq = DAT_HANDLE_NULL;
+    DAT_PSP_HANDLE psp[SCALE_PSPS] = {0};
+    if (!dx_on_soft_device()) {
+        harness_skip("the soft device's threads only");
+        return;
+    }
+    if (!EXPECT_RC(dat_ia_openv((DAT_NAME_PTR)SOFT_IA, 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_TRUE),
+                   DAT_SUCCESS))
+        return;
+    if (!EXPECT_RC(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &crq), DAT_SUCCESS))
+        goto out;
+    int threads0 = -1, made = 0;
+    for (; made < SCALE_PSPS; made++) {
+        DAT_CONN_QUAL qual = 0;
+        if (!EXPECT_RC(dat_psp_create_any(ia, &qual, crq, DAT_PSP_CONSUMER_FLAG, &psp[made]), DAT_SUCCESS))
+            break;
+        if (made == 0)
+            threads0 = scale_threads();
+    }
+    int threads = scale_threads();
+    harness_note("threads: %d with one PSP, %d with %d", threads0, threads, made);
+    EXPECT(made == SCALE_PSPS && threads0 > 0 && threads <= threads0, "%d PSPs: %d threads, %d with one", made, threads,
+           threads0);
+    for (int k = 0; k < made; k++)
+        EXPECT_RC(dat_psp_free(psp[k]), DAT_SUCCESS);
+out:
+    if (crq)
+        dat_evd_free(crq);
+    dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+}

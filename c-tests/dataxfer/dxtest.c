@@ -133,6 +133,7 @@ static const struct harness_case cases[] = {
     CASE(rdma_read_abrupt_free),
     CASE(conn_descriptor_limit),
     CASE(conn_scale),
+    CASE(conn_scale_psps),
     CASE(rdma_read_target_disconnects),
     CASE(conn_ia_close_in_agent),
     CASE(conn_cr_handoff),

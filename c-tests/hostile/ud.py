@@ -146,7 +146,7 @@ def register(h):
         source QPN other than the port they come from. None lands or costs memory; the receive
         posted stays posted."""
         p = resolved(t, port)
-        # After the resolution, which made the QP (and its receiver thread).
+        # After the resolution, which made the QP (and registered its socket with the engine).
         before = h.resources(t)
         try:
             t.cmd("recv 1 8192", "posted")

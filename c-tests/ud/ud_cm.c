@@ -2,6 +2,7 @@
  * and the release of what resolutions hand out (dat_ib_ud_ah_free, dat_ib_ud_cm_free). */
 #include "ud.h"
 
+#include <dirent.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 
@@ -597,5 +598,60 @@ void case_free_bad_handles(void)
     EXPECT_RC(dat_ep_free(r.se), DAT_SUCCESS);
     EXPECT_RC(dat_ep_free(r.ce), DAT_SUCCESS);
 out:
+    ud_rig_down(&r);
+}
+
+/* Threads of this process (/proc/self/task). */
+static int ud_threads(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* UD QPs cost no thread each on dat2-soft: the process's engine reads every QP's datagrams
+ * (before, each had a `dat2-soft-ud` thread). 20 more resolved pairs (a QP is made at the
+ * resolution), counted once the resolutions' threads have ended. */
+void case_many_eps_no_threads(void)
+{
+    enum { PAIRS = 20 };
+    struct ud_rig r;
+    DAT_EP_HANDLE se[PAIRS] = {0}, ce[PAIRS] = {0};
+    int made = 0;
+    if (!dx_on_soft_device()) {
+        harness_skip("the soft device's threads only");
+        return;
+    }
+    if (!UD_RIG_UP(&r, dx_port(0), 0, 1))
+        goto out;
+    int threads0 = ud_threads();
+    for (; made < PAIRS; made++) {
+        struct ud_peer at_s, at_c;
+        if (!ud_ep_make(&r.s, 0, &se[made]) || !ud_ep_make(&r.c, 0, &ce[made]) ||
+            !UD_RESOLVE(&r.s, se[made], &r.c, ce[made], &at_s, &at_c)) {
+            made++;
+            break;
+        }
+    }
+    int threads = ud_threads();
+    /* A resolution's thread ends just after its event. */
+    for (double t0 = dx_now(); threads > threads0 && dx_now() - t0 < 2.0; threads = ud_threads())
+        dx_sleep_ms(10);
+    harness_note("threads: %d before, %d with %d more resolved pairs of UD QPs", threads0, threads, made);
+    EXPECT(made == PAIRS && threads0 > 0 && threads <= threads0, "%d more UD QP pairs: %d threads, %d before", made,
+           threads, threads0);
+out:
+    for (int k = 0; k < made; k++) {
+        if (se[k])
+            EXPECT_RC(dat_ep_free(se[k]), DAT_SUCCESS);
+        if (ce[k])
+            EXPECT_RC(dat_ep_free(ce[k]), DAT_SUCCESS);
+    }
     ud_rig_down(&r);
 }

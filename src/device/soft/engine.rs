@@ -46,6 +46,12 @@ const WAKE: u64 = 0;
 /// `OUT`, `ERR` bits). It must not block: the engine serves every connection of the process.
 pub trait Handler: Send + Sync {
     fn ready(&self, events: u32);
+    /// Whether `ready` may also run on a consumer's polling thread (`poll_here`), concurrently
+    /// with the engine thread: only a handler that never waits for a turn of its own on
+    /// another thread (RC QPs: reader.rs `read_ready`). Others run on the engine thread only.
+    fn runs_anywhere(&self) -> bool {
+        false
+    }
 }
 
 pub struct Engine {
@@ -56,6 +62,8 @@ pub struct Engine {
     /// Deadlines (a min-heap) and kicks, both served on the engine thread.
     timers: Mutex<BinaryHeap<Reverse<(Instant, u64)>>>,
     kicked: Mutex<Vec<u64>>,
+    /// Edges a consumer's poll took for handlers that run on the engine thread only.
+    handed: Mutex<Vec<(Arc<dyn Handler>, u32)>>,
 }
 
 /// A descriptor registered with the engine; dropping it unregisters it. Dropped before the
@@ -153,6 +161,7 @@ impl Engine {
                     }
                 }
             }
+            ready.append(&mut self.handed.locked());
             for (h, bits) in ready.drain(..) {
                 call(&h, bits);
             }
@@ -194,9 +203,16 @@ impl Engine {
                 }
             }
         }
-        let ran = !ready.is_empty();
+        let mut ran = false;
         for (h, bits) in ready {
-            call(&h, bits);
+            if h.runs_anywhere() {
+                call(&h, bits);
+                ran = true;
+            } else {
+                // The edge is this thread's now: the engine thread gets it, as it came.
+                self.handed.locked().push((h, bits));
+                self.wake();
+            }
         }
         ran
     }
@@ -291,7 +307,8 @@ thread_local! {
 }
 
 /// Whether this thread is the engine's: a consumer call made from a handler's delivery (a CNO
-/// proxy agent) runs here, and must not wait for what only the engine would bring.
+/// proxy agent) runs here, and must not wait for what only the engine would bring, nor for
+/// the end of a turn of an engine-only handler (none runs elsewhere: `runs_anywhere`).
 pub fn on_engine() -> bool {
     ON_ENGINE.with(|on| on.get())
 }
@@ -334,6 +351,7 @@ pub fn engine() -> Option<&'static Engine> {
             next: AtomicU64::new(1),
             timers: Mutex::new(BinaryHeap::new()),
             kicked: Mutex::new(Vec::new()),
+            handed: Mutex::new(Vec::new()),
         }));
         std::thread::Builder::new().name("dat2-soft-engine".into()).stack_size(256 << 10).spawn(move || e.run()).ok()?;
         Some(e)

@@ -6,7 +6,8 @@
 //! A connection that does not start with the greeting of this wire version is closed
 //! unanswered (a dat2 of another version hears ours first, so that it can say why).
 //!
-//! One thread per listener reads every connection's HELLO (poll(2), non-blocking): a
+//! The process's engine (engine.rs) accepts and reads every connection's HELLO, the
+//! listening socket and each connection registered with it (non-blocking): a listener or a
 //! connection that has not sent its HELLO yet costs a socket and a small buffer, never a
 //! thread. At most HALF_OPEN_MAX such connections wait at a time, each for at most
 //! HANDSHAKE_TIMEOUT, and a HELLO longer than `wire::HELLO_MAX` (a UD_HELLO longer than
@@ -14,20 +15,26 @@
 //! When all places are taken, the oldest connection gives way to a new one once it has waited
 //! EVICT_AGE (a flood of silent connections cannot keep out a peer that sends its HELLO at
 //! once); until then new connections wait in the kernel's listen backlog, so that a burst of
-//! honest peers (dtestcm -c 1000) is only slowed, never refused.
+//! honest peers (dtestcm -c 1000) is only slowed, never refused. Each deadline is an engine
+//! timer. A request goes to the consumer (`ListenEvents::request`) on the engine thread,
+//! under no lock of ours, so that it may free the service point; dropping the listener
+//! closes the socket and every half-open connection before it returns.
 
+use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+
+use super::engine::{self, Handler, Registration};
 
 use super::qp::Pending;
 use super::ud::UdPending;
 use super::wire::{op, reject, role, timed_out, Greeting, Hdr, Hello, UdHello, GREETING_LEN, HDR_LEN, HELLO_MAX, UD_HELLO_MAX, VERSION};
 use crate::device::{CmEvent, DevError, ListenEvents, Listener};
 use crate::util::sockaddr;
+use crate::util::sync::MutexExt;
 
 /// Connections that have not sent their whole HELLO, per listener.
 pub const HALF_OPEN_MAX: usize = 128;
@@ -42,13 +49,65 @@ const NO_FDS_PAUSE: Duration = Duration::from_millis(100);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct SoftListener {
-    socket: TcpListener,
     port: u16,
-    closed: Arc<AtomicBool>,
+    serving: Arc<Serving>,
 }
 
-/// A connection whose greeting or HELLO is still arriving.
+/// A listener as the engine drives it: its socket's handler, and its connections' through
+/// `Conn`.
+struct Serving {
+    conn_qual: u64,
+    events: Arc<dyn ListenEvents>,
+    this: Weak<Serving>,
+    /// Taken by the engine's handlers for a turn (never while a request goes to the
+    /// consumer) and by the drop. Under it: the engine's handler map and timers (leaves).
+    state: Mutex<State>,
+}
+
+struct State {
+    /// None once the listener is dropped.
+    socket: Option<Accepting>,
+    /// The connections that have not sent their whole HELLO, by their handlers' ids.
+    waiting: HashMap<u64, HalfOpen>,
+    next: u64,
+    /// Accepting waits until then: the process was out of descriptors.
+    paused_until: Option<Instant>,
+    /// The listening socket's earliest timer not yet served: a later need finds it set (a
+    /// peer's connections cannot pile up timers).
+    armed: Option<Instant>,
+}
+
+/// The listening socket, unregistered before it is closed (fields drop in order).
+struct Accepting {
+    reg: Registration,
+    socket: TcpListener,
+}
+
+/// The engine's handler of one half-open connection.
+struct Conn {
+    serving: Weak<Serving>,
+    id: u64,
+}
+
+impl Handler for Conn {
+    fn ready(&self, _events: u32) {
+        if let Some(s) = self.serving.upgrade() {
+            s.conn_ready(self.id);
+        }
+    }
+}
+
+impl Handler for Serving {
+    fn ready(&self, _events: u32) {
+        self.accept();
+    }
+}
+
+/// A connection whose greeting or HELLO is still arriving. Unregistered before its stream
+/// is closed or handed on (fields drop in order).
 struct HalfOpen {
+    reg: Registration,
+    _handler: Arc<Conn>,
     stream: TcpStream,
     peer: SocketAddr,
     buf: Vec<u8>,
@@ -140,143 +199,160 @@ impl HalfOpen {
             }
         }
     }
+}
 
-    /// Refuses a request for another qualifier than `ours`: the requester hears
-    /// NON_PEER_REJECTED, our consumer nothing.
-    fn refuse(&self, asked: u64, ours: u64) {
-        crate::dbg_log!(
-            crate::log::DbgType::PROVIDER_API,
-            "dat2-soft: {} asked for qualifier {asked:#x}, this is {ours:#x}: refused",
-            self.peer
-        );
-        let body = Hello::default().encode();
-        let hdr = Hdr { status: reject::NO_SERVICE, ..Hdr::message(op::REJECT, body.len()) };
-        let _ = (&self.stream).write(&[&hdr.encode()[..], &body].concat());
-    }
+/// Refuses a request for another qualifier than `ours` (the stream still non-blocking: the
+/// frame is small, the socket new): the requester hears NON_PEER_REJECTED, our consumer
+/// nothing.
+fn refuse(stream: &TcpStream, peer: SocketAddr, asked: u64, ours: u64) {
+    crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "dat2-soft: {peer} asked for qualifier {asked:#x}, this is {ours:#x}: refused");
+    let body = Hello::default().encode();
+    let hdr = Hdr { status: reject::NO_SERVICE, ..Hdr::message(op::REJECT, body.len()) };
+    let _ = (&*stream).write(&[&hdr.encode()[..], &body].concat());
 }
 
 impl SoftListener {
     /// Listens on `addr` for the service point `conn_qual` (0: the port it gets).
     pub fn bind(addr: SocketAddr, conn_qual: u64, events: Arc<dyn ListenEvents>) -> Result<SoftListener, DevError> {
+        let engine = engine::engine().ok_or(DevError::NoResources)?;
         let socket = TcpListener::bind(addr).map_err(|e| match e.kind() {
             ErrorKind::AddrInUse => DevError::InUse,
             _ => DevError::NoResources,
         })?;
         let port = socket.local_addr().map_err(|_| DevError::NoResources)?.port();
         let conn_qual = if conn_qual == 0 { u64::from(port) } else { conn_qual };
-        let accepting = socket.try_clone().map_err(|_| DevError::NoResources)?;
-        accepting.set_nonblocking(true).map_err(|_| DevError::NoResources)?;
-        let closed = Arc::new(AtomicBool::new(false));
-        let flag = closed.clone();
-        std::thread::Builder::new()
-            .name("dat2-soft-listen".into())
-            .stack_size(256 << 10)
-            .spawn(move || serve(accepting, conn_qual, flag, events))
-            .map_err(|_| DevError::NoResources)?;
-        Ok(SoftListener { socket, port, closed })
+        socket.set_nonblocking(true).map_err(|_| DevError::NoResources)?;
+        let serving = Arc::new_cyclic(|this| Serving {
+            conn_qual,
+            events,
+            this: this.clone(),
+            state: Mutex::new(State { socket: None, waiting: HashMap::new(), next: 0, paused_until: None, armed: None }),
+        });
+        let handler: Weak<dyn Handler> = serving.this.clone();
+        let reg = engine.register(socket.as_raw_fd(), engine::IN, handler).map_err(|_| DevError::NoResources)?;
+        // A connection whose edge came before the socket was stored found nothing: the engine
+        // looks again, once it is.
+        let mut s = serving.state.locked();
+        s.socket.insert(Accepting { reg, socket }).reg.kick();
+        drop(s);
+        Ok(SoftListener { port, serving })
     }
 }
 
-/// The listener's thread: accepts connections, greets them and reads their HELLOs (for
-/// `conn_qual`) until the listener is dropped.
-fn serve(accepting: TcpListener, conn_qual: u64, closed: Arc<AtomicBool>, events: Arc<dyn ListenEvents>) {
-    let mut waiting: Vec<HalfOpen> = Vec::new();
-    let mut paused_until: Option<Instant> = None;
-    while !closed.load(Ordering::SeqCst) {
+impl Serving {
+    /// A half-open connection is readable, or its deadline passed: reads what came, and hands
+    /// its request on once whole (see the module text).
+    fn conn_ready(&self, id: u64) {
+        let mut s = self.state.locked();
+        let Some(h) = s.waiting.get_mut(&id) else { return };
+        let step = if h.since.elapsed() >= HANDSHAKE_TIMEOUT { Step::Drop } else { h.read() };
+        if matches!(step, Step::Waiting) {
+            return;
+        }
+        let was_full = s.waiting.len() >= HALF_OPEN_MAX;
+        let h = s.waiting.remove(&id).expect("found above");
+        // The consumer hears of the request without our lock: it may free the service point.
+        drop(s);
+        self.hand_on(h, step);
+        if was_full {
+            // A place is free: the backlog may hold a connection whose edge came while full.
+            self.accept();
+        }
+    }
+
+    /// A half-open connection's end: refused, handed to the consumer as a request, or closed.
+    fn hand_on(&self, h: HalfOpen, step: Step) {
+        let HalfOpen { reg, stream, peer, .. } = h;
+        // Unregistered first: the accepting QP registers the socket anew.
+        drop(reg);
+        match step {
+            Step::Hello(hello) if hello.conn_qual != self.conn_qual => refuse(&stream, peer, hello.conn_qual, self.conn_qual),
+            Step::UdHello(hello) if hello.conn_qual != self.conn_qual => refuse(&stream, peer, hello.conn_qual, self.conn_qual),
+            Step::Hello(hello) if stream.set_nonblocking(false).is_ok() => self.events.request(Arc::new(Pending::new(stream, hello, peer))),
+            Step::UdHello(hello) if stream.set_nonblocking(false).is_ok() => {
+                self.events.request(Arc::new(UdPending::new(stream, hello, peer)))
+            }
+            _ => {}
+        }
+    }
+
+    /// Accepts what the listen backlog holds while there are places (see the module text);
+    /// when there are none, or no descriptors, the engine comes back when one may be.
+    fn accept(&self) {
+        let mut s = self.state.locked();
         let now = Instant::now();
-        waiting.retain(|h| now.duration_since(h.since) < HANDSHAKE_TIMEOUT);
-        // Whether a new connection can have a place now, else when one frees up.
-        let oldest = waiting.iter().map(|h| h.since).min();
-        let room_at = match oldest {
-            Some(o) if waiting.len() >= HALF_OPEN_MAX => o + EVICT_AGE,
-            _ => now,
-        };
-        let room_at = paused_until.map_or(room_at, |p| p.max(room_at));
-        let accept_now = room_at <= now;
-        let timeout = waiting
-            .iter()
-            .map(|h| HANDSHAKE_TIMEOUT.saturating_sub(now.duration_since(h.since)))
-            .chain((!accept_now).then(|| room_at - now))
-            .min();
-        let mut fds: Vec<libc::pollfd> = std::iter::once(accepting.as_raw_fd())
-            .chain(waiting.iter().map(|h| h.stream.as_raw_fd()))
-            .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
-            .collect();
-        if !accept_now {
-            fds[0].events = 0;
+        if s.armed.is_some_and(|a| a <= now) {
+            s.armed = None;
         }
-        let ms = timeout.map_or(-1, |t| t.as_millis().clamp(1, i32::MAX as u128) as i32);
-        // SAFETY: `fds` is a live array of fds.len() pollfd structures.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == ErrorKind::Interrupted {
-                continue;
-            }
-            return;
+        if let Some(p) = s.paused_until.filter(|p| *p > now) {
+            return Self::arm(&mut s, p);
         }
-        if closed.load(Ordering::SeqCst) {
-            return;
-        }
-        // Connections first, so that the newcomers below are not read in this round.
-        let mut done = Vec::new();
-        for (k, p) in fds[1..].iter().enumerate() {
-            if p.revents == 0 {
-                continue;
-            }
-            match waiting[k].read() {
-                Step::Waiting => {}
-                Step::Drop => done.push((k, None)),
-                step => done.push((k, Some(step))),
-            }
-        }
-        for (k, step) in done.into_iter().rev() {
-            let h = waiting.swap_remove(k);
-            if step.is_none() || h.stream.set_nonblocking(false).is_err() {
-                continue;
-            }
-            match step {
-                Some(Step::Hello(hello)) if hello.conn_qual != conn_qual => h.refuse(hello.conn_qual, conn_qual),
-                Some(Step::UdHello(hello)) if hello.conn_qual != conn_qual => h.refuse(hello.conn_qual, conn_qual),
-                Some(Step::Hello(hello)) => events.request(Arc::new(Pending::new(h.stream, hello, h.peer))),
-                Some(Step::UdHello(hello)) => events.request(Arc::new(UdPending::new(h.stream, hello, h.peer))),
-                _ => {}
-            }
-        }
-        if fds[0].revents != 0 {
-            paused_until = None;
-            loop {
-                if waiting.len() >= HALF_OPEN_MAX {
-                    let (k, oldest) =
-                        waiting.iter().enumerate().min_by_key(|(_, h)| h.since).map(|(k, h)| (k, h.since)).unwrap_or((0, Instant::now()));
-                    if oldest.elapsed() < EVICT_AGE {
-                        break;
-                    }
-                    // The oldest gives way (see the module text).
-                    waiting.swap_remove(k);
-                }
-                match accepting.accept() {
-                    Ok((stream, peer)) => {
-                        if stream.set_nonblocking(true).is_err() {
-                            continue;
-                        }
-                        let _ = stream.set_nodelay(true);
-                        waiting.push(HalfOpen { stream, peer, buf: Vec::with_capacity(HDR_LEN), since: Instant::now(), greeted: false });
-                    }
-                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    // The listening socket was shut down (the listener dropped), or a
-                    // connection failed before we took it.
-                    Err(_) if closed.load(Ordering::SeqCst) => return,
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) => {
-                        if out_of_descriptors(&e) {
-                            descriptor_limit(&format!("accepting a connection on port {}", accepting.local_addr().map_or(0, |a| a.port())));
-                        }
-                        paused_until = Some(Instant::now() + NO_FDS_PAUSE);
-                        break;
-                    }
-                    Err(_) => break,
+        s.paused_until = None;
+        loop {
+            let oldest = s.waiting.iter().min_by_key(|(_, h)| h.since).map(|(id, h)| (*id, h.since));
+            let full = s.waiting.len() >= HALF_OPEN_MAX;
+            if let Some((_, since)) = oldest.filter(|_| full) {
+                if since.elapsed() < EVICT_AGE {
+                    return Self::arm(&mut s, since + EVICT_AGE);
                 }
             }
+            let Some(accepting) = s.socket.as_ref() else { return };
+            match accepting.socket.accept() {
+                Ok((stream, peer)) => {
+                    if let (true, Some((id, _))) = (full, oldest) {
+                        // The oldest gives way to the newcomer (see the module text).
+                        s.waiting.remove(&id);
+                    }
+                    if let Err(e) = self.admit(&mut s, stream, peer) {
+                        return self.pause(&mut s, &e);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                // A connection that ended before we took it.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM)) => {}
+                Err(e) => return self.pause(&mut s, &e),
+            }
+        }
+    }
+
+    /// Gives an accepted connection a place, its registration and its deadline.
+    fn admit(&self, s: &mut State, stream: TcpStream, peer: SocketAddr) -> std::io::Result<()> {
+        stream.set_nonblocking(true)?;
+        let _ = stream.set_nodelay(true);
+        let engine = engine::engine().ok_or(ErrorKind::OutOfMemory)?;
+        let id = s.next;
+        s.next += 1;
+        let handler = Arc::new(Conn { serving: self.this.clone(), id });
+        let weak: Weak<dyn Handler> = Arc::downgrade(&handler) as Weak<dyn Handler>;
+        let reg = engine.register(stream.as_raw_fd(), engine::IN, weak)?;
+        let since = Instant::now();
+        reg.timer(since + HANDSHAKE_TIMEOUT);
+        s.waiting.insert(id, HalfOpen { reg, _handler: handler, stream, peer, buf: Vec::with_capacity(HDR_LEN), since, greeted: false });
+        Ok(())
+    }
+
+    /// Accepting failed for want of something (descriptors, memory): it pauses for
+    /// NO_FDS_PAUSE, the connections wait in the backlog.
+    fn pause(&self, s: &mut State, e: &std::io::Error) {
+        if out_of_descriptors(e) {
+            let port = s.socket.as_ref().and_then(|a| a.socket.local_addr().ok()).map_or(0, |a| a.port());
+            descriptor_limit(&format!("accepting a connection on port {port}"));
+        }
+        let until = Instant::now() + NO_FDS_PAUSE;
+        s.paused_until = Some(until);
+        Self::arm(s, until);
+    }
+
+    /// Has the engine run the listening socket's handler at `at`, unless an earlier timer
+    /// will already (it arms again if need be).
+    fn arm(s: &mut State, at: Instant) {
+        if s.armed.is_some_and(|a| a <= at) {
+            return;
+        }
+        if let Some(a) = &s.socket {
+            a.reg.timer(at);
+            s.armed = Some(at);
         }
     }
 }
@@ -288,10 +364,17 @@ impl Listener for SoftListener {
 }
 
 impl Drop for SoftListener {
+    /// Ends everything at once: the socket and every half-open connection are unregistered
+    /// and closed (the port is free on return); a handler running now on the engine finds
+    /// nothing left, and a request it took out before goes to a service point that is closed
+    /// already (builtin/sp.rs refuses it).
     fn drop(&mut self) {
-        self.closed.store(true, Ordering::SeqCst);
-        // SAFETY: shutting down our own listening socket wakes the thread blocked in poll.
-        unsafe { libc::shutdown(self.socket.as_raw_fd(), libc::SHUT_RDWR) };
+        let (socket, waiting) = {
+            let mut s = self.serving.state.locked();
+            (s.socket.take(), std::mem::take(&mut s.waiting))
+        };
+        drop(waiting);
+        drop(socket);
     }
 }
 

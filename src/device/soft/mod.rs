@@ -6,9 +6,6 @@
 //! # Threads
 //!
 //! The device's own, each named (`ps -T`):
-//! - `dat2-soft-listen`, one per listener: accepts, greets and reads its connections' HELLOs
-//!   (poll(2)), hands the consumer requests for its qualifier; ends when the listener is
-//!   dropped (listener.rs).
 //! - `dat2-soft-connect`, one per `connect`: RC, the active handshake, within the consumer's
 //!   timeout (an hour without one) and READY_WAIT, then it hands the connection to the
 //!   engine and ends (qp/cm.rs); UD, the resolution, within the timeout or RESOLVE_TIMEOUT, holding the QP
@@ -19,8 +16,11 @@
 //!   frames a full socket did not take (qp/tx.rs), and serves the connections' deadlines
 //!   (READY_WAIT, RNR_WAIT). It never waits on a peer: a payload lands as it comes, in
 //!   pieces; lives as long as the process (engine.rs). Connections cost no thread.
-//! - `dat2-soft-ud`, one per UD QP: datagrams, proofs and their deadlines; stopped and
-//!   joined by `disconnect` and `destroy` (ud/mod.rs).
+//!   It also serves every listener: accepts, greets and reads the connections' HELLOs, with
+//!   their deadlines, and hands the consumer the requests for its qualifier (listener.rs);
+//!   service points cost no thread either. And every UD QP: its datagrams, in turns of at
+//!   most TURN_DATAGRAMS, and its proofs' deadlines (ud/mod.rs); `disconnect` and `destroy`
+//!   unregister the socket and wait for a turn under way, so nothing lands after they return.
 //! - `dat2-soft-peers`, one per process, from the first verified peer on: marks peers gone
 //!   when their processes exit; lives as long as the process (peer.rs).
 //!
@@ -37,7 +37,7 @@
 //! - disconnect: DISCONNECT as far as the socket takes it, then the flushed completions;
 //!   accept: the rendezvous, then registers the connection with the engine.
 //! - free and deregistration: wait for the copies of the QP or key set (lease.rs), a verified
-//!   peer's up to PEER_WAIT; a UD QP's `destroy` joins its receiver. A disconnect or free made
+//!   peer's up to PEER_WAIT; a UD QP's `destroy` waits for the engine's turn on it. A disconnect or free made
 //!   on the engine thread (from a delivery: a CNO proxy agent) waits for a verified peer's
 //!   answers by taking its QP's read turns itself (qp/cm.rs `await_peer_copies`): only the
 //!   engine reads them; a revoke there (`dat_lmr_free`) serves the engine while it waits
@@ -65,6 +65,12 @@
 //!   requests, `on_response`), `SetLease::sockets` (leases taken or dropped), the watcher's
 //!   flags (a replaced peer dropped).
 //! - `shm_peers` -> shm.rs `mapped()`; UD `proofs` -> a requester's `Signal`.
+//! - UD `rx` (ud/mod.rs): the datagram buffer, taken by the engine for one turn of the QP;
+//!   outermost, its events go to the consumer under it. Under it: `proofs`, UD `inner`, the
+//!   SRQ's state, `reg` (a leaf: the engine's kicks and timers under it).
+//! - A listener's `state` (listener.rs), for one turn of its socket or of a half-open
+//!   connection; never held while a request goes to the consumer. Under it: the engine's
+//!   handler map and timers.
 //! - Leaves: `out.queue` (only non-blocking writes and shutdowns under it; a frame's own write
 //!   is made without it, under its `busy`, taking leases), the engine's handler map (never held
 //!   while a handler runs), its timers and kicks (under `inner`), `SetLease::sockets`,
@@ -445,8 +451,7 @@ impl Device for SoftDevice {
     /// (engine.rs `poll_here`): a spinning consumer that shares its CPU with the engine thread
     /// would otherwise keep that thread off the CPU for its whole time slice (with both
     /// processes of a ping-pong on one CPU, 4 ms one way instead of 31 µs when both block).
-    /// Only when nothing was ready does it give the CPU to the device's other threads (a UD
-    /// QP's receiver, a listener), which make their completions themselves. An EVD calls this
+    /// Only when nothing was ready does it yield the CPU. An EVD calls this
     /// on one empty dequeue in eight (the others it answers from its handle's cell), so that
     /// a consumer with a CPU to spare pays a system call only now and then.
     fn progress(&self) {

@@ -589,6 +589,11 @@ impl SoftQp {
 }
 
 impl engine::Handler for SoftQp {
+    /// Its read turns never wait for one another (`read_ready`), nor does a write (`busy`).
+    fn runs_anywhere(&self) -> bool {
+        true
+    }
+
     fn ready(&self, events: u32) {
         if events & (engine::OUT | engine::ERR) != 0 {
             // Room again (or an error, which the next write finds): what waits goes on.

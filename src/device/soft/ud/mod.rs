@@ -18,7 +18,8 @@
 //! - sends gather from registered memory on the caller's thread (lkey, PD, bounds and leases
 //!   checked as for RC) into one `sendmsg` behind the 28-byte datagram header of wire.rs, and
 //!   complete at once, successfully even when nobody receives (UD is unreliable);
-//! - one receiver thread per QP ("dat2-soft-ud") reads datagrams into a buffer of exactly
+//! - the process's engine (engine.rs) reads each QP's datagrams, its socket registered,
+//!   into the QP's buffer of exactly
 //!   header + MTU + 1 bytes, so an oversized one is seen, drops every malformed one, every one
 //!   with other keys and every one that finds no receive posted (as hardware does), and
 //!   lands the rest 40 bytes into a receive, after a synthetic GRH naming the sender ([`grh`]);
@@ -29,22 +30,21 @@
 //! the QP is made), the socket's kernel receive buffer (at most `net.core.rmem_max` doubled),
 //! and the receives the consumer posted.
 //!
-//! `disconnect` and `destroy` stop the receiver thread and wait for it (unless called from it,
-//! in a completion's handler, which then lands nothing more), flush the posted receives, and
+//! `disconnect` and `destroy` unregister the socket and wait for a turn of the engine's under
+//! way on the QP to end (unless called on the engine thread, in a completion's handler, whose
+//! turn then lands nothing more), flush the posted receives, and
 //! report `Disconnected` once; `destroy` also waits for sends in flight on other threads (the
 //! QP's lease, lease.rs), so that when it returns no memory of the QP's requests is touched.
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::delivery::Delivery;
+use super::engine::{self, Handler, Registration};
 use super::lease::{self, SetLease, Via};
 use super::srq::SoftSrq;
 use super::wire::{flag, Dgram, DGRAM_HDR_LEN};
@@ -65,13 +65,17 @@ pub use cm::UdPending;
 /// The largest datagram payload (`DeviceLimits::max_ud_msg`, and `DAT_IB_TRANSPORT_MTU`).
 pub const MTU: u32 = 4096;
 
-/// Where a datagram starts in the receiver's buffer: its header ends where the GRH area does,
+/// Where a datagram starts in the QP's buffer: its header ends where the GRH area does,
 /// so that the payload is already in place behind the GRH, and one copy lands both.
 const AT: usize = GRH_LEN as usize - DGRAM_HDR_LEN;
 
 /// The receive buffer asked of the kernel (it grants at most twice `net.core.rmem_max`): room
-/// for a burst of datagrams while the receiver thread catches up.
+/// for a burst of datagrams while the engine catches up.
 const SOCKET_RCVBUF: libc::c_int = 4 << 20;
+
+/// Datagrams read in one turn of the engine's: then it serves the others, and comes back
+/// (a flood on one QP holds no other connection).
+const TURN_DATAGRAMS: usize = 256;
 
 /// How long a send waits for room in the socket's send buffer before its datagram is lost.
 const SEND_WAIT: Duration = Duration::from_secs(1);
@@ -132,8 +136,6 @@ enum Event {
 struct Inner {
     closed: bool,
     recvs: VecDeque<(u64, Sges)>,
-    /// The receiver thread, until it is stopped and waited for.
-    receiver: Option<JoinHandle<()>>,
 }
 
 pub struct SoftUdQp {
@@ -143,7 +145,10 @@ pub struct SoftUdQp {
     caps: QpCaps,
     srq: Option<Arc<SoftSrq>>,
     events: Arc<dyn QpEvents>,
-    socket: Arc<UdpSocket>,
+    /// The socket's registration with the engine, until `disconnect` (or the drop): dropped
+    /// before the socket is closed. A leaf: only the engine's timers under it.
+    reg: Mutex<Option<Registration>>,
+    socket: UdpSocket,
     /// Our address: the IA's, and the QP number as its port.
     local: SocketAddr,
     qkey: u32,
@@ -152,14 +157,13 @@ pub struct SoftUdQp {
     /// The peers' proofs this QP waits for.
     proofs: Mutex<Proofs>,
     violations: Violations,
-    /// Written to wake the receiver thread (a new deadline to wait for).
-    wake: UnixStream,
-    /// `Inner::closed`, for the receiver thread to look at without the lock.
+    /// `Inner::closed`, for the engine's turn to look at without the lock.
     closed: AtomicBool,
+    /// The datagram buffer, held by the engine for a turn of the QP (outermost; `disconnect`
+    /// takes it to wait for a turn under way).
+    rx: Mutex<Vec<u8>>,
     inner: Mutex<Inner>,
     delivery: Delivery<Event>,
-    /// Shut down to wake the receiver thread (its end polls the other).
-    stop: UnixStream,
     /// Held by every send while it reads memory; revoked by `destroy`.
     lease: Arc<SetLease>,
 }
@@ -187,10 +191,7 @@ impl SoftUdQp {
             )
         };
         let local = socket.local_addr().map_err(|_| DevError::NoResources)?;
-        let (stop, stopped) = UnixStream::pair().map_err(|_| DevError::NoResources)?;
-        let (wake, woken) = UnixStream::pair().map_err(|_| DevError::NoResources)?;
-        wake.set_nonblocking(true).map_err(|_| DevError::NoResources)?;
-        woken.set_nonblocking(true).map_err(|_| DevError::NoResources)?;
+        let engine = engine::engine().ok_or(DevError::NoResources)?;
         let qkey = loop {
             let k = keys::random_u32();
             if k != 0 {
@@ -205,26 +206,22 @@ impl SoftUdQp {
             caps,
             srq,
             events,
-            socket: Arc::new(socket),
+            reg: Mutex::new(None),
+            socket,
             local,
             qkey,
             secret,
             proofs: Mutex::default(),
             violations: Violations::default(),
-            wake,
             closed: AtomicBool::new(false),
-            inner: Mutex::new(Inner { closed: false, recvs: VecDeque::new(), receiver: None }),
+            rx: Mutex::new(vec![0u8; AT + DGRAM_HDR_LEN + MTU as usize + 1]),
+            inner: Mutex::new(Inner { closed: false, recvs: VecDeque::new() }),
             delivery: Delivery::default(),
-            stop,
             lease: Arc::default(),
         });
-        let (weak, socket) = (Arc::downgrade(&qp), qp.socket.clone());
-        let handle = std::thread::Builder::new()
-            .name("dat2-soft-ud".into())
-            .stack_size(256 << 10)
-            .spawn(move || receiver(weak, socket, stopped, woken))
-            .map_err(|_| DevError::NoResources)?;
-        qp.inner.locked().receiver = Some(handle);
+        let handler: Weak<dyn Handler> = qp.this.clone();
+        let reg = engine.register(qp.socket.as_raw_fd(), engine::IN, handler).map_err(|_| DevError::NoResources)?;
+        *qp.reg.locked() = Some(reg);
         Ok(qp)
     }
 
@@ -256,8 +253,10 @@ impl SoftUdQp {
     fn expect_proof(&self, from: SocketAddr, token: u128, deadline: Instant, waiter: Waiter) -> bool {
         let added = !self.is_closed() && self.proofs.locked().expect(from, token, deadline, waiter);
         if added {
-            // The receiver thread may sleep without a deadline: it has one now.
-            let _ = (&self.wake).write(&[1]);
+            // Each wait has its timer: the engine serves its deadline (`expire_proofs`).
+            if let Some(reg) = &*self.reg.locked() {
+                reg.timer(deadline);
+            }
         }
         added
     }
@@ -283,16 +282,12 @@ impl SoftUdQp {
         }
     }
 
-    /// Ends the acceptors' waits that are past their deadline; when the next one is due.
-    fn expire_proofs(&self) -> Option<Instant> {
-        let (broken, next) = {
-            let mut p = self.proofs.locked();
-            (p.expire(Instant::now()), p.next_deadline())
-        };
+    /// Ends the acceptors' waits that are past their deadline.
+    fn expire_proofs(&self) {
+        let broken = self.proofs.locked().expire(Instant::now());
         for ev in broken {
             self.report(ev);
         }
-        next
     }
 
     fn is_closed(&self) -> bool {
@@ -327,7 +322,7 @@ impl SoftUdQp {
         }
     }
 
-    /// A datagram the receiver thread read: `buf[AT..AT + n]`, from `from`. The first AT bytes
+    /// A datagram the engine read: `buf[AT..AT + n]`, from `from`. The first AT bytes
     /// of `buf` are free for the GRH.
     fn on_datagram(&self, buf: &mut [u8], n: usize, from: SocketAddr) {
         let datagram = &buf[AT..AT + n];
@@ -416,66 +411,53 @@ impl SoftUdQp {
         }
     }
 
-    /// Stops the receiver thread and waits for it, unless this is that thread (a completion's
-    /// handler disconnecting): it lands nothing more once its handler returns.
-    fn stop_receiver(&self) {
-        let _ = self.stop.shutdown(Shutdown::Both);
-        let handle = self.inner.locked().receiver.take();
-        if let Some(h) = handle {
-            if h.thread().id() != std::thread::current().id() {
-                let _ = h.join();
-            }
+    /// No datagram is landed after this returns (`closed` is set): unregisters the socket and
+    /// waits for a turn of the engine's under way on the QP, unless this is the engine thread
+    /// (a completion's handler disconnecting): no other turn runs then, and the one this call
+    /// may be inside lands nothing more once its handler returns.
+    fn stop_receiving(&self) {
+        let reg = self.reg.locked().take();
+        if !engine::on_engine() {
+            drop(self.rx.locked());
         }
+        drop(reg);
     }
 }
 
 impl Drop for SoftUdQp {
     fn drop(&mut self) {
-        // A QP dropped without destroy: its receiver thread exits.
-        let _ = self.stop.shutdown(Shutdown::Both);
+        // Unregistered before the socket closes (a closed number may be reused).
+        drop(self.reg.locked().take());
     }
 }
 
-/// The receiver thread: waits for datagrams, and hands each to the QP while it lives and is
-/// open; ends the waits for proofs at their deadlines. The buffer is the only memory it uses,
-/// made once.
-fn receiver(qp: Weak<SoftUdQp>, socket: Arc<UdpSocket>, stopped: UnixStream, woken: UnixStream) {
-    let mut buf = vec![0u8; AT + DGRAM_HDR_LEN + MTU as usize + 1];
-    let mut due: Option<Instant> = None;
-    loop {
-        let mut fds = [
-            libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: stopped.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: woken.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-        ];
-        let ms = due.map_or(-1, |d| d.saturating_duration_since(Instant::now()).as_millis().clamp(1, 60_000) as libc::c_int);
-        // SAFETY: `fds` is a live array of three pollfd structures.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, ms) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
+impl Handler for SoftUdQp {
+    /// A turn of the engine's: ends the proofs' waits past their deadlines, and hands the
+    /// datagrams that came to the QP while it is open, at most TURN_DATAGRAMS (then the
+    /// engine comes back). The buffer is the only memory it uses, made with the QP.
+    fn ready(&self, _events: u32) {
+        let mut buf = self.rx.locked();
+        if self.is_closed() {
             return;
         }
-        if fds[1].revents != 0 {
-            return;
-        }
-        if fds[2].revents != 0 {
-            let mut sink = [0u8; 64];
-            while matches!((&woken).read(&mut sink), Ok(n) if n > 0) {}
-        }
-        let Some(qp) = qp.upgrade() else { return };
-        due = qp.expire_proofs();
-        loop {
-            if qp.is_closed() {
+        self.expire_proofs();
+        let mut errors = 0;
+        for _ in 0..TURN_DATAGRAMS {
+            if self.is_closed() {
                 return;
             }
-            match socket.recv_from(&mut buf[AT..]) {
-                Ok((n, from)) => qp.on_datagram(&mut buf, n, from),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                // Nothing more for now (or an error the kernel queued): wait again.
-                Err(_) => break,
+            match self.socket.recv_from(&mut buf[AT..]) {
+                Ok((n, from)) => self.on_datagram(&mut buf, n, from),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                // An error the kernel queued is consumed by reading it; a socket that keeps
+                // failing is left until its next edge.
+                Err(_) if errors < 16 => errors += 1,
+                Err(_) => return,
             }
+        }
+        // More may be there, and no new edge comes for them: the engine comes back.
+        if let Some(reg) = &*self.reg.locked() {
+            reg.kick();
         }
     }
 }
@@ -556,7 +538,7 @@ impl Qp for SoftUdQp {
             self.closed.store(true, Ordering::SeqCst);
             first
         };
-        self.stop_receiver();
+        self.stop_receiving();
         self.proofs.locked().clear();
         if first {
             let flushed: Vec<(u64, Sges)> = self.inner.locked().recvs.drain(..).collect();

@@ -160,7 +160,8 @@ impl Proofs {
         broken
     }
 
-    /// The next deadline the receiver thread must wake for (the acceptors').
+    /// The next deadline of an acceptor's wait (the engine has a timer for each wait).
+    #[cfg(test)]
     pub fn next_deadline(&self) -> Option<Instant> {
         self.entries.iter().filter(|e| matches!(e.waiter, Waiter::Acceptor { .. })).map(|e| e.deadline).min()
     }

@@ -453,3 +453,55 @@ fn wrong_keys_are_counted_and_never_land() {
     assert_eq!(ra.completion(WAIT).map(|c| (c.wr_id, c.byte_len)), Some((1, GRH_LEN + 4)));
     a.destroy();
 }
+
+/// Once `disconnect` returns, nothing more reaches the consumer, though the engine was in the
+/// middle of a flood of datagrams with the right keys for the QP, and its SRQ (which the
+/// disconnect does not flush) still has receives.
+#[test]
+fn nothing_lands_after_disconnect_returns() {
+    struct NoLimit;
+    impl SrqEvents for NoLimit {
+        fn limit_reached(&self) {}
+        fn key_live(&self, _lkey: u32) -> bool {
+            true
+        }
+    }
+    let s = setup();
+    for round in 0..5 {
+        let srq = s.dev.create_srq(s.pd, 256, 1, Arc::new(NoLimit)).expect("srq");
+        let (b, rb) = s.qp(Some(srq.clone()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let flood = {
+            let (b, stop) = (b.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let from = UdpSocket::bind("127.0.0.1:0").expect("binds");
+                let qkey = soft(&b).qkey();
+                while !stop.load(Ordering::Relaxed) {
+                    forged(&from, &b, qkey, 4, b"data");
+                }
+            })
+        };
+        let stock = |n: u64| {
+            for k in 0..n {
+                let _ = srq.post_recv(k, smallvec::smallvec![s.sge(0, 64)]);
+            }
+        };
+        stock(128);
+        // One landed: the disconnect meets the engine in the middle of the flood.
+        rb.completion(WAIT).expect("a datagram lands");
+        stock(128);
+        b.disconnect(false);
+        let count = || {
+            let st = rb.state.locked();
+            st.0.len() + st.1.len()
+        };
+        let seen = count();
+        stock(128);
+        std::thread::sleep(Duration::from_millis(50));
+        let after = count();
+        stop.store(true, Ordering::Relaxed);
+        flood.join().expect("joins");
+        assert_eq!(after, seen, "round {round}: events after disconnect returned");
+        assert_eq!(rb.state.locked().1.back(), Some(&CmEvent::Disconnected), "round {round}: Disconnected comes last");
+    }
+}
