@@ -8,8 +8,8 @@
 //! The device's own, each named (`ps -T`):
 //! - `dat2-soft-connect`, one per `connect`: RC, the active handshake, within the consumer's
 //!   timeout (an hour without one) and READY_WAIT, then it hands the connection to the
-//!   engine and ends (qp/cm.rs); UD, the resolution, within the timeout or RESOLVE_TIMEOUT, holding the QP
-//!   only weakly (ud/cm.rs).
+//!   engine and ends (qp/cm.rs); UD, the resolution, within the timeout or RESOLVE_TIMEOUT,
+//!   holding the QP only weakly (ud/cm.rs).
 //! - `dat2-soft-engine`, one per process, from the first connection on: the progress engine
 //!   of every connected RC QP, over its one non-blocking socket (epoll): reads the peer's
 //!   frames, runs its requests, completes ours, delivers events (qp/reader.rs), continues the
@@ -32,17 +32,18 @@
 //! - `post_recv`, of an EP or an SRQ: runs peer requests that waited for it (`drain_stalled`)
 //!   if `exec` is free, else its holder runs them once done; kicks the engine when the reader
 //!   stopped for want of a receive (RNR).
-//! - `dat_evd_dequeue`/`dat_evd_wait`: `progress` runs the engine's ready handlers on the
-//!   consumer's thread (engine.rs `poll_here`), or yields the CPU when none is ready.
+//! - `dat_evd_dequeue`/`dat_evd_wait`: `progress` runs the ready RC QPs' handlers on the
+//!   consumer's thread (engine.rs `poll_here`; a listener's or UD QP's go back to the engine
+//!   thread), or yields the CPU when none is ready.
 //! - disconnect: DISCONNECT as far as the socket takes it, then the flushed completions;
 //!   accept: the rendezvous, then registers the connection with the engine.
 //! - free and deregistration: wait for the copies of the QP or key set (lease.rs), a verified
-//!   peer's up to PEER_WAIT; a UD QP's `destroy` waits for the engine's turn on it. A disconnect or free made
-//!   on the engine thread (from a delivery: a CNO proxy agent) waits for a verified peer's
-//!   answers by taking its QP's read turns itself (qp/cm.rs `await_peer_copies`): only the
-//!   engine reads them; a revoke there (`dat_lmr_free`) serves the engine while it waits
-//!   (engine.rs `serve_nested`, lease.rs), its locks released; a handler whose turn is up the
-//!   stack then kicks itself for later.
+//!   peer's up to PEER_WAIT; a UD QP's `destroy` waits for the engine's turn on it. A
+//!   disconnect or free made on the engine thread (from a delivery: a CNO proxy agent) waits
+//!   for a verified peer's answers by taking its QP's read turns itself (qp/cm.rs
+//!   `await_peer_copies`): only the engine reads them; a revoke there (`dat_lmr_free`) serves
+//!   the engine while it waits (engine.rs `serve_nested`, lease.rs), its locks released; a
+//!   handler whose turn is up the stack then kicks itself for later.
 //!
 //! # Lock order
 //!
