@@ -85,6 +85,21 @@ pub fn connect_from(local: IpAddr, remote: SocketAddr, timeout: Duration) -> io:
     }
     // SAFETY: a descriptor socket(2) just returned, owned from here on.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // The connection's end in TIME_WAIT (after we close first) must not keep its port from a
+    // listener: the kernel lets a listener (ours set SO_REUSEADDR) bind a port held by a
+    // TIME_WAIT socket only when that socket set it too. Without it a process that closed
+    // many connections could not create a service point on one of their ports for a minute.
+    let one: libc::c_int = 1;
+    // SAFETY: an int option of our own socket.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            &one as *const _ as *const libc::c_void,
+            std::mem::size_of_val(&one) as u32,
+        )
+    };
     if !local.is_unspecified() && local.is_ipv4() == remote.is_ipv4() {
         let at = SocketAddr::new(local, 0);
         let ss = to_c(at);
@@ -126,6 +141,23 @@ pub fn connect_from(local: IpAddr, remote: SocketAddr, timeout: Duration) -> io:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_connection_leaves_its_port_to_a_listener() {
+        use std::io::Read;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = connect_from(IpAddr::from([0, 0, 0, 0]), l.local_addr().unwrap(), Duration::from_secs(5)).unwrap();
+        let (mut a, _) = l.accept().unwrap();
+        let port = c.local_addr().unwrap().port();
+        // We close first, then the peer: our end is left in TIME_WAIT on its port.
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        assert_eq!(a.read(&mut [0u8; 1]).unwrap(), 0);
+        drop(a);
+        assert_eq!((&c).read(&mut [0u8; 1]).unwrap(), 0);
+        drop(c);
+        let again = std::net::TcpListener::bind(("127.0.0.1", port));
+        assert!(again.is_ok(), "a listener cannot take port {port} of a closed connection: {:?}", again.err());
+    }
 
     #[test]
     fn round_trips() {
