@@ -124,11 +124,33 @@ impl Engine {
         out.extend(self.kicked.locked().drain(..).map(|t| (t, KICK)));
     }
 
+    /// The handlers of the tokens in `events` (the eventfd drained), of the deadlines passed
+    /// and of the kicks, into `ready`, their bits with `extra` (`tokens`: scratch space).
+    /// Looked up under the map's lock; called without it (they may register or drop
+    /// connections).
+    fn take_ready(&self, events: &[libc::epoll_event], extra: u32, tokens: &mut Vec<(u64, u32)>, ready: &mut Vec<(Arc<dyn Handler>, u32)>) {
+        tokens.clear();
+        for ev in events {
+            // Copies: epoll_event is packed.
+            let (token, bits) = (ev.u64, ev.events);
+            if token == WAKE {
+                let mut count = 0u64;
+                // SAFETY: reading 8 bytes into ours from our non-blocking eventfd.
+                unsafe { libc::read(self.wake.as_raw_fd(), &mut count as *mut u64 as *mut libc::c_void, 8) };
+            } else {
+                tokens.push((token, bits));
+            }
+        }
+        self.due(tokens);
+        let map = self.handlers.locked();
+        ready.extend(tokens.iter().filter_map(|&(t, bits)| map.get(&t).and_then(Weak::upgrade).map(|h| (h, bits | extra))));
+    }
+
     fn run(&self) {
         ON_ENGINE.with(|on| on.set(true));
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         let mut ready: Vec<(Arc<dyn Handler>, u32)> = Vec::with_capacity(events.len());
-        let mut tokens: Vec<(u64, u32)> = Vec::new();
+        let mut tokens: Vec<(u64, u32)> = Vec::with_capacity(events.len());
         loop {
             let timeout = self.timeout_ms();
             // SAFETY: `events` is ours and holds as many entries as we say.
@@ -140,27 +162,7 @@ impl Engine {
                 crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: the engine's epoll_wait failed: it stops");
                 return;
             }
-            tokens.clear();
-            for ev in &events[..n as usize] {
-                if ev.u64 == WAKE {
-                    let mut count = 0u64;
-                    // SAFETY: reading 8 bytes into ours from our non-blocking eventfd.
-                    unsafe { libc::read(self.wake.as_raw_fd(), &mut count as *mut u64 as *mut libc::c_void, 8) };
-                } else {
-                    tokens.push((ev.u64, ev.events));
-                }
-            }
-            self.due(&mut tokens);
-            {
-                // The handlers are called without the map's lock: they may register or drop
-                // connections.
-                let map = self.handlers.locked();
-                for &(token, bits) in &tokens {
-                    if let Some(h) = map.get(&token).and_then(Weak::upgrade) {
-                        ready.push((h, bits));
-                    }
-                }
-            }
+            self.take_ready(&events[..n as usize], 0, &mut tokens, &mut ready);
             ready.append(&mut self.handed.locked());
             for (h, bits) in ready.drain(..) {
                 call(&h, bits);
@@ -241,21 +243,8 @@ impl Engine {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
         // SAFETY: `events` is ours and holds as many entries as we say.
         let n = unsafe { libc::epoll_wait(self.epoll_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms) };
-        let mut tokens: Vec<(u64, u32)> = Vec::new();
-        for ev in &events[..n.max(0) as usize] {
-            if ev.u64 == WAKE {
-                let mut count = 0u64;
-                // SAFETY: reading 8 bytes into ours from our non-blocking eventfd.
-                unsafe { libc::read(self.wake.as_raw_fd(), &mut count as *mut u64 as *mut libc::c_void, 8) };
-            } else {
-                tokens.push((ev.u64, ev.events));
-            }
-        }
-        self.due(&mut tokens);
-        let ready: Vec<(Arc<dyn Handler>, u32)> = {
-            let map = self.handlers.locked();
-            tokens.iter().filter_map(|&(t, bits)| map.get(&t).and_then(Weak::upgrade).map(|h| (h, bits | NESTED))).collect()
-        };
+        let (mut tokens, mut ready) = (Vec::new(), Vec::new());
+        self.take_ready(&events[..n.max(0) as usize], NESTED, &mut tokens, &mut ready);
         for (h, bits) in ready {
             call(&h, bits);
         }
