@@ -118,6 +118,13 @@ extern int dx_slot;
 DAT_CONN_QUAL dx_port(int k);
 double dx_now(void);
 void dx_sleep_ms(int ms);
+/* This process's threads (/proc/self/task) and open descriptors (/proc/self/fd, counting the
+ * one that reads it); -1 if unreadable. */
+int dx_threads(void);
+int dx_fds(void);
+/* Ends a forked peer: a byte on `down_fd` tells it to finish, `seconds` are given to it, then
+ * it is killed; reaped either way. */
+void dx_reap(int pid, int down_fd, double seconds);
 
 /* Opens a thread-safe IA (node_open_ts: as asked) with its PZ and EVDs. */
 int node_open(struct node *n, const char *ia_name, DAT_COUNT req_qlen, DAT_COUNT rcv_qlen);

@@ -2,9 +2,11 @@
 #include "dx.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -197,6 +199,43 @@ void dx_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* The entries of a /proc directory, -1 if it cannot be read. */
+static int count_entries(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+int dx_threads(void)
+{
+    return count_entries("/proc/self/task");
+}
+
+int dx_fds(void)
+{
+    return count_entries("/proc/self/fd");
+}
+
+void dx_reap(int pid, int down_fd, double seconds)
+{
+    int status;
+    if (write(down_fd, "x", 1) != 1)
+        kill(pid, SIGKILL);
+    double w0 = dx_now();
+    while (waitpid(pid, &status, WNOHANG) == 0 && dx_now() - w0 < seconds)
+        dx_sleep_ms(20);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
 }
 
 /* ---- nodes and EPs ------------------------------------------------------------ */

@@ -258,17 +258,8 @@ static void psp_provider_flood(void)
     if (EXPECT_RC(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS))
         ia = DAT_HANDLE_NULL;
 out:
-    if (pid > 0) {
-        int status;
-        if (write(down[1], "x", 1) != 1)
-            kill(pid, SIGKILL);
-        double w0 = dx_now();
-        while (waitpid(pid, &status, WNOHANG) == 0 && dx_now() - w0 < 10.0)
-            dx_sleep_ms(20);
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-    }
+    if (pid > 0)
+        dx_reap(pid, down[1], 10.0);
     close(up[0]);
     close(down[1]);
     if (ia != DAT_HANDLE_NULL)

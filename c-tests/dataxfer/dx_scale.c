@@ -5,7 +5,6 @@
  * RLIMIT_NOFILE as far as the hard limit allows). */
 #include "dx.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -28,30 +27,6 @@
 /* Connects in flight at a time (each has a thread of its own until it is established). */
 #define SCALE_WAVE 128
 #define SCALE_MAGIC 0x5ca1ab1eu
-
-static int scale_count(const char *dir)
-{
-    int n = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-static int scale_threads(void)
-{
-    return scale_count("/proc/self/task");
-}
-
-/* Open descriptors (the count includes the one reading the directory). */
-static int scale_fds(void)
-{
-    return scale_count("/proc/self/fd");
-}
 
 static long scale_rss_kib(void)
 {
@@ -115,8 +90,8 @@ static int scale_server(int n, int up, int down)
     if (dat_ia_openv((DAT_NAME_PTR)SOFT_IA, 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_TRUE) !=
         DAT_SUCCESS)
         return 2;
-    r.threads0 = scale_threads();
-    r.fds0 = scale_fds();
+    r.threads0 = dx_threads();
+    r.fds0 = dx_fds();
     r.rss0 = scale_rss_kib();
     unsigned char *buf = calloc((size_t)n, SCALE_MSG);
     unsigned char *seen = calloc((size_t)n, 1);
@@ -184,8 +159,8 @@ static int scale_server(int n, int up, int down)
         if (idle)
             dx_sleep_ms(1);
     }
-    r.threads = scale_threads();
-    r.fds = scale_fds();
+    r.threads = dx_threads();
+    r.fds = dx_fds();
     r.rss = scale_rss_kib();
     if (write(up, &r, sizeof r) != (ssize_t)sizeof r)
         return 5;
@@ -236,7 +211,7 @@ void case_conn_scale(void)
         ia = DAT_HANDLE_NULL;
         goto out;
     }
-    int threads0 = scale_threads(), fds0 = scale_fds();
+    int threads0 = dx_threads(), fds0 = dx_fds();
     long rss0 = scale_rss_kib();
     DAT_REGION_DESCRIPTION region = {.for_va = buf};
     DAT_VADDR va;
@@ -303,11 +278,11 @@ void case_conn_scale(void)
     }
     double took = last - t0;
     /* The connect threads end just after their ESTABLISHED: counted once they are gone. */
-    int bound = threads0 + SCALE_THREADS_PER_CONN * n + SCALE_THREADS_FIXED, threads = scale_threads();
-    for (double w0 = dx_now(); threads > bound && dx_now() - w0 < 2.0; threads = scale_threads())
+    int bound = threads0 + SCALE_THREADS_PER_CONN * n + SCALE_THREADS_FIXED, threads = dx_threads();
+    for (double w0 = dx_now(); threads > bound && dx_now() - w0 < 2.0; threads = dx_threads())
         dx_sleep_ms(20);
     long rss = scale_rss_kib();
-    int fds = scale_fds();
+    int fds = dx_fds();
     struct scale_report r;
     if (!EXPECT(scale_read(up[0], &r, sizeof r, SCALE_SECONDS(n) + 10.0), "the server did not report"))
         goto out;
@@ -332,17 +307,8 @@ void case_conn_scale(void)
     EXPECT(r.fds <= r.fds0 + n + SCALE_FDS_FIXED, "the server has %d descriptors with %d connections (%d before)",
            r.fds, n, r.fds0);
 out:
-    if (pid > 0) {
-        int status;
-        if (write(down[1], "x", 1) != 1)
-            kill(pid, SIGKILL);
-        double w0 = dx_now();
-        while (waitpid(pid, &status, WNOHANG) == 0 && dx_now() - w0 < 20.0)
-            dx_sleep_ms(20);
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-    }
+    if (pid > 0)
+        dx_reap(pid, down[1], 20.0);
     if (ia != DAT_HANDLE_NULL)
         EXPECT_RC(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
     close(up[0]);
@@ -376,9 +342,9 @@ void case_conn_scale_psps(void)
         if (!EXPECT_RC(dat_psp_create_any(ia, &qual, crq, DAT_PSP_CONSUMER_FLAG, &psp[made]), DAT_SUCCESS))
             break;
         if (made == 0)
-            threads0 = scale_threads();
+            threads0 = dx_threads();
     }
-    int threads = scale_threads();
+    int threads = dx_threads();
     harness_note("threads: %d with one PSP, %d with %d", threads0, threads, made);
     EXPECT(made == SCALE_PSPS && threads0 > 0 && threads <= threads0, "%d PSPs: %d threads, %d with one", made, threads,
            threads0);

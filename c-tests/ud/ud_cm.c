@@ -2,7 +2,6 @@
  * and the release of what resolutions hand out (dat_ib_ud_ah_free, dat_ib_ud_cm_free). */
 #include "ud.h"
 
-#include <dirent.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 
@@ -601,20 +600,6 @@ out:
     ud_rig_down(&r);
 }
 
-/* Threads of this process (/proc/self/task). */
-static int ud_threads(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* UD QPs cost no thread each on dat2-soft: the process's engine reads every QP's datagrams
  * (before, each had a `dat2-soft-ud` thread). 20 more resolved pairs (a QP is made at the
  * resolution), counted once the resolutions' threads have ended. */
@@ -630,7 +615,7 @@ void case_many_eps_no_threads(void)
     }
     if (!UD_RIG_UP(&r, dx_port(0), 0, 1))
         goto out;
-    int threads0 = ud_threads();
+    int threads0 = dx_threads();
     for (; made < PAIRS; made++) {
         struct ud_peer at_s, at_c;
         if (!ud_ep_make(&r.s, 0, &se[made]) || !ud_ep_make(&r.c, 0, &ce[made]) ||
@@ -639,9 +624,9 @@ void case_many_eps_no_threads(void)
             break;
         }
     }
-    int threads = ud_threads();
+    int threads = dx_threads();
     /* A resolution's thread ends just after its event. */
-    for (double t0 = dx_now(); threads > threads0 && dx_now() - t0 < 2.0; threads = ud_threads())
+    for (double t0 = dx_now(); threads > threads0 && dx_now() - t0 < 2.0; threads = dx_threads())
         dx_sleep_ms(10);
     harness_note("threads: %d before, %d with %d more resolved pairs of UD QPs", threads0, threads, made);
     EXPECT(made == PAIRS && threads0 > 0 && threads <= threads0, "%d more UD QP pairs: %d threads, %d before", made,
