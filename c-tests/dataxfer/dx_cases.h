@@ -129,4 +129,10 @@ void case_engine_bulk_write_fair(void);
 void case_engine_free_in_agent_cma(void);
 void case_engine_lmr_free_in_agent_cma(void);
 
+/* sends placed into the peer's receive (dx_placed.c) */
+void case_send_placed_in_order(void);
+void case_send_placed_engine_busy(void);
+void case_send_placed_lmr_free(void);
+void case_send_placed_disconnect(void);
+
 #endif

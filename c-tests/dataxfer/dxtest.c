@@ -144,6 +144,12 @@ static const struct harness_case cases[] = {
     CASE_TCP(engine_bulk_write_fair),
     CASE(engine_free_in_agent_cma),
     CASE(engine_lmr_free_in_agent_cma),
+    CASE(send_placed_in_order),
+    CASE_TCP(send_placed_in_order),
+    CASE(send_placed_engine_busy),
+    CASE_TCP(send_placed_engine_busy),
+    CASE(send_placed_lmr_free),
+    CASE(send_placed_disconnect),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

@@ -33,7 +33,7 @@ import time
 
 HDR = struct.Struct("<BBBxIIQIIIQQ")  # op flags status payload length raddr rkey imm acks a b
 HELLO = struct.Struct("<IIIIQQ")  # magic version reaches rd_in rendezvous conn_qual
-CLAIMS = struct.Struct("<IIQIIQ")  # magic sock_fd canary keytab_fd pd qp
+CLAIMS = struct.Struct("<IIQIIQIIQ")  # magic sock_fd canary keytab_fd pd qp ring (pad) ring_gen
 MAGIC = 0x64617432
 VERSION = 8
 GREETING_MAGIC, ASK, ANSWER = b"DAT2SOFT", 1, 2
@@ -41,7 +41,7 @@ REJECT_NO_SERVICE = 1  # a REJECT's status: no service point with the HELLO's qu
 OP_HELLO, OP_ACCEPT, OP_REJECT, OP_READY, OP_ESTABLISHED = 1, 2, 3, 4, 5
 OP_SEND, OP_WRITE, OP_READ, OP_CMP_SWAP, OP_FETCH_ADD = 10, 11, 12, 13, 14
 OP_RESPONSE, OP_ACK, OP_DISCONNECT = 20, 21, 30
-F_CMA, F_SHM = 0x1, 0x10
+F_CMA, F_SHM, F_PLACED = 0x1, 0x10, 0x40
 SECRET_HEX = "53" * 16  # 'S'
 # The targets' address-space limit (RLIMIT_AS); none under AddressSanitizer, whose shadow
 # memory reserves terabytes (the sanitize pass builds target.c with it).
@@ -166,8 +166,8 @@ class Proc:
         return self.p.returncode
 
 
-def hdr(op, flags=0, payload=0, length=0, raddr=0, rkey=0, status=0, acks=0):
-    return HDR.pack(op, flags, status, payload, length, raddr, rkey, 0, acks, 0, 0)
+def hdr(op, flags=0, payload=0, length=0, raddr=0, rkey=0, status=0, acks=0, a=0):
+    return HDR.pack(op, flags, status, payload, length, raddr, rkey, 0, acks, a, 0)
 
 
 def hello(rendezvous=0, reaches=0, private=b"", rd_in=4, qual=0):
@@ -270,7 +270,7 @@ def connect(port, claims=None, reaches=1, private=b"", token=None, qual=None):
             raise RuntimeError(f"answer op {h[0]}")
         if came and claims is not None:
             fd, canary = claims
-            came.sendall(CLAIMS.pack(MAGIC, s.fileno() if fd == "honest" else fd, canary, 0, 0, 0))
+            came.sendall(CLAIMS.pack(MAGIC, s.fileno() if fd == "honest" else fd, canary, 0, 0, 0, 0, 0, 0))
         s.sendall(message(OP_READY, hello(reaches=reaches)))
         h, _ = recv_msg(s)
         if h[0] != OP_ESTABLISHED:
@@ -465,7 +465,7 @@ def serve():
         c, _ = ls.accept()
         c.recv(64)
         for fd in range(3, 8):
-            c.sendall(struct.pack("<IIQIIQ", 0x64617432, fd, ctypes.addressof(secret), 0, 0, 0))
+            c.sendall(struct.pack("<IIQIIQIIQ", 0x64617432, fd, ctypes.addressof(secret), 0, 0, 0, 0, 0, 0))
 threading.Thread(target=serve, daemon=True).start()
 print("ready", token, ctypes.addressof(secret), flush=True)
 sys.stdin.readline()
@@ -515,6 +515,54 @@ def _(t, port):
     if got != "ok":
         return False, f"the target answered {got}"
     return target_state(t, want_win="41" * 16)
+
+
+@case("placed_send_lies")
+def _(t, port):
+    """A peer says it placed a send into one of the target's receives itself (flag PLACED, as
+    a same-host dat2 does, recvring.rs). The target has four receives of 4096 bytes posted.
+    Each lie must end the connection: on a connection without the verified path; naming
+    another receive than the next; longer than the receive; with a payload; on a WRITE. The
+    control: a true one (receive 0, 8 bytes), then an ordinary send, which takes receive 1
+    and is acknowledged."""
+    if NO_VERIFIED_PEER:
+        return None, NO_VERIFIED_PEER
+    lies = [
+        ("unverified", None, hdr(OP_SEND, F_PLACED, 0, 8)),
+        ("receive 1 first", ("honest", our_canary), hdr(OP_SEND, F_PLACED, 0, 8, a=1)),
+        ("receive 64, not published", ("honest", our_canary), hdr(OP_SEND, F_PLACED, 0, 8, a=64)),
+        ("longer than the receive", ("honest", our_canary), hdr(OP_SEND, F_PLACED, 0, 4097)),
+        ("with a payload", ("honest", our_canary), hdr(OP_SEND, F_PLACED, 8, 8) + b"P" * 8),
+        ("on a WRITE", ("honest", our_canary), hdr(OP_WRITE, F_PLACED, 0, 8, t.info["win"], t.info["rkey"])),
+        ("with CMA", ("honest", our_canary), hdr(OP_SEND, F_PLACED | F_CMA, 0, 8)),
+    ]
+    for what, claims, frame in lies:
+        s, info = connect(port, claims)
+        try:
+            if claims and info["agreed"] != 1:
+                return False, f"{what}: the target did not verify us: {info}"
+            s.sendall(frame)
+            got = outcome(s)
+        finally:
+            s.close()
+        if got != "closed":
+            return False, f"{what}: the target answered {got}"
+    s, info = connect(port, ("honest", our_canary))
+    try:
+        if info["agreed"] != 1:
+            return False, f"control: the target did not verify us: {info}"
+        s.sendall(hdr(OP_SEND, F_PLACED, 0, 8, a=0))
+        s.sendall(hdr(OP_SEND, 0, 8, 8) + b"Q" * 8)
+        got = outcome(s)
+        if got != "ok":
+            return False, f"control: the send after a true placed one was answered {got}"
+        s.sendall(hdr(OP_SEND, F_PLACED, 0, 8, a=0))
+        got = outcome(s)
+        if got != "closed":
+            return False, f"receive 0 again, once taken: the target answered {got}"
+    finally:
+        s.close()
+    return target_state(t)
 
 
 @case("verified_peer_names_target_memory")
@@ -1237,7 +1285,7 @@ def malicious_server(port, op, come):
         if come:
             ch = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             ch.connect(b"\0dat2-soft-%016x" % token)
-            ch.sendall(CLAIMS.pack(MAGIC, s.fileno(), our_canary, 0, 0, 0))
+            ch.sendall(CLAIMS.pack(MAGIC, s.fileno(), our_canary, 0, 0, 0, 0, 0, 0))
         s.sendall(message(OP_ACCEPT, hello()))
         h, body = recv_msg(s)
         if h[0] != OP_READY:

@@ -23,6 +23,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::device::Access;
+use crate::util::sync::MutexExt;
 
 const SLOTS: usize = 1 << 18;
 const PROBE: usize = 16;
@@ -46,10 +47,105 @@ struct Slot {
 
 const SLOT_SIZE: usize = core::mem::size_of::<Slot>();
 const _: () = assert!(SLOT_SIZE == 64);
-const BYTES: usize = SLOTS * SLOT_SIZE;
-/// The pin counts (one u32 per slot), after the slots.
-const PIN_BYTES: usize = SLOTS * 4;
+const SLOT_BYTES: usize = SLOTS * SLOT_SIZE;
+/// The receive rings (recvring.rs), after the slots: their tags, then their entries.
+const RING_TAGS: usize = SLOT_BYTES;
+const RING_ENTRIES: usize = RING_TAGS + RINGS * 8;
+/// What peers map read-only: the slots and the rings.
+const BYTES: usize = RING_ENTRIES + RINGS * RING_LEN as usize * ENTRY_SIZE;
+/// The pin counts (one u32 per slot, then one per ring), after the rings.
+const PIN_BYTES: usize = (SLOTS + RINGS) * 4;
 const TOTAL: usize = BYTES + PIN_BYTES;
+const _: () = assert!(BYTES % 4096 == 0 && RING_ENTRIES % 8 == 0);
+
+/// Receive rings per table (recvring.rs), one per connected RC QP without an SRQ; QPs past
+/// that have none.
+pub const RINGS: usize = 1 << 14;
+/// Receives a ring holds at a time; those posted beyond it are published as earlier ones are
+/// consumed.
+pub const RING_LEN: u64 = 64;
+
+/// One published receive of a ring, in the file.
+#[repr(C)]
+pub struct Entry {
+    /// The receive's number + 1; 0 while being written, or empty.
+    seq: AtomicU64,
+    addr: AtomicU64,
+    len: AtomicU32,
+    /// The receive's one scatter element's lkey; 0 when there is none to place data into.
+    lkey: AtomicU32,
+    _pad: AtomicU64,
+}
+
+const ENTRY_SIZE: usize = core::mem::size_of::<Entry>();
+const _: () = assert!(ENTRY_SIZE == 32);
+
+/// What a receiver published about one receive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Posted {
+    pub addr: u64,
+    pub len: u32,
+    pub lkey: u32,
+}
+
+impl Entry {
+    /// Publishes receive number `n` (the receiver's, seqlocked).
+    pub fn write(&self, n: u64, p: Posted) {
+        self.seq.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.addr.store(p.addr, Ordering::Relaxed);
+        self.len.store(p.len, Ordering::Relaxed);
+        self.lkey.store(p.lkey, Ordering::Relaxed);
+        self.seq.store(n + 1, Ordering::Release);
+    }
+
+    pub fn clear(&self) {
+        self.seq.store(0, Ordering::Relaxed);
+    }
+
+    /// Receive number `n`, when this entry holds it, whole.
+    pub fn read(&self, n: u64) -> Option<Posted> {
+        if self.seq.load(Ordering::Acquire) != n + 1 {
+            return None;
+        }
+        let p = Posted {
+            addr: self.addr.load(Ordering::Relaxed),
+            len: self.len.load(Ordering::Relaxed),
+            lkey: self.lkey.load(Ordering::Relaxed),
+        };
+        fence(Ordering::Acquire);
+        (self.seq.load(Ordering::Relaxed) == n + 1).then_some(p)
+    }
+}
+
+/// The rings of our table not in use.
+#[derive(Default)]
+pub struct Alloc {
+    /// Rings never used yet start at this index (their memory is still zero).
+    next: u32,
+    free: Vec<u32>,
+    gen: u64,
+}
+
+impl Alloc {
+    /// A ring: its index, whether it was never used, and a new generation.
+    pub fn take(&mut self) -> Option<(u32, bool, u64)> {
+        let (index, fresh) = match self.free.pop() {
+            Some(i) => (i, false),
+            None if (self.next as usize) < RINGS => {
+                self.next += 1;
+                (self.next - 1, true)
+            }
+            None => return None,
+        };
+        self.gen += 1;
+        Some((index, fresh, self.gen))
+    }
+
+    pub fn give(&mut self, index: u32) {
+        self.free.push(index);
+    }
+}
 
 /// What a published key grants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +167,8 @@ pub struct KeyTable {
     pins: *const AtomicU32,
     file: File,
     writable: bool,
+    /// Ours: the receive rings not in use (recvring.rs).
+    rings: std::sync::Mutex<Alloc>,
 }
 
 /// A pinned slot of a peer's table: the peer waits for it before its revoke of the key returns.
@@ -159,7 +257,7 @@ impl KeyTable {
             }
             q as *const AtomicU32
         };
-        Some(KeyTable { base: p as *mut Slot, pins, file, writable })
+        Some(KeyTable { base: p as *mut Slot, pins, file, writable, rings: Default::default() })
     }
 
     /// The descriptor number a peer opens through /proc.
@@ -175,6 +273,34 @@ impl KeyTable {
     fn pin_count(&self, i: usize) -> &AtomicU32 {
         // SAFETY: `i < SLOTS`, inside the pins' mapping, which lives as long as `self`.
         unsafe { &*self.pins.add(i) }
+    }
+
+    /// Our rings' allocator; None in a peer's table.
+    pub(super) fn rings(&self) -> Option<std::sync::MutexGuard<'_, Alloc>> {
+        self.writable.then(|| self.rings.locked())
+    }
+
+    /// Ring `r`'s tag (recvring.rs). Panics past RINGS (callers check).
+    pub(super) fn ring_tag(&self, r: u32) -> &AtomicU64 {
+        assert!((r as usize) < RINGS);
+        // SAFETY: inside the mapping (RING_TAGS + 8 * RINGS <= BYTES), 8-aligned (page-aligned
+        // base, RING_TAGS a multiple of 8), which lives as long as `self`.
+        unsafe { &*((self.base as *const u8).add(RING_TAGS + 8 * r as usize) as *const AtomicU64) }
+    }
+
+    /// Entry `k` of ring `r`. Panics past RINGS or RING_LEN (callers reduce `k`).
+    pub(super) fn ring_entry(&self, r: u32, k: u64) -> &Entry {
+        assert!((r as usize) < RINGS && k < RING_LEN);
+        let at = RING_ENTRIES + (r as usize * RING_LEN as usize + k as usize) * ENTRY_SIZE;
+        // SAFETY: inside the mapping (checked bounds), aligned as above; lives as long as `self`.
+        unsafe { &*((self.base as *const u8).add(at) as *const Entry) }
+    }
+
+    /// Ring `r`'s pin count, in the pins' part (writable by peers).
+    pub(super) fn ring_pin(&self, r: u32) -> &AtomicU32 {
+        assert!((r as usize) < RINGS);
+        // SAFETY: SLOTS + r < SLOTS + RINGS: inside the pins' mapping, as in `pin_count`.
+        unsafe { &*self.pins.add(SLOTS + r as usize) }
     }
 
     /// Publishes a key (ours only). Not finding room is fine: the key stays unpublished.

@@ -25,10 +25,11 @@
 //!   when their processes exit; lives as long as the process (peer.rs).
 //!
 //! On the consumer's own thread:
-//! - posts: key checks; RC: the same-host direct write (fast.rs, `write_direct`), else what
-//!   the socket takes at once, never waiting (as any thread that queues a frame does); UD: the
-//!   `sendmsg` (up to SEND_WAIT for room). Direct writes and UD sends are completed by the
-//!   post itself.
+//! - posts: key checks; RC: the same-host direct write (fast.rs, `write_direct`) or send
+//!   placed into the peer's receive (`send_direct`, recvring.rs), else what the socket takes
+//!   at once, never waiting (as any thread that queues a frame does); UD: the `sendmsg` (up
+//!   to SEND_WAIT for room). Direct writes and sends and UD sends are completed by the post
+//!   itself. A frame takes its place in the stream under `inner` (tx.rs `send_frame_after`).
 //! - `post_recv`, of an EP or an SRQ: runs peer requests that waited for it (`drain_stalled`)
 //!   if `exec` is free, else its holder runs them once done; kicks the engine when the reader
 //!   stopped for want of a receive (RNR).
@@ -61,7 +62,8 @@
 //!   Under it: `inner` and all under that; without `inner`: the SRQ's state, `dev.state`
 //!   (read; written by a send with invalidate, which then revokes), `dev.atomics`,
 //!   `shm_peers`, `out.queue`.
-//! - RC `inner` (`room` waits on it). Under it: the SRQ's state (`has_recv`), `dev.state`
+//! - RC `inner` (`room` waits on it). Under it: the key table's ring allocator (a leaf,
+//!   `claims`), the SRQ's state (`has_recv`), `dev.state`
 //!   read (a post's key lookups), `shm_peers` (a direct write), `out.queue` (deferred
 //!   requests, `on_response`), `SetLease::sockets` (leases taken or dropped), the watcher's
 //!   flags (a replaced peer dropped).
@@ -78,6 +80,9 @@
 //!   `dev.state`, `dev.atomics`, the SRQ's state, UD `inner`, `Delivery`, `Violations`, the
 //!   `Pending` streams, `peer_table`'s map (taken before `inner`), peer.rs `known` (the
 //!   verified processes, also taken when one drops), the watcher's flags.
+//! - Withdrawing a receive ring (dropping `OwnRing`, in `flush`) waits for a peer's pin (a
+//!   placement of at most 64 KiB; PEER_WAIT at most) holding no lock but, on the engine or a
+//!   polling thread, the QP's read turn.
 //! - A revoke (`SetLease::revoke`, `wait_unpinned`) waits under no lock but `exec`: a copy
 //!   holding a lease may take `inner` or `shm_peers` (exec.rs `land_leased`). A join holds none.
 
@@ -91,6 +96,7 @@ pub mod listener;
 pub mod memory;
 pub mod peer;
 pub mod qp;
+pub mod recvring;
 pub mod rendezvous;
 pub mod shm;
 pub mod srq;
@@ -189,7 +195,7 @@ pub struct SoftDevice {
     /// Makes remote atomics atomic with respect to each other.
     pub atomics: Mutex<()>,
     /// Our remote keys, published to peers on this host (see keytab.rs).
-    pub keytab: Option<keytab::KeyTable>,
+    pub keytab: Option<Arc<keytab::KeyTable>>,
 }
 
 // SAFETY: all mutable state is behind the RwLock.
@@ -235,7 +241,7 @@ impl SoftDevice {
             keys: KeyGen::new(),
             state: RwLock::new(State::default()),
             atomics: Mutex::new(()),
-            keytab: keytab::KeyTable::create(),
+            keytab: keytab::KeyTable::create().map(Arc::new),
         }))
     }
 
@@ -308,22 +314,26 @@ impl SoftDevice {
         true
     }
 
-    /// Publishes a remote key set to peers on this host.
+    /// Publishes a key set to peers on this host: its rkey, and its lkey with LOCAL_WRITE alone
+    /// when it has it (a receive's memory, which a peer places sends into, recvring.rs; no
+    /// remote right, so it never admits an RDMA operation).
     fn publish(&self, set: &KeySet, shared: Option<&shm::Backing>) {
-        if let (Some(t), true) = (&self.keytab, set.rkey != 0) {
-            let file = shared.and_then(|b| b.source(set.addr, set.len));
-            t.publish(
-                set.rkey,
-                keytab::Grant {
-                    pd: set.pd,
-                    access: set.access,
-                    bound_qp: set.bound_qp.unwrap_or(0),
-                    addr: set.addr,
-                    len: set.len,
-                    zero_based: set.zero_based,
-                    file,
-                },
-            );
+        let Some(t) = &self.keytab else { return };
+        let file = shared.and_then(|b| b.source(set.addr, set.len));
+        let grant = keytab::Grant {
+            pd: set.pd,
+            access: set.access,
+            bound_qp: set.bound_qp.unwrap_or(0),
+            addr: set.addr,
+            len: set.len,
+            zero_based: set.zero_based,
+            file,
+        };
+        if set.rkey != 0 {
+            t.publish(set.rkey, grant);
+        }
+        if set.lkey != 0 && set.access.contains(Access::LOCAL_WRITE) {
+            t.publish(set.lkey, keytab::Grant { access: Access::LOCAL_WRITE, zero_based: false, ..grant });
         }
     }
 
@@ -332,7 +342,7 @@ impl SoftDevice {
     #[must_use]
     fn drop_set(&self, s: &mut State, id: u64) -> Option<Revoked> {
         let set = s.sets.remove(&id)?;
-        let slot = self.keytab.as_ref().and_then(|t| t.withdraw(set.rkey));
+        let slots = self.keytab.as_ref().map_or([None, None], |t| [t.withdraw(set.rkey), t.withdraw(set.lkey)]);
         if set.lkey != 0 {
             s.lkeys.remove(&set.lkey);
         }
@@ -349,7 +359,7 @@ impl SoftDevice {
         if last {
             s.regions.remove(&set.region);
         }
-        Some(Revoked { lease: set.lease, slot })
+        Some(Revoked { lease: set.lease, slots })
     }
 
     /// Waits until nothing a removed key set admitted still runs: our copies (lease.rs), and
@@ -357,8 +367,8 @@ impl SoftDevice {
     fn revoke(&self, r: Option<Revoked>) {
         let Some(r) = r else { return };
         r.lease.revoke();
-        if let (Some(t), Some(slot)) = (&self.keytab, r.slot) {
-            t.wait_unpinned(slot, lease::PEER_WAIT);
+        if let Some(t) = &self.keytab {
+            r.slots.into_iter().flatten().for_each(|slot| t.wait_unpinned(slot, lease::PEER_WAIT));
         }
     }
 
@@ -437,8 +447,8 @@ impl SoftDevice {
 /// A removed key set, to be revoked once the state's lock is released.
 struct Revoked {
     lease: Arc<lease::SetLease>,
-    /// Its rkey's slot in our published key table.
-    slot: Option<usize>,
+    /// Its rkey's and lkey's slots in our published key table.
+    slots: [Option<usize>; 2],
 }
 
 impl AsRef<lease::SetLease> for KeySet {

@@ -41,9 +41,13 @@ pub struct Claims {
     pub keytab_fd: u32,
     pub pd: u32,
     pub qp: u64,
+    /// Its QP's receive ring in that table (index + 1; 0: none) and the ring's generation
+    /// (recvring.rs).
+    pub ring: u32,
+    pub ring_gen: u64,
 }
 
-const CLAIMS_LEN: usize = 32;
+const CLAIMS_LEN: usize = 48;
 const MAGIC: u32 = 0x6461_7432;
 /// Connections a rendezvous queues, and looks at before giving up.
 const BACKLOG: i32 = 64;
@@ -59,6 +63,8 @@ impl Claims {
         b[16..20].copy_from_slice(&self.keytab_fd.to_le_bytes());
         b[20..24].copy_from_slice(&self.pd.to_le_bytes());
         b[24..32].copy_from_slice(&self.qp.to_le_bytes());
+        b[32..36].copy_from_slice(&self.ring.to_le_bytes());
+        b[40..48].copy_from_slice(&self.ring_gen.to_le_bytes());
         b
     }
 
@@ -71,6 +77,8 @@ impl Claims {
             keytab_fd: u32_at(16),
             pd: u32_at(20),
             qp: u64_at(24),
+            ring: u32_at(32),
+            ring_gen: u64_at(40),
         })
     }
 }
@@ -245,12 +253,12 @@ mod tests {
         let liar = Channel::connect(r.token).unwrap();
         assert!(liar.send(&Claims { sock_fd: a.as_raw_fd() as u32, ..Claims::default() }));
         let passive = Channel::connect(r.token).unwrap();
-        let claims_b = Claims { sock_fd: b.as_raw_fd() as u32, canary: peer::canary(), keytab_fd: 0, pd: 7, qp: 9 };
+        let claims_b = Claims { sock_fd: b.as_raw_fd() as u32, canary: peer::canary(), keytab_fd: 0, pd: 7, qp: 9, ring: 3, ring_gen: 11 };
         assert!(passive.send(&claims_b));
         let (p, c, active) = r.take(end_a).unwrap();
         assert_eq!(c, claims_b);
         assert!(p.reaches(c.canary));
-        let claims_a = Claims { sock_fd: a.as_raw_fd() as u32, canary: peer::canary(), keytab_fd: 0, pd: 1, qp: 2 };
+        let claims_a = Claims { sock_fd: a.as_raw_fd() as u32, canary: peer::canary(), keytab_fd: 0, pd: 1, qp: 2, ring: 0, ring_gen: 0 };
         assert!(active.send(&claims_a));
         let (_, c) = passive.verify(end_b).unwrap();
         assert_eq!(c, claims_a);

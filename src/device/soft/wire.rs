@@ -107,6 +107,9 @@ pub mod flag {
     /// A UD datagram that proves its source owns its address and port: no keys, and a payload
     /// of exactly PROOF_LEN bytes, a token (see [`super::Dgram`] and ud/proof.rs).
     pub const PROOF: u8 = 0x20;
+    /// A SEND whose data the initiator placed itself into the receive its `a` numbers (same
+    /// host, recvring.rs): no payload; the target completes that receive.
+    pub const PLACED: u8 = 0x40;
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

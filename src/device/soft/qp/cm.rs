@@ -224,6 +224,10 @@ impl SoftQp {
 
     /// Completes everything posted as flushed, then reports `ev`.
     pub(super) fn flush(&self, ev: CmEvent) {
+        // The receive ring is withdrawn first: once a receive completes flushed, the peer
+        // places nothing into it (recvring.rs).
+        let ring = self.lock().ring.take();
+        drop(ring);
         let mut events = Vec::new();
         {
             let mut i = self.lock();

@@ -111,24 +111,69 @@ impl SoftQp {
                 return Some(true);
             }
         }
-        let target = [(addr, len as usize)];
-        let (head, tail) = io::split_tail(&target);
-        let (lhead, ltail) = io::split_at(segs, len as usize - tail.iter().map(|t| t.1).sum::<usize>());
-        let pid = live_pid(i)?;
-        if !head.is_empty() {
-            io::push(pid, &lhead, &head).ok()?;
-        }
-        io::push(pid, &ltail, &tail).ok()?;
+        push_tail_last(live_pid(i)?, segs, addr, len)?;
         Some(false)
     }
 
-    /// Completes an RDMA write its poster did itself (`write_fast`, `write_direct`).
-    pub(super) fn complete_write(&self, wr_id: u64, len: u32) -> Result<(), DevError> {
-        let c =
-            Completion { wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Write, byte_len: len, imm: None, invalidated: None, solicited: false };
+    /// Places a send of at most SEND_DIRECT_MAX bytes straight into the peer's next receive
+    /// (recvring.rs), as an HCA does, so that a peer that polls its buffer sees the data with
+    /// no thread of its own involved; returns its length, to be completed at once, once the
+    /// peer is told which receive it filled (qp/reader.rs `on_placed`). As for a direct write:
+    /// nothing else outstanding, our keys live and leased, the peer's receive published in its
+    /// ring (pinned: its flush waits for us) with an lkey in its table (pinned: its
+    /// `dat_lmr_free` waits for us) of the peer QP's PD with LOCAL_WRITE, covering the data.
+    /// None: the ordinary path, where the target checks everything.
+    pub(super) fn send_direct(&self, i: &Inner, wr: &SendWr) -> Option<u32> {
+        if !matches!(wr.op, WrOp::Send | WrOp::SendImm(_)) || !direct_allowed(i) {
+            return None;
+        }
+        let ring = i.peer_ring.as_ref()?;
+        let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
+        if len > u64::from(SEND_DIRECT_MAX.min(self.caps.max_message)) {
+            return None;
+        }
+        let keys = self.local_keys(&wr.sges, false)?;
+        let (posted, _ring_pin) = ring.pin(i.sends)?;
+        if u64::from(posted.len) < len {
+            return None;
+        }
+        if len > 0 {
+            let _held = super::super::lease::hold_all(&keys)?;
+            let (g, _pin) = i.peer_keys.as_ref()?.pin(posted.lkey)?;
+            if g.pd != i.peer_pd || g.bound_qp != 0 || !g.access.contains(Access::LOCAL_WRITE) {
+                return None;
+            }
+            if posted.addr < g.addr || posted.addr.checked_add(len)? > g.addr.checked_add(g.len)? {
+                return None;
+            }
+            let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
+            push_tail_last(live_pid(i)?, &segs, posted.addr, len)?;
+        }
+        Some(len as u32)
+    }
+
+    /// Completes a request its poster did itself (`write_fast`, `write_direct`, `send_direct`).
+    pub(super) fn complete_direct(&self, wr_id: u64, op: WcOp, len: u32) -> Result<(), DevError> {
+        let c = Completion { wr_id, status: DAT_DTO_SUCCESS, op, byte_len: len, imm: None, invalidated: None, solicited: false };
         self.deliver([Event::Completion(c)]);
         Ok(())
     }
+}
+
+/// Sends larger than this go the ordinary way (the target pulls the data itself): a peer's
+/// flush or `dat_lmr_free` waits for a placement in progress.
+const SEND_DIRECT_MAX: u32 = 64 << 10;
+
+/// Writes `segs` of ours into process `pid` at `addr` (`len` bytes), the last io::TAIL bytes
+/// after the rest, for programs that poll the end of a buffer.
+fn push_tail_last(pid: u32, segs: &[(u64, usize)], addr: u64, len: u64) -> Option<()> {
+    let target = [(addr, len as usize)];
+    let (head, tail) = io::split_tail(&target);
+    let (lhead, ltail) = io::split_at(segs, len as usize - tail.iter().map(|t| t.1).sum::<usize>());
+    if !head.is_empty() {
+        io::push(pid, &lhead, &head).ok()?;
+    }
+    io::push(pid, &ltail, &tail).ok()
 }
 
 /// Whether the poster may do an RDMA write itself: nothing else outstanding (so the write

@@ -35,6 +35,7 @@ use super::io;
 use super::keytab::KeyTable;
 use super::lease::{Leases, SetLease, Via};
 use super::peer::{self, OtherEnd, PeerProcess};
+use super::recvring::{OwnRing, PeerRing, Posted, RING_LEN};
 use super::rendezvous::{Channel, Claims};
 use super::wire::{self, flag, op, Hdr};
 use super::{shm, KeySet, SoftDevice};
@@ -192,6 +193,17 @@ struct Inner {
     /// Bytes our requests moved, by path (`crate::device::Moved`), counted as they are
     /// posted, under this lock.
     moved: Moved,
+    /// Our receive ring, published to the verified peer (recvring.rs): receives it places
+    /// sends into. `recv_base`: the receives consumed since the connection began (the number
+    /// of `recvs`' first); `published`: the number of the first receive not published yet.
+    ring: Option<OwnRing>,
+    recv_base: u64,
+    published: u64,
+    /// The peer's receive ring, and how many of the peer's receives our requests consumed or
+    /// will consume (sends and writes with immediate data, in the order posted): the number
+    /// of the receive our next send takes.
+    peer_ring: Option<PeerRing>,
+    sends: u64,
 }
 
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
@@ -330,6 +342,11 @@ impl SoftQp {
                 awaiting_ready: false,
                 moved: [0; 3],
                 local_hit: None,
+                ring: None,
+                recv_base: 0,
+                published: 0,
+                peer_ring: None,
+                sends: 0,
             }),
             reader: Mutex::new(None),
             exec: Mutex::new(()),
@@ -355,20 +372,64 @@ impl SoftQp {
     }
 
     /// What we say about ourselves at the rendezvous (to a process of our uid only).
+    /// Takes a receive ring of our key table for this connection, unless the QP's receives
+    /// come from an SRQ (which another QP may take them from).
     fn claims(&self, stream: &TcpStream) -> Claims {
-        Claims { sock_fd: stream.as_raw_fd() as u32, canary: peer::canary(), keytab_fd: self.keytab_fd(), pd: self.pd, qp: self.id }
+        let (ring, ring_gen) = match (&self.dev.keytab, &self.srq) {
+            (Some(t), None) => {
+                let mut i = self.lock();
+                if i.ring.is_none() {
+                    i.ring = OwnRing::take(t);
+                }
+                i.ring.as_ref().map_or((0, 0), |r| r.claim())
+            }
+            _ => (0, 0),
+        };
+        Claims {
+            sock_fd: stream.as_raw_fd() as u32,
+            canary: peer::canary(),
+            keytab_fd: self.keytab_fd(),
+            pd: self.pd,
+            qp: self.id,
+            ring,
+            ring_gen,
+        }
     }
 
-    /// Sets the connection's data path: cross-memory attach (and shared files, and the key
-    /// table) with the verified peer when `agreed`, else TCP.
+    /// Sets the connection's data path: cross-memory attach (and shared files, the key table
+    /// and the receive rings) with the verified peer when `agreed`, else TCP.
     fn set_path(&self, verified: Option<(PeerProcess, Claims)>, agreed: bool) {
         let verified = verified.filter(|_| agreed);
         let keys = verified.as_ref().and_then(|(p, c)| (c.keytab_fd != 0).then(|| peer_table(p, c.keytab_fd)).flatten());
+        let peer_ring = verified.as_ref().zip(keys.clone()).and_then(|((_, c), t)| PeerRing::new(t, c.ring, c.ring_gen));
         let mut i = self.lock();
         i.peer_keys = keys;
         i.peer_pd = verified.as_ref().map_or(0, |(_, c)| c.pd);
         i.peer_qp = verified.as_ref().map_or(0, |(_, c)| c.qp);
+        i.peer_ring = peer_ring;
+        i.sends = 0;
+        // Our ring, if we claimed one, stays until the connection ends (`flush`), used or not:
+        // the passive side learns the path only with READY.
+        (i.recv_base, i.published) = (0, 0);
         i.peer = verified.map(|(p, _)| Arc::new(p));
+        self.publish_recvs(&mut i);
+    }
+
+    /// Publishes the receives the ring has room for (recvring.rs): a receive of one element,
+    /// as it is; one of several, as one a sender cannot place data into.
+    fn publish_recvs(&self, i: &mut Inner) {
+        let Some(ring) = &i.ring else { return };
+        let mut n = i.published.max(i.recv_base);
+        while n < i.recv_base + RING_LEN {
+            let Some((_, sges)) = i.recvs.get((n - i.recv_base) as usize) else { break };
+            let posted = match sges.as_slice() {
+                [s] => Some(Posted { addr: s.addr, len: s.len, lkey: s.lkey }),
+                _ => None,
+            };
+            ring.publish(n, posted);
+            n += 1;
+        }
+        i.published = n;
     }
 
     /// A request that fails before it goes out (a local protection or length error) completes
@@ -465,7 +526,13 @@ impl SoftQp {
     fn take_recv(&self) -> Option<Recv> {
         match &self.srq {
             Some(srq) => srq.pop(),
-            None => self.lock().recvs.pop_front(),
+            None => {
+                let mut i = self.lock();
+                let r = i.recvs.pop_front()?;
+                i.recv_base += 1;
+                self.publish_recvs(&mut i);
+                Some(r)
+            }
         }
     }
 
@@ -603,7 +670,22 @@ impl Qp for SoftQp {
         if let Some(len) = self.write_fast(&mut i, &wr) {
             i.moved[MOVED_SHM] += u64::from(len);
             drop(i);
-            return self.complete_write(wr.wr_id, len);
+            return self.complete_direct(wr.wr_id, WcOp::Write, len);
+        }
+        if let Some(len) = self.send_direct(&i, &wr) {
+            // Placed in the peer's receive: the peer is told which one, and completes it.
+            let mut hdr = Hdr { op: op::SEND, flags: flag::PLACED, length: len, a: i.sends, ..Hdr::default() };
+            if wr.solicited {
+                hdr.flags |= flag::SOLICITED;
+            }
+            if let WrOp::SendImm(imm) = wr.op {
+                hdr.flags |= flag::IMM;
+                hdr.imm = imm;
+            }
+            i.sends += 1;
+            i.moved[MOVED_CMA] += u64::from(len);
+            self.send_frame_after(i, Frame { hdr, data: FrameData::None, last: false });
+            return self.complete_direct(wr.wr_id, WcOp::Send, len);
         }
         let is_read = matches!(wr.op, WrOp::Read | WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. });
         let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
@@ -645,7 +727,7 @@ impl Qp for SoftQp {
             if let Some(shm) = self.write_direct(&i, rkey, raddr, len, &segs, &keys, local.as_deref()) {
                 i.moved[MOVED_CMA + usize::from(shm)] += len;
                 drop(i);
-                return self.complete_write(wr.wr_id, len as u32);
+                return self.complete_direct(wr.wr_id, WcOp::Write, len as u32);
             }
         }
         let mut hdr = Hdr { raddr, rkey, length: len as u32, ..Hdr::default() };
@@ -726,6 +808,9 @@ impl Qp for SoftQp {
             _ => 0,
         };
         i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, reply, done: None, leases });
+        if rx::needs_recv(&hdr) {
+            i.sends += 1;
+        }
         let frame = Frame { hdr, data, last: false };
         if !i.deferred.is_empty() || (is_read && i.outstanding_reads >= i.rd_limit) {
             i.deferred.push_back((frame, is_read));
@@ -734,8 +819,7 @@ impl Qp for SoftQp {
         if is_read {
             i.outstanding_reads += 1;
         }
-        drop(i);
-        self.send_frame_direct(frame);
+        self.send_frame_after(i, frame);
         Ok(())
     }
 
@@ -755,6 +839,7 @@ impl Qp for SoftQp {
                 return Err(DevError::Fault);
             }
             i.recvs.push_back((wr_id, sges));
+            self.publish_recvs(&mut i);
             !i.stalled.is_empty()
         };
         if stalled {

@@ -334,6 +334,9 @@ impl SoftQp {
     /// A request from the peer. Its header is checked before anything is read or allocated
     /// for it (wire::request_shape_ok).
     fn on_request(&self, r: &mut Reader, hdr: Hdr) -> Flow {
+        if hdr.flags & flag::PLACED != 0 {
+            return if self.on_placed(&hdr) { Flow::Next(Step::Header) } else { Flow::End(Some(CmEvent::Broken)) };
+        }
         if !wire::request_shape_ok(&hdr, self.caps.max_message) {
             crate::dbg_log!(
                 crate::log::DbgType::PROVIDER_API,

@@ -237,6 +237,56 @@ impl SoftQp {
     pub(super) fn flush_acks(&self) {
         self.send_frame_now(Frame { hdr: Hdr { op: op::ACK, ..Hdr::default() }, data: FrameData::None, last: false });
     }
+
+    /// A send the peer placed into our receive itself (fast.rs `send_direct`): completes that
+    /// receive, unacknowledged (the peer completed its send when it placed it). False, a
+    /// protocol violation: not on the cross-memory path with our ring, or not our next
+    /// receive, or one we had not published, or longer than it, or a request still waiting
+    /// before it.
+    pub(super) fn on_placed(&self, hdr: &Hdr) -> bool {
+        let exec = self.exec.locked();
+        let recv = {
+            let mut i = self.lock();
+            if i.state == State::Closed {
+                // Ended meanwhile: its receives are flushed.
+                return true;
+            }
+            let shape = hdr.op == op::SEND
+                && hdr.payload == 0
+                && hdr.flags & !(flag::PLACED | flag::IMM | flag::SOLICITED) == 0
+                && hdr.length <= self.caps.max_message;
+            let fits = i.recvs.front().is_some_and(|(_, s)| s.iter().map(|g| u64::from(g.len)).sum::<u64>() >= u64::from(hdr.length));
+            if !shape || i.ring.is_none() || !i.stalled.is_empty() || hdr.a != i.recv_base || i.recv_base >= i.published || !fits {
+                crate::dbg_log!(
+                    crate::log::DbgType::PROVIDER_API,
+                    "soft QP {}: a placed send for receive {} that is not ours to complete (next {}, published {})",
+                    self.id,
+                    hdr.a,
+                    i.recv_base,
+                    i.published
+                );
+                return false;
+            }
+            let r = i.recvs.pop_front();
+            i.recv_base += 1;
+            self.publish_recvs(&mut i);
+            r
+        };
+        drop(exec);
+        self.exec_done();
+        let Some((wr_id, _)) = recv else { return false };
+        let c = Completion {
+            wr_id,
+            status: DAT_DTO_SUCCESS,
+            op: WcOp::Recv,
+            byte_len: hdr.length,
+            imm: (hdr.flags & flag::IMM != 0).then_some(hdr.imm),
+            invalidated: None,
+            solicited: hdr.flags & flag::SOLICITED != 0,
+        };
+        self.deliver([Event::Completion(c)]);
+        true
+    }
 }
 
 /// Whether a peer request consumes a receive (a send, or a write with immediate data).

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Frame, FrameData, OutState, Outbound, SoftQp};
+use super::{Frame, FrameData, Inner, OutState, Outbound, SoftQp};
 use crate::device::soft::io;
 use crate::device::soft::lease::{Leases, SetLease, Via};
 use crate::device::soft::wire::{op, Hdr, HDR_LEN};
@@ -62,8 +62,11 @@ impl SoftQp {
     /// write it itself (nobody is writing, nothing waits before it), and otherwise queues it
     /// and writes what it can of the queue (or drops it when the connection is closed, or it
     /// is an ACK with nothing left to carry).
-    fn idle_or_queue(&self, mut frame: Frame) -> Option<(MutexGuard<'_, OutState>, Frame)> {
-        let mut q = self.out.queue.locked();
+    fn idle_or_queue(&self, frame: Frame) -> Option<(MutexGuard<'_, OutState>, Frame)> {
+        self.idle_or_queue_in(self.out.queue.locked(), frame)
+    }
+
+    fn idle_or_queue_in<'a>(&'a self, mut q: MutexGuard<'a, OutState>, mut frame: Frame) -> Option<(MutexGuard<'a, OutState>, Frame)> {
         if q.closed || !stamp(&mut q, &mut frame) {
             return None;
         }
@@ -112,8 +115,14 @@ impl SoftQp {
     /// latency path); the rest of the frame, or the whole frame otherwise, is queued, in
     /// order, ahead of anything queued meanwhile, for the engine. A peer that stops reading
     /// therefore never holds a post (or a disconnect) in the call.
-    pub(super) fn send_frame_direct(&self, frame: Frame) {
-        let Some((q, frame)) = self.idle_or_queue(frame) else { return };
+    /// The frame takes its place in the stream while `i` is held (frames go out in the order
+    /// their requests took the QP's lock, which the peer relies on: responses complete our
+    /// requests in that order, and a placed send names the receive it took); it is written
+    /// after `i` is released.
+    pub(super) fn send_frame_after(&self, i: MutexGuard<'_, Inner>, frame: Frame) {
+        let q = self.out.queue.locked();
+        drop(i);
+        let Some((q, frame)) = self.idle_or_queue_in(q, frame) else { return };
         self.write_out(q, Some(frame));
     }
 
