@@ -99,6 +99,7 @@ static struct {
     double lat_max_time;
     int yield; /* sched_yield() while spinning (else pause) */
     int block; /* -m: wait for messages in dat_evd_wait instead of polling dat_evd_dequeue */
+    int mem;   /* -m: see each message in its receive's memory first, its completion after (-X) */
     int do_bw, do_lat;
     int shared; /* buffers in a sealed memfd (-M) */
     int mark;   /* a getppid() before and after each latency run's measured loop (-I) */
@@ -669,10 +670,13 @@ static DAT_IB_ADDR_HANDLE peer_ah; /* UD: where our datagrams go */
 static DAT_LMR_HANDLE ring_lmr;
 static DAT_LMR_CONTEXT ring_lkey;
 static char *ring_buf; /* RING receive slots, then SEND_SLOTS send slots of 8 bytes */
+static unsigned last_slot; /* the slot of the receive m_recv took last */
 static unsigned send_next;
 
 static void m_post_recv(unsigned slot)
 {
+    /* -X: the slot reads 0 until a message lands (every kind is nonzero) */
+    memset(ring_buf + (size_t)slot * SLOT, 0, SLOT);
     DAT_LMR_TRIPLET seg = local_seg(ring_lkey, ring_buf + (size_t)slot * SLOT, SLOT);
     DAT_DTO_COOKIE cookie;
     cookie.as_64 = slot;
@@ -737,11 +741,53 @@ static int m_recv(double secs, uint32_t *kind, uint32_t *value)
         die("receive: event %#x status %d length %llu", (unsigned)ev.event_number, (int)d->status,
             (unsigned long long)d->transfered_length);
     unsigned slot = (unsigned)d->user_cookie.as_64;
+    last_slot = slot;
     const uint32_t *p = (const uint32_t *)(const void *)(ring_buf + (size_t)slot * SLOT + (opt.ud ? GRH_LEN : 0));
     *kind = p[0];
     *value = p[1];
     m_post_recv(slot);
     return 1;
+}
+
+/* -X: the number of messages seen in memory, whose receives are taken in order: message k
+ * lands in the receive posted k-th, slot k % RING (each slot is reposted as it completes). */
+static uint64_t mem_seen, mem_reaped;
+
+/* Spins on the next message's receive memory until it lands, within `secs` (0: none came). */
+static int m_recv_mem(double secs, uint32_t *kind, uint32_t *value)
+{
+    volatile uint32_t *p = (volatile uint32_t *)(void *)(ring_buf + (size_t)(mem_seen % RING) * SLOT);
+    double end = 0;
+    unsigned spins = 0;
+    while (p[0] == 0) {
+        if (++spins % 65536 == 0) {
+            double t = now();
+            if (end == 0)
+                end = t + secs;
+            else if (t > end)
+                return 0;
+        }
+        __builtin_ia32_pause();
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    *kind = p[0];
+    *value = p[1];
+    mem_seen++;
+    return 1;
+}
+
+/* Takes the completions of the messages seen in memory, reposting their receives. */
+static void m_reap_mem(void)
+{
+    while (mem_reaped < mem_seen) {
+        uint32_t kind, value;
+        if (!m_recv(10, &kind, &value))
+            die("no receive completion within 10 s for a message seen in memory");
+        if ((unsigned)(mem_reaped % RING) != last_slot)
+            die("message %llu completed in slot %u, not %u", (unsigned long long)mem_reaped, last_slot,
+                (unsigned)(mem_reaped % RING));
+        mem_reaped++;
+    }
 }
 
 static int ud_offered(void)
@@ -852,15 +898,19 @@ static void m_run_server(void)
     uint64_t taken = 0;
     for (;;) {
         uint32_t kind, value;
-        if (!m_recv(150, &kind, &value))
+        if (!(opt.mem ? m_recv_mem(150, &kind, &value) : m_recv(150, &kind, &value)))
             die("the client went quiet");
         if (kind == M_PING) {
             m_send(M_PONG, value);
+            if (opt.mem)
+                m_reap_mem();
         } else if (kind == M_DATA) {
             /* the receive is reposted: credit it back, a batch at a time */
             if (++taken % CREDIT_BATCH == 0)
                 m_send(M_CREDIT, CREDIT_BATCH);
         } else if (kind == M_STOP) {
+            if (opt.mem)
+                m_reap_mem();
             break;
         } else {
             die("unexpected message %u", kind);
@@ -920,11 +970,13 @@ static void m_latency(void)
         uint32_t kind, value;
         double t = now();
         m_send(M_PING, (uint32_t)i);
-        if (!m_recv(10, &kind, &value))
+        if (!(opt.mem ? m_recv_mem(10, &kind, &value) : m_recv(10, &kind, &value)))
             die("latency test: no answer to ping %d within 10 s%s", i, opt.ud ? " (a datagram was lost)" : "");
+        rtt[i] = now() - t;
         if (kind != M_PONG || value != (uint32_t)i)
             die("latency test: message %u/%u, expected the pong of %d", kind, value, i);
-        rtt[i] = now() - t;
+        if (opt.mem)
+            m_reap_mem();
         n = i + 1;
         if (i >= opt.lat_warmup && now() - start > opt.lat_max_time)
             break;
@@ -935,10 +987,10 @@ static void m_latency(void)
     double *s = rtt + opt.lat_warmup;
     qsort(s, (size_t)m, sizeof *s, cmp_double);
     double med = s[m / 2] / 2 * 1e6;
-    printf("dat2 msglat 8 %.2f\n", med);
-    printf("# msglat 8 (%s send/recv): one-way (rtt/2) over %d iterations after %d warm-up: median %.2f us, "
+    printf("dat2 %s 8 %.2f\n", opt.mem ? "memlat" : "msglat", med);
+    printf("# %s 8 (%s send/recv%s): one-way (rtt/2) over %d iterations after %d warm-up: median %.2f us, "
            "min %.2f, p90 %.2f, p99 %.2f\n",
-           opt.ud ? "UD" : "RC", m, opt.lat_warmup, med, s[0] / 2 * 1e6, s[(size_t)(m * 0.9)] / 2 * 1e6,
+           opt.mem ? "memlat" : "msglat", opt.ud ? "UD" : "RC", opt.mem ? ", seen in memory" : "", m, opt.lat_warmup, med, s[0] / 2 * 1e6, s[(size_t)(m * 0.9)] / 2 * 1e6,
            s[(size_t)(m * 0.99)] / 2 * 1e6);
     fflush(stdout);
     free(rtt);
@@ -1021,6 +1073,9 @@ static void usage(void)
             "            (-B: rate only, -l: latency only; -R N messages at most, 2000000, within -T)\n"
             "  -u        with -m: between UD EPs (dat_ib_post_send_ud) instead of over RC\n"
             "  -k        with -m: wait for each message in dat_evd_wait instead of polling dat_evd_dequeue\n"
+            "  -X        with -m, over RC: latency only, each side spinning on the memory of the receive\n"
+            "            the next message lands in (calling nothing), as a program that polls its buffers\n"
+            "            does; the receive's completion is taken after the answer went (\"dat2 memlat 8 USEC\")\n"
             "  -A SECS   abort the whole run after SECS (170)\n"
             "The server takes the same -S list (it sizes its buffer from it).\n");
     exit(2);
@@ -1040,7 +1095,7 @@ int main(int argc, char **argv)
 {
     int c;
     char *list = NULL;
-    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlMIKmukR:A:h")) != -1) {
+    while ((c = getopt(argc, argv, "sc:p:i:S:V:t:T:W:n:w:L:PBlMIKmukXR:A:h")) != -1) {
         switch (c) {
         case 's': opt.server = 1; break;
         case 'c': opt.host = optarg; break;
@@ -1063,6 +1118,7 @@ int main(int argc, char **argv)
         case 'm': opt.msg = 1; break;
         case 'u': opt.ud = 1; break;
         case 'k': opt.block = 1; break;
+        case 'X': opt.mem = 1; break;
         case 'R': opt.rate_max = atoi(optarg); break;
         case 'A': opt.alarm_secs = (unsigned)strtoul(optarg, NULL, 0); break;
         default: usage();
@@ -1085,6 +1141,10 @@ int main(int argc, char **argv)
     }
     signal(SIGALRM, on_alarm);
     alarm(opt.alarm_secs);
+    if (opt.mem && (!opt.msg || opt.ud || opt.block))
+        die("-X goes with -m over RC, polled");
+    if (opt.mem)
+        opt.do_bw = 0;
     if (opt.msg) {
         m_setup();
         if (opt.server)

@@ -15,7 +15,9 @@
 #   - for the shared-memory pair, the deterministic costs of that ping-pong: system calls per
 #     iteration (strace -c -f on the client) and user-space instructions per iteration inside
 #     libdat2 (bench/inscount single-steps the client's measured iterations, rdma_bench -I);
-#   - bench/rdma_bench -m on dat2-soft, 8-byte messages over RC (send/recv) and between
+#   - bench/rdma_bench -m on dat2-soft, 8-byte messages over RC (send/recv; and -X, each side
+#     spinning on the buffer of its next receive, calling nothing, whose latency has a target:
+#     at most 10 x the CMA RDMA write ping-pong's) and between
 #     unreliable datagram EPs (-m -u, dat_ib_post_send_ud): ping-pong latency (half the round
 #     trip) and message rate (credit-limited stream, so no datagram is dropped); the UD row is
 #     n/a when dat2-soft does not report DAT_IB_UD=TRUE; then the RC ping-pong with both
@@ -447,7 +449,7 @@ run_msg() {
     say "dat2 $label: the client failed (exit $rc)"
     return 1
   fi
-  setr "dat2_${label}_lat" "$(awk '$1 == "dat2" && $2 == "msglat" { print $4 }' "$log.client")"
+  setr "dat2_${label}_lat" "$(awk '$1 == "dat2" && ($2 == "msglat" || $2 == "memlat") { print $4 }' "$log.client")"
   # thousands of messages per second
   setr "dat2_${label}_rate" "$(awk '$1 == "dat2" && $2 == "rate" { print $4 / 1000 }' "$log.client")"
 }
@@ -534,6 +536,10 @@ for rep in $(seq 1 "$REPS"); do
   fi
   say "-- dat2-soft, 8-byte messages over RC (rdma_bench -m)"
   run_msg rcmsg $((base + 3)) || DAT2_FAILED=1
+  # A program that polls its receive buffers, as it would on an HCA: the send is placed into
+  # the receive by the sender (recvring.rs), so no thread of the receiver's is waited for.
+  say "-- dat2-soft, 8-byte messages over RC, each seen in its receive's memory (rdma_bench -m -X)"
+  run_msg memmsg $((base + 7)) -X -P -l || DAT2_FAILED=1
   say "-- dat2-soft, 8-byte datagrams between UD EPs (rdma_bench -m -u)"
   run_msg udmsg $((base + 4)) -u || DAT2_FAILED=1
   if command -v taskset >/dev/null; then
@@ -622,6 +628,7 @@ row "dat2-soft cross-memory attach" dat2_cma
 row "dat2-soft TCP (DAT2_SOFT_CMA=0)" dat2_tcp
 row "dat2-soft shared-memory buffers" dat2_shm
 row "dat2-soft RC send/recv (8B msgs)" dat2_rcmsg
+row "dat2-soft RC send seen in memory" dat2_memmsg
 row "dat2-soft UD datagrams (8B msgs)" dat2_udmsg
 row "RC msgs, one CPU, both polling" dat2_pinpoll
 row "RC msgs, one CPU, both blocking" dat2_pinblock
@@ -632,7 +639,7 @@ printf '%-34s %12s %12s %12s %12s %12s\n' "memcpy 1 MiB (one core)" "" "$(fmt "$
 printf '%-34s %12s %12s %12s %12s %12s\n' "process_vm_readv 1 MiB (one core)" "" "$(fmt "$(getr cma_bw)")" "" "" ""
 say "(the RC rows above the message rows have RDMA write ping-pong latency, the target's memory"
 say " polled as ucx_perftest -t ucp_put_lat does; the message rows send/recv ping-pong, polled,"
-say " half the round trip)"
+say " half the round trip; \"seen in memory\": each side spins on its next receive's buffer)"
 hit_report
 say ""
 say "== 8-byte RDMA write ping-pong, buffers in shared memory (rdma_bench -M), one way, per iteration"
@@ -660,6 +667,7 @@ printf '  %-58s %s\n' "dat2 TCP bw best of sizes / iperf3" "$(ratio "$best_tcp" 
 printf '  %-58s %s\n' "dat2 TCP bw 1MiB / UCX tcp put_bw 1MiB" "$(ratio "$(getr dat2_tcp_bw_1048576)" "$(getr ucx_tcp_bw_1048576)")"
 printf '  %-58s %s\n' "dat2 TCP lat 8B / UCX tcp put_lat 8B" "$(ratio "$(getr dat2_tcp_lat)" "$(getr ucx_tcp_lat)")"
 printf '  %-58s %s\n' "dat2 CMA lat 8B / UCX ${UCX_SHM:-shm} put_lat 8B" "$(ratio "$(getr dat2_cma_lat)" "$(getr ucx_shm_lat)")"
+printf '  %-58s %s\n' "RC send seen in memory / CMA RDMA write lat 8B" "$(ratio "$(getr dat2_memmsg_lat)" "$(getr dat2_cma_lat)")"
 printf '  %-58s %s\n' "one CPU: polling lat 8B / blocking lat 8B" "$(ratio "$(getr dat2_pinpoll_lat)" "$(getr dat2_pinblock_lat)")"
 printf '  %-58s %s\n' "dat2 UD msg lat 8B / RC send/recv lat 8B" "$(ratio "$(getr dat2_udmsg_lat)" "$(getr dat2_rcmsg_lat)")"
 printf '  %-58s %s\n' "dat2 UD msg rate 8B / RC send/recv rate 8B" "$(ratio "$(getr dat2_udmsg_rate)" "$(getr dat2_rcmsg_rate)")"
@@ -691,6 +699,9 @@ target "CMA lat 8B <= 10 us" "$(getr dat2_cma_lat)" "<=" "10"
 target3 "shm RDMA write lat 8B <= 0.5 us (UCX ${UCX_SHM:-shm}: $(fmt3 "$(getr ucx_shm_lat)") us)" "$(getr dat2_shm_lat)" "<=" "0.5"
 onecpu=""; [ -n "$(getr dat2_pinblock_lat)" ] && onecpu=$(awk -v v="$(getr dat2_pinblock_lat)" 'BEGIN { print v * 1.5 }')
 target "one CPU, polling msg lat <= 1.5 x blocking" "$(getr dat2_pinpoll_lat)" "<=" "$onecpu"
+# Issue 22: a send reaches a program polling its receive buffer about as an RDMA write does.
+tenx=""; [ -n "$(getr dat2_cma_lat)" ] && tenx=$(awk -v v="$(getr dat2_cma_lat)" 'BEGIN { print v * 10 }')
+target "send seen in memory lat 8B <= 10 x CMA RDMA write lat" "$(getr dat2_memmsg_lat)" "<=" "$tenx"
 hit_targets
 ops_targets
 say ""
