@@ -52,6 +52,9 @@ pub trait Handler: Send + Sync {
     fn runs_anywhere(&self) -> bool {
         false
     }
+    /// `ready` panicked: whatever it was in the middle of is lost (an RC QP's read turn is
+    /// left done), so the handler ends what it serves rather than leave it silently stuck.
+    fn panicked(&self) {}
 }
 
 pub struct Engine {
@@ -230,7 +233,8 @@ thread_local! {
 fn call(h: &Arc<dyn Handler>, bits: u32) {
     let outer = IN_HANDLER.replace(true);
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.ready(bits))).is_err() {
-        crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: a connection's handler panicked");
+        crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: a connection's handler panicked: the connection ends");
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.panicked()));
     }
     IN_HANDLER.set(outer);
 }
@@ -345,4 +349,33 @@ pub fn engine() -> Option<&'static Engine> {
         std::thread::Builder::new().name("dat2-soft-engine".into()).stack_size(256 << 10).spawn(move || e.run()).ok()?;
         Some(e)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{call, Handler};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    #[derive(Default)]
+    struct Bad {
+        told: AtomicBool,
+    }
+
+    impl Handler for Bad {
+        fn ready(&self, _events: u32) {
+            panic!("a bug in a handler");
+        }
+        fn panicked(&self) {
+            self.told.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_panicking_handler_is_told_and_the_caller_goes_on() {
+        let bad = Arc::new(Bad::default());
+        let h: Arc<dyn Handler> = bad.clone();
+        call(&h, 1);
+        assert!(bad.told.load(Ordering::SeqCst), "the handler was not told it panicked");
+    }
 }

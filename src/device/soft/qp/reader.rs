@@ -597,6 +597,12 @@ impl engine::Handler for SoftQp {
         true
     }
 
+    /// The read turn that panicked left its step done, and a write its `busy`: the connection
+    /// ends, its requests complete flushed, and the consumer gets BROKEN.
+    fn panicked(&self) {
+        self.fail(CmEvent::Broken);
+    }
+
     fn ready(&self, events: u32) {
         if events & (engine::OUT | engine::ERR) != 0 {
             // Room again (or an error, which the next write finds): what waits goes on.
