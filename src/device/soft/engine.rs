@@ -44,6 +44,9 @@ const WAKE: u64 = 0;
 
 /// What the engine drives: told on the engine thread what its socket is ready for (`IN`,
 /// `OUT`, `ERR` bits). It must not block: the engine serves every connection of the process.
+/// How long the engine thread keeps polling after work before it sleeps (see `run`).
+const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
+
 pub trait Handler: Send + Sync {
     fn ready(&self, events: u32);
     /// Whether `ready` may also run on a consumer's polling thread (`poll_here`), concurrently
@@ -154,8 +157,17 @@ impl Engine {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         let mut ready: Vec<(Arc<dyn Handler>, u32)> = Vec::with_capacity(events.len());
         let mut tokens: Vec<(u64, u32)> = Vec::with_capacity(events.len());
+        // After work, the engine polls for SPIN before it sleeps, yielding between polls: the
+        // answer to what it just delivered (a ping-pong's next frame) then finds it running,
+        // not waiting for a CPU that spinning consumers hold.
+        let mut spin_until: Option<Instant> = None;
         loop {
-            let timeout = self.timeout_ms();
+            let spinning = spin_until.is_some_and(|t| Instant::now() < t);
+            if spinning {
+                // A CPU shared with the consumers goes to them first.
+                std::thread::yield_now();
+            }
+            let timeout = if spinning { 0 } else { self.timeout_ms() };
             // SAFETY: `events` is ours and holds as many entries as we say.
             let n = unsafe { libc::epoll_wait(self.epoll_fd(), events.as_mut_ptr(), events.len() as i32, timeout) };
             if n < 0 {
@@ -164,6 +176,11 @@ impl Engine {
                 }
                 crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: the engine's epoll_wait failed: it stops");
                 return;
+            }
+            if n > 0 {
+                spin_until = Some(Instant::now() + SPIN);
+            } else if !spinning {
+                spin_until = None;
             }
             self.take_ready(&events[..n as usize], 0, &mut tokens, &mut ready);
             ready.append(&mut self.handed.locked());
