@@ -278,16 +278,23 @@ impl std::ops::DerefMut for Locked<'_> {
 }
 
 impl Drop for Locked<'_> {
+    #[inline]
     fn drop(&mut self) {
-        let Some(mut st) = self.0.take() else { return };
-        if st.doomed.is_empty() {
-            return;
+        let Some(st) = self.0.take() else { return };
+        if !st.doomed.is_empty() {
+            reap_unlocked(st, self.1);
         }
-        let doomed = std::mem::take(&mut st.doomed);
-        let _reaping = self.1.locked();
-        drop(st);
-        dereg_all(doomed);
     }
+}
+
+/// [`Locked`]'s release when it evicted something (most releases did not: kept out of line).
+#[cold]
+#[inline(never)]
+fn reap_unlocked(mut st: MutexGuard<'_, State>, reaping: &Mutex<()>) {
+    let doomed = std::mem::take(&mut st.doomed);
+    let _reaping = reaping.locked();
+    drop(st);
+    dereg_all(doomed);
 }
 
 impl State {
@@ -437,10 +444,8 @@ impl Cache {
         Ok(m)
     }
 
+    /// The mode of a device that caches registrations.
     fn mode(&self, dev: &Arc<dyn Device>) -> Mode {
-        if !dev.cache_registrations() {
-            return Mode::Share;
-        }
         // Once the monitor runs and the ring is ours, only a fork or a stopped reader turns
         // the cache off: two loads, not the whole of `availability`.
         if self.config.enabled && self.ring.get().is_some_and(Option::is_some) {
@@ -460,6 +465,7 @@ impl Cache {
     }
 
     /// Applies the memory changes the monitor reported (see `unmap::settle`).
+    #[inline]
     fn sync(&self, st: &mut State) {
         let Some(Some(ring)) = self.ring.get().copied() else { return };
         if unmap::forked() {
@@ -467,6 +473,15 @@ impl Cache {
             return;
         }
         unmap::settle();
+        // Most lookups find nothing reported: asked before anything else is set up.
+        if unmap::queued(ring) {
+            self.sync_queued(st, ring);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn sync_queued(&self, st: &mut State, ring: RingId) {
         let mut ranges = Vec::new();
         let all = unmap::drain(ring, &mut ranges);
         if ranges.is_empty() && !all {
