@@ -333,6 +333,25 @@ impl ObjMap {
         }
     }
 
+    /// Removes the object of `handle` if `check` allows it, with one lookup; `Err(missing)`
+    /// when there is none, or what `check` returned (the object then stays).
+    #[inline]
+    fn take_if<E: Copy>(
+        &mut self,
+        handle: usize,
+        missing: E,
+        check: impl FnOnce(&Arc<dyn Object>) -> Result<(), E>,
+    ) -> Result<Arc<dyn Object>, E> {
+        let Some(i) = Self::index(handle) else {
+            check(self.heap.get(&handle).ok_or(missing)?)?;
+            return self.heap.remove(&handle).ok_or_else(|| unreachable!("just found"));
+        };
+        let slot = self.slots.get_mut(i).ok_or(missing)?;
+        let Some(obj) = slot.as_ref() else { return Err(missing) };
+        check(obj)?;
+        Ok(slot.take().unwrap_or_else(|| unreachable!("just found")))
+    }
+
     fn iter(&self) -> impl Iterator<Item = (usize, &Arc<dyn Object>)> {
         let base = BASE.load(Ordering::Relaxed);
         let listed = self.slots.iter().enumerate().filter_map(move |(i, o)| Some((base + i * CELL, o.as_ref()?)));
@@ -488,10 +507,8 @@ pub fn take<T: Object>(
     let bad = dat_error(DAT_INVALID_HANDLE, subtype);
     let mut guard = objects().write_locked();
     let o = &mut *guard;
-    let found = o.map.get(handle as usize).ok_or(bad)?;
     // `**found`: the object itself (an `Arc` is `Any` too).
-    check((**found).as_any_ref().downcast_ref::<T>().ok_or(bad)?)?;
-    let obj = o.map.remove(handle as usize).ok_or(bad)?;
+    let obj = o.map.take_if(handle as usize, bad, |found| check((**found).as_any_ref().downcast_ref::<T>().ok_or(bad)?))?;
     let pinnable = o.unpublish(handle as usize, &obj);
     drop(guard);
     if pinnable {
