@@ -107,6 +107,7 @@ fn more_cells() -> &'static [Cell] {
     Box::leak(chunk.into_boxed_slice())
 }
 
+#[inline]
 fn alloc_cell(c: &mut Cells, provider: *const DAT_PROVIDER) -> usize {
     let addr = if c.recycled.len() > QUARANTINE {
         c.recycled.pop_front().unwrap_or_default()

@@ -894,6 +894,7 @@ impl Drop for Cache {
 }
 
 /// The library's cache, configured from the environment on first use.
+#[inline]
 pub fn global() -> &'static Cache {
     static GLOBAL: OnceLock<Arc<Cache>> = OnceLock::new();
     GLOBAL.get_or_init(|| {
