@@ -20,6 +20,8 @@
 //! and deregistration after free with rdma-core's fork support on).
 
 pub mod cache;
+mod config;
+mod entries;
 pub(crate) mod unmap;
 
 use std::sync::Arc;
