@@ -401,9 +401,10 @@ impl Objects {
         }
     }
 
-    fn insert(&mut self, handle: usize, obj: Arc<dyn Object>) {
-        let ty = obj.handle_type();
-        self.count(ty, obj.owner(), true);
+    /// Publishes `obj`, of handle type `ty` and IA `owner` (given by a caller that may know
+    /// them without asking the object through its vtable).
+    fn insert(&mut self, handle: usize, ty: DAT_HANDLE_TYPE, owner: usize, obj: Arc<dyn Object>) {
+        self.count(ty, owner, true);
         if let Some(cell) = listed_cell(handle) {
             cell.object.store(Arc::as_ptr(&obj) as *const () as *mut (), Ordering::Release);
             cell.published.store(u64::from(ty) + 1, Ordering::Release);
@@ -413,9 +414,8 @@ impl Objects {
 
     /// The cell's side of a removal from the map; whether the object is pinnable (its cell is
     /// then freed by [`unpinned`]).
-    fn unpublish(&mut self, handle: usize, obj: &Arc<dyn Object>) -> bool {
-        let ty = obj.handle_type();
-        self.count(ty, obj.owner(), false);
+    fn unpublish(&mut self, handle: usize, ty: DAT_HANDLE_TYPE, owner: usize) -> bool {
+        self.count(ty, owner, false);
         if let Some(cell) = listed_cell(handle) {
             cell.published.store(0, Ordering::Release);
             cell.object.store(core::ptr::null_mut(), Ordering::Release);
@@ -450,15 +450,17 @@ pub fn reserve(provider: *const DAT_PROVIDER) -> usize {
 
 /// Publishes an object under its reserved handle.
 pub fn insert(handle: usize, obj: Arc<dyn Object>) {
-    objects().write_locked().insert(handle, obj);
+    let (ty, owner) = (obj.handle_type(), obj.owner());
+    objects().write_locked().insert(handle, ty, owner, obj);
 }
 
 /// Publishes an object that need not know its own handle under a new one: [`reserve`] and
 /// [`insert`] under one lock.
-pub fn publish(provider: *const DAT_PROVIDER, obj: Arc<dyn Object>) -> usize {
+pub fn publish<T: Object>(provider: *const DAT_PROVIDER, obj: Arc<T>) -> usize {
+    let (ty, owner) = (obj.handle_type(), obj.owner());
     let mut o = objects().write_locked();
     let handle = alloc_cell(&mut o.cells, provider);
-    o.insert(handle, obj);
+    o.insert(handle, ty, owner, obj);
     handle
 }
 
@@ -473,7 +475,7 @@ pub fn remove(handle: usize) -> Option<Arc<dyn Object>> {
 pub fn remove_then(handle: usize, teardown: impl FnOnce(&Arc<dyn Object>)) -> Option<Arc<dyn Object>> {
     let mut o = objects().write_locked();
     let obj = o.map.remove(handle)?;
-    let pinnable = o.unpublish(handle, &obj);
+    let pinnable = o.unpublish(handle, obj.handle_type(), obj.owner());
     drop(o);
     teardown(&obj);
     if pinnable {
@@ -508,9 +510,15 @@ pub fn take<T: Object>(
     let bad = dat_error(DAT_INVALID_HANDLE, subtype);
     let mut guard = objects().write_locked();
     let o = &mut *guard;
+    let mut seen = (0, 0);
     // `**found`: the object itself (an `Arc` is `Any` too).
-    let obj = o.map.take_if(handle as usize, bad, |found| check((**found).as_any_ref().downcast_ref::<T>().ok_or(bad)?))?;
-    let pinnable = o.unpublish(handle as usize, &obj);
+    let obj = o.map.take_if(handle as usize, bad, |found| {
+        let t = (**found).as_any_ref().downcast_ref::<T>().ok_or(bad)?;
+        check(t)?;
+        seen = (t.handle_type(), t.owner());
+        Ok(())
+    })?;
+    let pinnable = o.unpublish(handle as usize, seen.0, seen.1);
     drop(guard);
     if pinnable {
         unpinned(handle as usize, &obj);
