@@ -4,9 +4,10 @@
 //! `DAT_PROVIDER *`, as DAT requires of every non-IA handle (and of provider IAs), and stays
 //! so after the object is freed. Cells come from chunks that are never freed, and a freed cell
 //! is reused only after many others (FIFO with a quarantine), so a stale handle keeps failing
-//! the lookup instead of silently naming a new object. Objects live in one map from handle to
-//! `Arc`; a lookup clones the `Arc`, so an object freed by another thread meanwhile stays valid
-//! for the call that holds it. The map and the cells share one lock, so that creating or
+//! the lookup instead of silently naming a new object. Objects live in a slot per cell, indexed
+//! by the cell's place in the reserved range (no hashing, `ObjMap`); a lookup clones the
+//! `Arc`, so an object freed by another thread meanwhile stays valid for the call that holds
+//! it. The slots and the cells share one lock, so that creating or
 //! freeing an object takes it once. A cell also says, while an object is published under it,
 //! the object's handle type: the registry checks the handles of built-in objects with a few
 //! loads ([`published`]) instead of keeping records of its own.
