@@ -44,10 +44,12 @@ impl Pz {
         self.users.fetch_sub(1, Ordering::SeqCst);
     }
     /// An LMR of the PZ with this lmr_context is live.
+    #[inline]
     pub fn key_made(&self, lmr_context: DAT_LMR_CONTEXT) {
         self.keys.insert(lmr_context);
     }
     /// That LMR is being freed: no request may use its lmr_context from now on.
+    #[inline]
     pub fn key_revoked(&self, lmr_context: DAT_LMR_CONTEXT) {
         self.keys.remove(lmr_context);
     }

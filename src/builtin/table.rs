@@ -4,9 +4,10 @@
 //! `DAT_PROVIDER *`, as DAT requires of every non-IA handle (and of provider IAs), and stays
 //! so after the object is freed. Cells come from chunks that are never freed, and a freed cell
 //! is reused only after many others (FIFO with a quarantine), so a stale handle keeps failing
-//! the lookup instead of silently naming a new object. Objects live in one map from handle to
-//! `Arc`; a lookup clones the `Arc`, so an object freed by another thread meanwhile stays valid
-//! for the call that holds it. The map and the cells share one lock, so that creating or
+//! the lookup instead of silently naming a new object. Objects live in a slot per cell, indexed
+//! by the cell's place in the reserved range (no hashing, `ObjMap`); a lookup clones the
+//! `Arc`, so an object freed by another thread meanwhile stays valid for the call that holds
+//! it. The slots and the cells share one lock, so that creating or
 //! freeing an object takes it once. A cell also says, while an object is published under it,
 //! the object's handle type: the registry checks the handles of built-in objects with a few
 //! loads ([`published`]) instead of keeping records of its own.
@@ -107,6 +108,7 @@ fn more_cells() -> &'static [Cell] {
     Box::leak(chunk.into_boxed_slice())
 }
 
+#[inline]
 fn alloc_cell(c: &mut Cells, provider: *const DAT_PROVIDER) -> usize {
     let addr = if c.recycled.len() > QUARANTINE {
         c.recycled.pop_front().unwrap_or_default()
@@ -286,8 +288,85 @@ pub trait Object: AsAny + Send + Sync + 'static {
     fn cell_released(&self) {}
 }
 
+/// The live objects by handle: a slot per cell of the reserved range, indexed by the cell's
+/// place in it (a create or free stores or takes one slot, with no hashing), and a map for the
+/// heap's cells past it. A look through every object walks every cell ever handed out, which
+/// only the rare calls that need no index do ([`any_of`], [`owned_by`], [`all_of`]).
+#[derive(Default)]
+struct ObjMap {
+    slots: Vec<Option<Arc<dyn Object>>>,
+    heap: IdMap<usize, Arc<dyn Object>>,
+}
+
+impl ObjMap {
+    /// The slot index of a handle that is one of the reserved range's cells.
+    #[inline]
+    fn index(handle: usize) -> Option<usize> {
+        listed_cell(handle)?;
+        Some((handle - BASE.load(Ordering::Relaxed)) / CELL)
+    }
+
+    fn get(&self, handle: usize) -> Option<&Arc<dyn Object>> {
+        match Self::index(handle) {
+            Some(i) => self.slots.get(i)?.as_ref(),
+            None => self.heap.get(&handle),
+        }
+    }
+
+    fn insert(&mut self, handle: usize, obj: Arc<dyn Object>) {
+        match Self::index(handle) {
+            Some(i) => {
+                if i >= self.slots.len() {
+                    // A chunk's worth at a time, as the cells are committed.
+                    self.slots.resize_with((i / CHUNK + 1) * CHUNK, || None);
+                }
+                self.slots[i] = Some(obj);
+            }
+            None => {
+                self.heap.insert(handle, obj);
+            }
+        }
+    }
+
+    fn remove(&mut self, handle: usize) -> Option<Arc<dyn Object>> {
+        match Self::index(handle) {
+            Some(i) => self.slots.get_mut(i)?.take(),
+            None => self.heap.remove(&handle),
+        }
+    }
+
+    /// Removes the object of `handle` if `check` allows it, with one lookup; `Err(missing)`
+    /// when there is none, or what `check` returned (the object then stays).
+    #[inline]
+    fn take_if<E: Copy>(
+        &mut self,
+        handle: usize,
+        missing: E,
+        check: impl FnOnce(&Arc<dyn Object>) -> Result<(), E>,
+    ) -> Result<Arc<dyn Object>, E> {
+        let Some(i) = Self::index(handle) else {
+            check(self.heap.get(&handle).ok_or(missing)?)?;
+            return self.heap.remove(&handle).ok_or_else(|| unreachable!("just found"));
+        };
+        let slot = self.slots.get_mut(i).ok_or(missing)?;
+        let Some(obj) = slot.as_ref() else { return Err(missing) };
+        check(obj)?;
+        Ok(slot.take().unwrap_or_else(|| unreachable!("just found")))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (usize, &Arc<dyn Object>)> {
+        let base = BASE.load(Ordering::Relaxed);
+        let listed = self.slots.iter().enumerate().filter_map(move |(i, o)| Some((base + i * CELL, o.as_ref()?)));
+        listed.chain(self.heap.iter().map(|(h, o)| (*h, o)))
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Arc<dyn Object>> {
+        self.iter().map(|(_, o)| o)
+    }
+}
+
 struct Objects {
-    map: IdMap<usize, Arc<dyn Object>>,
+    map: ObjMap,
     cells: Cells,
     /// How many objects of each handle type each IA made and freed (the IB counters
     /// extension's `DCNT_IA_*_CREATE`/`_FREE`), kept under the lock a create or free takes
@@ -306,11 +385,9 @@ pub struct ObjectCounts {
 }
 
 impl Objects {
-    /// Counts an object of `obj`'s IA made (`made`) or freed. An IA's own entry comes and goes
-    /// with the IA.
-    fn count(&mut self, obj: &Arc<dyn Object>, made: bool) {
-        let ty = obj.handle_type();
-        let ia = obj.owner();
+    /// Counts an object of handle type `ty` of IA `ia` made (`made`) or freed. An IA's own
+    /// entry comes and goes with the IA.
+    fn count(&mut self, ty: DAT_HANDLE_TYPE, ia: usize, made: bool) {
         if ty == DAT_HANDLE_TYPE_IA {
             if made {
                 self.counts.push((ia, ObjectCounts::default()));
@@ -325,9 +402,10 @@ impl Objects {
         }
     }
 
-    fn insert(&mut self, handle: usize, obj: Arc<dyn Object>) {
-        self.count(&obj, true);
-        let ty = obj.handle_type();
+    /// Publishes `obj`, of handle type `ty` and IA `owner` (given by a caller that may know
+    /// them without asking the object through its vtable).
+    fn insert(&mut self, handle: usize, ty: DAT_HANDLE_TYPE, owner: usize, obj: Arc<dyn Object>) {
+        self.count(ty, owner, true);
         if let Some(cell) = listed_cell(handle) {
             cell.object.store(Arc::as_ptr(&obj) as *const () as *mut (), Ordering::Release);
             cell.published.store(u64::from(ty) + 1, Ordering::Release);
@@ -335,24 +413,21 @@ impl Objects {
         self.map.insert(handle, obj);
     }
 
-    fn remove(&mut self, handle: usize) -> Option<Arc<dyn Object>> {
-        let obj = self.map.remove(&handle)?;
-        self.unpublish(handle, &obj);
-        Some(obj)
-    }
-
-    /// The cell's side of a removal from the map.
-    fn unpublish(&mut self, handle: usize, obj: &Arc<dyn Object>) {
-        self.count(obj, false);
+    /// The cell's side of a removal from the map; whether the object is pinnable (its cell is
+    /// then freed by [`unpinned`]).
+    fn unpublish(&mut self, handle: usize, ty: DAT_HANDLE_TYPE, owner: usize) -> bool {
+        self.count(ty, owner, false);
         if let Some(cell) = listed_cell(handle) {
             cell.published.store(0, Ordering::Release);
             cell.object.store(core::ptr::null_mut(), Ordering::Release);
         }
         // A pinnable object's cell is reused only once the pins on it are gone ([`unpinned`]):
         // a pin that read the old type must not find another type's object there.
-        if !PINNABLE.contains(&obj.handle_type()) {
+        let pinnable = PINNABLE.contains(&ty);
+        if !pinnable {
             free_cell(&mut self.cells, handle);
         }
+        pinnable
     }
 }
 
@@ -360,7 +435,7 @@ impl Objects {
 fn objects() -> &'static RwLock<Objects> {
     static OBJECTS: OnceLock<RwLock<Objects>> = OnceLock::new();
     OBJECTS.get_or_init(|| {
-        RwLock::new(Objects { map: IdMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() }, counts: Vec::new() })
+        RwLock::new(Objects { map: ObjMap::default(), cells: Cells { fresh: &[], recycled: VecDeque::new() }, counts: Vec::new() })
     })
 }
 
@@ -376,15 +451,17 @@ pub fn reserve(provider: *const DAT_PROVIDER) -> usize {
 
 /// Publishes an object under its reserved handle.
 pub fn insert(handle: usize, obj: Arc<dyn Object>) {
-    objects().write_locked().insert(handle, obj);
+    let (ty, owner) = (obj.handle_type(), obj.owner());
+    objects().write_locked().insert(handle, ty, owner, obj);
 }
 
 /// Publishes an object that need not know its own handle under a new one: [`reserve`] and
 /// [`insert`] under one lock.
-pub fn publish(provider: *const DAT_PROVIDER, obj: Arc<dyn Object>) -> usize {
+pub fn publish<T: Object>(provider: *const DAT_PROVIDER, obj: Arc<T>) -> usize {
+    let (ty, owner) = (obj.handle_type(), obj.owner());
     let mut o = objects().write_locked();
     let handle = alloc_cell(&mut o.cells, provider);
-    o.insert(handle, obj);
+    o.insert(handle, ty, owner, obj);
     handle
 }
 
@@ -397,9 +474,14 @@ pub fn remove(handle: usize) -> Option<Arc<dyn Object>> {
 /// a teardown that ends what such a call may be blocked on (a post waiting for a peer that
 /// an EP's disconnect releases) must come first.
 pub fn remove_then(handle: usize, teardown: impl FnOnce(&Arc<dyn Object>)) -> Option<Arc<dyn Object>> {
-    let obj = objects().write_locked().remove(handle)?;
+    let mut o = objects().write_locked();
+    let obj = o.map.remove(handle)?;
+    let pinnable = o.unpublish(handle, obj.handle_type(), obj.owner());
+    drop(o);
     teardown(&obj);
-    unpinned(handle, &obj);
+    if pinnable {
+        unpinned(handle, &obj);
+    }
     Some(obj)
 }
 
@@ -407,17 +489,15 @@ pub fn remove_then(handle: usize, teardown: impl FnOnce(&Arc<dyn Object>)) -> Op
 /// it ([`unpinned`]); the others' frees need not look.
 const PINNABLE: [DAT_HANDLE_TYPE; 3] = [DAT_HANDLE_TYPE_EP, DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_PZ];
 
-/// After an object left the table (and its lock is given back: a pinned call may look
+/// After a pinnable object left the table (and its lock is given back: a pinned call may look
 /// something up): waits until no call of another thread that pinned it before is still
 /// using it, keeps it alive for this thread's own pinned call if there is one (consumer code
 /// run inside the call freed it), then lets its cell be reused.
 fn unpinned(handle: usize, obj: &Arc<dyn Object>) {
-    if PINNABLE.contains(&obj.handle_type()) {
-        drop(crate::util::pin::keep_while_pinned(handle, Box::new(obj.clone())));
-        crate::util::pin::wait_unpinned(handle);
-        obj.cell_released();
-        free_cell(&mut objects().write_locked().cells, handle);
-    }
+    drop(crate::util::pin::keep_while_pinned(handle, Box::new(obj.clone())));
+    crate::util::pin::wait_unpinned(handle);
+    obj.cell_released();
+    free_cell(&mut objects().write_locked().cells, handle);
 }
 
 /// Removes the object of type `T` named by `handle` if `check` allows it, under one lock (a
@@ -431,15 +511,22 @@ pub fn take<T: Object>(
     let bad = dat_error(DAT_INVALID_HANDLE, subtype);
     let mut guard = objects().write_locked();
     let o = &mut *guard;
-    // Found, checked and removed with one hash.
-    let std::collections::hash_map::Entry::Occupied(e) = o.map.entry(handle as usize) else { return Err(bad) };
-    // `**e.get()`: the object itself (an `Arc` is `Any` too).
-    check((**e.get()).as_any_ref().downcast_ref::<T>().ok_or(bad)?)?;
-    let obj = e.remove();
-    o.unpublish(handle as usize, &obj);
+    let mut seen = (0, 0);
+    // `**found`: the object itself (an `Arc` is `Any` too).
+    let obj = o.map.take_if(handle as usize, bad, |found| {
+        let t = (**found).as_any_ref().downcast_ref::<T>().ok_or(bad)?;
+        check(t)?;
+        seen = (t.handle_type(), t.owner());
+        Ok(())
+    })?;
+    let pinnable = o.unpublish(handle as usize, seen.0, seen.1);
     drop(guard);
-    unpinned(handle as usize, &obj);
-    downcast(obj).ok_or(bad)
+    if pinnable {
+        unpinned(handle as usize, &obj);
+    }
+    // SAFETY: the object was just found to be a `T` (the downcast above), so the `Arc`'s data
+    // pointer is that of an `Arc<T>` coerced to `Arc<dyn Object>`: the same allocation.
+    Ok(unsafe { Arc::from_raw(Arc::into_raw(obj) as *const T) })
 }
 
 /// Whether a live object of type `T` satisfies `pred`: a look through every object, under
@@ -450,7 +537,7 @@ pub fn any_of<T: Object>(mut pred: impl FnMut(&T) -> bool) -> bool {
 }
 
 pub fn get(handle: DAT_HANDLE) -> Option<Arc<dyn Object>> {
-    objects().read_locked().map.get(&(handle as usize)).cloned()
+    objects().read_locked().map.get(handle as usize).cloned()
 }
 
 /// The object as its own type, if it is a `T`.
@@ -480,8 +567,8 @@ pub fn check_and_lookup<A: Object, B: Object>(
     b_subtype: DAT_RETURN,
 ) -> (Result<*const A, DAT_RETURN>, Result<Arc<B>, DAT_RETURN>) {
     let o = objects().read_locked();
-    let a = o.map.get(&(a as usize)).and_then(|obj| (**obj).as_any_ref().downcast_ref::<A>()).map(|a| a as *const A);
-    let b = o.map.get(&(b as usize)).cloned().and_then(downcast);
+    let a = o.map.get(a as usize).and_then(|obj| (**obj).as_any_ref().downcast_ref::<A>()).map(|a| a as *const A);
+    let b = o.map.get(b as usize).cloned().and_then(downcast);
     (a.ok_or(dat_error(DAT_INVALID_HANDLE, a_subtype)), b.ok_or(dat_error(DAT_INVALID_HANDLE, b_subtype)))
 }
 
@@ -492,7 +579,7 @@ pub fn owned_by(ia: usize) -> Vec<(usize, Arc<dyn Object>)> {
         .map
         .iter()
         .filter(|(_, o)| o.handle_type() != DAT_HANDLE_TYPE_IA && o.owner() == ia)
-        .map(|(h, o)| (*h, o.clone()))
+        .map(|(h, o)| (h, o.clone()))
         .collect()
 }
 

@@ -2,12 +2,18 @@
 //! protection zone's live LMRs, which every post checks (`builtin::pz`).
 //!
 //! Open addressing with linear probing in a power-of-two table of atomic words, each `key << 32
-//! | OCCUPIED | count`. A key whose count drops to 0 stays as a tombstone (a registration cache
-//! gives the same key back soon); tombstones are purged in place when the table fills. Changes
-//! are made under a mutex; a reader probes without one and retries if a purge ran meanwhile
-//! (a sequence count, odd while a purge runs). A table that must grow is replaced by one twice
-//! its size, filled before it is published; the old one stays allocated for readers still in
-//! it, and since sizes double, all the old ones together are smaller than the current one.
+//! | OCCUPIED | FROZEN | count`. A key whose count drops to 0 stays as a tombstone (a
+//! registration cache gives the same key back soon); tombstones are purged in place when the
+//! table fills. A reader probes without a lock and retries if a purge ran meanwhile (a sequence
+//! count, odd while a purge runs). A table that must grow is replaced by one twice its size,
+//! filled before it is published; the old one stays allocated for readers still in it, and
+//! since sizes double, all the old ones together are smaller than the current one.
+//!
+//! Counting a key that has a slot (live or tombstone) takes no lock either: one
+//! compare-and-swap of its word, as a registration cache's hit does at every create and free.
+//! Taking a new slot, purging and growing are done under a mutex; before a purge or a growth
+//! reads the words it moves, it sets their FROZEN bit, which fails every such swap begun on
+//! them, and the swapping thread then takes the mutex's path, waiting for the move to end.
 
 use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -15,7 +21,8 @@ use std::sync::Mutex;
 use crate::util::sync::MutexExt;
 
 const OCCUPIED: u64 = 1 << 31;
-const COUNT: u64 = OCCUPIED - 1;
+const FROZEN: u64 = 1 << 30;
+const COUNT: u64 = FROZEN - 1;
 const FIRST: usize = 64;
 
 struct Slots {
@@ -46,6 +53,29 @@ impl Slots {
         // Never full: the writer keeps at most half the slots used.
         (usize::MAX, 0)
     }
+
+    /// Counts the key of the slot found as `(i, w)` once more (`up`) or once less, by a swap of
+    /// its word; false if the word is frozen or changed meanwhile, or has no count to take.
+    fn swap_count(&self, (i, w): (usize, u64), up: bool) -> bool {
+        if w == 0 || w & FROZEN != 0 {
+            return false;
+        }
+        let n = w & COUNT;
+        let new = if up {
+            if n == COUNT {
+                // Saturated (2^30 LMRs of one key cannot be): a count lost here could only
+                // make the key look dead early, which refuses a post, never lets one through.
+                return true;
+            }
+            w + 1
+        } else {
+            if n == 0 {
+                return false;
+            }
+            w - 1
+        };
+        self.words[i].compare_exchange(w, new, Ordering::SeqCst, Ordering::Relaxed).is_ok()
+    }
 }
 
 struct Writer {
@@ -53,7 +83,6 @@ struct Writer {
     /// points at one, which must not move when the vector grows.
     #[allow(clippy::vec_box)]
     tables: Vec<Box<Slots>>,
-    live: usize,
     /// Live keys and tombstones.
     used: usize,
 }
@@ -68,7 +97,7 @@ impl Default for KeySet {
     fn default() -> KeySet {
         let first = Slots::new(FIRST);
         let current = AtomicPtr::new(&*first as *const Slots as *mut Slots);
-        KeySet { seq: AtomicU64::new(0), current, writer: Mutex::new(Writer { tables: vec![first], live: 0, used: 0 }) }
+        KeySet { seq: AtomicU64::new(0), current, writer: Mutex::new(Writer { tables: vec![first], used: 0 }) }
     }
 }
 
@@ -78,9 +107,7 @@ impl KeySet {
         loop {
             let s1 = self.seq.load(Ordering::Acquire);
             if s1 & 1 == 0 {
-                // SAFETY: `current` points at a table in `writer.tables`, which are never freed
-                // while the set lives.
-                let t = unsafe { &*self.current.load(Ordering::Acquire) };
+                let t = self.current_table();
                 let (_, w) = t.find(key);
                 fence(Ordering::Acquire);
                 if self.seq.load(Ordering::Relaxed) == s1 {
@@ -89,6 +116,12 @@ impl KeySet {
             }
             std::hint::spin_loop();
         }
+    }
+
+    fn current_table(&self) -> &Slots {
+        // SAFETY: `current` points at a table in `writer.tables`, which are never freed while
+        // the set lives.
+        unsafe { &*self.current.load(Ordering::Acquire) }
     }
 
     /// The current table, to change it (under the writer's lock, which every change of
@@ -100,45 +133,69 @@ impl KeySet {
     }
 
     /// Counts `key` once more.
+    #[inline]
     pub fn insert(&self, key: u32) {
+        let t = self.current_table();
+        if !t.swap_count(t.find(key), true) {
+            self.insert_locked(key);
+        }
+    }
+
+    /// [`KeySet::insert`] when the key has no slot yet, or its word is frozen.
+    #[cold]
+    #[inline(never)]
+    fn insert_locked(&self, key: u32) {
         let mut w = self.writer.locked();
-        let (i, word) = self.table(&w).find(key);
-        if word != 0 {
-            if word & COUNT == 0 {
-                w.live += 1;
+        loop {
+            // Under the lock no word of the current table is frozen: a swap fails only when a
+            // lock-free count changed the word meanwhile.
+            let t = self.table(&w);
+            let found = t.find(key);
+            if found.1 == 0 {
+                break;
             }
-            self.table(&w).words[i].store(word + 1, Ordering::Release);
-            return;
+            if t.swap_count(found, true) {
+                return;
+            }
         }
         if (w.used + 1) * 2 > self.table(&w).words.len() {
             self.make_room(&mut w);
         }
         let t = self.table(&w);
         let (i, _) = t.find(key);
-        t.words[i].store(u64::from(key) << 32 | OCCUPIED | 1, Ordering::Release);
-        w.live += 1;
+        t.words[i].store(u64::from(key) << 32 | OCCUPIED | 1, Ordering::SeqCst);
         w.used += 1;
     }
 
     /// Counts `key` once less; a key not in the set is left alone.
+    #[inline]
     pub fn remove(&self, key: u32) {
-        let mut w = self.writer.locked();
-        let t = self.table(&w);
-        let (i, word) = t.find(key);
-        if word & COUNT == 0 {
-            return;
+        let t = self.current_table();
+        if !t.swap_count(t.find(key), false) {
+            self.remove_locked(key);
         }
-        t.words[i].store(word - 1, Ordering::Release);
-        if word & COUNT == 1 {
-            w.live -= 1;
+    }
+
+    /// [`KeySet::remove`] when the key's word could not be swapped without the lock.
+    #[cold]
+    #[inline(never)]
+    fn remove_locked(&self, key: u32) {
+        let w = self.writer.locked();
+        loop {
+            let t = self.table(&w);
+            let found = t.find(key);
+            if found.1 & COUNT == 0 || t.swap_count(found, false) {
+                return;
+            }
         }
     }
 
     /// Before a new key goes in: purges the tombstones in place while they are most of the
-    /// table, otherwise publishes a table twice the size.
+    /// table, otherwise publishes a table twice the size. The words are frozen first, so that
+    /// no lock-free count changes one after it is read.
     fn make_room(&self, w: &mut Writer) {
         let t = self.table(w);
-        let live: Vec<u64> = t.words.iter().map(|s| s.load(Ordering::Relaxed)).filter(|&s| s & COUNT != 0).collect();
+        let live: Vec<u64> = t.words.iter().map(|s| s.fetch_or(FROZEN, Ordering::SeqCst) & !FROZEN).filter(|&s| s & COUNT != 0).collect();
         if (live.len() + 1) * 4 <= t.words.len() {
             let s = self.seq.load(Ordering::Relaxed);
             self.seq.store(s + 1, Ordering::Relaxed);
@@ -165,7 +222,8 @@ impl KeySet {
     /// Live keys (tests).
     #[cfg(test)]
     fn live(&self) -> usize {
-        self.writer.locked().live
+        let _w = self.writer.locked();
+        self.current_table().words.iter().filter(|s| s.load(Ordering::Relaxed) & COUNT != 0).count()
     }
 }
 
@@ -214,6 +272,41 @@ mod tests {
         assert!(keys.iter().all(|&k| s.contains(k)));
         keys.iter().step_by(2).for_each(|&k| s.remove(k));
         assert!(keys.iter().enumerate().all(|(n, &k)| s.contains(k) == (n % 2 == 1)));
+    }
+
+    #[test]
+    fn lock_free_counts_are_not_lost_to_purges_or_growth() {
+        let s = Arc::new(KeySet::default());
+        // Slots for the shared keys, then one held by the test alone.
+        (1..=8u32).for_each(|k| s.insert(k));
+        (1..=8u32).for_each(|k| s.remove(k));
+        s.insert(5);
+        let counters: Vec<_> = (0..3)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for n in 0..30_000u32 {
+                        let k = 1 + n % 8;
+                        s.insert(k);
+                        s.insert(k);
+                        assert!(s.contains(k));
+                        s.remove(k);
+                        s.remove(k);
+                    }
+                })
+            })
+            .collect();
+        // New keys meanwhile: the table purges in place and grows under the counting threads.
+        for round in 0..300u32 {
+            let base = 1000 + round * 200;
+            (base..base + 100 + round % 150).for_each(|k| s.insert(k));
+            (base..base + 100 + round % 150).for_each(|k| s.remove(k));
+        }
+        counters.into_iter().for_each(|t| t.join().unwrap());
+        assert!((1..=8u32).all(|k| s.contains(k) == (k == 5)), "every count back where it was");
+        assert_eq!(s.live(), 1);
+        s.remove(5);
+        assert!(!s.contains(5));
     }
 
     #[test]

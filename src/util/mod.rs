@@ -7,4 +7,5 @@ pub mod pin;
 pub mod ring;
 pub mod slots;
 pub mod sockaddr;
+pub mod spare;
 pub mod sync;

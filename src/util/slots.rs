@@ -65,6 +65,11 @@ impl<T> Slots<T> {
         self.slot(id)?.value.as_ref()
     }
 
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut T> {
+        self.slot(id)?;
+        self.slots[id as u32 as usize].value.as_mut()
+    }
+
     /// Takes back the value of `id`, if it is still there.
     pub fn remove(&mut self, id: u64) -> Option<T> {
         self.slot(id)?;
@@ -89,6 +94,11 @@ impl<T> Slots<T> {
     /// The values kept, in the order they were inserted.
     pub fn values(&self) -> impl Iterator<Item = &T> {
         self.slots.iter().filter_map(|s| s.value.as_ref())
+    }
+
+    /// The values kept, with their ids.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| Some((u64::from(s.generation) << 32 | i as u64, s.value.as_ref()?)))
     }
 
     /// Takes every value, in the order they were inserted, with its id.

@@ -43,6 +43,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
+pub use super::config::Config;
+use super::entries::Entries;
 use super::unmap::{self, Monitor, RingId};
 use super::{dev_id, Cookie, Key, RegError, Registration};
 use crate::dbg_log;
@@ -51,85 +53,11 @@ use crate::log::DbgType;
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
-pub const DEFAULT_MAX_ENTRIES: usize = 1024;
-pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
-pub const DEFAULT_TTL: Duration = Duration::from_secs(5);
 /// How long the collector sleeps when it has nothing to expire.
 const IDLE_WAIT: Duration = Duration::from_secs(10);
 /// How soon the background thread tries again when another thread held the cache's lock (that
 /// thread applies the reported changes itself; the collector may still be due).
 const GRACE: Duration = Duration::from_millis(2);
-
-/// The cache's settings (from the environment for the library's own cache).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// `DAT2_MR_CACHE` (anything but 0/no/off/false keeps it on).
-    pub enabled: bool,
-    /// `DAT2_MR_CACHE_MAX_ENTRIES`: kept registrations at most (0 keeps none).
-    pub max_entries: usize,
-    /// `DAT2_MR_CACHE_MAX_BYTES`: bytes of kept registrations at most (K, M, G, T suffixes).
-    pub max_bytes: u64,
-    /// `DAT2_MR_CACHE_TTL`: seconds a kept registration may stay unused (0: no collector).
-    pub ttl: Option<Duration>,
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config { enabled: true, max_entries: DEFAULT_MAX_ENTRIES, max_bytes: DEFAULT_MAX_BYTES, ttl: Some(DEFAULT_TTL) }
-    }
-}
-
-fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let lower = s.to_ascii_lowercase();
-    let body = lower.strip_suffix("ib").or_else(|| lower.strip_suffix('b')).unwrap_or(&lower);
-    let (digits, shift) = match body.chars().last()? {
-        'k' => (&body[..body.len() - 1], 10),
-        'm' => (&body[..body.len() - 1], 20),
-        'g' => (&body[..body.len() - 1], 30),
-        't' => (&body[..body.len() - 1], 40),
-        _ => (body, 0),
-    };
-    digits.trim().parse::<u64>().ok()?.checked_mul(1u64 << shift)
-}
-
-impl Config {
-    /// The settings the environment asks for (none in a secure-execution process:
-    /// `util::env`), and a note for each value that was not understood (the default is used
-    /// instead).
-    pub fn from_env() -> (Config, Vec<String>) {
-        Config::parse(crate::util::env::var)
-    }
-
-    /// As [`Config::from_env`], reading variables through `get`.
-    pub fn parse(get: impl Fn(&str) -> Option<String>) -> (Config, Vec<String>) {
-        let mut c = Config::default();
-        let mut notes = Vec::new();
-        if let Some(v) = get("DAT2_MR_CACHE") {
-            c.enabled = !matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "no" | "off" | "false");
-        }
-        if let Some(v) = get("DAT2_MR_CACHE_MAX_ENTRIES") {
-            match v.trim().parse::<usize>() {
-                Ok(n) => c.max_entries = n,
-                Err(_) => notes.push(format!("DAT2_MR_CACHE_MAX_ENTRIES={v:?} is not a count; using {DEFAULT_MAX_ENTRIES}")),
-            }
-        }
-        if let Some(v) = get("DAT2_MR_CACHE_MAX_BYTES") {
-            match parse_bytes(&v) {
-                Some(n) => c.max_bytes = n,
-                None => notes.push(format!("DAT2_MR_CACHE_MAX_BYTES={v:?} is not a size; using {DEFAULT_MAX_BYTES}")),
-            }
-        }
-        if let Some(v) = get("DAT2_MR_CACHE_TTL") {
-            match v.trim().parse::<f64>() {
-                Ok(0.0) => c.ttl = None,
-                Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => c.ttl = Some(Duration::from_secs_f64(s)),
-                _ => notes.push(format!("DAT2_MR_CACHE_TTL={v:?} is not a number of seconds; using {}", DEFAULT_TTL.as_secs())),
-            }
-        }
-        (c, notes)
-    }
-}
 
 /// Evictions from the cache, by cause.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -229,12 +157,14 @@ impl Entry {
 
 #[derive(Default)]
 struct State {
-    entries: IdMap<u64, Entry>,
+    entries: Entries<Entry>,
     index: IdMap<Key, u64>,
     /// Entries by `seq`, oldest first: every kept entry, and live ones that were kept before
     /// their last hit (at most one place per entry; whoever takes from the front drops those).
     lru: BTreeMap<u64, u64>,
-    next_id: u64,
+    /// The entry released last while kept (0: none), which a lookup tries before the index:
+    /// a program that registers one buffer around each transfer finds it without a hash.
+    last: u64,
     next_seq: u64,
     kept: u64,
     kept_bytes: u64,
@@ -278,32 +208,38 @@ impl std::ops::DerefMut for Locked<'_> {
 }
 
 impl Drop for Locked<'_> {
+    #[inline]
     fn drop(&mut self) {
-        let Some(mut st) = self.0.take() else { return };
-        if st.doomed.is_empty() {
-            return;
+        let Some(st) = self.0.take() else { return };
+        if !st.doomed.is_empty() {
+            reap_unlocked(st, self.1);
         }
-        let doomed = std::mem::take(&mut st.doomed);
-        let _reaping = self.1.locked();
-        drop(st);
-        dereg_all(doomed);
     }
+}
+
+/// [`Locked`]'s release when it evicted something (most releases did not: kept out of line).
+#[cold]
+#[inline(never)]
+fn reap_unlocked(mut st: MutexGuard<'_, State>, reaping: &Mutex<()>) {
+    let doomed = std::mem::take(&mut st.doomed);
+    let _reaping = reaping.locked();
+    drop(st);
+    dereg_all(doomed);
 }
 
 impl State {
     fn insert(&mut self, e: Entry) -> u64 {
-        self.next_id += 1;
-        let id = self.next_id;
-        if e.indexed {
-            self.index.insert(e.key.clone(), id);
+        let indexed = e.indexed.then(|| e.key.clone());
+        let id = self.entries.insert(e);
+        if let Some(key) = indexed {
+            self.index.insert(key, id);
         }
-        self.entries.insert(id, e);
         id
     }
 
     /// Takes an entry out of every structure.
     fn remove(&mut self, id: u64) -> Option<Entry> {
-        let e = self.entries.remove(&id)?;
+        let e = self.entries.remove(id)?;
         if e.indexed && self.index.get(&e.key) == Some(&id) {
             self.index.remove(&e.key);
         }
@@ -317,10 +253,20 @@ impl State {
         Some(e)
     }
 
+    /// The indexed entry of `key`: the one released last if it is that one (an entry indexed
+    /// under `key` is the only one, see `insert`), else the index's.
+    #[inline]
+    fn lookup(&self, key: &Key) -> Option<u64> {
+        if self.entries.get(self.last).is_some_and(|e| e.indexed && e.key == *key) {
+            return Some(self.last);
+        }
+        self.index.get(key).copied()
+    }
+
     /// The oldest kept entry; the places of live entries found before it are dropped.
     fn oldest_kept(&mut self) -> Option<u64> {
         while let Some((&seq, &id)) = self.lru.first_key_value() {
-            match self.entries.get_mut(&id) {
+            match self.entries.get_mut(id) {
                 Some(e) if e.cached.is_some() => return Some(id),
                 Some(e) => e.seq = 0,
                 None => {}
@@ -333,7 +279,7 @@ impl State {
     /// The kept entries whose device (and PD, if given) match.
     fn kept_of(&self, dev: usize, pd: Option<Pd>) -> Vec<u64> {
         let kept = |e: &Entry| e.cached.is_some() && dev_id(&e.dev) == dev && pd.is_none_or(|p| p == e.pd);
-        self.lru.values().copied().filter(|id| self.entries.get(id).is_some_and(kept)).collect()
+        self.lru.values().copied().filter(|id| self.entries.get(*id).is_some_and(kept)).collect()
     }
 }
 
@@ -437,10 +383,8 @@ impl Cache {
         Ok(m)
     }
 
+    /// The mode of a device that caches registrations.
     fn mode(&self, dev: &Arc<dyn Device>) -> Mode {
-        if !dev.cache_registrations() {
-            return Mode::Share;
-        }
         // Once the monitor runs and the ring is ours, only a fork or a stopped reader turns
         // the cache off: two loads, not the whole of `availability`.
         if self.config.enabled && self.ring.get().is_some_and(Option::is_some) {
@@ -460,6 +404,7 @@ impl Cache {
     }
 
     /// Applies the memory changes the monitor reported (see `unmap::settle`).
+    #[inline]
     fn sync(&self, st: &mut State) {
         let Some(Some(ring)) = self.ring.get().copied() else { return };
         if unmap::forked() {
@@ -467,20 +412,29 @@ impl Cache {
             return;
         }
         unmap::settle();
+        // Most lookups find nothing reported: asked before anything else is set up.
+        if unmap::queued(ring) {
+            self.sync_queued(st, ring);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn sync_queued(&self, st: &mut State, ring: RingId) {
         let mut ranges = Vec::new();
         let all = unmap::drain(ring, &mut ranges);
         if ranges.is_empty() && !all {
             return;
         }
         let overlaps = |w: (u64, u64)| all || ranges.iter().any(|&(a, b, _)| a < w.1 && w.0 < b);
-        let changed: Vec<u64> = st.entries.iter().filter(|(_, e)| e.watch.is_some_and(overlaps)).map(|(&id, _)| id).collect();
+        let changed: Vec<u64> = st.entries.iter().filter(|(_, e)| e.watch.is_some_and(overlaps)).map(|(id, _)| id).collect();
         for id in changed {
-            let kept = st.entries.get(&id).is_some_and(|e| e.cached.is_some());
+            let kept = st.entries.get(id).is_some_and(|e| e.cached.is_some());
             if kept {
                 self.evict_after(st, id, Cause::Unmap, &ranges);
                 continue;
             }
-            let Some(e) = st.entries.get_mut(&id) else { continue };
+            let Some(e) = st.entries.get_mut(id) else { continue };
             let watch = e.watch.take();
             let was_indexed = std::mem::replace(&mut e.indexed, false);
             let (key, addr, len) = (e.key.clone(), e.addr, e.len);
@@ -539,7 +493,7 @@ impl Cache {
     fn collect(&self, st: &mut State, now: Duration) -> Option<Duration> {
         let ttl = self.config.ttl?;
         while let Some(id) = st.oldest_kept() {
-            let deadline = st.entries.get(&id).map_or(now, |e| e.released + ttl);
+            let deadline = st.entries.get(id).map_or(now, |e| e.released + ttl);
             if deadline > now {
                 return Some(deadline - now);
             }
@@ -658,7 +612,7 @@ impl Cache {
         let mut st = self.lock();
         self.sync(&mut st);
         if let Some(&id) = st.index.get(&key) {
-            if let Some(e) = st.entries.get_mut(&id) {
+            if let Some(e) = st.entries.get_mut(id) {
                 if e.len != len {
                     return Err(RegError::CookieLength);
                 }
@@ -693,9 +647,9 @@ impl Cache {
     ) -> Result<Registration, RegError> {
         let mut st = self.lock();
         self.sync(&mut st);
-        if let Some(&id) = st.index.get(&key) {
+        if let Some(id) = st.lookup(&key) {
             let st = &mut *st;
-            if let Some(e) = st.entries.get_mut(&id) {
+            if let Some(e) = st.entries.get_mut(id) {
                 if let Some(mr) = e.cached.take() {
                     // Its LRU place stays (see `Entry::seq`).
                     st.kept -= 1;
@@ -763,7 +717,7 @@ impl Cache {
         // not, before anything can be registered over it again.
         let mut guard = self.lock();
         let st = &mut *guard;
-        let Some(e) = st.entries.get_mut(&reg.entry) else {
+        let Some(e) = st.entries.get_mut(reg.entry) else {
             dev.dereg_mr(&reg.mr);
             return;
         };
@@ -799,6 +753,7 @@ impl Cache {
             }
             e.released = coarse_now();
             e.cached = Some(reg.mr);
+            st.last = reg.entry;
             st.kept += 1;
             st.kept_bytes += reg.mr.len;
             self.enforce_bounds(st);
@@ -862,7 +817,7 @@ impl Drop for Cache {
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut st = std::mem::take(st);
-        let kept: Vec<u64> = st.lru.values().copied().filter(|id| st.entries.get(id).is_some_and(|e| e.cached.is_some())).collect();
+        let kept: Vec<u64> = st.lru.values().copied().filter(|id| st.entries.get(*id).is_some_and(|e| e.cached.is_some())).collect();
         for id in kept {
             self.evict(&mut st, id, Cause::Flush);
         }
@@ -879,6 +834,7 @@ impl Drop for Cache {
 }
 
 /// The library's cache, configured from the environment on first use.
+#[inline]
 pub fn global() -> &'static Cache {
     static GLOBAL: OnceLock<Arc<Cache>> = OnceLock::new();
     GLOBAL.get_or_init(|| {

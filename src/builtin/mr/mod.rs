@@ -20,6 +20,8 @@
 //! and deregistration after free with rdma-core's fork support on).
 
 pub mod cache;
+mod config;
+mod entries;
 pub(crate) mod unmap;
 
 use std::sync::Arc;
@@ -71,6 +73,7 @@ pub fn counters() -> (u64, u64) {
 
 /// Registers `[addr, addr+len)`, reusing a live (or cached) registration of the same range,
 /// PD, access and address type.
+#[inline]
 pub fn register_range(
     dev: &Arc<dyn Device>,
     pd: Pd,
@@ -96,6 +99,7 @@ pub fn register_shared(
 }
 
 /// Revokes an LMR's keys; the registration goes with its last LMR (or stays cached).
+#[inline]
 pub fn release(dev: &Arc<dyn Device>, reg: &Registration) {
     cache::global().release(dev, reg)
 }

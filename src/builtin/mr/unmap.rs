@@ -366,6 +366,7 @@ pub(crate) fn release_ring(id: RingId) {
 
 /// Waits until every event read so far is published (the reader never blocks, so this is
 /// short). After it, a change the calling thread made is in its cache's ring.
+#[inline]
 pub(crate) fn settle() {
     let started = STARTED.load(SeqCst);
     let mut spins = 0u32;
@@ -382,6 +383,13 @@ pub(crate) fn settle() {
 /// A changed range: start, end, and whether the kernel already dropped our registration there
 /// (see `publish`).
 pub(crate) type Changed = (u64, u64, bool);
+
+/// Whether [`drain`] may find something for `id` (a range queued, or one lost).
+#[inline]
+pub(crate) fn queued(id: RingId) -> bool {
+    let r = &RING_SET[id.0];
+    r.tail.load(SeqCst) != r.head.load(SeqCst) || r.overflow.load(SeqCst)
+}
 
 /// Takes the changed ranges queued for `id` into `out`; true means "everything may have
 /// changed" (a range was lost, or the monitor stopped).
