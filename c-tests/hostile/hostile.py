@@ -48,6 +48,7 @@ SECRET_HEX = "53" * 16  # 'S'
 TARGET_AS = None if os.environ.get("DAT2_PASS") == "sanitize" else 3 << 30
 # The bounds of src/device/soft (docs/security.md): what a peer may make the target hold.
 STALL_BYTES = 4 << 20  # requests waiting for a receive, per connection
+STALL_TOTAL = 64 << 20  # ... and for all the connections of the target together
 RNR_WAIT = 1.0  # seconds such a request that does not fit waits for a receive
 RD_IN = 4  # READ/atomic requests outstanding (the EP's default max_rdma_read_in)
 HALF_OPEN_MAX = 64  # connections whose HELLO has not arrived, per listener
@@ -801,6 +802,46 @@ def _(t, port):
     if t.wait_event() != "ESTABLISHED" or t.wait_event() not in ("BROKEN", "DISCONNECTED"):
         return False, f"the target's events: {t.events}"
     return bounded(t, before, "64 MiB of sends without receives")
+
+
+@case("send_flood_many_connections")
+def _(t, port):
+    """40 connections, each filling the target's four receives, then sending three 1 MiB sends
+    with no receive for them: within STALL_BYTES each, 120 MiB in all. The target holds at
+    most STALL_TOTAL of them for all its connections together; a connection that finds no
+    room waits RNR_WAIT and ends (the device before held every connection's 3 MiB)."""
+    before = resources(t)
+    socks, pending = [], {}
+    big = hdr(OP_SEND, payload=1 << 20, length=1 << 20) + b"F" * (1 << 20)
+    try:
+        for _ in range(40):
+            s, _ = connect(port)
+            s.setblocking(False)
+            socks.append(s)
+            pending[s] = memoryview((hdr(OP_SEND, payload=64, length=64) + b"s" * 64) * 4 + big * 3)
+        end = time.time() + 3
+        while time.time() < end and any(len(v) for v in pending.values()):
+            _, ready, _ = select.select([], [s for s in socks if len(pending[s])], [], 0.1)
+            for s in ready:
+                try:
+                    n = s.send(pending[s])
+                except BlockingIOError:
+                    continue
+                except ConnectionError:
+                    n = len(pending[s])  # ended: nothing more goes
+                pending[s] = pending[s][n:]
+        # Connections that found no room have ended after RNR_WAIT; the rest hold theirs.
+        time.sleep(RNR_WAIT + 1)
+        mid = resources(t)
+        if mid is None:
+            return False, "the target died"
+        grew = mid[1] - before[1]
+        if grew > (STALL_TOTAL >> 10) + GROWTH_KB:
+            return False, f"the target grew by {grew} kB holding sends for 40 connections (at most {STALL_TOTAL >> 10} kB, and {GROWTH_KB} kB more)"
+    finally:
+        for s in socks:
+            s.close()
+    return bounded(t, before, f"40 connections of held sends (grew {grew} kB meanwhile)")
 
 
 @case("read_flood")

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Event, Frame, FrameData, SoftQp, State};
+use super::{rx, Event, Frame, FrameData, SoftQp, State};
 use crate::abi::DAT_DTO_ERR_FLUSHED;
 use crate::device::soft::engine;
 use crate::device::soft::peer::{self, PeerProcess};
@@ -239,7 +239,7 @@ impl SoftQp {
                 events.push(Event::Completion(Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, WcOp::Recv)));
             }
             i.stalled.clear();
-            i.stalled_bytes = 0;
+            rx::give_stall(std::mem::take(&mut i.stalled_bytes));
             i.deferred.clear();
             i.outstanding_reads = 0;
             i.rendezvous = None;

@@ -209,6 +209,13 @@ struct Inner {
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
 unsafe impl Send for Inner {}
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // What requests still held counted against the process's total (rx.rs).
+        rx::give_stall(self.stalled_bytes);
+    }
+}
+
 impl Inner {
     /// Both sides agreed the cross-memory path: we may send requests whose scatter lists name
     /// our memory, and the peer's such requests are served. A request flagged CMA or SHM

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard, TryLockError};
 use std::time::Instant;
 
-use super::rx::{needs_recv, stall_cost};
+use super::rx::{needs_recv, stall_cost, STALL_TOTAL};
 use super::{Data, Frame, FrameData, SoftQp, Stalled, State, Target, RNR_WAIT, STALL_BYTES};
 use super::{Event, Landing, ACK_LAZY_MAX};
 use crate::abi::{DAT_DTO_ERR_LOCAL_PROTECTION, DAT_DTO_ERR_RECEIVER_NOT_READY, DAT_DTO_SUCCESS};
@@ -437,7 +437,7 @@ impl SoftQp {
             self.deliver(events);
             return if ok { Flow::Next(Step::Header) } else { Flow::End(Some(CmEvent::Broken)) };
         }
-        if room {
+        if room && self.reserve_stall(cost) {
             let data = match data {
                 Data::Socket if payload > SMALL => {
                     drop(exec);
@@ -459,7 +459,7 @@ impl SoftQp {
             if self.lock().state != State::Closed {
                 crate::dbg_log!(
                     crate::log::DbgType::PROVIDER_API,
-                    "soft QP {}: no receive for {RNR_WAIT:?} with {STALL_BYTES} bytes of requests waiting: receiver not ready",
+                    "soft QP {}: no receive for {RNR_WAIT:?} and no room to hold requests (at most {STALL_BYTES} bytes a connection, {STALL_TOTAL} the process): receiver not ready",
                     self.id
                 );
                 // The answer goes out (the connection ends after it); reading stops.
@@ -488,12 +488,9 @@ impl SoftQp {
 
     /// Queues a request until a receive comes, then runs what a receive posted meanwhile
     /// lets run.
+    /// (Its cost was counted when it was decided to hold it, `reserve_stall`.)
     fn stall(&self, hdr: Hdr, data: Data, cost: usize, exec: std::sync::MutexGuard<'_, ()>) {
-        {
-            let mut i = self.lock();
-            i.stalled_bytes += cost;
-            i.stalled.push_back(Stalled { hdr, data, cost });
-        }
+        self.lock().stalled.push_back(Stalled { hdr, data, cost });
         drop(exec);
         self.drain_stalled();
     }

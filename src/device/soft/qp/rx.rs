@@ -3,11 +3,11 @@
 //! engine-driven reader, reader.rs, waits RNR_WAIT for room) and run once one is, and the
 //! answers we owe the peer (responses, acknowledgements riding on frames).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::MutexGuard;
 use std::time::Duration;
 
-use super::{Data, Event, Frame, FrameData, Inner, SoftQp, State, ACK_BATCH, STALL_OVERHEAD};
+use super::{Data, Event, Frame, FrameData, Inner, SoftQp, State, ACK_BATCH, STALL_BYTES, STALL_OVERHEAD};
 use crate::abi::DAT_DTO_SUCCESS;
 use crate::device::soft::shm;
 use crate::device::soft::wire::{flag, op, Hdr};
@@ -169,6 +169,7 @@ impl SoftQp {
                 let next = i.stalled.pop_front();
                 if let Some(n) = &next {
                     i.stalled_bytes -= n.cost;
+                    give_stall(n.cost);
                 }
                 next
             };
@@ -285,6 +286,36 @@ impl SoftQp {
             solicited: hdr.flags & flag::SOLICITED != 0,
         };
         self.deliver([Event::Completion(c)]);
+        true
+    }
+}
+
+/// What all the connections of the process together hold for requests waiting for a receive
+/// (each within STALL_BYTES): a peer that opens many connections gets no more.
+pub(super) const STALL_TOTAL: usize = 64 << 20;
+static STALLED: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts `cost` against STALL_TOTAL, unless that would pass it.
+fn take_stall(cost: usize) -> bool {
+    STALLED.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_add(cost).filter(|&n| n <= STALL_TOTAL)).is_ok()
+}
+
+/// Gives back what `take_stall` counted.
+pub(super) fn give_stall(cost: usize) {
+    STALLED.fetch_sub(cost, Ordering::SeqCst);
+}
+
+impl SoftQp {
+    /// Counts a request about to be held (its data collected, or held) against the
+    /// connection's STALL_BYTES and the process's STALL_TOTAL; false when either is full (it
+    /// then waits on the socket). Given back when it runs (`drain_locked`) or the connection
+    /// ends (`flush`).
+    pub(super) fn reserve_stall(&self, cost: usize) -> bool {
+        let mut i = self.lock();
+        if i.stalled_bytes + cost > STALL_BYTES || !take_stall(cost) {
+            return false;
+        }
+        i.stalled_bytes += cost;
         true
     }
 }
