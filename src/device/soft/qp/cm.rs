@@ -332,6 +332,9 @@ impl PendingConnection for Pending {
         if let Some(stream) = self.stream.locked().take() {
             // Only the private data: nothing about us goes to a peer we turn away.
             let answer = Hello { private_data: private_data.to_vec(), ..Hello::default() };
+            // Never waiting on the peer (this may run on the engine thread): a socket that
+            // does not take the small answer at once is closed without it.
+            let _ = stream.set_nonblocking(true);
             let _ = write_message(&stream, op::REJECT, &answer.encode());
             let _ = stream.shutdown(Shutdown::Both);
         }

@@ -216,7 +216,7 @@ impl PendingConnection for UdPending {
         if let Some(stream) = self.stream.locked().take() {
             // As for RC: only the private data.
             let answer = Hello { private_data: private_data.to_vec(), ..Hello::default() };
-            let _ = stream.set_write_timeout(Some(ANSWER_WAIT));
+            let _ = stream.set_nonblocking(true);
             let _ = write_message(&stream, op::REJECT, &answer.encode());
             let _ = stream.shutdown(Shutdown::Both);
         }
