@@ -134,5 +134,8 @@ void case_send_placed_in_order(void);
 void case_send_placed_engine_busy(void);
 void case_send_placed_lmr_free(void);
 void case_send_placed_disconnect(void);
+void case_send_placed_ep_reuse(void);
+void case_send_placed_write_imm(void);
+void case_send_placed_threads(void);
 
 #endif

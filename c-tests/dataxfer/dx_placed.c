@@ -6,6 +6,8 @@
  * rerun) the same program checks only the order and the data. */
 #include "dx.h"
 
+#include <dat2/dat_ib_extensions.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,3 +290,264 @@ out:
 
 void case_send_placed_lmr_free(void) { placed_target_ends(0); }
 void case_send_placed_disconnect(void) { placed_target_ends(1); }
+
+/* ---- an EP used again ------------------------------------------------------------------- */
+
+/* A receive posted while the EP's next connection is being set up must be published under
+ * that connection's numbers. The client EP takes OLD receives on a first connection, is
+ * disconnected, reset and connected again; one receive is posted while its handshake waits on
+ * the (held) engine, after its claims (and receive ring) went to the server. Were it published
+ * under the first connection's count (as receive OLD), the ring would still list it there
+ * once the connection is set up: the server's send number OLD, with no receive of that
+ * number posted yet, would be written into receive 0, long completed. (dat_ep_reset makes a
+ * new QP, which counts from 0: this guards that.) */
+void case_send_placed_ep_reuse(void)
+{
+    enum { OLD = 10 };
+    struct pair p, q;
+    struct mr sb = {0}, rb = {0}, qs = {0}, qr = {0};
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    DAT_EVENT ev;
+    memset(&q, 0, sizeof q);
+    if (!pair_up(&p, dx_port(0), NULL, NULL, 32) || !pair_up(&q, dx_port(1), NULL, NULL, 16) ||
+        !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &sb) || !mr_make(&p.c, p.c.pz, 2 * OLD * SLOT, PRIV_ALL, &rb) ||
+        !mr_make(&q.c, q.c.pz, 4096, PRIV_ALL, &qs) || !mr_make(&q.s, q.s.pz, 4096, PRIV_ALL, &qr))
+        goto out;
+    DAT_LMR_TRIPLET st = lt(&sb, 0, 8);
+    /* The first connection: OLD sends from the server into the client's receives. */
+    for (int k = 0; k < OLD; k++) {
+        if (!post_recv1(p.ce, &rb, (size_t)k * SLOT, SLOT, (uint64_t)k) ||
+            !EXPECT_RC(dat_ep_post_send(p.se, 1, &st, ck(50 + (uint64_t)k), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) ||
+            !WAIT_DTO(p.c.rcv, &d) || !WAIT_DTO(p.s.req, &d))
+            goto out;
+    }
+    if (!EXPECT_RC(dat_ep_disconnect(p.ce, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS) || !EXPECT_CONN_END(p.c.conn, WAIT_MS, "client") ||
+        !EXPECT_CONN_END(p.s.conn, WAIT_MS, "server") || !EXPECT_RC(dat_ep_reset(p.ce), DAT_SUCCESS) ||
+        !EXPECT_RC(dat_ep_reset(p.se), DAT_SUCCESS))
+        goto out;
+    /* The second connection, with the engine held once the server accepted: the client's
+     * handshake waits for the server's answer, its claims (and ring) already given. */
+    if (!EXPECT_RC(dat_ep_connect(p.ce, dx_loopback(0), p.s.port, 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
+                                  DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_SUCCESS) ||
+        !EXPECT_RC(wait_ev(p.s.cr, WAIT_MS, &ev), DAT_SUCCESS) ||
+        !EXPECT(ev.event_number == DAT_CONNECTION_REQUEST_EVENT, "server got event 0x%x", (unsigned)ev.event_number))
+        goto out;
+    atomic_store(&agent_in, 0);
+    atomic_store(&agent_out, 0);
+    if (!hold_engine(&q, &qs, &qr, &cno) ||
+        !EXPECT_RC(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, p.se, 0, NULL), DAT_SUCCESS))
+        goto out;
+    dx_sleep_ms(150);
+    memset(rb.buf, 0, 2 * OLD * SLOT);
+    if (!post_recv1(p.ce, &rb, 0, SLOT, 100))
+        goto out;
+    release_engine(&q, cno);
+    cno = DAT_HANDLE_NULL;
+    if (!wait_established(__LINE__, p.s.conn, p.se, "server") || !wait_established(__LINE__, p.c.conn, p.ce, "client"))
+        goto out;
+    /* OLD sends, each into the receive posted just before it; then one with none posted. */
+    for (int k = 0; k <= OLD; k++) {
+        uint64_t v = 0x3300000000000000ull | (uint64_t)(k + 1), got;
+        if (k == OLD)
+            memset(rb.buf, 0xee, SLOT); /* receive 0's memory, the consumer's again */
+        memcpy(sb.buf, &v, 8);
+        if (!EXPECT_RC(dat_ep_post_send(p.se, 1, &st, ck(200 + (uint64_t)k), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS))
+            goto out;
+        if (k == OLD) {
+            dx_sleep_ms(50);
+            int changed = -1;
+            for (int i = 0; i < SLOT && changed < 0; i++)
+                if (rb.buf[i] != 0xee)
+                    changed = i;
+            if (!EXPECT(changed < 0, "send %d changed byte %d of receive 0, completed long before", k, changed) ||
+                !post_recv1(p.ce, &rb, (size_t)k * SLOT, SLOT, 100 + (uint64_t)k))
+                goto out;
+        }
+        if (!WAIT_DTO(p.c.rcv, &d) ||
+            !EXPECT(d.status == DAT_DTO_SUCCESS && d.user_cookie.as_64 == 100 + (uint64_t)k && d.transfered_length == 8,
+                    "receive for send %d: status %u cookie %llu length %llu", k, (unsigned)d.status,
+                    (unsigned long long)d.user_cookie.as_64, (unsigned long long)d.transfered_length) ||
+            !WAIT_DTO(p.s.req, &d) || !EXPECT(d.status == DAT_DTO_SUCCESS, "send %d: status %u", k, (unsigned)d.status))
+            goto out;
+        memcpy(&got, rb.buf + (size_t)k * SLOT, 8);
+        if (!EXPECT(got == v, "receive %d holds %#llx, not %#llx", k, (unsigned long long)got, (unsigned long long)v))
+            goto out;
+        if (k + 1 < OLD && !post_recv1(p.ce, &rb, (size_t)(k + 1) * SLOT, SLOT, 101 + (uint64_t)k))
+            goto out;
+    }
+out:
+    release_engine(&q, cno);
+    mr_drop(&sb);
+    mr_drop(&rb);
+    mr_drop(&qs);
+    mr_drop(&qr);
+    pair_down(&q);
+    pair_down(&p);
+}
+
+/* ---- placed sends among other requests that take receives ------------------------------- */
+
+
+/* Sends (8 bytes, placed where they can be; every 5th of 0 bytes, solicited) interleaved with
+ * RDMA writes with immediate data, which take a receive too but never go placed, over more
+ * receives than a ring holds, each reposted as it completes: every receive must complete in
+ * order, with its cookie, its kind, its length and the right data. A placed send names its
+ * receive by number, counted by the sender over both kinds. */
+void case_send_placed_write_imm(void)
+{
+    enum { N = 200, DEPTH = 80, AREA = 8192 };
+    struct pair p;
+    struct mr sb = {0}, rb = {0};
+    DAT_EVENT ev;
+    if (dx_ia_lacks("DAT_IB_IMMED_DATA")) {
+        printf("  (no immediate data on this IA)\n");
+        return;
+    }
+    if (!pair_up(&p, dx_port(0), NULL, NULL, 2 * DEPTH) || !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &sb) ||
+        !mr_make(&p.s, p.s.pz, AREA + 4096, PRIV_ALL, &rb))
+        goto out;
+    memset(rb.buf, 0, AREA + 4096);
+    for (int j = 0; j < DEPTH; j++)
+        if (!post_recv1(p.se, &rb, (size_t)j * SLOT, SLOT, (uint64_t)j))
+            goto out;
+    for (int k = 0; k < N; k++) {
+        int imm = k % 3 == 1, zero = !imm && k % 5 == 4;
+        uint64_t v = 0x7700000000000000ull | (uint64_t)(k + 1);
+        size_t slot = (size_t)(k % DEPTH) * SLOT;
+        memcpy(sb.buf, &v, 8);
+        DAT_LMR_TRIPLET l = lt(&sb, 0, zero ? 0 : 8);
+        DAT_RETURN rc;
+        if (imm) {
+            DAT_RMR_TRIPLET r = rt(&rb, AREA + (size_t)(k % 512) * 8, 8);
+            rc = dat_ib_post_rdma_write_immed(p.ce, 1, &l, ck(1000 + (uint64_t)k), &r, (DAT_UINT32)k,
+                                              DAT_COMPLETION_DEFAULT_FLAG);
+        } else {
+            rc = dat_ep_post_send(p.ce, 1, &l, ck(1000 + (uint64_t)k),
+                                  zero ? DAT_COMPLETION_SOLICITED_WAIT_FLAG : DAT_COMPLETION_DEFAULT_FLAG);
+        }
+        if (!EXPECT_RC(rc, DAT_SUCCESS) || !EXPECT_RC(wait_ev(p.c.req, WAIT_MS, &ev), DAT_SUCCESS) ||
+            !EXPECT(ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS &&
+                        ev.event_data.dto_completion_event_data.user_cookie.as_64 == 1000 + (uint64_t)k,
+                    "request %d: status %u cookie %llu", k, (unsigned)ev.event_data.dto_completion_event_data.status,
+                    (unsigned long long)ev.event_data.dto_completion_event_data.user_cookie.as_64))
+            goto out;
+        if (!EXPECT_RC(wait_ev(p.s.rcv, WAIT_MS, &ev), DAT_SUCCESS))
+            goto out;
+        const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+        int is_ext = ev.event_number == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT;
+        if (!EXPECT(d->status == DAT_DTO_SUCCESS && d->user_cookie.as_64 == (uint64_t)k && is_ext == imm,
+                    "receive for request %d (%s): event 0x%x status %u cookie %llu", k, imm ? "write imm" : "send",
+                    (unsigned)ev.event_number, (unsigned)d->status, (unsigned long long)d->user_cookie.as_64))
+            goto out;
+        if (imm) {
+            const DAT_IB_EXTENSION_EVENT_DATA *x = (const DAT_IB_EXTENSION_EVENT_DATA *)ev.event_extension_data;
+            uint64_t got;
+            memcpy(&got, rb.buf + AREA + (size_t)(k % 512) * 8, 8);
+            if (!EXPECT(x->type == DAT_IB_RDMA_WRITE_IMMED_DATA && x->val.immed.data == (DAT_UINT32)k && got == v,
+                        "write imm %d: type %d imm %u data %#llx", k, (int)x->type, (unsigned)x->val.immed.data,
+                        (unsigned long long)got))
+                goto out;
+        } else {
+            uint64_t got;
+            memcpy(&got, rb.buf + slot, 8);
+            if (!EXPECT(d->transfered_length == (zero ? 0u : 8u) && (zero || got == v),
+                        "send %d: length %llu data %#llx (want %#llx)", k, (unsigned long long)d->transfered_length,
+                        (unsigned long long)got, (unsigned long long)v))
+                goto out;
+        }
+        memset(rb.buf + slot, 0, SLOT);
+        if (!post_recv1(p.se, &rb, slot, SLOT, (uint64_t)(k + DEPTH)))
+            goto out;
+    }
+out:
+    mr_drop(&sb);
+    mr_drop(&rb);
+    pair_down(&p);
+}
+
+/* ---- several threads posting on one EP -------------------------------------------------- */
+
+enum { MT_THREADS = 2, MT_EACH = 100 };
+
+struct mt_arg {
+    DAT_EP_HANDLE ep;
+    struct mr *sb;
+    int t;
+    int failed;
+};
+
+static void *mt_poster(void *a_)
+{
+    struct mt_arg *a = a_;
+    for (int i = 0; i < MT_EACH; i++) {
+        size_t off = ((size_t)a->t * MT_EACH + (size_t)i) * 8;
+        uint64_t v = ((uint64_t)(a->t + 1) << 32) | (uint64_t)(i + 1);
+        memcpy(a->sb->buf + off, &v, 8);
+        DAT_LMR_TRIPLET l = lt(a->sb, off, 8);
+        DAT_RETURN rc;
+        while ((rc = dat_ep_post_send(a->ep, 1, &l, ck(v), DAT_COMPLETION_DEFAULT_FLAG)) != DAT_SUCCESS &&
+               DAT_GET_TYPE(rc) == DAT_INSUFFICIENT_RESOURCES)
+            dx_sleep_ms(1);
+        if (rc != DAT_SUCCESS) {
+            a->failed = 1;
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Two threads post 8-byte sends on one EP at once, into more receives than a ring holds: each
+ * receive completes in order, holding the very send that completed it, and each thread's sends
+ * land in the order it posted them (frames take their place in the stream under the QP's lock,
+ * and a placed send names its receive by number). */
+void case_send_placed_threads(void)
+{
+    enum { TOTAL = MT_THREADS * MT_EACH };
+    struct pair p;
+    struct mr sb = {0}, rb = {0};
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    pthread_t th[MT_THREADS];
+    struct mt_arg args[MT_THREADS];
+    int started = 0;
+    if (!pair_up(&p, dx_port(0), NULL, NULL, TOTAL + 8) || !mr_make(&p.c, p.c.pz, TOTAL * 8, PRIV_ALL, &sb) ||
+        !mr_make(&p.s, p.s.pz, TOTAL * SLOT, PRIV_ALL, &rb))
+        goto out;
+    memset(rb.buf, 0, TOTAL * SLOT);
+    for (int j = 0; j < TOTAL; j++)
+        if (!post_recv1(p.se, &rb, (size_t)j * SLOT, SLOT, (uint64_t)j))
+            goto out;
+    for (; started < MT_THREADS; started++) {
+        args[started] = (struct mt_arg){p.ce, &sb, started, 0};
+        if (pthread_create(&th[started], NULL, mt_poster, &args[started]) != 0)
+            break;
+    }
+    uint32_t last[MT_THREADS] = {0};
+    for (int j = 0; j < TOTAL; j++) {
+        if (!WAIT_DTO(p.s.rcv, &d) ||
+            !EXPECT(d.status == DAT_DTO_SUCCESS && d.user_cookie.as_64 == (uint64_t)j && d.transfered_length == 8,
+                    "receive %d: status %u cookie %llu length %llu", j, (unsigned)d.status,
+                    (unsigned long long)d.user_cookie.as_64, (unsigned long long)d.transfered_length))
+            break;
+        uint64_t v;
+        memcpy(&v, rb.buf + (size_t)j * SLOT, 8);
+        unsigned t = (unsigned)(v >> 32) - 1;
+        uint32_t i = (uint32_t)v;
+        if (!EXPECT(t < MT_THREADS && i == last[t] + 1, "receive %d holds %#llx: thread %u's send %u after its %u", j,
+                    (unsigned long long)v, t, i, t < MT_THREADS ? last[t] : 0))
+            break;
+        last[t] = i;
+    }
+    for (int j = 0; j < TOTAL; j++)
+        if (!WAIT_DTO(p.c.req, &d) || !EXPECT(d.status == DAT_DTO_SUCCESS, "send completion %d: status %u", j, (unsigned)d.status))
+            break;
+out:
+    for (int t = 0; t < started; t++) {
+        pthread_join(th[t], NULL);
+        EXPECT(!args[t].failed, "thread %d could not post", t);
+    }
+    mr_drop(&sb);
+    mr_drop(&rb);
+    pair_down(&p);
+}

@@ -150,6 +150,11 @@ static const struct harness_case cases[] = {
     CASE_TCP(send_placed_engine_busy),
     CASE(send_placed_lmr_free),
     CASE(send_placed_disconnect),
+    CASE(send_placed_ep_reuse),
+    CASE(send_placed_write_imm),
+    CASE_TCP(send_placed_write_imm),
+    CASE(send_placed_threads),
+    CASE_TCP(send_placed_threads),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

@@ -522,7 +522,8 @@ def _(t, port):
 def _(t, port):
     """A peer says it placed a send into one of the target's receives itself (flag PLACED, as
     a same-host dat2 does, recvring.rs). The target has four receives of 4096 bytes posted.
-    Each lie must end the connection: on a connection without the verified path; naming
+    Each lie must end the connection: on a connection without the verified path (unverified,
+    or verified with the path not agreed); naming
     another receive than the next; longer than the receive; with a payload; on a WRITE. The
     control: a true one (receive 0, 8 bytes), then an ordinary send, which takes receive 1
     and is acknowledged."""
@@ -530,6 +531,9 @@ def _(t, port):
         return None, NO_VERIFIED_PEER
     lies = [
         ("unverified", None, hdr(OP_SEND, F_PLACED, 0, 8)),
+        # Verified (the target came to our rendezvous and took a ring for us) but the path not
+        # agreed: a TCP connection, where nobody places anything.
+        ("verified, path not agreed", ("honest", our_canary, 0), hdr(OP_SEND, F_PLACED, 0, 8)),
         ("receive 1 first", ("honest", our_canary), hdr(OP_SEND, F_PLACED, 0, 8, a=1)),
         ("receive 64, not published", ("honest", our_canary), hdr(OP_SEND, F_PLACED, 0, 8, a=64)),
         ("longer than the receive", ("honest", our_canary), hdr(OP_SEND, F_PLACED, 0, 4097)),
@@ -538,9 +542,10 @@ def _(t, port):
         ("with CMA", ("honest", our_canary), hdr(OP_SEND, F_PLACED | F_CMA, 0, 8)),
     ]
     for what, claims, frame in lies:
-        s, info = connect(port, claims)
+        reaches = claims[2] if claims and len(claims) > 2 else 1
+        s, info = connect(port, claims and claims[:2], reaches=reaches)
         try:
-            if claims and info["agreed"] != 1:
+            if claims and info["agreed"] != reaches:
                 return False, f"{what}: the target did not verify us: {info}"
             s.sendall(frame)
             got = outcome(s)

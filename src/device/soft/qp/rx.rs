@@ -257,7 +257,14 @@ impl SoftQp {
                 && hdr.flags & !(flag::PLACED | flag::IMM | flag::SOLICITED) == 0
                 && hdr.length <= self.caps.max_message;
             let fits = i.recvs.front().is_some_and(|(_, s)| s.iter().map(|g| u64::from(g.len)).sum::<u64>() >= u64::from(hdr.length));
-            if !shape || i.ring.is_none() || !i.stalled.is_empty() || hdr.a != i.recv_base || i.recv_base >= i.published || !fits {
+            if !shape
+                || i.ring.is_none()
+                || !i.cma()
+                || !i.stalled.is_empty()
+                || hdr.a != i.recv_base
+                || i.recv_base >= i.published
+                || !fits
+            {
                 crate::dbg_log!(
                     crate::log::DbgType::PROVIDER_API,
                     "soft QP {}: a placed send for receive {} that is not ours to complete (next {}, published {})",
