@@ -221,6 +221,7 @@ out:
 static void placed_target_ends(int how)
 {
     enum { DEPTH = 16, BEFORE = 4, AFTER = 8 };
+    int received_ok = 0;
     struct pair p, q;
     struct mr sb = {0}, rb = {0}, qs = {0}, qr = {0};
     DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
@@ -260,6 +261,7 @@ static void placed_target_ends(int how)
                 flushed += ev.event_data.dto_completion_event_data.status == DAT_DTO_ERR_FLUSHED;
             }
         EXPECT(done == DEPTH && flushed >= DEPTH - BEFORE, "%d of %d receives completed, %d flushed", done, DEPTH, flushed);
+        received_ok = done - flushed;
     }
     /* The consumer takes the memory back: it must stay as the consumer leaves it. */
     memset(rb.buf, 0xee, DEPTH * SLOT);
@@ -278,6 +280,22 @@ static void placed_target_ends(int how)
             changed = i;
     EXPECT(changed < 0, "a receive's memory changed at byte %d after %s returned (the engine %s)", changed,
            how == 0 ? "dat_lmr_free" : "dat_ep_disconnect", held ? "held throughout" : "freed meanwhile");
+    if (how == 1) {
+        /* A send succeeds only when its receive did, as on an HCA: the sends before the
+         * disconnect that the target flushed complete flushed at the sender too. */
+        int seen = 0, succeeded = 0;
+        double end = dx_now() + 5;
+        while (seen < BEFORE && dx_now() < end) {
+            if (dat_evd_dequeue(p.c.req, &ev) != DAT_SUCCESS)
+                continue;
+            if (ev.event_data.dto_completion_event_data.user_cookie.as_64 < BEFORE) {
+                seen++;
+                succeeded += ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS;
+            }
+        }
+        EXPECT(seen == BEFORE && succeeded == received_ok, "%d of the %d sends before the disconnect completed, %d "
+               "successfully, but %d of their receives did", seen, BEFORE, succeeded, received_ok);
+    }
 out:
     release_engine(&q, cno);
     pair_down(&p);

@@ -55,7 +55,13 @@ const RING_ENTRIES: usize = RING_TAGS + RINGS * 8;
 const BYTES: usize = RING_ENTRIES + RINGS * RING_LEN as usize * ENTRY_SIZE;
 /// The pin counts (one u32 per slot, then one per ring), after the rings.
 const PIN_BYTES: usize = (SLOTS + RINGS) * 4;
-const TOTAL: usize = BYTES + PIN_BYTES;
+/// After the pins, one `Placed` per ring entry, which the sender writes (peers map it
+/// writable, with the pins).
+const PLACED_BYTES: usize = RINGS * RING_LEN as usize * core::mem::size_of::<Placed>();
+/// What peers map writable: the pins and the placed words.
+const SHARED_RW: usize = PIN_BYTES + PLACED_BYTES;
+const TOTAL: usize = BYTES + SHARED_RW;
+const _: () = assert!(PIN_BYTES % 16 == 0 && SHARED_RW % 4096 == 0);
 const _: () = assert!(BYTES % 4096 == 0 && RING_ENTRIES % 8 == 0);
 
 /// Receive rings per table (recvring.rs), one per connected RC QP without an SRQ; QPs past
@@ -115,6 +121,39 @@ impl Entry {
         };
         fence(Ordering::Acquire);
         (self.seq.load(Ordering::Relaxed) == n + 1).then_some(p)
+    }
+}
+
+/// What a sender says it placed into one receive of a ring (recvring.rs): the receive's
+/// number + 1 (0: nothing), with the top bit when it carries immediate data; its length and
+/// immediate data.
+#[repr(C)]
+pub struct Placed {
+    seq: AtomicU64,
+    word: AtomicU64,
+}
+
+const IMM_BIT: u64 = 1 << 63;
+
+impl Placed {
+    /// The sender's: receive `n` holds `len` bytes (and `imm`), written before this.
+    pub fn set(&self, n: u64, len: u32, imm: Option<u32>) {
+        self.word.store(u64::from(len) | (u64::from(imm.unwrap_or(0)) << 32), Ordering::Relaxed);
+        self.seq.store((n + 1) | if imm.is_some() { IMM_BIT } else { 0 }, Ordering::Release);
+    }
+
+    /// The receiver's: what the sender said it placed into receive `n`, if it did.
+    pub fn get(&self, n: u64) -> Option<(u32, Option<u32>)> {
+        let seq = self.seq.load(Ordering::Acquire);
+        if seq & !IMM_BIT != n + 1 {
+            return None;
+        }
+        let w = self.word.load(Ordering::Relaxed);
+        Some((w as u32, (seq & IMM_BIT != 0).then_some((w >> 32) as u32)))
+    }
+
+    pub fn clear(&self) {
+        self.seq.store(0, Ordering::Relaxed);
     }
 }
 
@@ -243,7 +282,7 @@ impl KeyTable {
             let q = unsafe {
                 libc::mmap(
                     core::ptr::null_mut(),
-                    PIN_BYTES,
+                    SHARED_RW,
                     libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_SHARED,
                     file.as_raw_fd(),
@@ -294,6 +333,16 @@ impl KeyTable {
         let at = RING_ENTRIES + (r as usize * RING_LEN as usize + k as usize) * ENTRY_SIZE;
         // SAFETY: inside the mapping (checked bounds), aligned as above; lives as long as `self`.
         unsafe { &*((self.base as *const u8).add(at) as *const Entry) }
+    }
+
+    /// What the sender placed into entry `k` of ring `r`, in the writable part.
+    pub(super) fn ring_placed(&self, r: u32, k: u64) -> &Placed {
+        assert!((r as usize) < RINGS && k < RING_LEN);
+        let at = PIN_BYTES + (r as usize * RING_LEN as usize + k as usize) * core::mem::size_of::<Placed>();
+        // SAFETY: inside the writable mapping (PIN_BYTES + PLACED_BYTES = SHARED_RW, checked
+        // bounds), 8-aligned (page-aligned base, PIN_BYTES a multiple of 16); lives as long as
+        // `self`.
+        unsafe { &*((self.pins as *const u8).add(at) as *const Placed) }
     }
 
     /// Ring `r`'s pin count, in the pins' part (writable by peers).
@@ -437,7 +486,7 @@ impl Drop for KeyTable {
             // SAFETY: unmapping exactly the two mappings made in `map`.
             unsafe {
                 libc::munmap(self.base as *mut libc::c_void, BYTES);
-                libc::munmap(self.pins as *mut libc::c_void, PIN_BYTES);
+                libc::munmap(self.pins as *mut libc::c_void, SHARED_RW);
             }
         }
     }

@@ -12,11 +12,14 @@
 //!
 //! A sender pins the ring (a count in the file's writable part), then checks the tag, reads
 //! the entry, pins the receive's lkey in our key table (so `dat_lmr_free` of its memory waits
-//! for the copy, as for a direct RDMA write), writes, and unpins. Before the QP's receives are
-//! flushed (the connection ends), the ring is withdrawn: the tag is cleared, then we wait for
-//! the pin count to fall to zero (at most PEER_WAIT), so no peer writes into a receive once it
-//! has completed flushed and the consumer may reuse its buffer; a stale peer never matches the
-//! tag of the ring's next owner.
+//! for the copy, as for a direct RDMA write), writes, says so in the entry's `Placed` word (in
+//! the writable part too), and unpins; its send completes then, and a header on the
+//! connection tells us. Before the QP's receives are flushed (the connection ends), the ring
+//! is withdrawn: the tag is cleared, then we wait for the pin count to fall to zero (at most
+//! PEER_WAIT), so no peer writes into a receive once it has completed and the consumer may
+//! reuse its buffer; the receives the peer said it filled complete successfully, as on an HCA
+//! whose send completed, and the rest flushed. A stale peer never matches the tag of the
+//! ring's next owner.
 //!
 //! What the peer reads here only ever points it at our own memory, through keys it also finds
 //! in our table; what it tells us (which receive it filled, how many bytes) is checked against
@@ -43,7 +46,10 @@ impl OwnRing {
         let (index, fresh, gen) = table.rings()?.take()?;
         if !fresh {
             // A ring used before: its old entries go (it was withdrawn, tag 0, and unpinned).
-            (0..RING_LEN).for_each(|k| table.ring_entry(index, k).clear());
+            (0..RING_LEN).for_each(|k| {
+                table.ring_entry(index, k).clear();
+                table.ring_placed(index, k).clear();
+            });
         }
         table.ring_tag(index).store(gen, Ordering::Release);
         Some(OwnRing { table: table.clone(), index, gen })
@@ -61,8 +67,10 @@ impl OwnRing {
     }
 }
 
-impl Drop for OwnRing {
-    fn drop(&mut self) {
+impl OwnRing {
+    /// Withdraws the ring: once this returns, no peer places into its receives any more, and
+    /// what it placed is final (`placed`). False when a peer held it pinned past PEER_WAIT.
+    pub fn withdraw(&self) -> bool {
         self.table.ring_tag(self.index).store(0, Ordering::SeqCst);
         // Pairs with the fence in `PeerRing::pin`: a peer either sees the tag cleared, or we
         // see its pin.
@@ -77,12 +85,26 @@ impl Drop for OwnRing {
                     self.index,
                     super::lease::PEER_WAIT
                 );
-                return;
+                return false;
             }
             std::thread::sleep(Duration::from_micros(50));
         }
-        if let Some(mut a) = self.table.rings() {
-            a.give(self.index);
+        true
+    }
+
+    /// The length (and immediate data) the peer said it placed into receive `n`, if it did:
+    /// after `withdraw`, the receives the peer filled whose notice had not come yet.
+    pub fn placed(&self, n: u64) -> Option<(u32, Option<u32>)> {
+        self.table.ring_placed(self.index, n % RING_LEN).get(n)
+    }
+}
+
+impl Drop for OwnRing {
+    fn drop(&mut self) {
+        if self.withdraw() {
+            if let Some(mut a) = self.table.rings() {
+                a.give(self.index);
+            }
         }
     }
 }
@@ -126,6 +148,14 @@ impl PeerRing {
     }
 }
 
+impl PeerRing {
+    /// Says receive `n` now holds `len` bytes (and `imm`): written after the data, while
+    /// `_pin` holds the ring, so the peer's withdrawal sees it (`OwnRing::placed`).
+    pub fn mark_placed(&self, _pin: &RingPin<'_>, n: u64, len: u32, imm: Option<u32>) {
+        self.table.ring_placed(self.index, n % RING_LEN).set(n, len, imm);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +174,13 @@ mod tests {
         r.publish(1, None);
         assert_eq!(pr.pin(0).map(|x| x.0), Some(p));
         assert_eq!(pr.pin(1).map(|x| x.0), Some(Posted { addr: 0, len: 0, lkey: 0 }));
+        // What the sender says it placed, the receiver reads (by number: not another round's).
+        assert_eq!(r.placed(0), None);
+        let (_, pin) = pr.pin(0).unwrap();
+        pr.mark_placed(&pin, 0, 8, Some(0xabcd));
+        drop(pin);
+        assert_eq!(r.placed(0), Some((8, Some(0xabcd))));
+        assert_eq!(r.placed(RING_LEN), None, "the same entry, another receive");
         assert!(pr.pin(RING_LEN).is_none(), "a later receive in the same entry is not there yet");
         assert!(PeerRing::new(peer.clone(), 0, gen).is_none() && PeerRing::new(peer.clone(), RINGS as u32 + 1, gen).is_none());
         // A pin holds the withdrawal until dropped.
@@ -166,5 +203,6 @@ mod tests {
         let pr2 = PeerRing::new(peer, num, r2.claim().1).unwrap();
         assert_eq!(pr2.pin(0).map(|x| x.0), Some(p));
         assert!(pr2.pin(1).is_none(), "the old owner's entry was cleared");
+        assert_eq!(r2.placed(0), None, "and what was placed under the old owner");
     }
 }

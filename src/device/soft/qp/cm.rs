@@ -224,14 +224,18 @@ impl SoftQp {
 
     /// Completes everything posted as flushed, then reports `ev`.
     pub(super) fn flush(&self, ev: CmEvent) {
-        // The receive ring is withdrawn first: once a receive completes flushed, the peer
-        // places nothing into it (recvring.rs).
+        // The receive ring is withdrawn first: once a receive completes, the peer places
+        // nothing into it; those the peer filled (its sends completed) complete successfully
+        // (recvring.rs).
         let ring = self.lock().ring.take();
-        drop(ring);
+        let final_ring = ring.as_ref().is_some_and(|r| r.withdraw());
         let mut events = Vec::new();
         {
             let mut i = self.lock();
-            for o in i.outstanding.drain(..) {
+            if let (Some(r), true) = (&ring, final_ring) {
+                self.complete_placed(&mut i, r, &mut events);
+            }
+            for o in i.drain_outstanding() {
                 let status = o.done.unwrap_or(DAT_DTO_ERR_FLUSHED);
                 events.push(Event::Completion(Completion::bare(o.wr_id, status, o.op)));
             }

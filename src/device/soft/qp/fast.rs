@@ -2,7 +2,7 @@
 //! (shm.rs): one `memcpy` on the posting thread, from our alias of the source into our mapping
 //! of the peer's file, no system call, and the completion reported before the post returns.
 //!
-//! It runs only when nothing else is outstanding on the QP (so the write cannot overtake an
+//! It runs only when nothing the ordinary way is outstanding on the QP (so the write cannot overtake an
 //! earlier request) and every check an HCA makes passes first, in this order: our lkey is live
 //! (its lease is taken, so `dat_lmr_free` waits for the copy), in our PD, and the source lies
 //! within it; the peer's rkey is in its published table and pinned (its revoke waits for the
@@ -21,12 +21,13 @@ use std::sync::Weak;
 
 use std::sync::Arc;
 
-use super::{live_pid, Event, Inner, SoftQp};
+use super::{live_pid, Event, Inner, Outstanding, SoftQp};
 use crate::abi::DAT_DTO_SUCCESS;
 use crate::device::soft::keytab::{Grant, Pin};
 use crate::device::soft::{io, shm, KeySet};
 use crate::device::{Access, Completion, DevError, SendWr, WcOp, WrOp};
 use crate::util::sync::MutexExt;
+use std::sync::MutexGuard;
 
 /// The local key set the fast path used last on this QP, and its shared file: looked up in
 /// the device's tables once, then reused while its lease is not revoked (a freed LMR's set is
@@ -117,8 +118,8 @@ impl SoftQp {
 
     /// Places a send of at most SEND_DIRECT_MAX bytes straight into the peer's next receive
     /// (recvring.rs), as an HCA does, so that a peer that polls its buffer sees the data with
-    /// no thread of its own involved; returns its length, to be completed at once, once the
-    /// peer is told which receive it filled (qp/reader.rs `on_placed`). As for a direct write:
+    /// no thread of its own involved; returns its length. The peer is told which receive it
+    /// filled (qp/rx.rs `on_placed`), and its acknowledgement completes the send. As for a direct write:
     /// nothing else outstanding, our keys live and leased, the peer's receive published in its
     /// ring (pinned: its flush waits for us) with an lkey in its table (pinned: its
     /// `dat_lmr_free` waits for us) of the peer QP's PD with LOCAL_WRITE, covering the data.
@@ -133,7 +134,7 @@ impl SoftQp {
             return None;
         }
         let keys = self.local_keys(&wr.sges, false)?;
-        let (posted, _ring_pin) = ring.pin(i.sends)?;
+        let (posted, ring_pin) = ring.pin(i.sends)?;
         if u64::from(posted.len) < len {
             return None;
         }
@@ -149,11 +150,21 @@ impl SoftQp {
             let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
             push_tail_last(live_pid(i)?, &segs, posted.addr, len)?;
         }
+        let imm = if let WrOp::SendImm(imm) = wr.op { Some(imm) } else { None };
+        ring.mark_placed(&ring_pin, i.sends, len as u32, imm);
         Some(len as u32)
     }
 
-    /// Completes a request its poster did itself (`write_fast`, `write_direct`, `send_direct`).
-    pub(super) fn complete_direct(&self, wr_id: u64, op: WcOp, len: u32) -> Result<(), DevError> {
+    /// Completes an RDMA write its poster did itself (`write_fast`, `write_direct`): at once
+    /// when nothing is outstanding, else in order, after the placed sends before it.
+    pub(super) fn complete_direct(&self, mut i: MutexGuard<'_, Inner>, wr_id: u64, op: WcOp, len: u32) -> Result<(), DevError> {
+        if !i.outstanding.is_empty() {
+            i.push_outstanding(Outstanding::local(wr_id, op, len, Some(DAT_DTO_SUCCESS)));
+            drop(i);
+            self.complete_ready();
+            return Ok(());
+        }
+        drop(i);
         let c = Completion { wr_id, status: DAT_DTO_SUCCESS, op, byte_len: len, imm: None, invalidated: None, solicited: false };
         self.deliver([Event::Completion(c)]);
         Ok(())
@@ -176,10 +187,11 @@ fn push_tail_last(pid: u32, segs: &[(u64, usize)], addr: u64, len: u64) -> Optio
     io::push(pid, &ltail, &tail).ok()
 }
 
-/// Whether the poster may do an RDMA write itself: nothing else outstanding (so the write
-/// cannot overtake an earlier request) and the peer on this host.
+/// Whether the poster may place data itself: no request outstanding that went the ordinary
+/// way (so the data cannot overtake an earlier request; placed sends before it landed
+/// already) and the peer on this host.
 pub(super) fn direct_allowed(i: &Inner) -> bool {
-    i.outstanding.is_empty() && i.deferred.is_empty() && i.cma()
+    i.on_wire == 0 && i.deferred.is_empty() && i.cma()
 }
 
 /// The peer's key `rkey` pinned for an RDMA write of `len` bytes at `raddr`, and the target

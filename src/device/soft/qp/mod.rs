@@ -75,6 +75,16 @@ struct Outstanding {
     /// With cross-memory attach, the peer moves the data itself: leases on our memory until
     /// its response (lease.rs).
     leases: Option<Leases>,
+    /// It went to the peer the ordinary way, as a request the peer runs (see `on_wire`);
+    /// false: done here, or its data placed by us (a direct write or send, fast.rs).
+    wire: bool,
+}
+
+impl Outstanding {
+    /// A request done here, or placed by us (`done`: its status when known already).
+    fn local(wr_id: u64, op: WcOp, len: u32, done: Option<u32>) -> Outstanding {
+        Outstanding { wr_id, op, sges: Vec::new(), len, reply: 0, done, leases: None, wire: false }
+    }
 }
 
 /// A peer request that waits for a receive to be posted.
@@ -204,6 +214,9 @@ struct Inner {
     /// of the receive our next send takes.
     peer_ring: Option<PeerRing>,
     sends: u64,
+    /// The `outstanding` requests that went the ordinary way: while there are any, nothing
+    /// is placed directly (it could overtake them, fast.rs `direct_allowed`).
+    on_wire: u32,
 }
 
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
@@ -217,6 +230,24 @@ impl Drop for Inner {
 }
 
 impl Inner {
+    fn push_outstanding(&mut self, o: Outstanding) {
+        self.on_wire += u32::from(o.wire);
+        self.outstanding.push_back(o);
+    }
+
+    /// The oldest outstanding request, if its answer is in (reported in order).
+    fn pop_done(&mut self) -> Option<Outstanding> {
+        self.outstanding.front()?.done?;
+        let o = self.outstanding.pop_front()?;
+        self.on_wire -= u32::from(o.wire);
+        Some(o)
+    }
+
+    fn drain_outstanding(&mut self) -> std::collections::vec_deque::Drain<'_, Outstanding> {
+        self.on_wire = 0;
+        self.outstanding.drain(..)
+    }
+
     /// Both sides agreed the cross-memory path: we may send requests whose scatter lists name
     /// our memory, and the peer's such requests are served. A request flagged CMA or SHM
     /// without it breaks the connection.
@@ -354,6 +385,7 @@ impl SoftQp {
                 published: 0,
                 peer_ring: None,
                 sends: 0,
+                on_wire: 0,
             }),
             reader: Mutex::new(None),
             exec: Mutex::new(()),
@@ -442,7 +474,7 @@ impl SoftQp {
     /// A request that fails before it goes out (a local protection or length error) completes
     /// in error, and the connection ends, as on an HCA.
     fn fail_post(&self, mut i: MutexGuard<'_, Inner>, wr_id: u64, op: WcOp, status: u32) {
-        i.outstanding.push_back(Outstanding { wr_id, op, sges: Vec::new(), len: 0, reply: 0, done: Some(status), leases: None });
+        i.push_outstanding(Outstanding::local(wr_id, op, 0, Some(status)));
         i.state = State::Closed;
         if let Some(s) = &i.stream {
             let _ = s.shutdown(Shutdown::Both);
@@ -463,17 +495,8 @@ impl SoftQp {
                 let c = Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, op);
                 return self.deliver(vec![Event::Completion(c)]);
             }
-            i.outstanding.push_back(Outstanding {
-                wr_id,
-                op,
-                sges: Vec::new(),
-                len: 0,
-                reply: 0,
-                done: Some(DAT_DTO_SUCCESS),
-                leases: None,
-            });
-            while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
-                let o = i.outstanding.pop_front().expect("front exists");
+            i.push_outstanding(Outstanding::local(wr_id, op, 0, Some(DAT_DTO_SUCCESS)));
+            while let Some(o) = i.pop_done() {
                 let status = o.done.unwrap_or(DAT_DTO_SUCCESS);
                 events.push(Event::Completion(Completion::bare(o.wr_id, status, o.op)));
             }
@@ -676,8 +699,7 @@ impl Qp for SoftQp {
         }
         if let Some(len) = self.write_fast(&mut i, &wr) {
             i.moved[MOVED_SHM] += u64::from(len);
-            drop(i);
-            return self.complete_direct(wr.wr_id, WcOp::Write, len);
+            return self.complete_direct(i, wr.wr_id, WcOp::Write, len);
         }
         if let Some(len) = self.send_direct(&i, &wr) {
             // Placed in the peer's receive: the peer is told which one, and completes it.
@@ -691,8 +713,10 @@ impl Qp for SoftQp {
             }
             i.sends += 1;
             i.moved[MOVED_CMA] += u64::from(len);
+            // Complete now: the peer completes its receive successfully even if its connection
+            // ends before this header is read (the ring says the receive was placed into).
             self.send_frame_after(i, Frame { hdr, data: FrameData::None, last: false });
-            return self.complete_direct(wr.wr_id, WcOp::Send, len);
+            return self.complete_direct(self.lock(), wr.wr_id, WcOp::Send, len);
         }
         let is_read = matches!(wr.op, WrOp::Read | WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. });
         let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
@@ -733,8 +757,7 @@ impl Qp for SoftQp {
         if wr.op == WrOp::Write {
             if let Some(shm) = self.write_direct(&i, rkey, raddr, len, &segs, &keys, local.as_deref()) {
                 i.moved[MOVED_CMA + usize::from(shm)] += len;
-                drop(i);
-                return self.complete_direct(wr.wr_id, WcOp::Write, len as u32);
+                return self.complete_direct(i, wr.wr_id, WcOp::Write, len as u32);
             }
         }
         let mut hdr = Hdr { raddr, rkey, length: len as u32, ..Hdr::default() };
@@ -814,7 +837,7 @@ impl Qp for SoftQp {
             op::CMP_SWAP | op::FETCH_ADD => 8,
             _ => 0,
         };
-        i.outstanding.push_back(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, reply, done: None, leases });
+        i.push_outstanding(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, reply, done: None, leases, wire: true });
         if rx::needs_recv(&hdr) {
             i.sends += 1;
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::{Data, Event, Frame, FrameData, Inner, SoftQp, State, ACK_BATCH, STALL_BYTES, STALL_OVERHEAD};
 use crate::abi::DAT_DTO_SUCCESS;
+use crate::device::soft::recvring::OwnRing;
 use crate::device::soft::shm;
 use crate::device::soft::wire::{flag, op, Hdr};
 use crate::device::{CmEvent, Completion, WcOp};
@@ -48,8 +49,7 @@ impl SoftQp {
         let mut events = Vec::new();
         {
             let mut i = self.lock();
-            while i.outstanding.front().is_some_and(|o| o.done.is_some()) {
-                let o = i.outstanding.pop_front().expect("front exists");
+            while let Some(o) = i.pop_done() {
                 let st = o.done.unwrap_or(DAT_DTO_SUCCESS);
                 let byte_len = if st == DAT_DTO_SUCCESS { o.len } else { 0 };
                 events.push(Event::Completion(Completion {
@@ -240,7 +240,8 @@ impl SoftQp {
     }
 
     /// A send the peer placed into our receive itself (fast.rs `send_direct`): completes that
-    /// receive, unacknowledged (the peer completed its send when it placed it). False, a
+    /// receive, unacknowledged (the peer completed its send when it placed it; were the
+    /// connection to end first, `flush` would still complete the receive, recvring.rs). False, a
     /// protocol violation: not on the cross-memory path with our ring, or not our next
     /// receive, or one we had not published, or longer than it, or a request still waiting
     /// before it.
@@ -280,9 +281,9 @@ impl SoftQp {
             self.publish_recvs(&mut i);
             r
         };
+        let Some((wr_id, _)) = recv else { return false };
         drop(exec);
         self.exec_done();
-        let Some((wr_id, _)) = recv else { return false };
         let c = Completion {
             wr_id,
             status: DAT_DTO_SUCCESS,
@@ -294,6 +295,26 @@ impl SoftQp {
         };
         self.deliver([Event::Completion(c)]);
         true
+    }
+}
+
+impl SoftQp {
+    /// Once our ring is withdrawn (`flush`): the oldest receives the peer said it filled
+    /// (recvring.rs), whose notice had not come, complete successfully, in order, as on an HCA
+    /// whose send completed; the first it did not fill ends the run (the rest are flushed).
+    pub(super) fn complete_placed(&self, i: &mut Inner, ring: &OwnRing, events: &mut Vec<Event>) {
+        while i.recv_base < i.published && i.stalled.is_empty() {
+            let Some((len, imm)) = ring.placed(i.recv_base) else { break };
+            let Some((wr_id, sges)) = i.recvs.front() else { break };
+            if sges.iter().map(|g| u64::from(g.len)).sum::<u64>() < u64::from(len) {
+                break;
+            }
+            let wr_id = *wr_id;
+            i.recvs.pop_front();
+            i.recv_base += 1;
+            let c = Completion { wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Recv, byte_len: len, imm, invalidated: None, solicited: false };
+            events.push(Event::Completion(c));
+        }
     }
 }
 
