@@ -152,6 +152,17 @@ static void release_engine(struct pair *q, DAT_CNO_HANDLE cno)
     }
 }
 
+/* The end of a case with a held engine: the agent released, both pairs and four
+ * registrations gone. */
+static void held_pairs_down(struct pair *p, struct pair *q, DAT_CNO_HANDLE cno, struct mr *mrs[4])
+{
+    release_engine(q, cno);
+    for (int k = 0; k < 4; k++)
+        mr_drop(mrs[k]);
+    pair_down(q);
+    pair_down(p);
+}
+
 /* While the process's engine thread is held in a consumer's agent (a second connection's
  * receive EVD), 8-byte sends on the first connection must each be in their receive's memory
  * when their post returns: placed by the sender, as an HCA places them, with no thread of the
@@ -202,13 +213,7 @@ void case_send_placed_engine_busy(void)
             goto out;
     }
 out:
-    release_engine(&q, cno);
-    mr_drop(&sb);
-    mr_drop(&rb);
-    mr_drop(&qs);
-    mr_drop(&qr);
-    pair_down(&q);
-    pair_down(&p);
+    held_pairs_down(&p, &q, cno, (struct mr *[]){&sb, &rb, &qs, &qr});
 }
 
 /* ---- placements after the end of their target ------------------------------------------ */
@@ -297,13 +302,7 @@ static void placed_target_ends(int how)
                "successfully, but %d of their receives did", seen, BEFORE, succeeded, received_ok);
     }
 out:
-    release_engine(&q, cno);
-    pair_down(&p);
-    pair_down(&q);
-    mr_drop(&sb);
-    mr_drop(&rb);
-    mr_drop(&qs);
-    mr_drop(&qr);
+    held_pairs_down(&p, &q, cno, (struct mr *[]){&sb, &rb, &qs, &qr});
 }
 
 void case_send_placed_lmr_free(void) { placed_target_ends(0); }
@@ -396,13 +395,7 @@ void case_send_placed_ep_reuse(void)
             goto out;
     }
 out:
-    release_engine(&q, cno);
-    mr_drop(&sb);
-    mr_drop(&rb);
-    mr_drop(&qs);
-    mr_drop(&qr);
-    pair_down(&q);
-    pair_down(&p);
+    held_pairs_down(&p, &q, cno, (struct mr *[]){&sb, &rb, &qs, &qr});
 }
 
 /* ---- placed sends among other requests that take receives ------------------------------- */
