@@ -926,7 +926,8 @@ fn run(data: &[u8]) {
             // we are (this process: so the library reaches our memory, and we its).
             let verified = peer::other_end(&s).and_then(|end| r.take(end));
             if let Some((p, c, channel)) = verified {
-                let claims = Claims { sock_fd: s.as_raw_fd() as u32, canary: peer::canary(), keytab_fd: 0, pd: 0, qp: 0 };
+                let claims =
+                    Claims { sock_fd: s.as_raw_fd() as u32, canary: peer::canary(), keytab_fd: 0, pd: 0, qp: 0, ring: 0, ring_gen: 0 };
                 reaches = channel.send(&claims) && p.reaches(c.canary);
             }
         }
