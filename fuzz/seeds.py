@@ -20,7 +20,7 @@ VERSION = int(re.search(r"pub const VERSION: u32 = (\d+)", wire).group(1))
 for name, value in re.findall(r"pub const ([A-Z_]+): u8 = (\d+);", wire):
     globals()[name] = int(value)
 # wire::flag
-CMA, IMM, SOLICITED, INVALIDATE, SHM = 0x1, 0x2, 0x4, 0x8, 0x10
+CMA, IMM, SOLICITED, INVALIDATE, SHM, PLACED = 0x1, 0x2, 0x4, 0x8, 0x10, 0x40
 # rkey choices (sel bits 0-2)
 K_RAW, K_WIN, K_RO, K_OTHER, K_ZB, K_FREED, K_MW = 0, 1, 2, 3, 4, 5, 7
 # consumer actions (in place of a frame's op byte)
@@ -113,6 +113,11 @@ seeds = {
     "cma-send-shm": setup(cma=True) + frame(SEND, flags=CMA | SHM, segs=[(100, 1000)]),
     "cma-read": setup(cma=True) + frame(READ, flags=CMA, addr=A_OFF, off=0x800, segs=[(8192, 512)]),
     "cma-read-shm": setup(cma=True) + frame(READ, flags=CMA | SHM, segs=[(0, 64)]),
+    # A send the peer says it placed into our receive (same host, recvring.rs): on the agreed
+    # path, then the same receive named again; off it; with immediate data and no bytes.
+    "placed-send": setup(cma=True) + frame(SEND, flags=PLACED, length=8) + frame(SEND, flags=PLACED, length=8),
+    "placed-send-no-cma": setup() + frame(SEND, flags=PLACED, length=8),
+    "placed-send-imm": setup(cma=True) + frame(SEND, flags=PLACED | IMM | SOLICITED, imm=5) + frame(WRITE, length=8, data=bytes(8)),
     "stalled-send-then-receive": setup(recvs=0) + frame(SEND, length=16, data=data16) + frame(WRITE, flags=IMM, addr=A_OFF, off=64, length=8, data=bytes(8))
     + act(PAUSE, POST_RECV, POST_RECV),
     "window-write-invalidate": setup(recvs=2) + act(BIND_RW) + frame(WRITE, key=K_MW, addr=A_OFF, off=8, length=8, data=bytes(8))
