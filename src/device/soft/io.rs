@@ -60,7 +60,10 @@ pub fn discard(fd: RawFd, mut len: usize) -> io::Result<()> {
     Ok(())
 }
 
-fn iovecs(segs: &[(u64, usize)]) -> Vec<libc::iovec> {
+/// A few scatter elements stay on the stack (the data path allocates nothing for them).
+type Iovecs = smallvec::SmallVec<[libc::iovec; 4]>;
+
+fn iovecs(segs: &[(u64, usize)]) -> Iovecs {
     segs.iter().filter(|s| s.1 > 0).map(|&(a, l)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l }).collect()
 }
 
@@ -130,8 +133,7 @@ pub fn scatter(buf: &[u8], segs: &[(u64, usize)]) -> io::Result<()> {
 /// Sends `parts` without blocking; returns how many bytes went out (possibly 0, or fewer than
 /// all when there are more than IOV_MAX parts).
 pub fn try_write(fd: RawFd, parts: &[(u64, usize)]) -> io::Result<usize> {
-    let mut iov: Vec<libc::iovec> =
-        parts.iter().filter(|p| p.1 > 0).map(|&(a, l)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l }).collect();
+    let mut iov = iovecs(parts);
     // SAFETY: an all-zero msghdr is valid; we then point it at our iovecs.
     let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
     msg.msg_iov = iov.as_mut_ptr();

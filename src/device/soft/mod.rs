@@ -164,6 +164,9 @@ pub struct KeySet {
     pub lease: Arc<lease::SetLease>,
 }
 
+/// The key sets of a scatter list: inline for a few elements (nothing allocated on a post).
+pub type Keys = smallvec::SmallVec<[KeySet; 1]>;
+
 struct Region {
     writable: bool,
     sets: u32,
@@ -396,7 +399,7 @@ impl SoftDevice {
 
     /// The key sets of a local scatter list's non-empty elements, when each lies within a live
     /// lkey of PD `pd`: its bounds, and LOCAL_WRITE when the element is written.
-    pub fn local_keys(&self, pd: u32, sges: &[Sge], write: bool) -> Option<Vec<KeySet>> {
+    pub fn local_keys(&self, pd: u32, sges: &[Sge], write: bool) -> Option<Keys> {
         sges.iter()
             .filter(|s| s.len > 0)
             .map(|s| {

@@ -258,7 +258,12 @@ impl SoftQp {
                         // A read is always answered by a response of its own (never an ACK).
                         self.send_frame_now(Frame { hdr: Hdr { op: op::RESPONSE, ..Hdr::default() }, data: FrameData::None, last: false });
                     }
-                    _ => self.respond(DAT_DTO_SUCCESS, FrameData::Memory(vec![(addr, len as usize)], vec![set]), hdr.length, false),
+                    _ => self.respond(
+                        DAT_DTO_SUCCESS,
+                        FrameData::Memory(smallvec::smallvec![(addr, len as usize)], smallvec::smallvec![set]),
+                        hdr.length,
+                        false,
+                    ),
                 }
                 (true, Vec::new())
             }

@@ -146,16 +146,21 @@ enum Event {
 /// A receive taken for a request: its work request id and scatter list.
 type Recv = (u64, Sges);
 
+/// A frame's memory payload and its key sets: inline for a few elements (nothing allocated
+/// on the post path).
+type MemSegs = smallvec::SmallVec<[(u64, usize); 2]>;
+type MemSets = smallvec::SmallVec<[Arc<SetLease>; 2]>;
+
 enum FrameData {
     None,
     Bytes(Vec<u8>),
     /// Registered memory, and the key sets that admitted it (leased while it is written).
-    Memory(Vec<(u64, usize)>, Vec<Arc<SetLease>>),
+    Memory(MemSegs, MemSets),
     /// The unsent tail of a frame (header included): written as is, with no header of its own.
     Raw(Vec<u8>),
     /// The unsent part of a request's memory payload (its header and first bytes went out from
     /// the posting thread): written with no header, under fresh leases on the same key sets.
-    Tail(Vec<(u64, usize)>, Vec<Arc<SetLease>>),
+    Tail(MemSegs, MemSets),
 }
 
 struct Frame {
@@ -617,7 +622,7 @@ impl SoftQp {
 
     /// The key sets of a local scatter list's non-empty elements, when each lies within a live
     /// lkey of ours: its PD, bounds, and LOCAL_WRITE when the element is written.
-    fn local_keys(&self, sges: &[Sge], write: bool) -> Option<Vec<KeySet>> {
+    fn local_keys(&self, sges: &[Sge], write: bool) -> Option<super::Keys> {
         self.dev.local_keys(self.pd, sges, write)
     }
 
@@ -738,7 +743,7 @@ impl Qp for SoftQp {
             return Ok(());
         }
         let (raddr, rkey) = wr.remote.unwrap_or((0, 0));
-        let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
+        let segs: MemSegs = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
         // Data in shared files (shm.rs) goes as file references: the target copies it in one
         // memcpy, faster than our own process_vm_writev below.
         let carries_data = matches!(wr.op, WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) | WrOp::Write | WrOp::WriteImm(_));
@@ -797,7 +802,7 @@ impl Qp for SoftQp {
                 hdr.a = add;
             }
         }
-        let sets: Vec<Arc<SetLease>> = keys.into_iter().map(|k| k.lease).collect();
+        let sets: MemSets = keys.into_iter().map(|k| k.lease).collect();
         let mut leases = None;
         let data = if i.cma() && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
             // The peer moves the data itself: our memory stays leased until its response.

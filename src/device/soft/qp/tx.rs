@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Frame, FrameData, Inner, OutState, Outbound, SoftQp};
+use super::{Frame, FrameData, Inner, MemSegs, OutState, Outbound, SoftQp};
 use crate::device::soft::io;
 use crate::device::soft::lease::{Leases, SetLease, Via};
 use crate::device::soft::wire::{op, Hdr, HDR_LEN};
@@ -223,17 +223,17 @@ impl SoftQp {
     fn frame_parts(&self, fd: i32, frame: &Frame, hdr: &[u8; HDR_LEN]) -> Option<Parts> {
         let head = (hdr.as_ptr() as u64, HDR_LEN);
         Some(match &frame.data {
-            FrameData::None => (vec![head], None),
-            FrameData::Bytes(b) => (vec![head, (b.as_ptr() as u64, b.len())], None),
-            FrameData::Raw(b) => (vec![(b.as_ptr() as u64, b.len())], None),
+            FrameData::None => (smallvec::smallvec![head], None),
+            FrameData::Bytes(b) => (smallvec::smallvec![head, (b.as_ptr() as u64, b.len())], None),
+            FrameData::Raw(b) => (smallvec::smallvec![(b.as_ptr() as u64, b.len())], None),
             FrameData::Memory(m, sets) => {
                 let leases = self.payload_leases(sets, fd)?;
-                let mut parts = Vec::with_capacity(m.len() + 1);
+                let mut parts = smallvec::SmallVec::new();
                 parts.push(head);
                 parts.extend_from_slice(m);
                 (parts, Some(leases))
             }
-            FrameData::Tail(m, sets) => (m.clone(), Some(self.payload_leases(sets, fd)?)),
+            FrameData::Tail(m, sets) => (m.iter().copied().collect(), Some(self.payload_leases(sets, fd)?)),
         })
     }
 
@@ -338,7 +338,7 @@ pub(super) fn push_frame(q: &mut OutState, frame: Frame) {
 }
 
 /// A frame's pieces for a vectored write, and the leases its memory is read under.
-type Parts = (Vec<(u64, usize)>, Option<Leases>);
+type Parts = (smallvec::SmallVec<[(u64, usize); 3]>, Option<Leases>);
 
 /// Whether a frame carries the memory of one of our requests (not a response's).
 fn carries_request(f: &Frame) -> bool {
@@ -373,7 +373,9 @@ fn rest(frame: Frame, n: usize) -> Vec<Frame> {
     match frame.data {
         FrameData::None => {}
         FrameData::Bytes(b) | FrameData::Raw(b) => pieces.push(piece(FrameData::Raw(b[skip.min(b.len())..].to_vec()))),
-        FrameData::Memory(m, sets) | FrameData::Tail(m, sets) => pieces.push(piece(FrameData::Tail(io::split_at(&m, skip).1, sets))),
+        FrameData::Memory(m, sets) | FrameData::Tail(m, sets) => {
+            pieces.push(piece(FrameData::Tail(MemSegs::from_vec(io::split_at(&m, skip).1), sets)))
+        }
     }
     pieces.retain(|p| frame_len(p) > 0);
     if let Some(p) = pieces.last_mut() {
@@ -396,11 +398,12 @@ pub(super) fn stamp(q: &mut OutState, frame: &mut Frame) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{frame_len, rest, Frame, FrameData, Hdr, HDR_LEN};
+    use crate::device::soft::qp::MemSets;
     use crate::device::soft::wire::op;
 
     fn send(last: bool) -> Frame {
         let hdr = Hdr { op: op::SEND, payload: 300, length: 300, ..Hdr::default() };
-        Frame { hdr, data: FrameData::Memory(vec![(0x1000, 100), (0x9000, 200)], Vec::new()), last }
+        Frame { hdr, data: FrameData::Memory(smallvec::smallvec![(0x1000, 100), (0x9000, 200)], MemSets::new()), last }
     }
 
     /// What `rest` leaves: header bytes as raw, payload segments, which piece is last.
@@ -412,7 +415,7 @@ mod tests {
         for p in pieces {
             match &p.data {
                 FrameData::Raw(b) => raw = Some(b.clone()),
-                FrameData::Tail(m, _) => tail = m.clone(),
+                FrameData::Tail(m, _) => tail = m.to_vec(),
                 _ => panic!("a piece of a frame is raw bytes or a tail"),
             }
         }
