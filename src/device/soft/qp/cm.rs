@@ -7,14 +7,14 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{rx, Event, Frame, FrameData, SoftQp, State};
+use super::{Event, Frame, FrameData, SoftQp, State};
 use crate::abi::DAT_DTO_ERR_FLUSHED;
 use crate::device::soft::engine;
 use crate::device::soft::peer::{self, PeerProcess};
 use crate::device::soft::rendezvous::{Channel, Claims, Rendezvous};
 use crate::device::soft::wire::{self, op, Hdr, Hello};
 use crate::device::soft::wire::{read_message, timed_out, write_message};
-use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp, WcOp};
+use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp};
 use crate::util::sync::MutexExt;
 
 /// How long the passive side waits, after its ACCEPT, for the peer's READY; and the active
@@ -55,7 +55,7 @@ impl SoftQp {
             }
             i.stream = Some(stream);
             i.state = State::Connected;
-            i.rd_limit = self.caps.max_rd_atomic.min(peer_rd_in).max(1);
+            i.sq.limit_reads(self.caps.max_rd_atomic, peer_rd_in);
             i.awaiting_ready
         };
         if let Some(private_data) = established {
@@ -202,7 +202,7 @@ impl SoftQp {
         let deadline = Instant::now() + super::super::lease::PEER_WAIT;
         let on_engine = engine::on_engine();
         let mut i = self.lock();
-        while i.state == State::Connected && i.outstanding.iter().any(|o| o.leases.is_some()) && Instant::now() < deadline {
+        while i.state == State::Connected && i.sq.peer_copying() && Instant::now() < deadline {
             if on_engine {
                 // Called from a delivery on the engine thread (a CNO proxy agent): the answers
                 // come through this thread, and every connection of the process waits with us.
@@ -212,7 +212,7 @@ impl SoftQp {
                 drop(i);
                 self.try_read_turn();
                 i = self.lock();
-                if !(i.state == State::Connected && i.outstanding.iter().any(|o| o.leases.is_some())) {
+                if !(i.state == State::Connected && i.sq.peer_copying()) {
                     break;
                 }
                 i = self.wait_room(i, Duration::from_millis(1));
@@ -227,27 +227,22 @@ impl SoftQp {
         // The receive ring is withdrawn first: once a receive completes, the peer places
         // nothing into it; those the peer filled (its sends completed) complete successfully
         // (recvring.rs).
-        let ring = self.lock().ring.take();
-        let final_ring = ring.as_ref().is_some_and(|r| r.withdraw());
-        let mut events = Vec::new();
+        let ring = self.lock().rq.take_ring();
+        let final_ring = ring.filter(|r| r.withdraw());
+        let mut done = Vec::new();
         {
             let mut i = self.lock();
-            if let (Some(r), true) = (&ring, final_ring) {
-                self.complete_placed(&mut i, r, &mut events);
+            if let Some(r) = &final_ring {
+                i.rq.complete_placed(r, &mut done);
             }
-            for o in i.drain_outstanding() {
+            for o in i.sq.drain() {
                 let status = o.done.unwrap_or(DAT_DTO_ERR_FLUSHED);
-                events.push(Event::Completion(Completion::bare(o.wr_id, status, o.op)));
+                done.push(Completion::bare(o.wr_id, status, o.op));
             }
-            for (wr_id, _) in i.recvs.drain(..) {
-                events.push(Event::Completion(Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, WcOp::Recv)));
-            }
-            i.stalled.clear();
-            rx::give_stall(std::mem::take(&mut i.stalled_bytes));
-            i.deferred.clear();
-            i.outstanding_reads = 0;
+            i.rq.flush(&mut done);
             i.rendezvous = None;
         }
+        let mut events: Vec<Event> = done.into_iter().map(Event::Completion).collect();
         events.push(Event::Cm(ev));
         self.wake_room();
         self.deliver(events);

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use super::{live_pid, Aliases, Data, Event, Frame, FrameData, Landing, Recv, SoftQp, Target, ACK_LAZY_MAX};
+use super::recvq::capacity;
+use super::{Aliases, Data, Event, Frame, FrameData, Landing, Recv, SoftQp, Target, ACK_LAZY_MAX};
 use crate::abi::{
     DAT_DTO_ERR_FLUSHED, DAT_DTO_ERR_LOCAL_LENGTH, DAT_DTO_ERR_LOCAL_PROTECTION, DAT_DTO_ERR_REMOTE_ACCESS, DAT_DTO_ERR_REMOTE_RESPONDER,
     DAT_DTO_SUCCESS,
@@ -48,7 +49,7 @@ impl SoftQp {
         let total: usize = segs.iter().map(|s| s.1).sum();
         let (head, tail) = io::split_tail(segs);
         let pull = |remote: &[(u64, u32)]| {
-            let pid = live_pid(&self.lock()).ok_or(())?;
+            let pid = self.lock().path.pid().ok_or(())?;
             let remote: Vec<(u64, usize)> = remote.iter().map(|&(a, l)| (a, l as usize)).collect();
             let cut = total.saturating_sub(io::TAIL);
             let (rhead, rtail) = io::split_at(&remote, cut);
@@ -75,7 +76,7 @@ impl SoftQp {
                 // One copy between the peer's file and ours when both are shared; otherwise
                 // (or if the peer's file cannot be mapped) cross-memory attach as usual.
                 if let Some((_held, dst)) = aliases() {
-                    let peer = self.lock().peer.clone().ok_or(())?;
+                    let peer = self.lock().path.process().cloned().ok_or(())?;
                     let from: Vec<(shm::Source, usize)> = srcs.iter().zip(remote).map(|(s, &(_, l))| (*s, l as usize)).collect();
                     if self.shm_peers.locked().copy(&peer, &from, &dst, io::TAIL) {
                         return Ok(());
@@ -118,7 +119,7 @@ impl SoftQp {
             });
         }
         let (_, sges) = recv.as_ref()?;
-        let capacity: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
+        let capacity = capacity(sges);
         let sets = self.local_sets(sges, true);
         let status = if sets.is_none() {
             DAT_DTO_ERR_LOCAL_PROTECTION
@@ -245,7 +246,7 @@ impl SoftQp {
                 };
                 match &data {
                     Data::Remote(remote) => {
-                        let Some(pid) = live_pid(&self.lock()) else { return (false, Vec::new()) };
+                        let Some(pid) = self.lock().path.pid() else { return (false, Vec::new()) };
                         let Some(leases) = self.leases(&[set], Via::Memory) else {
                             self.respond(DAT_DTO_ERR_REMOTE_ACCESS, FrameData::None, 0, false);
                             return (true, vec![Event::Flush(CmEvent::Broken)]);

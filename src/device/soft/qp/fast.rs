@@ -17,29 +17,16 @@
 //! the target sees our pin and its revoke returns only after our copy. Our own source is held
 //! by its key set's lease the same way.
 
-use std::sync::Weak;
+use std::sync::{Arc, MutexGuard};
 
-use std::sync::Arc;
-
-use super::{live_pid, Event, Inner, Outstanding, SoftQp};
+use super::path::{LocalHit, PeerPath};
+use super::sendq::Outstanding;
+use super::{Event, Inner, SoftQp};
 use crate::abi::DAT_DTO_SUCCESS;
-use crate::device::soft::keytab::{Grant, Pin};
+use crate::device::soft::keytab::Grant;
 use crate::device::soft::{io, shm, KeySet};
-use crate::device::{Access, Completion, DevError, SendWr, WcOp, WrOp};
+use crate::device::{Completion, DevError, SendWr, WcOp, WrOp};
 use crate::util::sync::MutexExt;
-use std::sync::MutexGuard;
-
-/// The local key set the fast path used last on this QP, and its shared file: looked up in
-/// the device's tables once, then reused while its lease is not revoked (a freed LMR's set is
-/// revoked before `dat_lmr_free` returns; the file is held weakly, so a freed registration's
-/// mapping is not kept alive by the QP). A key whose memory is in no shared file is kept too
-/// (`backing` None), so that posts from heap memory do not look it up twice: keys are not
-/// reused (keys.rs), so the answer cannot change.
-pub(super) struct LocalHit {
-    lkey: u32,
-    set: KeySet,
-    backing: Option<Weak<shm::Backing>>,
-}
 
 impl SoftQp {
     /// Does an RDMA write of one scatter element directly when both ends are in shared files;
@@ -50,16 +37,15 @@ impl SoftQp {
         if wr.op != WrOp::Write || sge.len == 0 || sge.len > self.caps.max_message {
             return None;
         }
-        if !direct_allowed(i) || i.peer_keys.is_none() {
+        if !direct_allowed(i) || !i.path.has_keys() {
             return None;
         }
-        if i.local_hit.as_ref().is_none_or(|h| h.lkey != sge.lkey) {
+        i.path.keep_hit(sge.lkey, || {
             let (set, backing) = self.dev.lkey_shared(sge.lkey)?;
-            i.local_hit = Some(LocalHit { lkey: sge.lkey, set, backing: backing.as_ref().map(Arc::downgrade) });
-        }
-        let i = &*i;
-        let hit = i.local_hit.as_ref()?;
-        let backing = hit.backing.as_ref()?;
+            Some(LocalHit::new(sge.lkey, set, backing.as_ref()))
+        })?;
+        let path = &i.path;
+        let hit = path.hit()?;
         let k = &hit.set;
         let len = u64::from(sge.len);
         if k.pd != self.pd || sge.addr < k.addr || sge.addr.checked_add(len)? > k.addr + k.len {
@@ -67,16 +53,16 @@ impl SoftQp {
         }
         // Our source stays registered while we copy it (lease.rs); a revoked set fails here.
         let _held = super::super::lease::hold_all(std::slice::from_ref(k))?;
-        let backing = backing.upgrade()?;
+        let backing = hit.backing()?;
         let src = backing.view(sge.addr, sge.len as usize)?;
-        let (g, _pin, addr) = pin_peer_write(i, rkey, raddr, len)?;
-        self.put_peer_file(i, &g, addr, &[(src, sge.len as usize)]).then_some(sge.len)
+        let (g, _pin, addr) = path.pin_write(rkey, raddr, len)?;
+        self.put_peer_file(path, &g, addr, &[(src, sge.len as usize)]).then_some(sge.len)
     }
 
     /// Copies `views` into the peer's shared file at `addr` of key `g` (shm.rs); false when the
     /// key's memory is in no shared file or the range is outside our mapping of it.
-    pub(super) fn put_peer_file(&self, i: &Inner, g: &Grant, addr: u64, views: &[(*const u8, usize)]) -> bool {
-        let (Some(file), Some(peer)) = (g.file, i.peer.as_deref()) else { return false };
+    pub(super) fn put_peer_file(&self, path: &PeerPath, g: &Grant, addr: u64, views: &[(*const u8, usize)]) -> bool {
+        let (Some(file), Some(peer)) = (g.file, path.process()) else { return false };
         let dst = shm::Source { offset: file.offset + (addr - g.addr), ..file };
         self.shm_peers.locked().put(peer, dst, views, io::TAIL)
     }
@@ -103,16 +89,16 @@ impl SoftQp {
         // Our source memory stays ours while we copy it (lease.rs). No lease on the QP is
         // needed: we hold its lock, which its destruction takes first.
         let _held = super::super::lease::hold_all(keys)?;
-        let (g, _pin, addr) = pin_peer_write(i, rkey, raddr, len)?;
+        let (g, _pin, addr) = i.path.pin_write(rkey, raddr, len)?;
         if let Some(local) = local {
             // Both ends in shared files (shm.rs): one memcpy from our alias into the peer's
             // file; `local` holds our aliases alive meanwhile.
             let views: Option<Vec<(*const u8, usize)>> = local.iter().map(|(b, a, n)| Some((b.view(*a, *n)?, *n))).collect();
-            if views.is_some_and(|v| self.put_peer_file(i, &g, addr, &v)) {
+            if views.is_some_and(|v| self.put_peer_file(&i.path, &g, addr, &v)) {
                 return Some(true);
             }
         }
-        push_tail_last(live_pid(i)?, segs, addr, len)?;
+        push_tail_last(i.path.pid()?, segs, addr, len)?;
         Some(false)
     }
 
@@ -128,38 +114,32 @@ impl SoftQp {
         if !matches!(wr.op, WrOp::Send | WrOp::SendImm(_)) || !direct_allowed(i) {
             return None;
         }
-        let ring = i.peer_ring.as_ref()?;
         let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
         if len > u64::from(SEND_DIRECT_MAX.min(self.caps.max_message)) {
             return None;
         }
         let keys = self.local_keys(&wr.sges, false)?;
-        let (posted, ring_pin) = ring.pin(i.sends)?;
+        let n = i.sq.next_recv();
+        let (posted, ring_pin) = i.path.pin_ring(n)?;
         if u64::from(posted.len) < len {
             return None;
         }
         if len > 0 {
             let _held = super::super::lease::hold_all(&keys)?;
-            let (g, _pin) = i.peer_keys.as_ref()?.pin(posted.lkey)?;
-            if g.pd != i.peer_pd || g.bound_qp != 0 || !g.access.contains(Access::LOCAL_WRITE) {
-                return None;
-            }
-            if posted.addr < g.addr || posted.addr.checked_add(len)? > g.addr.checked_add(g.len)? {
-                return None;
-            }
+            let _pin = i.path.pin_recv(&posted, len)?;
             let segs: Vec<(u64, usize)> = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
-            push_tail_last(live_pid(i)?, &segs, posted.addr, len)?;
+            push_tail_last(i.path.pid()?, &segs, posted.addr, len)?;
         }
         let imm = if let WrOp::SendImm(imm) = wr.op { Some(imm) } else { None };
-        ring.mark_placed(&ring_pin, i.sends, len as u32, imm);
+        i.path.ring()?.mark_placed(&ring_pin, n, len as u32, imm);
         Some(len as u32)
     }
 
     /// Completes an RDMA write its poster did itself (`write_fast`, `write_direct`): at once
     /// when nothing is outstanding, else in order, after the placed sends before it.
     pub(super) fn complete_direct(&self, mut i: MutexGuard<'_, Inner>, wr_id: u64, op: WcOp, len: u32) -> Result<(), DevError> {
-        if !i.outstanding.is_empty() {
-            i.push_outstanding(Outstanding::local(wr_id, op, len, Some(DAT_DTO_SUCCESS)));
+        if !i.sq.is_empty() {
+            i.sq.push(Outstanding::local(wr_id, op, len, Some(DAT_DTO_SUCCESS)));
             drop(i);
             self.complete_ready();
             return Ok(());
@@ -190,21 +170,6 @@ fn push_tail_last(pid: u32, segs: &[(u64, usize)], addr: u64, len: u64) -> Optio
 /// Whether the poster may place data itself: no request outstanding that went the ordinary
 /// way (so the data cannot overtake an earlier request; placed sends before it landed
 /// already) and the peer on this host.
-pub(super) fn direct_allowed(i: &Inner) -> bool {
-    i.on_wire == 0 && i.deferred.is_empty() && i.cma()
-}
-
-/// The peer's key `rkey` pinned for an RDMA write of `len` bytes at `raddr`, and the target
-/// address: the peer published it for its PD, unbound or bound to the peer's QP, with
-/// REMOTE_WRITE, and the range lies within it. Its revoke waits for the pin.
-pub(super) fn pin_peer_write(i: &Inner, rkey: u32, raddr: u64, len: u64) -> Option<(Grant, Pin<'_>, u64)> {
-    let (g, pin) = i.peer_keys.as_ref()?.pin(rkey)?;
-    if g.pd != i.peer_pd || (g.bound_qp != 0 && g.bound_qp != i.peer_qp) || !g.access.contains(Access::REMOTE_WRITE) {
-        return None;
-    }
-    let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
-    if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
-        return None;
-    }
-    Some((g, pin, addr))
+fn direct_allowed(i: &Inner) -> bool {
+    i.sq.quiet() && i.path.cma()
 }

@@ -11,15 +11,31 @@
 //! scatter lists instead of data and the target copies directly between the two processes'
 //! registered memory.
 //!
-//! This module holds the QP's state and what the consumer calls (`Qp`: posting, binding,
-//! disconnecting); its parts, each an `impl SoftQp` of its own over that state:
+//! This module holds the QP's connection state and what the consumer calls (`Qp`: posting,
+//! binding, disconnecting). Three parts of the state are each owned by a module, which alone
+//! changes them and keeps their invariants (written at its top):
+//! - `sendq`: the send queue: our requests until they complete, in order, with the reads in
+//!   flight and the frames held back behind them;
+//! - `recvq`: the receive queue: the receives posted, the peer's requests held until one
+//!   comes (bounded), and the ring that publishes the receives to a peer on this host;
+//! - `path`: the path to the peer's memory on this host: the verified process, its key table
+//!   and receive ring.
+//!
+//! The rest are parts of `SoftQp`'s behaviour, each an `impl SoftQp` of its own:
 //! - `cm`: connection setup, both sides (handshake, rendezvous, the path), and its end;
 //! - `tx`: the send side: frames written at once, the rest continued by the engine;
+//! - `fast`: data a poster places in the peer's memory itself (direct writes, placed sends);
 //! - `reader`: the read side, a state machine the engine advances: frames from the peer, in
 //!   order, payloads landing in pieces, the handshake's and RNR's deadlines;
 //! - `rx`: what the frames lead to: completions from responses and acknowledgements, requests
-//!   held until a receive comes, the answers and acknowledgements we owe;
+//!   held until a receive comes run once one is, the answers and acknowledgements we owe;
 //! - `exec`: executing a peer's request against our memory (keys, leases, landing the data).
+//!
+//! Locks, in the order they are taken (a thread holding one takes only those after it):
+//! `reader` (the read side's turn), `exec` (running a peer's request), `inner` (the state
+//! above; the `room` condition waits on it; an SRQ's own lock may be taken under it), then
+//! either `out.queue` (the frames going out) or `shm_peers` (the peer's mapped files), never
+//! both. Events are delivered with none of them held (`deliver`).
 //!
 //! Each child imports what it uses of this module and the device by name.
 
@@ -32,22 +48,26 @@ use std::time::Duration;
 
 use super::delivery::Delivery;
 use super::io;
-use super::keytab::KeyTable;
 use super::lease::{Leases, SetLease, Via};
 use super::peer::{self, OtherEnd, PeerProcess};
-use super::recvring::{OwnRing, PeerRing, Posted, RING_LEN};
 use super::rendezvous::{Channel, Claims};
 use super::wire::{self, flag, op, Hdr};
 use super::{shm, KeySet, SoftDevice};
 use crate::abi::*;
 use crate::device::*;
 use crate::util::sync::MutexExt;
+use path::PeerPath;
+use recvq::RecvQueue;
+use sendq::{Outstanding, SendQueue};
 
 mod cm;
 mod exec;
 mod fast;
+mod path;
 mod reader;
+mod recvq;
 mod rx;
+mod sendq;
 mod tx;
 
 pub use cm::Pending;
@@ -58,41 +78,6 @@ enum State {
     Connecting,
     Connected,
     Closed,
-}
-
-/// A send-queue request awaiting its response.
-struct Outstanding {
-    wr_id: u64,
-    op: WcOp,
-    /// Where a read's data or an atomic's original value lands.
-    sges: Vec<Sge>,
-    len: u32,
-    /// The payload its response carries: a READ's data (unless the target moved it itself,
-    /// cross-memory attach), an atomic's original value, else nothing.
-    reply: u32,
-    /// Completed without going on the wire (a local error, a bind).
-    done: Option<u32>,
-    /// With cross-memory attach, the peer moves the data itself: leases on our memory until
-    /// its response (lease.rs).
-    leases: Option<Leases>,
-    /// It went to the peer the ordinary way, as a request the peer runs (see `on_wire`);
-    /// false: done here, or its data placed by us (a direct write or send, fast.rs).
-    wire: bool,
-}
-
-impl Outstanding {
-    /// A request done here, or placed by us (`done`: its status when known already).
-    fn local(wr_id: u64, op: WcOp, len: u32, done: Option<u32>) -> Outstanding {
-        Outstanding { wr_id, op, sges: Vec::new(), len, reply: 0, done, leases: None, wire: false }
-    }
-}
-
-/// A peer request that waits for a receive to be posted.
-struct Stalled {
-    hdr: Hdr,
-    data: Data,
-    /// What it counts against STALL_BYTES.
-    cost: usize,
 }
 
 /// Our aliases of a request's destination (shm.rs), and the registrations' backings, held
@@ -170,96 +155,29 @@ struct Frame {
     last: bool,
 }
 
+/// The QP's state under its lock: the connection, and the parts each owned by a module of
+/// its own (the send queue, the receive queue, the path to the peer's memory).
 struct Inner {
     state: State,
     /// The stream's registration with the engine: dropped (unregistered) before it closes.
     reg: Option<super::engine::Registration>,
     stream: Option<TcpStream>,
-    outstanding: VecDeque<Outstanding>,
-    recvs: VecDeque<(u64, Sges)>,
-    stalled: VecDeque<Stalled>,
-    /// The stalled requests' cost (bounded by STALL_BYTES).
-    stalled_bytes: usize,
     remote: Option<SocketAddr>,
     local_port: u16,
-    /// The peer process, when the kernel confirmed who it is and each side reaches the other's
-    /// memory (peer.rs): both sides agreed the cross-memory path (see `cma`).
-    peer: Option<Arc<PeerProcess>>,
     /// Passive side, until READY: our channel to the active side's rendezvous, and the
     /// kernel's view of the other end of the connection.
     rendezvous: Option<(Channel, OtherEnd)>,
-    outstanding_reads: u32,
-    /// The most reads and atomics we have in flight: our EP's `max_rdma_read_out`, and no more
-    /// than the peer takes (its `max_rdma_read_in`, from the handshake).
-    rd_limit: u32,
-    /// Requests held back, in order, while `rd_limit` reads or atomics are in flight (as
-    /// an HCA's send queue holds them); the flag marks reads and atomics.
-    deferred: VecDeque<(Frame, bool)>,
-    /// The peer's published keys, PD and QP, when we can reach its memory (direct writes).
-    peer_keys: Option<Arc<KeyTable>>,
-    peer_pd: u32,
-    peer_qp: u64,
     /// A graceful disconnect waits for the outstanding requests: no new ones are taken.
     closing: bool,
     /// Passive side: the peer's READY, which completes the handshake, has not come yet.
     awaiting_ready: bool,
-    /// The local key set the shared-memory fast path used last (fast.rs).
-    local_hit: Option<fast::LocalHit>,
-    /// Bytes our requests moved, by path (`crate::device::Moved`), counted as they are
-    /// posted, under this lock.
-    moved: Moved,
-    /// Our receive ring, published to the verified peer (recvring.rs): receives it places
-    /// sends into. `recv_base`: the receives consumed since the connection began (the number
-    /// of `recvs`' first); `published`: the number of the first receive not published yet.
-    ring: Option<OwnRing>,
-    recv_base: u64,
-    published: u64,
-    /// The peer's receive ring, and how many of the peer's receives our requests consumed or
-    /// will consume (sends and writes with immediate data, in the order posted): the number
-    /// of the receive our next send takes.
-    peer_ring: Option<PeerRing>,
-    sends: u64,
-    /// The `outstanding` requests that went the ordinary way: while there are any, nothing
-    /// is placed directly (it could overtake them, fast.rs `direct_allowed`).
-    on_wire: u32,
+    sq: SendQueue,
+    rq: RecvQueue,
+    path: PeerPath,
 }
 
 // SAFETY: sockaddr_storage is plain data; everything is behind the QP's mutex.
 unsafe impl Send for Inner {}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // What requests still held counted against the process's total (rx.rs).
-        rx::give_stall(self.stalled_bytes);
-    }
-}
-
-impl Inner {
-    fn push_outstanding(&mut self, o: Outstanding) {
-        self.on_wire += u32::from(o.wire);
-        self.outstanding.push_back(o);
-    }
-
-    /// The oldest outstanding request, if its answer is in (reported in order).
-    fn pop_done(&mut self) -> Option<Outstanding> {
-        self.outstanding.front()?.done?;
-        let o = self.outstanding.pop_front()?;
-        self.on_wire -= u32::from(o.wire);
-        Some(o)
-    }
-
-    fn drain_outstanding(&mut self) -> std::collections::vec_deque::Drain<'_, Outstanding> {
-        self.on_wire = 0;
-        self.outstanding.drain(..)
-    }
-
-    /// Both sides agreed the cross-memory path: we may send requests whose scatter lists name
-    /// our memory, and the peer's such requests are served. A request flagged CMA or SHM
-    /// without it breaks the connection.
-    fn cma(&self) -> bool {
-        self.peer.is_some()
-    }
-}
 
 struct OutState {
     frames: VecDeque<Frame>,
@@ -292,15 +210,6 @@ const ACK_LAZY_MAX: u32 = 16 << 10;
 
 /// The most acknowledgements held back at a time.
 const ACK_BATCH: u32 = 16;
-
-/// The most a connection's peer can make us hold for requests that wait for a receive (their
-/// data, or scatter lists, plus STALL_OVERHEAD each). A request that does not fit waits, still
-/// on the socket, until a receive lets it run in place; after RNR_WAIT without one, the peer's
-/// oldest waiting request is answered "receiver not ready" and the connection ends, as when an
-/// HCA's RNR retries run out.
-const STALL_BYTES: usize = 4 << 20;
-const STALL_OVERHEAD: usize = 128;
-const RNR_WAIT: Duration = Duration::from_secs(1);
 
 pub struct SoftQp {
     this: std::sync::Weak<SoftQp>,
@@ -340,12 +249,6 @@ pub struct SoftQp {
     lease: Arc<SetLease>,
 }
 
-/// The verified peer's pid for one copy; None when there is no verified peer or it has exited
-/// (peer.rs).
-fn live_pid(i: &Inner) -> Option<u32> {
-    i.peer.as_ref()?.pid()
-}
-
 impl SoftQp {
     pub fn new(
         dev: Arc<SoftDevice>,
@@ -367,30 +270,14 @@ impl SoftQp {
                 state: State::Idle,
                 reg: None,
                 stream: None,
-                outstanding: VecDeque::new(),
-                recvs: VecDeque::new(),
-                stalled: VecDeque::new(),
-                stalled_bytes: 0,
                 remote: None,
                 local_port: 0,
-                peer: None,
                 rendezvous: None,
-                outstanding_reads: 0,
-                rd_limit: caps.max_rd_atomic.max(1),
-                deferred: VecDeque::new(),
-                peer_keys: None,
-                peer_pd: 0,
-                peer_qp: 0,
                 closing: false,
                 awaiting_ready: false,
-                moved: [0; 3],
-                local_hit: None,
-                ring: None,
-                recv_base: 0,
-                published: 0,
-                peer_ring: None,
-                sends: 0,
-                on_wire: 0,
+                sq: SendQueue::new(caps.max_rd_atomic),
+                rq: RecvQueue::default(),
+                path: PeerPath::default(),
             }),
             reader: Mutex::new(None),
             exec: Mutex::new(()),
@@ -420,13 +307,7 @@ impl SoftQp {
     /// come from an SRQ (which another QP may take them from).
     fn claims(&self, stream: &TcpStream) -> Claims {
         let (ring, ring_gen) = match (&self.dev.keytab, &self.srq) {
-            (Some(t), None) => {
-                let mut i = self.lock();
-                if i.ring.is_none() {
-                    i.ring = OwnRing::take(t);
-                }
-                i.ring.as_ref().map_or((0, 0), |r| r.claim())
-            }
+            (Some(t), None) => self.lock().rq.claim_ring(t),
             _ => (0, 0),
         };
         Claims {
@@ -443,43 +324,19 @@ impl SoftQp {
     /// Sets the connection's data path: cross-memory attach (and shared files, the key table
     /// and the receive rings) with the verified peer when `agreed`, else TCP.
     fn set_path(&self, verified: Option<(PeerProcess, Claims)>, agreed: bool) {
-        let verified = verified.filter(|_| agreed);
-        let keys = verified.as_ref().and_then(|(p, c)| (c.keytab_fd != 0).then(|| peer_table(p, c.keytab_fd)).flatten());
-        let peer_ring = verified.as_ref().zip(keys.clone()).and_then(|((_, c), t)| PeerRing::new(t, c.ring, c.ring_gen));
+        let path = PeerPath::new(verified, agreed);
         let mut i = self.lock();
-        i.peer_keys = keys;
-        i.peer_pd = verified.as_ref().map_or(0, |(_, c)| c.pd);
-        i.peer_qp = verified.as_ref().map_or(0, |(_, c)| c.qp);
-        i.peer_ring = peer_ring;
-        i.sends = 0;
+        i.path = path;
+        i.sq.restart_recvs();
         // Our ring, if we claimed one, stays until the connection ends (`flush`), used or not:
         // the passive side learns the path only with READY.
-        (i.recv_base, i.published) = (0, 0);
-        i.peer = verified.map(|(p, _)| Arc::new(p));
-        self.publish_recvs(&mut i);
-    }
-
-    /// Publishes the receives the ring has room for (recvring.rs): a receive of one element,
-    /// as it is; one of several, as one a sender cannot place data into.
-    fn publish_recvs(&self, i: &mut Inner) {
-        let Some(ring) = &i.ring else { return };
-        let mut n = i.published.max(i.recv_base);
-        while n < i.recv_base + RING_LEN {
-            let Some((_, sges)) = i.recvs.get((n - i.recv_base) as usize) else { break };
-            let posted = match sges.as_slice() {
-                [s] => Some(Posted { addr: s.addr, len: s.len, lkey: s.lkey }),
-                _ => None,
-            };
-            ring.publish(n, posted);
-            n += 1;
-        }
-        i.published = n;
+        i.rq.restart_numbers();
     }
 
     /// A request that fails before it goes out (a local protection or length error) completes
     /// in error, and the connection ends, as on an HCA.
     fn fail_post(&self, mut i: MutexGuard<'_, Inner>, wr_id: u64, op: WcOp, status: u32) {
-        i.push_outstanding(Outstanding::local(wr_id, op, 0, Some(status)));
+        i.sq.push(Outstanding::local(wr_id, op, 0, Some(status)));
         i.state = State::Closed;
         if let Some(s) = &i.stream {
             let _ = s.shutdown(Shutdown::Both);
@@ -500,8 +357,8 @@ impl SoftQp {
                 let c = Completion::bare(wr_id, DAT_DTO_ERR_FLUSHED, op);
                 return self.deliver(vec![Event::Completion(c)]);
             }
-            i.push_outstanding(Outstanding::local(wr_id, op, 0, Some(DAT_DTO_SUCCESS)));
-            while let Some(o) = i.pop_done() {
+            i.sq.push(Outstanding::local(wr_id, op, 0, Some(DAT_DTO_SUCCESS)));
+            while let Some(o) = i.sq.pop_done() {
                 let status = o.done.unwrap_or(DAT_DTO_SUCCESS);
                 events.push(Event::Completion(Completion::bare(o.wr_id, status, o.op)));
             }
@@ -552,7 +409,7 @@ impl SoftQp {
     fn has_recv(&self, i: &Inner) -> bool {
         match &self.srq {
             Some(srq) => !srq.is_empty(),
-            None => !i.recvs.is_empty(),
+            None => !i.rq.is_empty(),
         }
     }
 
@@ -561,13 +418,7 @@ impl SoftQp {
     fn take_recv(&self) -> Option<Recv> {
         match &self.srq {
             Some(srq) => srq.pop(),
-            None => {
-                let mut i = self.lock();
-                let r = i.recvs.pop_front()?;
-                i.recv_base += 1;
-                self.publish_recvs(&mut i);
-                Some(r)
-            }
+            None => self.lock().rq.take(),
         }
     }
 
@@ -586,7 +437,7 @@ impl SoftQp {
 
     /// A receive was posted to our SRQ: run requests that waited for one.
     pub fn receive_posted(&self) {
-        let stalled = !self.lock().stalled.is_empty();
+        let stalled = self.lock().rq.holding();
         if stalled {
             self.drain_stalled();
         }
@@ -649,26 +500,6 @@ impl SoftQp {
     }
 }
 
-/// The peer key tables this process has mapped, shared by all connections to that process:
-/// the peer's descriptor `fd`, taken from the verified process (the same file: device and
-/// inode).
-fn peer_table(peer: &PeerProcess, fd: u32) -> Option<Arc<KeyTable>> {
-    use std::os::unix::fs::MetadataExt;
-    type Tables = Vec<((u64, u64), std::sync::Weak<KeyTable>)>;
-    static TABLES: Mutex<Tables> = Mutex::new(Vec::new());
-    let file = std::fs::File::from(peer.get_fd(fd)?);
-    let meta = file.metadata().ok()?;
-    let key = (meta.dev(), meta.ino());
-    let mut tables = TABLES.locked();
-    tables.retain(|(_, w)| w.strong_count() > 0);
-    if let Some(t) = tables.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
-        return Some(t);
-    }
-    let t = Arc::new(KeyTable::open_peer(file)?);
-    tables.push((key, Arc::downgrade(&t)));
-    Some(t)
-}
-
 impl Qp for SoftQp {
     fn connect(&self, addr: SocketAddr, conn_qual: u64, private_data: &[u8], timeout: Option<Duration>) -> Result<(), DevError> {
         {
@@ -696,19 +527,19 @@ impl Qp for SoftQp {
         if wr.sges.len() > self.caps.max_send_sge as usize {
             return Err(DevError::NoResources);
         }
-        if i.outstanding.len() >= self.caps.max_send_wr as usize {
+        if i.sq.len() >= self.caps.max_send_wr as usize {
             return Err(DevError::QueueFull);
         }
         if !keys_live(&wr.sges, |k| self.events.key_live(k)) {
             return Err(DevError::Fault);
         }
         if let Some(len) = self.write_fast(&mut i, &wr) {
-            i.moved[MOVED_SHM] += u64::from(len);
+            i.sq.count_moved(MOVED_SHM, u64::from(len));
             return self.complete_direct(i, wr.wr_id, WcOp::Write, len);
         }
         if let Some(len) = self.send_direct(&i, &wr) {
             // Placed in the peer's receive: the peer is told which one, and completes it.
-            let mut hdr = Hdr { op: op::SEND, flags: flag::PLACED, length: len, a: i.sends, ..Hdr::default() };
+            let mut hdr = Hdr { op: op::SEND, flags: flag::PLACED, length: len, a: i.sq.next_recv(), ..Hdr::default() };
             if wr.solicited {
                 hdr.flags |= flag::SOLICITED;
             }
@@ -716,8 +547,8 @@ impl Qp for SoftQp {
                 hdr.flags |= flag::IMM;
                 hdr.imm = imm;
             }
-            i.sends += 1;
-            i.moved[MOVED_CMA] += u64::from(len);
+            i.sq.consumed_recv();
+            i.sq.count_moved(MOVED_CMA, u64::from(len));
             // Complete now: the peer completes its receive successfully even if its connection
             // ends before this header is read (the ring says the receive was placed into).
             self.send_frame_after(i, Frame { hdr, data: FrameData::None, last: false });
@@ -748,7 +579,7 @@ impl Qp for SoftQp {
         // memcpy, faster than our own process_vm_writev below.
         let carries_data = matches!(wr.op, WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) | WrOp::Write | WrOp::WriteImm(_));
         let local: Option<Vec<(Arc<shm::Backing>, u64, usize)>> =
-            (i.cma() && carries_data && (len >= shm::MIN_LEN || wr.op == WrOp::Write))
+            (i.path.cma() && carries_data && (len >= shm::MIN_LEN || wr.op == WrOp::Write))
                 .then(|| {
                     wr.sges
                         .iter()
@@ -761,7 +592,7 @@ impl Qp for SoftQp {
         let shared: Option<Vec<shm::Source>> = local.as_ref().and_then(|l| l.iter().map(|(b, a, n)| b.source(*a, *n as u64)).collect());
         if wr.op == WrOp::Write {
             if let Some(shm) = self.write_direct(&i, rkey, raddr, len, &segs, &keys, local.as_deref()) {
-                i.moved[MOVED_CMA + usize::from(shm)] += len;
+                i.sq.count_moved(MOVED_CMA + usize::from(shm), len);
                 return self.complete_direct(i, wr.wr_id, WcOp::Write, len as u32);
             }
         }
@@ -804,7 +635,7 @@ impl Qp for SoftQp {
         }
         let sets: MemSets = keys.into_iter().map(|k| k.lease).collect();
         let mut leases = None;
-        let data = if i.cma() && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
+        let data = if i.path.cma() && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
             // The peer moves the data itself: our memory stays leased until its response.
             let fd = i.stream.as_ref().map_or(-1, |s| s.as_raw_fd());
             let Some(l) = self.leases(&sets, Via::Peer(fd)) else {
@@ -817,11 +648,11 @@ impl Qp for SoftQp {
             let list = match &shared {
                 Some(srcs) => {
                     hdr.flags |= flag::SHM;
-                    i.moved[MOVED_SHM] += len;
+                    i.sq.count_moved(MOVED_SHM, len);
                     wire::encode_shared(&list32, srcs)
                 }
                 None => {
-                    i.moved[MOVED_CMA] += len;
+                    i.sq.count_moved(MOVED_CMA, len);
                     wire::encode_segments(&list32)
                 }
             };
@@ -829,11 +660,11 @@ impl Qp for SoftQp {
             FrameData::Bytes(list)
         } else if carries_data {
             hdr.payload = len as u32;
-            i.moved[MOVED_TCP] += len;
+            i.sq.count_moved(MOVED_TCP, len);
             FrameData::Memory(segs, sets)
         } else {
             // An atomic, or a read answered over the connection.
-            i.moved[MOVED_TCP] += len;
+            i.sq.count_moved(MOVED_TCP, len);
             FrameData::None
         };
         let keep = if is_read { wr.sges.to_vec() } else { Vec::new() };
@@ -842,19 +673,16 @@ impl Qp for SoftQp {
             op::CMP_SWAP | op::FETCH_ADD => 8,
             _ => 0,
         };
-        i.push_outstanding(Outstanding { wr_id: wr.wr_id, op: wc_op, sges: keep, len: len as u32, reply, done: None, leases, wire: true });
-        if rx::needs_recv(&hdr) {
-            i.sends += 1;
+        i.sq.push(Outstanding::sent(wr.wr_id, wc_op, keep, len as u32, reply, leases));
+        if recvq::needs_recv(&hdr) {
+            i.sq.consumed_recv();
         }
         let frame = Frame { hdr, data, last: false };
-        if !i.deferred.is_empty() || (is_read && i.outstanding_reads >= i.rd_limit) {
-            i.deferred.push_back((frame, is_read));
-            return Ok(());
+        if i.sq.may_send(is_read) {
+            self.send_frame_after(i, frame);
+        } else {
+            i.sq.hold_back(frame, is_read);
         }
-        if is_read {
-            i.outstanding_reads += 1;
-        }
-        self.send_frame_after(i, frame);
         Ok(())
     }
 
@@ -867,15 +695,14 @@ impl Qp for SoftQp {
             if sges.len() > self.caps.max_recv_sge as usize {
                 return Err(DevError::NoResources);
             }
-            if i.recvs.len() >= self.caps.max_recv_wr as usize {
+            if i.rq.len() >= self.caps.max_recv_wr as usize {
                 return Err(DevError::QueueFull);
             }
             if !keys_live(&sges, |k| self.events.key_live(k)) {
                 return Err(DevError::Fault);
             }
-            i.recvs.push_back((wr_id, sges));
-            self.publish_recvs(&mut i);
-            !i.stalled.is_empty()
+            i.rq.post((wr_id, sges));
+            i.rq.holding()
         };
         if stalled {
             self.drain_stalled();
@@ -900,12 +727,10 @@ impl Qp for SoftQp {
         }
         // Whatever the peer did not answer, it will not answer now: those leases go (a
         // connection that ended before may have left some).
-        for o in self.lock().outstanding.iter_mut() {
-            o.leases = None;
-        }
+        self.lock().sq.drop_leases();
         // Then no copy of this QP runs any more, and none starts.
         self.lease.revoke();
-        let moved = core::mem::take(&mut self.lock().moved);
+        let moved = self.lock().sq.take_moved();
         self.events.moved(moved);
     }
 
@@ -914,7 +739,7 @@ impl Qp for SoftQp {
             // Graceful: requests already posted complete first; the disconnect follows the
             // last of them (see on_response).
             let mut i = self.lock();
-            if i.state == State::Connected && !i.outstanding.is_empty() {
+            if i.state == State::Connected && !i.sq.is_empty() {
                 i.closing = true;
                 return;
             }
@@ -950,12 +775,12 @@ impl Qp for SoftQp {
     }
 
     fn moved(&self) -> Moved {
-        self.lock().moved
+        self.lock().sq.moved()
     }
 
     fn path(&self) -> &'static str {
         let i = self.lock();
-        match (i.state, i.cma()) {
+        match (i.state, i.path.cma()) {
             (State::Connected, true) => "cma",
             (State::Connected, false) => "tcp",
             _ => "none",

@@ -18,8 +18,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard, TryLockError};
 use std::time::Instant;
 
-use super::rx::{needs_recv, stall_cost, STALL_TOTAL};
-use super::{Data, Frame, FrameData, SoftQp, Stalled, State, Target, RNR_WAIT, STALL_BYTES};
+use super::recvq::{needs_recv, stall_cost, RNR_WAIT, STALL_BYTES, STALL_TOTAL};
+use super::{Data, Frame, FrameData, SoftQp, State, Target};
 use super::{Event, Landing, ACK_LAZY_MAX};
 use crate::abi::{DAT_DTO_ERR_LOCAL_PROTECTION, DAT_DTO_ERR_RECEIVER_NOT_READY, DAT_DTO_SUCCESS};
 use crate::device::soft::engine;
@@ -306,7 +306,7 @@ impl SoftQp {
     fn on_response(&self, hdr: &Hdr) -> Flow {
         let head = {
             let i = self.lock();
-            i.outstanding.iter().find(|o| o.done.is_none()).map(|o| (o.wr_id, o.sges.clone(), o.reply))
+            i.sq.awaiting()
         };
         let Some((wr_id, sges, reply)) = head else { return Flow::End(Some(CmEvent::Broken)) };
         let status = u32::from(hdr.status);
@@ -354,7 +354,7 @@ impl SoftQp {
             return Flow::Next(Step::Discard { left: hdr.payload as usize, then: Then::Nothing });
         }
         let cma = hdr.flags & flag::CMA != 0;
-        if (cma || hdr.flags & flag::SHM != 0) && !(cma && self.lock().cma() && matches!(hdr.op, op::SEND | op::WRITE | op::READ)) {
+        if (cma || hdr.flags & flag::SHM != 0) && !(cma && self.lock().path.cma() && matches!(hdr.op, op::SEND | op::WRITE | op::READ)) {
             // A path the handshake did not agree (see peer.rs): a protocol violation.
             crate::dbg_log!(
                 crate::log::DbgType::PROVIDER_API,
@@ -415,7 +415,7 @@ impl SoftQp {
         let cost = stall_cost(&hdr, &data);
         let (stalled, room) = {
             let i = self.lock();
-            (!i.stalled.is_empty(), i.stalled_bytes + cost <= STALL_BYTES)
+            (i.rq.holding(), i.rq.fits(cost))
         };
         // The receive is taken where the request is decided to run: on an SRQ, a check and a
         // later take would let another QP take the last receive in between.
@@ -437,7 +437,7 @@ impl SoftQp {
             self.deliver(events);
             return if ok { Flow::Next(Step::Header) } else { Flow::End(Some(CmEvent::Broken)) };
         }
-        if room && self.reserve_stall(cost) {
+        if room && self.lock().rq.reserve(cost) {
             let data = match data {
                 Data::Socket if payload > SMALL => {
                     drop(exec);
@@ -476,7 +476,7 @@ impl SoftQp {
             if let (true, Some(reg)) = (first, &i.reg) {
                 reg.timer(deadline);
             }
-            i.state == State::Closed || (i.stalled.is_empty() && (!needs_recv || self.has_recv(&i)))
+            i.state == State::Closed || (!i.rq.holding() && (!needs_recv || self.has_recv(&i)))
         };
         let step = Step::Rnr { hdr, data, deadline };
         if ready {
@@ -488,9 +488,9 @@ impl SoftQp {
 
     /// Queues a request until a receive comes, then runs what a receive posted meanwhile
     /// lets run.
-    /// (Its cost was counted when it was decided to hold it, `reserve_stall`.)
+    /// (Its cost was counted when it was decided to hold it, `RecvQueue::reserve`.)
     fn stall(&self, hdr: Hdr, data: Data, cost: usize, exec: std::sync::MutexGuard<'_, ()>) {
-        self.lock().stalled.push_back(Stalled { hdr, data, cost });
+        self.lock().rq.hold(hdr, data, cost);
         drop(exec);
         self.drain_stalled();
     }

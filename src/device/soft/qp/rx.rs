@@ -3,14 +3,12 @@
 //! engine-driven reader, reader.rs, waits RNR_WAIT for room) and run once one is, and the
 //! answers we owe the peer (responses, acknowledgements riding on frames).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::Duration;
 
-use super::{Data, Event, Frame, FrameData, Inner, SoftQp, State, ACK_BATCH, STALL_BYTES, STALL_OVERHEAD};
+use super::{Event, Frame, FrameData, Inner, SoftQp, State, ACK_BATCH};
 use crate::abi::DAT_DTO_SUCCESS;
-use crate::device::soft::recvring::OwnRing;
-use crate::device::soft::shm;
 use crate::device::soft::wire::{flag, op, Hdr};
 use crate::device::{CmEvent, Completion, WcOp};
 use std::sync::TryLockError;
@@ -20,24 +18,8 @@ use crate::util::sync::{CondvarExt, MutexExt};
 impl SoftQp {
     /// `n` plain successes for our oldest requests still waiting for a response.
     pub(super) fn on_acks(&self, n: u32) -> bool {
-        {
-            let mut i = self.lock();
-            let mut left = n;
-            for o in i.outstanding.iter_mut().filter(|o| o.done.is_none()) {
-                if left == 0 {
-                    break;
-                }
-                if matches!(o.op, WcOp::Read | WcOp::CmpSwap | WcOp::FetchAdd) {
-                    // Reads and atomics are always answered by a response with their data.
-                    return false;
-                }
-                o.done = Some(DAT_DTO_SUCCESS);
-                o.leases = None;
-                left -= 1;
-            }
-            if left > 0 {
-                return false;
-            }
+        if !self.lock().sq.ack(n) {
+            return false;
         }
         self.complete_ready();
         true
@@ -49,7 +31,7 @@ impl SoftQp {
         let mut events = Vec::new();
         {
             let mut i = self.lock();
-            while let Some(o) = i.pop_done() {
+            while let Some(o) = i.sq.pop_done() {
                 let st = o.done.unwrap_or(DAT_DTO_SUCCESS);
                 let byte_len = if st == DAT_DTO_SUCCESS { o.len } else { 0 };
                 events.push(Event::Completion(Completion {
@@ -66,7 +48,7 @@ impl SoftQp {
         self.deliver(events);
         let drained = {
             let i = self.lock();
-            i.closing && i.outstanding.is_empty() && i.state == State::Connected
+            i.closing && i.sq.is_empty() && i.state == State::Connected
         };
         if drained {
             self.disconnect_now();
@@ -78,22 +60,13 @@ impl SoftQp {
     pub(super) fn finish_response(&self, wr_id: u64, status: u32) -> bool {
         {
             let mut i = self.lock();
-            let Some(pos) = i.outstanding.iter().position(|o| o.wr_id == wr_id && o.done.is_none()) else { return true };
-            let op_kind = i.outstanding[pos].op;
-            i.outstanding[pos].done = Some(status);
-            i.outstanding[pos].leases = None;
-            if matches!(op_kind, WcOp::Read | WcOp::CmpSwap | WcOp::FetchAdd) {
-                i.outstanding_reads = i.outstanding_reads.saturating_sub(1);
-                while let Some((_, read)) = i.deferred.front() {
-                    if *read && i.outstanding_reads >= i.rd_limit {
-                        break;
-                    }
-                    let (frame, read) = i.deferred.pop_front().expect("front exists");
-                    if read {
-                        i.outstanding_reads += 1;
-                    }
-                    self.send_frame(frame);
-                }
+            let mut go = Vec::new();
+            if !i.sq.answer(wr_id, status, &mut go) {
+                return true;
+            }
+            // Sent under the QP's lock, so that they keep their place ahead of later posts.
+            for frame in go {
+                self.send_frame(frame);
             }
         }
         self.complete_ready();
@@ -153,7 +126,7 @@ impl SoftQp {
         let mut events = Vec::new();
         let mut broken = false;
         loop {
-            let Some(needs) = self.lock().stalled.front().map(|f| needs_recv(&f.hdr)) else { break };
+            let Some(needs) = self.lock().rq.next_held_needs_recv() else { break };
             if self.lock().state == State::Closed {
                 // As in `on_request`: what a disconnect ended does not run after it.
                 break;
@@ -164,15 +137,7 @@ impl SoftQp {
             if needs && recv.is_none() {
                 break;
             }
-            let next = {
-                let mut i = self.lock();
-                let next = i.stalled.pop_front();
-                if let Some(n) = &next {
-                    i.stalled_bytes -= n.cost;
-                    give_stall(n.cost);
-                }
-                next
-            };
+            let next = self.lock().rq.release();
             let Some(next) = next else {
                 events.extend(recv.map(|r| self.return_recv(r)));
                 break;
@@ -257,29 +222,18 @@ impl SoftQp {
                 && hdr.payload == 0
                 && hdr.flags & !(flag::PLACED | flag::IMM | flag::SOLICITED) == 0
                 && hdr.length <= self.caps.max_message;
-            let fits = i.recvs.front().is_some_and(|(_, s)| s.iter().map(|g| u64::from(g.len)).sum::<u64>() >= u64::from(hdr.length));
-            if !shape
-                || i.ring.is_none()
-                || !i.cma()
-                || !i.stalled.is_empty()
-                || hdr.a != i.recv_base
-                || i.recv_base >= i.published
-                || !fits
-            {
+            let recv = if shape && i.path.cma() { i.rq.take_placed(hdr.a, hdr.length) } else { None };
+            if recv.is_none() {
+                let (next, published) = i.rq.numbers();
                 crate::dbg_log!(
                     crate::log::DbgType::PROVIDER_API,
-                    "soft QP {}: a placed send for receive {} that is not ours to complete (next {}, published {})",
+                    "soft QP {}: a placed send for receive {} that is not ours to complete (next {next}, published {published})",
                     self.id,
                     hdr.a,
-                    i.recv_base,
-                    i.published
                 );
                 return false;
             }
-            let r = i.recvs.pop_front();
-            i.recv_base += 1;
-            self.publish_recvs(&mut i);
-            r
+            recv
         };
         let Some((wr_id, _)) = recv else { return false };
         drop(exec);
@@ -296,70 +250,4 @@ impl SoftQp {
         self.deliver([Event::Completion(c)]);
         true
     }
-}
-
-impl SoftQp {
-    /// Once our ring is withdrawn (`flush`): the oldest receives the peer said it filled
-    /// (recvring.rs), whose notice had not come, complete successfully, in order, as on an HCA
-    /// whose send completed; the first it did not fill ends the run (the rest are flushed).
-    pub(super) fn complete_placed(&self, i: &mut Inner, ring: &OwnRing, events: &mut Vec<Event>) {
-        while i.recv_base < i.published && i.stalled.is_empty() {
-            let Some((len, imm)) = ring.placed(i.recv_base) else { break };
-            let Some((wr_id, sges)) = i.recvs.front() else { break };
-            if sges.iter().map(|g| u64::from(g.len)).sum::<u64>() < u64::from(len) {
-                break;
-            }
-            let wr_id = *wr_id;
-            i.recvs.pop_front();
-            i.recv_base += 1;
-            let c = Completion { wr_id, status: DAT_DTO_SUCCESS, op: WcOp::Recv, byte_len: len, imm, invalidated: None, solicited: false };
-            events.push(Event::Completion(c));
-        }
-    }
-}
-
-/// What all the connections of the process together hold for requests waiting for a receive
-/// (each within STALL_BYTES): a peer that opens many connections gets no more.
-pub(super) const STALL_TOTAL: usize = 64 << 20;
-static STALLED: AtomicUsize = AtomicUsize::new(0);
-
-/// Counts `cost` against STALL_TOTAL, unless that would pass it.
-fn take_stall(cost: usize) -> bool {
-    STALLED.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_add(cost).filter(|&n| n <= STALL_TOTAL)).is_ok()
-}
-
-/// Gives back what `take_stall` counted.
-pub(super) fn give_stall(cost: usize) {
-    STALLED.fetch_sub(cost, Ordering::SeqCst);
-}
-
-impl SoftQp {
-    /// Counts a request about to be held (its data collected, or held) against the
-    /// connection's STALL_BYTES and the process's STALL_TOTAL; false when either is full (it
-    /// then waits on the socket). Given back when it runs (`drain_locked`) or the connection
-    /// ends (`flush`).
-    pub(super) fn reserve_stall(&self, cost: usize) -> bool {
-        let mut i = self.lock();
-        if i.stalled_bytes + cost > STALL_BYTES || !take_stall(cost) {
-            return false;
-        }
-        i.stalled_bytes += cost;
-        true
-    }
-}
-
-/// Whether a peer request consumes a receive (a send, or a write with immediate data).
-pub(super) fn needs_recv(hdr: &Hdr) -> bool {
-    hdr.op == op::SEND || (hdr.op == op::WRITE && hdr.flags & flag::IMM != 0)
-}
-
-/// What a request held until a receive comes costs the connection (see STALL_BYTES).
-pub(super) fn stall_cost(hdr: &Hdr, data: &Data) -> usize {
-    STALL_OVERHEAD
-        + match data {
-            Data::Socket => hdr.payload as usize,
-            Data::Buffer(b) => b.len(),
-            Data::Remote(l) => l.len() * std::mem::size_of::<(u64, u32)>(),
-            Data::Shared(l, s) => l.len() * std::mem::size_of::<(u64, u32)>() + s.len() * std::mem::size_of::<shm::Source>(),
-        }
 }
