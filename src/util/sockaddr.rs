@@ -7,7 +7,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, SocketAddrV6, TcpStream};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 /// `sa` as a C socket address, in a `sockaddr_storage` (the rest zeroed).
@@ -77,6 +77,35 @@ pub fn c_len(sa: &SocketAddr) -> libc::socklen_t {
 /// or an IA on 127.0.0.2 reaching one on 127.0.0.1). An unspecified `local`, or one of the
 /// other family, is not bound.
 pub fn connect_from(local: IpAddr, remote: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let stream = connect_start(local, remote)?;
+    let fd = stream.as_raw_fd();
+    let mut pfd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+    // SAFETY: one pollfd, ours.
+    match unsafe { libc::poll(&mut pfd, 1, ms) } {
+        0 => return Err(io::ErrorKind::TimedOut.into()),
+        n if n < 0 => return Err(io::Error::last_os_error()),
+        _ => {}
+    }
+    if let Some(e) = stream.take_error()? {
+        return Err(e);
+    }
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
+/// Starts `connect_from`'s connection without waiting for it: a non-blocking socket whose
+/// connect is in progress (writable once it is done; `take_error` then says how it went).
+pub fn connect_start(local: IpAddr, remote: SocketAddr) -> io::Result<TcpStream> {
+    match connect_begin(local, remote)? {
+        (_, Some(e)) => Err(e),
+        (s, None) => Ok(s),
+    }
+}
+
+/// `connect_start`, which also gives the socket when the connect failed at once (with the
+/// error): only a socket that cannot be made, or bound, is an error here.
+pub fn connect_begin(local: IpAddr, remote: SocketAddr) -> io::Result<(TcpStream, Option<io::Error>)> {
     let family = if remote.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
     // SAFETY: socket(2) with constant arguments.
     let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
@@ -113,29 +142,10 @@ pub fn connect_from(local: IpAddr, remote: SocketAddr, timeout: Duration) -> io:
     if unsafe { libc::connect(fd, &ss as *const _ as *const libc::sockaddr, c_len(&remote)) } != 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EINPROGRESS) {
-            return Err(e);
-        }
-        let mut pfd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
-        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
-        // SAFETY: one pollfd, ours.
-        match unsafe { libc::poll(&mut pfd, 1, ms) } {
-            0 => return Err(io::ErrorKind::TimedOut.into()),
-            n if n < 0 => return Err(io::Error::last_os_error()),
-            _ => {}
-        }
-        let mut err: libc::c_int = 0;
-        let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: SO_ERROR writes one int into `err`.
-        if unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut _ as *mut libc::c_void, &mut len) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if err != 0 {
-            return Err(io::Error::from_raw_os_error(err));
+            return Ok((TcpStream::from(sock), Some(e)));
         }
     }
-    let stream = TcpStream::from(sock);
-    stream.set_nonblocking(false)?;
-    Ok(stream)
+    Ok((TcpStream::from(sock), None))
 }
 
 #[cfg(test)]

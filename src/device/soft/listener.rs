@@ -381,7 +381,7 @@ impl Drop for SoftListener {
 /// How long a refused connection is retried: rdma_cm spends about as long resolving the
 /// address and route, and programs such as dtest create their listener only just before the
 /// peer connects.
-const REFUSED_RETRY: Duration = Duration::from_millis(200);
+pub const REFUSED_RETRY: Duration = Duration::from_millis(200);
 
 /// The active side's connection to the service point `addr` (RC's connect, UD's resolution),
 /// from `local` (unspecified: the address the kernel picks for the route) within `timeout`
@@ -403,30 +403,39 @@ fn greet(stream: &TcpStream, addr: SocketAddr, left: Duration) -> Result<(), CmE
     let wait = left.min(HANDSHAKE_TIMEOUT).max(Duration::from_millis(1));
     let _ = stream.set_read_timeout(Some(wait));
     let _ = stream.set_write_timeout(Some(wait));
-    let not_ours = |why: &str| {
-        crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: {addr} is not a dat2-soft peer of wire version {VERSION}: {why}");
-        CmEvent::NonPeerRejected
-    };
     let mut s = stream;
     s.write_all(&Greeting::ours(role::ASK)).map_err(|_| CmEvent::Unreachable)?;
     let mut answer = [0u8; GREETING_LEN];
     if let Err(e) = s.read_exact(&mut answer) {
         return Err(match e.kind() {
             _ if timed_out(&e) && wait >= left => CmEvent::TimedOut,
-            _ if timed_out(&e) => not_ours(&format!("no answer to its greeting within {wait:?}")),
-            _ => not_ours("it closed the connection at the greeting (an older dat2, or another service)"),
+            _ if timed_out(&e) => not_ours(addr, &format!("no answer to its greeting within {wait:?}")),
+            _ => not_ours(addr, CLOSED_AT_GREETING),
         });
     }
-    match Greeting::decode(&answer) {
-        Some(g) if g.role == role::ANSWER && g.version == VERSION => {
-            // The connection's later writes have no deadline of this stage's (the caller sets
-            // its own).
-            let _ = stream.set_read_timeout(None);
-            let _ = stream.set_write_timeout(None);
-            Ok(())
-        }
-        Some(g) if g.role == role::ANSWER => Err(not_ours(&format!("it speaks version {}", g.version))),
-        _ => Err(not_ours("its answer is not a dat2-soft greeting")),
+    check_answer(&answer, addr)?;
+    // The connection's later writes have no deadline of this stage's (the caller sets its own).
+    let _ = stream.set_read_timeout(None);
+    let _ = stream.set_write_timeout(None);
+    Ok(())
+}
+
+pub const CLOSED_AT_GREETING: &str = "it closed the connection at the greeting (an older dat2, or another service)";
+
+/// A connect's end because `addr` is no dat2-soft listener of our wire version (`why`), said
+/// under DAT_DBG_TYPE (0x1).
+pub fn not_ours(addr: SocketAddr, why: &str) -> CmEvent {
+    crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: {addr} is not a dat2-soft peer of wire version {VERSION}: {why}");
+    CmEvent::NonPeerRejected
+}
+
+/// Whether `answer`, the answer to our greeting, is a dat2-soft listener's of our wire
+/// version; else the connect ends (`not_ours`).
+pub fn check_answer(answer: &[u8; GREETING_LEN], addr: SocketAddr) -> Result<(), CmEvent> {
+    match Greeting::decode(answer) {
+        Some(g) if g.role == role::ANSWER && g.version == VERSION => Ok(()),
+        Some(g) if g.role == role::ANSWER => Err(not_ours(addr, &format!("it speaks version {}", g.version))),
+        _ => Err(not_ours(addr, "its answer is not a dat2-soft greeting")),
     }
 }
 
@@ -441,16 +450,21 @@ fn connect_tcp(local: IpAddr, addr: SocketAddr, started: Instant, limit: Duratio
             other => break other,
         }
     }
-    .map_err(|e| match e.kind() {
+    .map_err(|e| connect_failed(&e, addr))
+}
+
+/// The connection event a failed TCP connect to `addr` is.
+pub fn connect_failed(e: &std::io::Error, addr: SocketAddr) -> CmEvent {
+    match e.kind() {
         ErrorKind::ConnectionRefused => CmEvent::NonPeerRejected,
-        _ if timed_out(&e) => CmEvent::TimedOut,
+        _ if timed_out(e) => CmEvent::TimedOut,
         _ => {
-            if out_of_descriptors(&e) {
+            if out_of_descriptors(e) {
                 descriptor_limit(&format!("a connect to {addr}"));
             }
             CmEvent::Unreachable
         }
-    })
+    }
 }
 
 /// Whether `e` says the process (or the system) has no descriptor left.

@@ -6,17 +6,17 @@
 //! # Threads
 //!
 //! The device's own, each named (`ps -T`):
-//! - `dat2-soft-connect`, one per `connect`: RC, the active handshake, within the consumer's
-//!   timeout (an hour without one) and READY_WAIT, then it hands the connection to the
-//!   engine and ends (qp/cm.rs); UD, the resolution, within the timeout or RESOLVE_TIMEOUT,
-//!   holding the QP only weakly (ud/cm.rs).
+//! - `dat2-soft-connect`, one per UD `connect`: the resolution, within the timeout or
+//!   RESOLVE_TIMEOUT, holding the QP only weakly (ud/cm.rs). An RC connect has no thread:
+//!   its handshake is a state machine the engine advances (qp/opening.rs).
 //! - `dat2-soft-engine`, one per process, from the first connection on: the progress engine
 //!   of every connected RC QP, over its one non-blocking socket (epoll): reads the peer's
 //!   frames, runs its requests, completes ours, delivers events (qp/reader.rs), continues the
 //!   frames a full socket did not take (qp/tx.rs), and serves the connections' deadlines
 //!   (READY_WAIT, RNR_WAIT). It never waits on a peer: a payload lands as it comes, in
 //!   pieces; lives as long as the process (engine.rs). Connections cost no thread.
-//!   It also serves every listener: accepts, greets and reads the connections' HELLOs, with
+//!   It also runs the active side of every RC handshake, each stage with its deadline
+//!   (qp/opening.rs), and serves every listener: accepts, greets and reads the connections' HELLOs, with
 //!   their deadlines, and hands the consumer the requests for its qualifier (listener.rs);
 //!   service points cost no thread either. And every UD QP: its datagrams, in turns of at
 //!   most TURN_DATAGRAMS, and its proofs' deadlines (ud/mod.rs); `disconnect` and `destroy`

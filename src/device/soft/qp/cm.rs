@@ -11,9 +11,9 @@ use super::{Event, Frame, FrameData, SoftQp, State};
 use crate::abi::DAT_DTO_ERR_FLUSHED;
 use crate::device::soft::engine;
 use crate::device::soft::peer::{self, PeerProcess};
-use crate::device::soft::rendezvous::{Channel, Claims, Rendezvous};
-use crate::device::soft::wire::{self, op, Hdr, Hello};
-use crate::device::soft::wire::{read_message, timed_out, write_message};
+use crate::device::soft::rendezvous::{Channel, Claims};
+use crate::device::soft::wire::write_message;
+use crate::device::soft::wire::{op, Hdr, Hello};
 use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp};
 use crate::util::sync::MutexExt;
 
@@ -85,112 +85,6 @@ impl SoftQp {
         }
         // Frames queued before the start (ACCEPT) go out now.
         self.pump();
-    }
-
-    /// The active side's handshake, on a thread of its own. Its stages' deadlines: the
-    /// connect and the passive side's answer (ACCEPT or REJECT, which its consumer decides)
-    /// within the consumer's `timeout` (none: an hour); the answer to READY, which no consumer
-    /// decides, within READY_WAIT besides. Past either the consumer hears TIMED_OUT. The
-    /// rendezvous never waits (rendezvous.rs): it is bounded by these. `dat_ep_disconnect` and
-    /// `dat_ep_free` end the handshake at once (`disconnect_now` shuts its stream down).
-    pub(super) fn active(self: Arc<Self>, addr: SocketAddr, conn_qual: u64, private_data: Vec<u8>, timeout: Option<Duration>) {
-        /// The connected stream, the peer's ACCEPT, the same-host peer it proved to be (if
-        /// any), and whether it accepted.
-        type Outcome = (TcpStream, Hello, Option<(PeerProcess, Claims)>, bool);
-        let started = Instant::now();
-        let limit = timeout.unwrap_or(super::super::listener::NO_LIMIT);
-        let left = || limit.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
-        let outcome = (|| -> Result<Outcome, CmEvent> {
-            let stream = super::super::listener::connect_service(std::net::Ipv4Addr::UNSPECIFIED.into(), addr, timeout)?;
-            {
-                let mut i = self.lock();
-                if i.state != State::Connecting {
-                    return Err(CmEvent::Broken);
-                }
-                // Where a disconnect or free finds it (see above).
-                i.stream = stream.try_clone().ok();
-            }
-            let _ = stream.set_nodelay(true);
-            let _ = stream.set_read_timeout(Some(left()));
-            // A peer on this host is asked to our rendezvous (rendezvous.rs), where each side
-            // learns from the kernel which process the other is.
-            let rendezvous = peer::other_end(&stream).and_then(|_| Rendezvous::open());
-            let hello = Hello {
-                rendezvous: rendezvous.as_ref().map_or(0, |r| r.token),
-                conn_qual,
-                rd_in: self.caps.max_rd_in,
-                private_data,
-                ..Hello::default()
-            };
-            write_message(&stream, op::HELLO, &hello.encode()).map_err(|_| CmEvent::Unreachable)?;
-            let (hdr, body) =
-                read_message(&stream, wire::HELLO_MAX)
-                    .map_err(|e| if timed_out(&e) { CmEvent::TimedOut } else { CmEvent::NonPeerRejected })?;
-            let answer = Hello::decode(&body).ok_or(CmEvent::NonPeerRejected)?;
-            match hdr.op {
-                op::ACCEPT => {
-                    // The passive side came to the rendezvous before it sent ACCEPT, if at all.
-                    // The other end is looked up only now: when we sent HELLO, the peer may not
-                    // have accepted the connection yet (its socket had no inode).
-                    let end = rendezvous.as_ref().and_then(|_| peer::other_end(&stream));
-                    let verified = rendezvous.as_ref().zip(end).and_then(|(r, e)| r.take(e));
-                    let we_reach =
-                        verified.as_ref().is_some_and(|(p, c, channel)| channel.send(&self.claims(&stream)) && p.reaches(c.canary));
-                    let verified = verified.map(|(p, c, _)| (p, c));
-                    let ready = Hello { reaches_peer: we_reach, ..Hello::default() };
-                    write_message(&stream, op::READY, &ready.encode()).map_err(|_| CmEvent::Broken)?;
-                    let _ = stream.set_read_timeout(Some(left().min(READY_WAIT)));
-                    // Wait until the passive side has reported ESTABLISHED (see op::ESTABLISHED).
-                    // If the connection ends first (the passive side broke it at once), it was
-                    // accepted all the same: we report ESTABLISHED and the reader then finds
-                    // the end.
-                    // Its status says whether the passive side agreed the cross-memory path too.
-                    let agreed = match read_message(&stream, 0) {
-                        Ok((done, _)) if done.op == op::ESTABLISHED && done.acks == 0 => we_reach && done.status == 1,
-                        Err(e) if timed_out(&e) => return Err(CmEvent::TimedOut),
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::UnexpectedEof
-                                    | std::io::ErrorKind::ConnectionReset
-                                    | std::io::ErrorKind::ConnectionAborted
-                            ) =>
-                        {
-                            false
-                        }
-                        _ => return Err(CmEvent::Broken),
-                    };
-                    Ok((stream, answer, verified, agreed))
-                }
-                op::REJECT if hdr.status == wire::reject::NO_SERVICE => {
-                    crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: no service point {conn_qual:#x} at {addr}");
-                    Err(CmEvent::NonPeerRejected)
-                }
-                op::REJECT => Err(CmEvent::PeerRejected { private_data: answer.private_data }),
-                _ => Err(CmEvent::NonPeerRejected),
-            }
-        })();
-        match outcome {
-            Ok((stream, answer, verified, agreed)) => {
-                if self.lock().state != State::Connecting {
-                    let _ = stream.shutdown(Shutdown::Both);
-                    self.lock().stream = None;
-                    return;
-                }
-                self.start(stream, verified, agreed, answer.rd_in, Some(answer.private_data));
-            }
-            Err(ev) => {
-                let mut i = self.lock();
-                // The handshake's stream closes now, not with the QP.
-                i.stream = None;
-                if i.state != State::Connecting {
-                    return;
-                }
-                i.state = State::Closed;
-                drop(i);
-                self.flush(ev);
-            }
-        }
     }
 
     /// Before the consumer ends a connection: requests whose data the verified peer moves

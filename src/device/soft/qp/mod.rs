@@ -22,7 +22,9 @@
 //!   and receive ring.
 //!
 //! The rest are parts of `SoftQp`'s behaviour, each an `impl SoftQp` of its own:
-//! - `cm`: connection setup, both sides (handshake, rendezvous, the path), and its end;
+//! - `cm`: connection setup, both sides (the passive handshake, the rendezvous, the path),
+//!   and its end;
+//! - `opening`: the active side's handshake, a state machine the engine advances;
 //! - `tx`: the send side: frames written at once, the rest continued by the engine;
 //! - `fast`: data a poster places in the peer's memory itself (direct writes, placed sends);
 //! - `reader`: the read side, a state machine the engine advances: frames from the peer, in
@@ -32,7 +34,7 @@
 //! - `exec`: executing a peer's request against our memory (keys, leases, landing the data).
 //!
 //! Locks, in the order they are taken (a thread holding one takes only those after it):
-//! `reader` (the read side's turn), `exec` (running a peer's request), `inner` (the state
+//! an active handshake's own (opening.rs), `reader` (the read side's turn), `exec` (running a peer's request), `inner` (the state
 //! above; the `room` condition waits on it; an SRQ's own lock may be taken under it), then
 //! either `out.queue` (the frames going out) or `shm_peers` (the peer's mapped files), never
 //! both. Events are delivered with none of them held (`deliver`).
@@ -63,6 +65,7 @@ use sendq::{Outstanding, SendQueue};
 mod cm;
 mod exec;
 mod fast;
+mod opening;
 mod path;
 mod reader;
 mod recvq;
@@ -171,6 +174,8 @@ struct Inner {
     closing: bool,
     /// Passive side: the peer's READY, which completes the handshake, has not come yet.
     awaiting_ready: bool,
+    /// Active side, until the handshake ends: its handler (opening.rs).
+    opening: Option<Arc<opening::Opener>>,
     sq: SendQueue,
     rq: RecvQueue,
     path: PeerPath,
@@ -275,6 +280,7 @@ impl SoftQp {
                 rendezvous: None,
                 closing: false,
                 awaiting_ready: false,
+                opening: None,
                 sq: SendQueue::new(caps.max_rd_atomic),
                 rq: RecvQueue::default(),
                 path: PeerPath::default(),
@@ -510,12 +516,9 @@ impl Qp for SoftQp {
             i.state = State::Connecting;
         }
         let me = self.me();
-        let pdata = private_data.to_vec();
-        std::thread::Builder::new()
-            .name("dat2-soft-connect".into())
-            .stack_size(256 << 10)
-            .spawn(move || me.active(addr, conn_qual, pdata, timeout))
-            .map_err(|_| DevError::NoResources)?;
+        if let Err(ev) = opening::Opener::start(&me, addr, conn_qual, private_data.to_vec(), timeout) {
+            me.opened(Err(ev));
+        }
         Ok(())
     }
 
