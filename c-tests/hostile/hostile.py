@@ -1098,6 +1098,52 @@ def _(t, port):
     return target_state(t, forbid_win=None)
 
 
+@case("ia_port_unknown_qualifier_flood")
+def _(t, port):
+    """400 connections to the target's IA port (dat_ia_query's), 50 at a time, each greeted
+    and sending a HELLO for a qualifier no service point has (random 64-bit values, and
+    `port` + 1): each gets REJECT NO_SERVICE and its connection ends; the target's consumer
+    hears of none, holds no thread or memory for them, and an honest connect through the IA
+    port to its PSP is accepted afterwards."""
+    import random
+    ia_port = t.info["ia_port"]
+    if not ia_port:
+        return False, "dat_ia_query reports port 0"
+    before = resources(t)
+    rng = random.Random(22)
+    for _ in range(8):
+        socks = []
+        try:
+            for k in range(50):
+                s = dial(ia_port)
+                qual = port + 1 if k == 0 else rng.getrandbits(64)
+                qual = qual if qual != port else port + 2
+                s.sendall(message(OP_HELLO, hello(private=b"flood", qual=qual)))
+                socks.append((s, qual))
+            for s, qual in socks:
+                s.settimeout(5)
+                h, _ = recv_msg(s)
+                if h[0] != OP_REJECT or h[2] != REJECT_NO_SERVICE:
+                    return False, f"qualifier {qual:#x}: answer op {h[0]} status {h[2]}"
+                if outcome(s, 2) != "closed":
+                    return False, f"qualifier {qual:#x}: the connection stayed open after its REJECT"
+        finally:
+            for s, _ in socks:
+                s.close()
+    if t.expect("event ", 1):
+        return False, f"the target heard of the flood: {t.events}"
+    ok, why = bounded(t, before, "400 HELLOs for unknown qualifiers")
+    if not ok:
+        return ok, why
+    s, info = connect(ia_port, qual=port)
+    if s is None:
+        return False, f"an honest connect through the IA port was refused: {info}"
+    s.close()
+    if t.wait_event() != "ESTABLISHED":
+        return False, f"the target did not accept the honest connect: {t.events}"
+    return True, ""
+
+
 @case("older_dat2_fails_cleanly", server=False)
 def _(t, port):
     """Both ways between this dat2 and one of wire version 7 (played here): our client to an
