@@ -138,4 +138,11 @@ void case_send_placed_ep_reuse(void);
 void case_send_placed_write_imm(void);
 void case_send_placed_threads(void);
 
+/* connection qualifiers on the IA's port (dx_qual.c) */
+void case_qual_high_bits_two_psps(void);
+void case_qual_above_16_bits(void);
+void case_qual_no_service_point(void);
+void case_qual_host_only(void);
+void case_qual_ia_port_greets(void);
+
 #endif

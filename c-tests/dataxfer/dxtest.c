@@ -155,6 +155,11 @@ static const struct harness_case cases[] = {
     CASE_TCP(send_placed_write_imm),
     CASE(send_placed_threads),
     CASE_TCP(send_placed_threads),
+    CASE(qual_high_bits_two_psps),
+    CASE(qual_above_16_bits),
+    CASE(qual_no_service_point),
+    CASE(qual_host_only),
+    CASE(qual_ia_port_greets),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

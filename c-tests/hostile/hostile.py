@@ -1013,19 +1013,39 @@ def unrelated_service(port, reply):
 PRIVATE = "the-consumer's-private-data"
 
 
+def connect_fails_at_once(qual, env=None):
+    """Runs a target client to host 127.0.0.1 alone (port 0) and qualifier `qual`; returns
+    its output when dat_ep_connect failed at once with DAT_INVALID_PARAMETER naming the
+    qualifier (argument 3), else None."""
+    r = subprocess.run([*target_prefix, target_bin, "client", hex(qual)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       env={**os.environ, **(env or {})}, timeout=30)
+    out = r.stdout.decode(errors="replace")
+    ok = r.returncode == 2 and any(l.startswith("error dat_ep_connect") and l.endswith("DAT_INVALID_PARAMETER DAT_INVALID_ARG3")
+                                   for l in out.splitlines())
+    return out if ok else None
+
+
 @case("qualifier_above_16_bits_reaches_no_service", server=False)
 def _(t, port):
-    """A consumer connects, with private data, to qualifier 0x1_0000_0000 | port, whose low 16
-    bits are the port of an unrelated TCP service (one silent, one that speaks first, like
-    SMTP). The service receives our greeting and nothing else: no private data; the consumer
-    hears NON_PEER_REJECTED within the greeting's 5 s, and with DAT_DBG_TYPE=1 a line naming
-    the address and that it is no dat2-soft peer of this wire version. (Before, the HELLO with
-    the private data went to the service.)"""
+    """An unrelated TCP service (one silent, one that speaks first, like SMTP) listens on
+    `port`. A consumer that names the host alone (port 0: the qualifier is the port, as with
+    rdma_cm) and qualifier 0x1_0000_0000 | port fails at once with DAT_INVALID_PARAMETER, and
+    the service sees no connection (before, the qualifier was folded to its low 16 bits and
+    the HELLO with the private data went to the service). One that names the service's port
+    with that qualifier sends it our greeting and nothing else: no private data; it hears
+    NON_PEER_REJECTED within the greeting's 5 s, and with DAT_DBG_TYPE=1 a line naming the
+    address and that it is no dat2-soft peer of this wire version."""
     for k, reply in enumerate((b"", b"220 mail.example ESMTP\r\n")):
         port += k
         ls, got = unrelated_service(port, reply)
-        c = Proc("client", hex(0x1_0000_0000 | port), env={"TARGET_PDATA": PRIVATE, "DAT_DBG_TYPE": "1"})
+        c = None
         try:
+            if connect_fails_at_once(0x1_0000_0000 | port, {"TARGET_PDATA": PRIVATE}) is None:
+                return False, "a host-only connect to a qualifier above 16 bits did not fail with DAT_INVALID_PARAMETER"
+            time.sleep(0.3)
+            if got:
+                return False, f"a host-only connect to a qualifier above 16 bits reached the service: {got!r}"
+            c = Proc("client", hex(0x1_0000_0000 | port), "127.0.0.1", str(port), env={"TARGET_PDATA": PRIVATE, "DAT_DBG_TYPE": "1"})
             started = time.time()
             ev = c.wait_event(HANDSHAKE_TIMEOUT + 3)
             took = time.time() - started
@@ -1042,7 +1062,8 @@ def _(t, port):
             if not said:
                 return False, "no DAT_DBG_TYPE line names the address and the protocol"
         finally:
-            c.stop()
+            if c:
+                c.stop()
             with contextlib.suppress(OSError):
                 ls.shutdown(socket.SHUT_RDWR)  # wakes the thread in accept
             ls.close()
@@ -1051,10 +1072,13 @@ def _(t, port):
 
 @case("qualifier_above_16_bits_is_another_service_point")
 def _(t, port):
-    """The target has a PSP at qualifier `port`; a dat2 consumer connects to 0x1_0000_0000 |
-    port (the same TCP port): it is refused (NON_PEER_REJECTED) and the target's consumer never
-    hears of it. A connect to `port` itself, the control, is accepted."""
-    c = Proc("client", hex(0x1_0000_0000 | port), env={"TARGET_PDATA": PRIVATE})
+    """The target has a PSP at qualifier `port`; a dat2 consumer connects to the target's IA
+    address (its port, from dat_ia_query) and qualifier 0x1_0000_0000 | port: it is refused
+    (NON_PEER_REJECTED) and the target's consumer never hears of it. The controls, accepted:
+    `port` through the IA's address, and `port` with the host alone (the qualifier's own
+    port, as rdma_cm programs connect)."""
+    ia_port = str(t.info["ia_port"])
+    c = Proc("client", hex(0x1_0000_0000 | port), "127.0.0.1", ia_port, env={"TARGET_PDATA": PRIVATE})
     try:
         ev = c.wait_event(HANDSHAKE_TIMEOUT + 3)
         if ev != "NON_PEER_REJECTED":
@@ -1063,13 +1087,61 @@ def _(t, port):
             return False, f"the target heard of a request for another qualifier: {t.events}"
     finally:
         c.stop()
-    c = Proc("client", str(port), env={"TARGET_PDATA": PRIVATE})
-    try:
-        if c.wait_event() != "ESTABLISHED" or t.wait_event() != "ESTABLISHED":
-            return False, f"the control did not connect: {c.events} {t.events}"
-    finally:
-        c.stop()
+    for how in (("127.0.0.1", ia_port), ()):
+        c = Proc("client", str(port), *how, env={"TARGET_PDATA": PRIVATE})
+        try:
+            if c.wait_event() != "ESTABLISHED" or t.wait_event() != "ESTABLISHED":
+                return False, f"the control {how or 'host alone'} did not connect: {c.events} {t.events}"
+        finally:
+            c.stop()
+        t.wait_event(3)  # the control's end
     return target_state(t, forbid_win=None)
+
+
+@case("ia_port_unknown_qualifier_flood")
+def _(t, port):
+    """400 connections to the target's IA port (dat_ia_query's), 50 at a time, each greeted
+    and sending a HELLO for a qualifier no service point has (random 64-bit values, and
+    `port` + 1): each gets REJECT NO_SERVICE and its connection ends; the target's consumer
+    hears of none, holds no thread or memory for them, and an honest connect through the IA
+    port to its PSP is accepted afterwards."""
+    import random
+    ia_port = t.info["ia_port"]
+    if not ia_port:
+        return False, "dat_ia_query reports port 0"
+    before = resources(t)
+    rng = random.Random(22)
+    for _ in range(8):
+        socks = []
+        try:
+            for k in range(50):
+                s = dial(ia_port)
+                qual = port + 1 if k == 0 else rng.getrandbits(64)
+                qual = qual if qual != port else port + 2
+                s.sendall(message(OP_HELLO, hello(private=b"flood", qual=qual)))
+                socks.append((s, qual))
+            for s, qual in socks:
+                s.settimeout(5)
+                h, _ = recv_msg(s)
+                if h[0] != OP_REJECT or h[2] != REJECT_NO_SERVICE:
+                    return False, f"qualifier {qual:#x}: answer op {h[0]} status {h[2]}"
+                if outcome(s, 2) != "closed":
+                    return False, f"qualifier {qual:#x}: the connection stayed open after its REJECT"
+        finally:
+            for s, _ in socks:
+                s.close()
+    if t.expect("event ", 1):
+        return False, f"the target heard of the flood: {t.events}"
+    ok, why = bounded(t, before, "400 HELLOs for unknown qualifiers")
+    if not ok:
+        return ok, why
+    s, info = connect(ia_port, qual=port)
+    if s is None:
+        return False, f"an honest connect through the IA port was refused: {info}"
+    s.close()
+    if t.wait_event() != "ESTABLISHED":
+        return False, f"the target did not accept the honest connect: {t.events}"
+    return True, ""
 
 
 @case("older_dat2_fails_cleanly", server=False)

@@ -3,9 +3,10 @@
  *   target server PORT   accepts every connection request on PORT (a fresh EP each, with
  *                        receives posted), frees each EP when its connection ends; a
  *                        request whose private data starts with "reject" is rejected
- *   target client QUAL [ADDR]  connects one EP to ADDR (127.0.0.1), qualifier QUAL (any
- *                        strtoull form, all 64 bits), with TARGET_PDATA as private data if set,
- *                        and reports its events
+ *   target client QUAL [ADDR [PORT]]  connects one EP to ADDR (127.0.0.1), port PORT (0: the
+ *                        host alone, the qualifier is the port), qualifier QUAL (any strtoull
+ *                        form, all 64 bits), with TARGET_PDATA as private data if set, and
+ *                        reports its events
  *   target ud PORT       one UD EP (IB extensions), no receive posted; its PSP on PORT accepts
  *                        every UD resolution on it with private data "ud-ok" (one whose private
  *                        data starts with "reject" is rejected) and rejects RC requests
@@ -13,7 +14,8 @@
  *                        events
  *   target victim        no DAT at all: a third process whose memory must stay untouched
  *
- * It prints "ready pid=P secret=ADDR win=ADDR rkey=K" once set up: `secret` is 4 KiB of
+ * It prints "ready pid=P secret=ADDR win=ADDR rkey=K ia_port=N" once set up (N: the port of
+ * the IA's address, dat_ia_query): `secret` is 4 KiB of
  * unregistered memory filled with 'S', `win` 64 KiB registered with every privilege (rkey K).
  * Then it answers lines on standard input:
  *   check    "check secret=ok|CHANGED win=<hex of its first 16 bytes> uniform=0|1 eps=N threads=T
@@ -491,6 +493,8 @@ int main(int argc, char **argv)
         sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         if (argc > 3 && inet_pton(AF_INET, argv[3], &sin.sin_addr) != 1)
             die("inet_pton", DAT_INVALID_PARAMETER);
+        if (argc > 4)
+            sin.sin_port = htons((uint16_t)atoi(argv[4]));
         DAT_EP_HANDLE ep;
         if (udclient) {
             new_ud_ep();
@@ -502,8 +506,12 @@ int main(int argc, char **argv)
         CHECK(dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)&sin, qual, 10 * 1000 * 1000, pdata ? (DAT_COUNT)strlen(pdata) : 0,
                              pdata, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
     }
-    printf("ready pid=%d secret=%#lx win=%#lx rkey=%u\n", (int)getpid(), (unsigned long)(uintptr_t)secret,
-           (unsigned long)(uintptr_t)win, (unsigned)rkey);
+    DAT_IA_ATTR ia_attr;
+    memset(&ia_attr, 0, sizeof ia_attr);
+    CHECK(dat_ia_query(ia, NULL, DAT_IA_FIELD_IA_ADDRESS_PTR, &ia_attr, 0, NULL));
+    unsigned ia_port = ntohs(((struct sockaddr_in *)ia_attr.ia_address_ptr)->sin_port);
+    printf("ready pid=%d secret=%#lx win=%#lx rkey=%u ia_port=%u\n", (int)getpid(), (unsigned long)(uintptr_t)secret,
+           (unsigned long)(uintptr_t)win, (unsigned)rkey, ia_port);
     for (;;)
         pump(strcmp(mode, "server") == 0);
 }

@@ -82,13 +82,6 @@ fn post_refused(ep: &Ep) {
     evd::post_all(evd, events);
 }
 
-/// The TCP port of a connection qualifier: its low 16 bits, so a qualifier that is a port
-/// number is that port (0 asks for any free port). Qualifiers that differ only above bit 15
-/// share a port.
-pub fn port_of(conn_qual: DAT_CONN_QUAL) -> u16 {
-    (conn_qual & 0xffff) as u16
-}
-
 /// Checks private data arguments (`size` at `arg`, the data at `arg + 1`) against `max`.
 pub fn private_data<'a>(size: DAT_COUNT, data: *const c_void, arg: DAT_RETURN, max: DAT_COUNT) -> Result<&'a [u8], DAT_RETURN> {
     if !(0..=max).contains(&size) {
@@ -160,15 +153,15 @@ fn start_connect_locked(
     timeout: DAT_TIMEOUT,
     pdata: &[u8],
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    if port_of(conn_qual) == 0 {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
+    // Where the connect goes is the device's (the qualifier may name the port): a pair it
+    // cannot name is refused before the EP moves.
+    let service = ep.ia.dev.service_address(addr, conn_qual).ok_or(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3))?;
     let qp = {
         let mut i = ep.lock();
         if i.is_ud() {
             let qp = ud_qp(ep, &mut i)?;
             drop(i);
-            return resolve(ep, qp, addr, conn_qual, timeout, pdata);
+            return resolve(ep, qp, addr, service, conn_qual, timeout, pdata);
         }
         if i.state() != DAT_EP_STATE_UNCONNECTED || !configured(&i) {
             return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(i.state())));
@@ -179,8 +172,6 @@ fn start_connect_locked(
         qp
     };
     ep.ia.counts.bump(DCNT_IA_CM_REQ_TX);
-    let mut service = addr;
-    service.set_port(port_of(conn_qual));
     qp.connect(service, conn_qual, pdata, timeout_arg(timeout)).map_err(|e| {
         ep.lock().connect_refused();
         connect_error(e)
@@ -195,17 +186,18 @@ fn connect_error(e: DevError) -> DAT_RETURN {
     }
 }
 
-/// A UD EP's connect: resolves the peer's service point; the outcome is a UD connection event.
+/// A UD EP's connect: resolves the peer's service point (at `service`, the device's choice
+/// for `addr`); the outcome is a UD connection event.
+#[allow(clippy::too_many_arguments)]
 fn resolve(
     ep: &Ep,
     qp: Arc<dyn Qp>,
     addr: SocketAddr,
+    service: SocketAddr,
     conn_qual: DAT_CONN_QUAL,
     timeout: DAT_TIMEOUT,
     pdata: &[u8],
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    let mut service = addr;
-    service.set_port(port_of(conn_qual));
     qp.connect(service, conn_qual, pdata, timeout_arg(timeout)).map_err(connect_error)?;
     ep.lock().set_remote(addr, conn_qual);
     Ok(DAT_SUCCESS)

@@ -9,7 +9,7 @@ use super::provider::Builtin;
 use super::table::{self, Object};
 use super::{fill_cstr, put};
 use crate::abi::*;
-use crate::device::{Device, DeviceLimits};
+use crate::device::{Device, DeviceLimits, IaPort};
 use crate::util::sync::MutexExt;
 
 /// The most private data a connect, accept or reject may carry.
@@ -27,8 +27,10 @@ pub struct Ia {
     /// The async EVD, and whether this IA created it (then it dies with the IA).
     pub async_evd: AtomicUsize,
     pub owns_async_evd: bool,
-    /// The IA address `DAT_IA_ATTR.ia_address_ptr` points at.
+    /// The IA address `DAT_IA_ATTR.ia_address_ptr` points at: its port's.
     pub address: Box<libc::sockaddr_storage>,
+    /// The IA's side of its device: its address and its service points' listening.
+    pub port: Box<dyn IaPort>,
     pub context: Mutex<u64>,
     /// The provider-specific attributes of the latest `dat_ia_query` (the consumer's copy of
     /// DAT_PROVIDER_ATTR points into them until the next query or the IA's close).
@@ -106,6 +108,7 @@ impl Ia {
         builtin: &'static Builtin,
         thread_safe: bool,
         dev: Arc<dyn Device>,
+        port: Box<dyn IaPort>,
         async_evd: usize,
         owns_async_evd: bool,
     ) -> Ia {
@@ -113,7 +116,8 @@ impl Ia {
             handle,
             builtin,
             thread_safe,
-            address: Box::new(crate::util::sockaddr::to_c(dev.address())),
+            address: Box::new(crate::util::sockaddr::to_c(port.address())),
+            port,
             limits: dev.limits().clone(),
             dev,
             async_evd: AtomicUsize::new(async_evd),

@@ -58,9 +58,12 @@ pub fn open(
         }
         Some(Some(e))
     };
+    // The IA's own listening (the soft device binds its port): a port that cannot be had is
+    // a resource this IA lacks (the device says why under DAT_DBG_TYPE).
+    let port = dev.open_ia().map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE))?;
     let handle = table::reserve(b.table(thread_safe));
     let async_handle = given_evd.as_ref().and_then(|e| e.as_ref()).map_or(0, |e| e.handle);
-    let ia = Arc::new(Ia::new(handle, b, thread_safe, dev, async_handle, given_evd.is_none()));
+    let ia = Arc::new(Ia::new(handle, b, thread_safe, dev, port, async_handle, given_evd.is_none()));
     table::insert(handle, ia.clone());
     if given_evd.is_none() {
         match evd::create_object(&ia, qlen, None, DAT_EVD_ASYNC_FLAG) {

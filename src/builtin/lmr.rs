@@ -109,7 +109,7 @@ pub fn published(handle: DAT_LMR_HANDLE) -> bool {
 fn reg_error(e: RegError) -> DAT_RETURN {
     match e {
         RegError::Device(DevError::Fault) => dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3),
-        RegError::Device(DevError::NoResources | DevError::InUse | DevError::State | DevError::QueueFull) => {
+        RegError::Device(DevError::NoResources | DevError::InUse | DevError::State | DevError::QueueFull | DevError::BadQualifier) => {
             dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION)
         }
         // The process's memory, not the device's regions, ran out: DAT's memory resource.

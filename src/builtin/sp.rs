@@ -1,5 +1,5 @@
-//! Service points. A PSP or RSP owns its connection qualifier: the TCP port it listens on
-//! (the qualifier's low 16 bits), on the IA's address (so the qualifier is in use across processes too, as on a real host).
+//! Service points. A PSP or RSP owns its connection qualifier on its IA: the device listens
+//! for it ([`crate::device::IaPort::listen`]; how a qualifier maps to ports is the device's).
 //! Connection requests arriving there become CRs ([`super::cr`]); handing one to another PSP
 //! (`dat_cr_handoff`) is here too.
 //!
@@ -16,7 +16,6 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use super::cm::port_of;
 use super::cr::{self, ForEp};
 use super::ep::{self, Ep};
 use super::evd::Evd;
@@ -254,21 +253,22 @@ struct Listening {
     /// Taken by [`Listening::end`]: the listener is closed by the free itself, never later by
     /// whoever drops the service point's last reference.
     listener: Mutex<Option<Box<dyn Listener>>>,
-    port: u16,
+    conn_qual: DAT_CONN_QUAL,
 }
 
 impl Listening {
-    /// Listens on a connection qualifier's port (0: any free port), holding what arrives until
-    /// [`Listening::open`].
+    /// Listens for a connection qualifier (0: one the device chooses), holding what arrives
+    /// until [`Listening::open`].
     fn start(ia: &Ia, conn_qual: DAT_CONN_QUAL) -> Result<Listening, DAT_RETURN> {
         let events = Arc::new(SpEvents::new());
-        let listener = ia.dev.listen(port_of(conn_qual), conn_qual, events.clone()).map_err(|e| match e {
+        let listener = ia.port.listen(conn_qual, events.clone()).map_err(|e| match e {
             DevError::InUse => dat_error(DAT_CONN_QUAL_IN_USE, 0),
+            DevError::BadQualifier => dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2),
             DevError::NotSupported => dat_error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED),
             _ => dat_error(DAT_INSUFFICIENT_RESOURCES, 0),
         })?;
         test_delay();
-        Ok(Listening { events, port: listener.port(), listener: Mutex::new(Some(listener)) })
+        Ok(Listening { events, conn_qual: listener.conn_qual(), listener: Mutex::new(Some(listener)) })
     }
 
     /// The service point is published under `sp`.
@@ -286,7 +286,7 @@ impl Listening {
 
 fn new_psp(ia: Arc<Ia>, conn_qual: DAT_CONN_QUAL, evd: Arc<Evd>, flags: DAT_PSP_FLAGS) -> Result<(usize, DAT_CONN_QUAL), DAT_RETURN> {
     let listening = Listening::start(&ia, conn_qual)?;
-    let conn_qual = if conn_qual == 0 { DAT_CONN_QUAL::from(listening.port) } else { conn_qual };
+    let conn_qual = listening.conn_qual;
     evd.users.fetch_add(1, Ordering::SeqCst);
     let handle = table::reserve(ia.provider());
     let psp = Arc::new(Psp { handle, ia, conn_qual, evd, flags, listening, context: Mutex::new(0) });
@@ -310,7 +310,9 @@ pub fn psp_create(
     if out.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
     }
-    if port_of(conn_qual) == 0 {
+    // 0 is no qualifier (dat_psp_create_any asks for one); which others the device can name is
+    // its own (Listening::start).
+    if conn_qual == 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
     }
     let (handle, _) = new_psp(ia, conn_qual, evd, flags)?;
@@ -396,7 +398,8 @@ pub fn rsp_create(
     if out.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
     }
-    if port_of(conn_qual) == 0 {
+    // As psp_create.
+    if conn_qual == 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
     }
     let rsp = {

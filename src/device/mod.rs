@@ -128,6 +128,8 @@ pub enum DevError {
     State,
     /// A work queue is full.
     QueueFull,
+    /// The device cannot name this connection qualifier (rdma_cm's 16-bit ports).
+    BadQualifier,
 }
 
 /// Limits the device reports; the built-in layer turns them into `DAT_IA_ATTR`.
@@ -194,7 +196,7 @@ pub trait Device: Send + Sync {
     fn attributes(&self) -> Vec<(String, String)> {
         Vec::new()
     }
-    /// The IA's own address (what peers connect to).
+    /// The device's configured address (an open IA's is its [`IaPort::address`]).
     fn address(&self) -> std::net::SocketAddr;
 
     /// Delivers the completions that are ready now, on the calling thread: an EVD dequeue that
@@ -275,11 +277,14 @@ pub trait Device: Send + Sync {
         max_sge: u32,
         events: std::sync::Arc<dyn SrqEvents>,
     ) -> Result<std::sync::Arc<dyn Srq>, DevError>;
-    /// Listens for connections on `port` of the device's address (0: any free port), for the
-    /// service point `conn_qual` (0: the port it gets). A device that carries the qualifier
-    /// takes only requests for it; one that does not (verbs: rdma_cm has 16-bit ports) takes
-    /// every request on the port.
-    fn listen(&self, port: u16, conn_qual: u64, events: std::sync::Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError>;
+    /// What an IA of this device holds while it is open: its address, and the service points
+    /// it listens for. The soft device binds the IA's own TCP port here.
+    fn open_ia(&self) -> Result<Box<dyn IaPort>, DevError>;
+    /// Where a connect to the service point `conn_qual` of the IA at `addr` (as the consumer
+    /// gave it) goes, or None when this device cannot name that pair: the port is the
+    /// device's choice (soft: `addr`'s own port, else the qualifier as the port; verbs: the
+    /// qualifier's low 16 bits, rdma_cm's ports).
+    fn service_address(&self, addr: std::net::SocketAddr, conn_qual: u64) -> Option<std::net::SocketAddr>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -484,8 +489,8 @@ pub struct QpCaps {
 /// a peer's address and whose sends each carry an address handle (`SendWr::ah`). A UD QP
 /// takes any number of connects and accepts, each reported once as `UdResolved` or a failure.
 pub trait Qp: Send + Sync {
-    /// Starts an active connection to `addr` (its port is the peer's service point's), to the
-    /// service point `conn_qual` there (see [`Device::listen`]); the outcome arrives as a
+    /// Starts an active connection to `addr` (from [`Device::service_address`]), to the
+    /// service point `conn_qual` there (see [`IaPort::listen`]); the outcome arrives as a
     /// [`CmEvent`].
     fn connect(
         &self,
@@ -560,7 +565,18 @@ pub trait ListenEvents: Send + Sync {
 
 /// A listening endpoint of the connection manager; dropping it stops listening.
 pub trait Listener: Send + Sync {
-    fn port(&self) -> u16;
+    /// The qualifier it listens for (the one chosen, when asked for any).
+    fn conn_qual(&self) -> u64;
+}
+
+/// An open IA's side of its device ([`Device::open_ia`]); dropping it stops its listening.
+pub trait IaPort: Send + Sync {
+    /// The IA's address, as `dat_ia_query` reports it and peers connect to it.
+    fn address(&self) -> std::net::SocketAddr;
+    /// Listens for the service point `conn_qual` (0: one the device chooses) of this IA.
+    /// [`DevError::InUse`]: the qualifier is taken; [`DevError::BadQualifier`]: the device
+    /// cannot name it.
+    fn listen(&self, conn_qual: u64, events: std::sync::Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError>;
 }
 
 /// Where an SRQ reports that its receives fell below the limit set with [`Srq::set_limit`].

@@ -139,8 +139,11 @@ impl Device for Mock {
     fn create_srq(&self, _pd: Pd, _max_wr: u32, _max_sge: u32, _events: Arc<dyn SrqEvents>) -> Result<Arc<dyn Srq>, DevError> {
         Err(DevError::NotSupported)
     }
-    fn listen(&self, _port: u16, _conn_qual: u64, _events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+    fn open_ia(&self) -> Result<Box<dyn IaPort>, DevError> {
         Err(DevError::NotSupported)
+    }
+    fn service_address(&self, _addr: std::net::SocketAddr, _conn_qual: u64) -> Option<std::net::SocketAddr> {
+        None
     }
 }
 

@@ -1,15 +1,20 @@
-//! The soft device's connection manager, passive side: a TCP listener per service point.
-//! Each accepted connection greets (wire::Greeting) and is answered in kind, then sends its
-//! request (HELLO, or UD_HELLO from a UD QP resolving the service point, see ud/cm.rs), which
-//! becomes a connection request for the consumer to accept or reject when it names this
-//! service point's qualifier (all 64 bits; several share a port), else is refused unseen.
-//! A connection that does not start with the greeting of this wire version is closed
-//! unanswered (a dat2 of another version hears ours first, so that it can say why).
+//! The soft device's connection manager, passive side. Each open IA has a TCP port of its
+//! own (`SoftIaPort`: its ia_params' port, or one the system picks), and a table of its
+//! service points by their whole 64-bit qualifier. A service point whose qualifier is a port
+//! number (1..=65535) also listens on that port, so that a peer that names only the host
+//! (port 0, as rdma_cm programs do: dtest -h) reaches it there; both sockets read into the
+//! same table. Each accepted connection greets (wire::Greeting) and is answered in kind, then
+//! sends its request (HELLO, or UD_HELLO from a UD QP resolving the service point, see
+//! ud/cm.rs), which becomes a connection request for the consumer to accept or reject when
+//! its qualifier has an entry in the table, else is refused unseen (REJECT NO_SERVICE: the
+//! requester hears NON_PEER_REJECTED). A connection that does not start with the greeting of
+//! this wire version is closed unanswered (a dat2 of another version hears ours first, so
+//! that it can say why).
 //!
-//! The process's engine (engine.rs) accepts and reads every connection's HELLO, the
+//! The process's engine (engine.rs) accepts and reads every connection's HELLO, each
 //! listening socket and each connection registered with it (non-blocking): a listener or a
 //! connection that has not sent its HELLO yet costs a socket and a small buffer, never a
-//! thread. At most HALF_OPEN_MAX such connections wait at a time, each for at most
+//! thread. At most HALF_OPEN_MAX such connections wait at a time per socket, each for at most
 //! HANDSHAKE_TIMEOUT, and a HELLO longer than `wire::HELLO_MAX` (a UD_HELLO longer than
 //! `wire::UD_HELLO_MAX`) ends its connection unread.
 //! When all places are taken, the oldest connection gives way to a new one once it has waited
@@ -17,8 +22,9 @@
 //! once); until then new connections wait in the kernel's listen backlog, so that a burst of
 //! honest peers (dtestcm -c 1000) is only slowed, never refused. Each deadline is an engine
 //! timer. A request goes to the consumer (`ListenEvents::request`) on the engine thread,
-//! under no lock of ours, so that it may free the service point; dropping the listener
-//! closes the socket and every half-open connection before it returns.
+//! under no lock of ours but the table's (a leaf, taken for the lookup alone), so that it may
+//! free the service point; dropping a service point's listener closes its own socket and
+//! every half-open connection of it, and takes its entry out of the table, before it returns.
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -32,7 +38,7 @@ use super::engine::{self, Handler, Registration};
 use super::qp::Pending;
 use super::ud::UdPending;
 use super::wire::{op, reject, role, timed_out, Greeting, Hdr, Hello, UdHello, GREETING_LEN, HDR_LEN, HELLO_MAX, UD_HELLO_MAX, VERSION};
-use crate::device::{CmEvent, DevError, ListenEvents, Listener};
+use crate::device::{CmEvent, DevError, IaPort, ListenEvents, Listener};
 use crate::util::sockaddr;
 use crate::util::sync::MutexExt;
 
@@ -48,16 +54,114 @@ const NO_FDS_PAUSE: Duration = Duration::from_millis(100);
 /// How long a connection may take to send its HELLO.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// An IA's service points by qualifier: where each of its listening sockets hands the requests
+/// it reads. The lock is a leaf.
+#[derive(Default)]
+struct Table {
+    entries: Mutex<HashMap<u64, Arc<dyn ListenEvents>>>,
+}
+
+impl Table {
+    /// Takes `conn_qual` for `events`: false when it is taken.
+    fn insert(&self, conn_qual: u64, events: Arc<dyn ListenEvents>) -> bool {
+        match self.entries.locked().entry(conn_qual) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(events);
+                true
+            }
+        }
+    }
+
+    fn remove(&self, conn_qual: u64) {
+        // Dropped without the lock: the service point's last reference may go with it.
+        let gone = self.entries.locked().remove(&conn_qual);
+        drop(gone);
+    }
+
+    fn get(&self, conn_qual: u64) -> Option<Arc<dyn ListenEvents>> {
+        self.entries.locked().get(&conn_qual).cloned()
+    }
+}
+
+/// An open IA of the soft device: its own listening port, and its service points' table.
+pub struct SoftIaPort {
+    address: SocketAddr,
+    table: Arc<Table>,
+    _socket: Socket,
+}
+
+impl SoftIaPort {
+    /// Listens on `addr` (port 0: one the system picks) for the IA's service points.
+    pub fn open(addr: SocketAddr) -> Result<SoftIaPort, DevError> {
+        let table = Arc::new(Table::default());
+        let socket = Socket::bind(addr, table.clone()).inspect_err(|e| {
+            let why = if *e == DevError::InUse { "the port is taken" } else { "out of resources (descriptors?)" };
+            crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: the IA cannot listen on {addr}: {why}");
+        })?;
+        Ok(SoftIaPort { address: SocketAddr::new(addr.ip(), socket.port), table, _socket: socket })
+    }
+}
+
+/// How many ports the system may pick before one is found that no service point of the IA
+/// has as its qualifier (dat_psp_create_any).
+const ANY_TRIES: usize = 16;
+
+impl IaPort for SoftIaPort {
+    fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// An entry for `conn_qual` in the IA's table; and when it is a port number, that port
+    /// too (for peers that name only the host), unless it is the IA's own. 0 asks for any: the
+    /// port the system picks is the qualifier.
+    fn listen(&self, conn_qual: u64, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+        let at = |port: u16| SocketAddr::new(self.address.ip(), port);
+        if conn_qual == 0 {
+            for _ in 0..ANY_TRIES {
+                let socket = Socket::bind(at(0), self.table.clone())?;
+                let conn_qual = u64::from(socket.port);
+                if self.table.insert(conn_qual, events.clone()) {
+                    return Ok(Box::new(SoftListener { conn_qual, table: self.table.clone(), own: Some(socket) }));
+                }
+            }
+            return Err(DevError::InUse);
+        }
+        if !self.table.insert(conn_qual, events) {
+            return Err(DevError::InUse);
+        }
+        let own = match u16::try_from(conn_qual) {
+            Ok(port) if port != self.address.port() => match Socket::bind(at(port), self.table.clone()) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    self.table.remove(conn_qual);
+                    return Err(e);
+                }
+            },
+            _ => None,
+        };
+        Ok(Box::new(SoftListener { conn_qual, table: self.table.clone(), own }))
+    }
+}
+
+/// A service point's entry in its IA's table, and its own port when it has one.
 pub struct SoftListener {
+    conn_qual: u64,
+    table: Arc<Table>,
+    own: Option<Socket>,
+}
+
+/// A listening socket: the IA's, or a service point's own. Dropping it closes the socket and
+/// every half-open connection before it returns.
+struct Socket {
     port: u16,
     serving: Arc<Serving>,
 }
 
-/// A listener as the engine drives it: its socket's handler, and its connections' through
+/// A listening socket as the engine drives it: its handler, and its connections' through
 /// `Conn`.
 struct Serving {
-    conn_qual: u64,
-    events: Arc<dyn ListenEvents>,
+    table: Arc<Table>,
     this: Weak<Serving>,
     /// Taken by the engine's handlers for a turn (never while a request goes to the
     /// consumer) and by the drop. Under it: the engine's handler map and timers (leaves).
@@ -201,30 +305,31 @@ impl HalfOpen {
     }
 }
 
-/// Refuses a request for another qualifier than `ours` (the stream still non-blocking: the
+/// Refuses a request for a qualifier nobody listens for (the stream still non-blocking: the
 /// frame is small, the socket new): the requester hears NON_PEER_REJECTED, our consumer
 /// nothing.
-fn refuse(stream: &TcpStream, peer: SocketAddr, asked: u64, ours: u64) {
-    crate::dbg_log!(crate::log::DbgType::PROVIDER_API, "dat2-soft: {peer} asked for qualifier {asked:#x}, this is {ours:#x}: refused");
+fn refuse(stream: &TcpStream, peer: SocketAddr, asked: u64) {
+    crate::dbg_log!(
+        crate::log::DbgType::PROVIDER_API,
+        "dat2-soft: {peer} asked for qualifier {asked:#x}, which nobody here listens for: refused"
+    );
     let body = Hello::default().encode();
     let hdr = Hdr { status: reject::NO_SERVICE, ..Hdr::message(op::REJECT, body.len()) };
     let _ = (&*stream).write(&[&hdr.encode()[..], &body].concat());
 }
 
-impl SoftListener {
-    /// Listens on `addr` for the service point `conn_qual` (0: the port it gets).
-    pub fn bind(addr: SocketAddr, conn_qual: u64, events: Arc<dyn ListenEvents>) -> Result<SoftListener, DevError> {
+impl Socket {
+    /// Listens on `addr` (port 0: one the system picks) for the service points of `table`.
+    fn bind(addr: SocketAddr, table: Arc<Table>) -> Result<Socket, DevError> {
         let engine = engine::engine().ok_or(DevError::NoResources)?;
         let socket = TcpListener::bind(addr).map_err(|e| match e.kind() {
             ErrorKind::AddrInUse => DevError::InUse,
             _ => DevError::NoResources,
         })?;
         let port = socket.local_addr().map_err(|_| DevError::NoResources)?.port();
-        let conn_qual = if conn_qual == 0 { u64::from(port) } else { conn_qual };
         socket.set_nonblocking(true).map_err(|_| DevError::NoResources)?;
         let serving = Arc::new_cyclic(|this| Serving {
-            conn_qual,
-            events,
+            table,
             this: this.clone(),
             state: Mutex::new(State { socket: None, waiting: HashMap::new(), next: 0, paused_until: None, armed: None }),
         });
@@ -235,7 +340,7 @@ impl SoftListener {
         let mut s = serving.state.locked();
         s.socket.insert(Accepting { reg, socket }).reg.kick();
         drop(s);
-        Ok(SoftListener { port, serving })
+        Ok(Socket { port, serving })
     }
 }
 
@@ -265,13 +370,15 @@ impl Serving {
         let HalfOpen { reg, stream, peer, .. } = h;
         // Unregistered first: the accepting QP registers the socket anew.
         drop(reg);
+        let asked = match &step {
+            Step::Hello(h) => h.conn_qual,
+            Step::UdHello(h) => h.conn_qual,
+            _ => return,
+        };
+        let Some(events) = self.table.get(asked) else { return refuse(&stream, peer, asked) };
         match step {
-            Step::Hello(hello) if hello.conn_qual != self.conn_qual => refuse(&stream, peer, hello.conn_qual, self.conn_qual),
-            Step::UdHello(hello) if hello.conn_qual != self.conn_qual => refuse(&stream, peer, hello.conn_qual, self.conn_qual),
-            Step::Hello(hello) if stream.set_nonblocking(false).is_ok() => self.events.request(Arc::new(Pending::new(stream, hello, peer))),
-            Step::UdHello(hello) if stream.set_nonblocking(false).is_ok() => {
-                self.events.request(Arc::new(UdPending::new(stream, hello, peer)))
-            }
+            Step::Hello(hello) if stream.set_nonblocking(false).is_ok() => events.request(Arc::new(Pending::new(stream, hello, peer))),
+            Step::UdHello(hello) if stream.set_nonblocking(false).is_ok() => events.request(Arc::new(UdPending::new(stream, hello, peer))),
             _ => {}
         }
     }
@@ -358,12 +465,21 @@ impl Serving {
 }
 
 impl Listener for SoftListener {
-    fn port(&self) -> u16 {
-        self.port
+    fn conn_qual(&self) -> u64 {
+        self.conn_qual
     }
 }
 
 impl Drop for SoftListener {
+    /// Its own socket closes first (Socket's drop), then its qualifier is free: a request read
+    /// before goes to a service point that is closed already (builtin/sp.rs refuses it).
+    fn drop(&mut self) {
+        drop(self.own.take());
+        self.table.remove(self.conn_qual);
+    }
+}
+
+impl Drop for Socket {
     /// Ends everything at once: the socket and every half-open connection are unregistered
     /// and closed (the port is free on return); a handler running now on the engine finds
     /// nothing left, and a request it took out before goes to a service point that is closed
@@ -508,6 +624,29 @@ mod tests {
             [&got[..], &rest].concat()
         });
         (addr, t)
+    }
+
+    struct Nobody;
+    impl ListenEvents for Nobody {
+        fn request(&self, _conn: Arc<dyn crate::device::PendingConnection>) {}
+    }
+
+    #[test]
+    fn an_ia_port_takes_each_64_bit_qualifier_once() {
+        let ia = SoftIaPort::open("127.0.0.1:0".parse().expect("addr")).expect("opens");
+        assert_ne!(ia.address().port(), 0);
+        let high = |k: u64| (k << 32) | 0x6249;
+        let a = ia.listen(high(1), Arc::new(Nobody)).expect("first");
+        let _b = ia.listen(high(2), Arc::new(Nobody)).expect("differs above bit 15 only");
+        assert_eq!(ia.listen(high(1), Arc::new(Nobody)).err(), Some(DevError::InUse));
+        drop(a);
+        assert!(ia.listen(high(1), Arc::new(Nobody)).is_ok(), "free again once its listener is dropped");
+        // Any: the port the system picks, listened on, is the qualifier.
+        let any = ia.listen(0, Arc::new(Nobody)).expect("any");
+        let port = u16::try_from(any.conn_qual()).expect("a port");
+        assert_eq!(TcpListener::bind(("127.0.0.1", port)).err().map(|e| e.kind()), Some(ErrorKind::AddrInUse));
+        // The IA's own port as a qualifier binds nothing more.
+        assert!(ia.listen(u64::from(ia.address().port()), Arc::new(Nobody)).is_ok());
     }
 
     #[test]

@@ -9,16 +9,18 @@
 //! - `dat2-soft-connect`, one per UD `connect`: the resolution, within the timeout or
 //!   RESOLVE_TIMEOUT, holding the QP only weakly (ud/cm.rs). An RC connect has no thread:
 //!   its handshake is a state machine the engine advances (qp/opening.rs).
-//! - `dat2-soft-engine`, one per process, from the first connection on: the progress engine
+//! - `dat2-soft-engine`, one per process, from the first IA on: the progress engine
 //!   of every connected RC QP, over its one non-blocking socket (epoll): reads the peer's
 //!   frames, runs its requests, completes ours, delivers events (qp/reader.rs), continues the
 //!   frames a full socket did not take (qp/tx.rs), and serves the connections' deadlines
 //!   (READY_WAIT, RNR_WAIT). It never waits on a peer: a payload lands as it comes, in
 //!   pieces; lives as long as the process (engine.rs). Connections cost no thread.
 //!   It also runs the active side of every RC handshake, each stage with its deadline
-//!   (qp/opening.rs), and serves every listener: accepts, greets and reads the connections' HELLOs, with
-//!   their deadlines, and hands the consumer the requests for its qualifier (listener.rs);
-//!   service points cost no thread either. And every UD QP: its datagrams, in turns of at
+//!   (qp/opening.rs), and serves every listening socket (each open IA's port, and the own
+//!   port of a service point whose qualifier is a port number): accepts, greets and reads
+//!   the connections' HELLOs, with their deadlines, and hands each request to the service
+//!   point of its qualifier in the IA's table (listener.rs); IAs and service points cost no
+//!   thread either. And every UD QP: its datagrams, in turns of at
 //!   most TURN_DATAGRAMS, and its proofs' deadlines (ud/mod.rs); `disconnect` and `destroy`
 //!   unregister the socket and wait for a turn under way, so nothing lands after they return.
 //! - `dat2-soft-peers`, one per process, from the first verified peer on: marks peers gone
@@ -71,9 +73,9 @@
 //! - UD `rx` (ud/mod.rs): the datagram buffer, taken by the engine for one turn of the QP;
 //!   outermost, its events go to the consumer under it. Under it: `proofs`, UD `inner`, the
 //!   SRQ's state, `reg` (a leaf: the engine's kicks and timers under it).
-//! - A listener's `state` (listener.rs), for one turn of its socket or of a half-open
+//! - A listening socket's `state` (listener.rs), for one turn of its socket or of a half-open
 //!   connection; never held while a request goes to the consumer. Under it: the engine's
-//!   handler map and timers.
+//!   handler map and timers. An IA's service point table (a leaf) is taken under no lock.
 //! - Leaves: `out.queue` (only non-blocking writes and shutdowns under it; a frame's own write
 //!   is made without it, under its `busy`, taking leases), the engine's handler map (never held
 //!   while a handler runs), its timers and kicks (under `inner`), `SetLease::sockets`,
@@ -140,9 +142,7 @@ impl crate::device::Driver for SoftDriver {
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use crate::device::{
-    Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Service, Sge, Srq, SrqEvents,
-};
+use crate::device::{Access, DevError, Device, DeviceLimits, IaPort, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Service, Sge, Srq, SrqEvents};
 use crate::util::idmap::IdMap;
 use crate::util::sync::RwLockExt;
 use keys::KeyGen;
@@ -636,9 +636,19 @@ impl Device for SoftDevice {
         Ok(Arc::new(srq::SoftSrq::new(max_wr, max_sge, events)))
     }
 
-    fn listen(&self, port: u16, conn_qual: u64, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
-        let mut addr = self.address;
-        addr.set_port(port);
-        listener::SoftListener::bind(addr, conn_qual, events).map(|l| Box::new(l) as Box<dyn Listener>)
+    /// The IA's own port: the configured address's (0: one the system picks).
+    fn open_ia(&self) -> Result<Box<dyn IaPort>, DevError> {
+        listener::SoftIaPort::open(self.address).map(|p| Box::new(p) as Box<dyn IaPort>)
+    }
+
+    /// An IA's port when the address has one; else (only the host named, as rdma_cm programs
+    /// do) the qualifier is the port, where a service point of a port-sized qualifier listens
+    /// too (listener.rs). A larger qualifier needs the IA's port.
+    fn service_address(&self, addr: std::net::SocketAddr, conn_qual: u64) -> Option<std::net::SocketAddr> {
+        if addr.port() != 0 {
+            return Some(addr);
+        }
+        let port = u16::try_from(conn_qual).ok().filter(|p| *p != 0)?;
+        Some(std::net::SocketAddr::new(addr.ip(), port))
     }
 }

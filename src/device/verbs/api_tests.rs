@@ -406,9 +406,10 @@ mod ud {
     fn pair(b_srq: Option<Arc<dyn Srq>>, dev: Arc<VerbsDevice>, pd: Pd) -> Pair {
         let (a, a_seen) = ud_qp(&dev, pd, None);
         let (b, b_seen) = ud_qp(&dev, pd, b_srq);
-        let sp = dev.listen(0, 0, Arc::new(Answer { qp: b.clone(), reply: b"welcome", reject: false })).expect("listen");
+        let sp =
+            dev.open_ia().expect("ia").listen(0, Arc::new(Answer { qp: b.clone(), reply: b"welcome", reject: false })).expect("listen");
         let mut at = dev.address();
-        at.set_port(sp.port());
+        at.set_port(sp.conn_qual() as u16);
         a.connect(at, u64::from(at.port()), b"hello", Some(Duration::from_secs(30))).expect("connect");
         let (pdata, to_b, passive) = resolved(&dev, &a_seen);
         assert_eq!((pdata.as_slice(), passive), (&b"welcome"[..], false), "the active side gets the accept's private data");
@@ -633,22 +634,22 @@ mod ud {
         let pd = dev.alloc_pd().unwrap();
         let (a, a_seen) = ud_qp(&dev, pd, None);
         let (b, _b_seen) = ud_qp(&dev, pd, None);
-        let sp = dev.listen(0, 0, Arc::new(Answer { qp: b.clone(), reply: b"no thanks", reject: true })).unwrap();
+        let sp = dev.open_ia().expect("ia").listen(0, Arc::new(Answer { qp: b.clone(), reply: b"no thanks", reject: true })).unwrap();
         let mut at = dev.address();
-        at.set_port(sp.port());
+        at.set_port(sp.conn_qual() as u16);
         a.connect(at, u64::from(at.port()), b"may I", None).unwrap();
         let ev = wait(&dev, || a_seen.cm.locked().first().cloned());
         assert_eq!(ev, CmEvent::PeerRejected { private_data: b"no thanks".to_vec() });
         // Nobody listens there any more: rdma_cm answers, not a consumer.
-        let port = sp.port();
+        let port = sp.conn_qual() as u16;
         drop(sp);
         at.set_port(port);
         a.connect(at, u64::from(at.port()), b"anyone?", Some(Duration::from_secs(30))).unwrap();
         let ev = wait(&dev, || a_seen.cm.locked().get(1).cloned());
         assert!(matches!(ev, CmEvent::NonPeerRejected | CmEvent::Unreachable), "{ev:?}");
         // Many connects at once on one QP, each resolved once.
-        let sp = dev.listen(0, 0, Arc::new(Answer { qp: b.clone(), reply: b"", reject: false })).unwrap();
-        at.set_port(sp.port());
+        let sp = dev.open_ia().expect("ia").listen(0, Arc::new(Answer { qp: b.clone(), reply: b"", reject: false })).unwrap();
+        at.set_port(sp.conn_qual() as u16);
         for _ in 0..4 {
             a.connect(at, u64::from(at.port()), b"x", None).unwrap();
         }

@@ -19,7 +19,7 @@ use super::errno::{dev_error, last_error};
 use super::qp::{id_addresses, Conn, VerbsQp};
 use super::{sys, Ptr};
 use crate::dbg_log;
-use crate::device::{CmEvent, DevError, ListenEvents, Listener, PendingConnection, Qp, QpCaps, Service};
+use crate::device::{CmEvent, DevError, IaPort, ListenEvents, Listener, PendingConnection, Qp, QpCaps, Service};
 use crate::log::DbgType;
 use crate::util::sync::MutexExt;
 
@@ -150,6 +150,7 @@ pub struct VerbsListener {
     /// The TCP port space's id, and the UDP port space's when the device has UD.
     ids: Vec<Ptr<sys::rdma_cm_id>>,
     port: u16,
+    conn_qual: u64,
 }
 
 // SAFETY: the cm id is used through librdmacm, which is thread safe.
@@ -174,7 +175,7 @@ pub(super) fn listen(dev: &Arc<VerbsDevice>, port: u16, events: Arc<dyn ListenEv
             }
         };
         let ids: Vec<_> = std::iter::once(tcp).chain(udp).collect();
-        return Ok(VerbsListener { dev: dev.clone(), ids, port: chosen });
+        return Ok(VerbsListener { dev: dev.clone(), ids, port: chosen, conn_qual: u64::from(chosen) });
     }
     Err(DevError::InUse)
 }
@@ -222,8 +223,44 @@ fn unlisten(dev: &Arc<VerbsDevice>, id: Ptr<sys::rdma_cm_id>) {
 }
 
 impl Listener for VerbsListener {
-    fn port(&self) -> u16 {
-        self.port
+    fn conn_qual(&self) -> u64 {
+        self.conn_qual
+    }
+}
+
+/// The rdma_cm port of a connection qualifier: its low 16 bits, so a qualifier that is a port
+/// number is that port (0 asks for any free port). Qualifiers that differ only above bit 15
+/// share a port: rdma_cm carries no more.
+pub(super) fn port_of(conn_qual: u64) -> u16 {
+    (conn_qual & 0xffff) as u16
+}
+
+/// An open IA of the verbs device: rdma_cm listens per service point, on the device's address.
+pub(super) struct VerbsIaPort {
+    dev: Arc<VerbsDevice>,
+}
+
+impl VerbsIaPort {
+    pub(super) fn new(dev: Arc<VerbsDevice>) -> VerbsIaPort {
+        VerbsIaPort { dev }
+    }
+}
+
+impl IaPort for VerbsIaPort {
+    fn address(&self) -> SocketAddr {
+        crate::device::Device::address(self.dev.as_ref())
+    }
+
+    /// Listens on the qualifier's port (see [`port_of`]); 0 asks for any port, which is then
+    /// the qualifier.
+    fn listen(&self, conn_qual: u64, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
+        let port = port_of(conn_qual);
+        if conn_qual != 0 && port == 0 {
+            return Err(DevError::BadQualifier);
+        }
+        let mut l = listen(&self.dev, port, events)?;
+        l.conn_qual = if conn_qual == 0 { u64::from(l.port) } else { conn_qual };
+        Ok(Box::new(l))
     }
 }
 

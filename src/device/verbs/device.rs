@@ -14,7 +14,7 @@ use super::srq::VerbsSrq;
 use super::sys;
 use super::{probe, Ptr};
 use crate::dbg_log;
-use crate::device::{Access, DevError, Device, DeviceLimits, ListenEvents, Listener, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
+use crate::device::{Access, DevError, Device, DeviceLimits, IaPort, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
 use crate::log::DbgType;
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
@@ -605,8 +605,13 @@ impl Device for VerbsDevice {
         VerbsSrq::create(&self.me(), pd, max_wr, max_sge, events).map(|s| s as Arc<dyn Srq>)
     }
 
-    // rdma_cm's ports are 16 bits: the qualifier is the port (see Device::listen).
-    fn listen(&self, port: u16, _conn_qual: u64, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
-        cm::listen(&self.me(), port, events).map(|l| Box::new(l) as Box<dyn Listener>)
+    fn open_ia(&self) -> Result<Box<dyn IaPort>, DevError> {
+        Ok(Box::new(cm::VerbsIaPort::new(self.me())))
+    }
+
+    // rdma_cm's ports are 16 bits: the qualifier's low 16 bits are the port.
+    fn service_address(&self, addr: std::net::SocketAddr, conn_qual: u64) -> Option<std::net::SocketAddr> {
+        let port = cm::port_of(conn_qual);
+        (port != 0).then(|| std::net::SocketAddr::new(addr.ip(), port))
     }
 }

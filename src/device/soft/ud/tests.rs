@@ -154,9 +154,10 @@ fn resolve_send_receive_with_grh() {
     let (a, ra) = s.qp(None);
     let (b, rb) = s.qp(None);
     assert_eq!((a.path(), a.remote()), ("udp", None));
-    let listener = s.dev.listen(0, 0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
+    let listener = s.dev.open_ia().expect("ia").listen(0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
     a.post_recv(1, smallvec::smallvec![s.sge(0, 40), s.sge(40, 8192)]).expect("posts");
-    b.connect(SocketAddr::from(([127, 0, 0, 1], listener.port())), u64::from(listener.port()), b"hello", Some(WAIT)).expect("connects");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], listener.conn_qual() as u16)), listener.conn_qual(), b"hello", Some(WAIT))
+        .expect("connects");
 
     let Some(CmEvent::UdResolved { private_data, peer, passive: false }) = rb.cm() else { panic!("no active resolution") };
     assert_eq!((private_data.as_slice(), peer.qpn, peer.addr.ip()), (&b"yes"[..], u32::from(a.local_port()), "127.0.0.1".parse().unwrap()));
@@ -274,11 +275,11 @@ fn srq_rejects_and_foreign_handles() {
     let srq = s.dev.create_srq(s.pd, 8, 1, Arc::new(NoLimit)).expect("srq");
     let (a, ra) = s.qp(Some(srq.clone()));
     let (b, rb) = s.qp(None);
-    let accepting = s.dev.listen(0, 0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
-    let rejecting = s.dev.listen(0, 0, Arc::new(Accepting { qp: None })).expect("listens");
-    b.connect(SocketAddr::from(([127, 0, 0, 1], rejecting.port())), u64::from(rejecting.port()), b"", Some(WAIT)).expect("connects");
+    let accepting = s.dev.open_ia().expect("ia").listen(0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
+    let rejecting = s.dev.open_ia().expect("ia").listen(0, Arc::new(Accepting { qp: None })).expect("listens");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], rejecting.conn_qual() as u16)), rejecting.conn_qual(), b"", Some(WAIT)).expect("connects");
     assert_eq!(rb.cm(), Some(CmEvent::PeerRejected { private_data: b"no".to_vec() }));
-    b.connect(SocketAddr::from(([127, 0, 0, 1], accepting.port())), u64::from(accepting.port()), b"", Some(WAIT)).expect("connects");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], accepting.conn_qual() as u16)), accepting.conn_qual(), b"", Some(WAIT)).expect("connects");
     let Some(CmEvent::UdResolved { peer, .. }) = rb.cm() else { panic!("not resolved") };
     assert!(matches!(ra.cm(), Some(CmEvent::UdResolved { passive: true, .. })));
     // Receives come from the SRQ.
@@ -378,12 +379,12 @@ fn hostile_hello(port: u16, qpn: u16, token: u128) -> UdHello {
 fn a_requester_naming_a_port_not_its_own_gets_nothing_sent_there() {
     let s = setup();
     let (a, ra) = s.qp(None);
-    let listener = s.dev.listen(0, 0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
+    let listener = s.dev.open_ia().expect("ia").listen(0, Arc::new(Accepting { qp: Some(a.clone()) })).expect("listens");
     // An unrelated UDP service on the requester's host.
     let victim = UdpSocket::bind("127.0.0.1:0").expect("binds");
     let vport = victim.local_addr().expect("addr").port();
     let token = 0x5eed_5eed_5eed_5eed_5eed_5eed_5eed_5eed;
-    let answer = hostile_hello(listener.port(), vport, token);
+    let answer = hostile_hello(listener.conn_qual() as u16, vport, token);
     // The requester proves nothing from the victim's port; a proof with the right token from
     // its own socket is not one from the port it named (counted, not believed).
     let own = UdpSocket::bind("127.0.0.1:0").expect("binds");
@@ -395,7 +396,7 @@ fn a_requester_naming_a_port_not_its_own_gets_nothing_sent_there() {
     assert_eq!(soft(&a).key_violations(), 1);
     // An honest requester still resolves the same QP.
     let (b, rb) = s.qp(None);
-    b.connect(SocketAddr::from(([127, 0, 0, 1], listener.port())), u64::from(listener.port()), b"", Some(WAIT)).expect("connects");
+    b.connect(SocketAddr::from(([127, 0, 0, 1], listener.conn_qual() as u16)), listener.conn_qual(), b"", Some(WAIT)).expect("connects");
     assert!(matches!(rb.cm(), Some(CmEvent::UdResolved { passive: false, .. })));
     assert!(matches!(ra.cm(), Some(CmEvent::UdResolved { passive: true, .. })));
     a.destroy();
