@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::counters::Received;
 use super::ep::{self, check_watermarks, ep_state_subtype, Ep, COMPLETION_FLAGS};
 use super::events::{dto_event, immediate_event, request_event, send_immediate_event, ud_recv_event, PendingSend, Report};
-use super::iov::{iov_sges, PostedRecv};
+use super::iov::{iov_slice, sges, PostedRecv};
 use crate::abi::*;
 use crate::device::{keys_live, AddressHandle, Completion, DevError, SendWr, WcOp, WrOp};
 use crate::util::sync::MutexExt;
@@ -95,7 +95,7 @@ pub fn post_on(
         if ud != p.ah.is_some() || !limits.supports(&p.op) {
             return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
         }
-        let sges = iov_sges(count, iov, p.max_iov.max(i.attr()), DAT_INVALID_ARG2)?;
+        let sges = sges(iov_slice(count, iov, p.max_iov.max(i.attr()), DAT_INVALID_ARG2)?);
         if flags & !COMPLETION_FLAGS != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
         }
@@ -389,7 +389,7 @@ pub fn post_recv_on(
         i = ep.lock();
     }
     let (wr_id, list, qp, crossing) = {
-        let list = iov_sges(count, iov, i.attr().max_recv_iov, DAT_INVALID_ARG2)?;
+        let list = sges(iov_slice(count, iov, i.attr().max_recv_iov, DAT_INVALID_ARG2)?);
         if flags & !COMPLETION_FLAGS != 0 {
             return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
         }

@@ -20,7 +20,8 @@ pub fn iov_sges(count: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, max: DAT_COUNT, a
     Ok(sges(iov_slice(count, iov, max, arg)?))
 }
 
-fn iov_slice<'a>(
+/// The consumer's vector of `count` triplets at `iov` (`arg` is the count's subtype), checked.
+pub fn iov_slice<'a>(
     count: DAT_COUNT,
     iov: *const DAT_LMR_TRIPLET,
     max: DAT_COUNT,
@@ -40,8 +41,11 @@ fn iov_slice<'a>(
     Ok(unsafe { core::slice::from_raw_parts(iov, count as usize) })
 }
 
+/// The device's scatter list of `iov`: one copy of the consumer's triplets, read once. A post
+/// builds it straight into its own local (`sges(iov_slice(..)?)`): through the `Result` of
+/// [`iov_sges`] it can be copied once more.
 #[inline(always)]
-fn sges(iov: &[DAT_LMR_TRIPLET]) -> Sges {
+pub fn sges(iov: &[DAT_LMR_TRIPLET]) -> Sges {
     let sge = |t: &DAT_LMR_TRIPLET| Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context };
     let mut inline = [Sge::default(); 4];
     if iov.len() > inline.len() {

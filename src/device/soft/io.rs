@@ -63,8 +63,20 @@ pub fn discard(fd: RawFd, mut len: usize) -> io::Result<()> {
 /// A few scatter elements stay on the stack (the data path allocates nothing for them).
 type Iovecs = smallvec::SmallVec<[libc::iovec; 4]>;
 
+/// Up to four filled in place: a filtered collect goes through SmallVec's generic `extend`,
+/// which costs several times as much on every send.
 fn iovecs(segs: &[(u64, usize)]) -> Iovecs {
-    segs.iter().filter(|s| s.1 > 0).map(|&(a, l)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l }).collect()
+    let iovec = |&(a, l): &(u64, usize)| libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l };
+    let mut buf = [libc::iovec { iov_base: core::ptr::null_mut(), iov_len: 0 }; 4];
+    if segs.len() > buf.len() {
+        return segs.iter().filter(|s| s.1 > 0).map(iovec).collect();
+    }
+    let mut n = 0;
+    for s in segs.iter().filter(|s| s.1 > 0) {
+        buf[n] = iovec(s);
+        n += 1;
+    }
+    Iovecs::from_buf_and_len(buf, n)
 }
 
 fn total(segs: &[(u64, usize)]) -> usize {

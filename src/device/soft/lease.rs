@@ -3,7 +3,7 @@
 //! request touches that memory again, as an HCA guarantees after `ibv_dereg_mr`.
 //!
 //! Every copy the device makes to or from registered memory holds a lease on each key set
-//! that admitted it, taken only while the set is live (`SetLease::take`). Revoking the set
+//! that admitted it, taken only while the set is live (`take_all`). Revoking the set
 //! (`SetLease::revoke`) refuses new leases, then waits until every lease is returned:
 //! - a copy between memory and a socket never waits on it (the engine writes and reads
 //!   without blocking, qp/tx.rs, qp/reader.rs); a payload that comes or goes in pieces takes
@@ -69,16 +69,24 @@ impl Via {
     }
 }
 
-/// A lease on one key set, returned when dropped.
-pub struct Lease {
-    set: Arc<SetLease>,
-    via: Via,
-}
-
 thread_local! {
     /// Leases this thread holds for its own copies (not those a peer holds for us): a revoke
     /// on this thread cannot wait for them.
     static HELD: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Counts `n` leases this thread took for its own copies `via` (one thread-local access for a
+/// copy's leases together: in a shared library each access is a call).
+fn held_add(via: Via, n: u32) {
+    if !matches!(via, Via::Peer(_)) {
+        HELD.with(|h| h.set(h.get() + n));
+    }
+}
+
+fn held_sub(via: Via, n: u32) {
+    if !matches!(via, Via::Peer(_)) {
+        HELD.with(|h| h.set(h.get().saturating_sub(n)));
+    }
 }
 
 fn shut_down(fd: RawFd) {
@@ -88,28 +96,37 @@ fn shut_down(fd: RawFd) {
 }
 
 impl SetLease {
-    /// A lease for a copy `via`, unless the set was revoked.
-    pub fn take(self: &Arc<Self>, via: Via) -> Option<Lease> {
+    /// Counts a user for a copy `via` unless the set was revoked (then nothing is counted);
+    /// [`SetLease::release`] undoes it. `HELD` is the caller's to count.
+    fn admit(&self, via: Via) -> bool {
         // Counted first, then the revoke looked at (SeqCst both here and in `revoke`): either
         // the revoke sees this user and waits, or this sees the revoke and backs out.
         self.users.fetch_add(1, Ordering::SeqCst);
-        if !matches!(via, Via::Peer(_)) {
-            HELD.with(|h| h.set(h.get() + 1));
-        }
-        // From here on, dropping it gives everything back.
-        let lease = Lease { set: self.clone(), via };
         if let Some(entry) = via.socket() {
             // Under the mutex, so that a revoke's pass over the sockets sees this one.
             let mut socks = self.sockets.locked();
             if self.revoked.load(Ordering::SeqCst) {
                 drop(socks);
-                return None;
+                self.give_back();
+                return false;
             }
             socks.push(entry);
         } else if self.revoked.load(Ordering::SeqCst) {
-            return None;
+            self.give_back();
+            return false;
         }
-        Some(lease)
+        true
+    }
+
+    /// Gives back what [`SetLease::admit`] counted.
+    fn release(&self, via: Via) {
+        if let Some(entry) = via.socket() {
+            let mut socks = self.sockets.locked();
+            if let Some(pos) = socks.iter().position(|s| *s == entry) {
+                socks.swap_remove(pos);
+            }
+        }
+        self.give_back();
     }
 
     /// Counts a user unless the set was revoked (then nothing is counted): the borrowed
@@ -189,38 +206,43 @@ impl SetLease {
 }
 
 /// The leases of one copy: on its QP, and on the key sets that admitted it (most copies have
-/// one; no allocation for up to one).
+/// one; no allocation for up to one). Taken and given back together: one `HELD` count each way.
 pub struct Leases {
-    _qp: Lease,
-    _one: Option<Lease>,
-    _more: Vec<Lease>,
+    qp: Arc<SetLease>,
+    one: Option<Arc<SetLease>>,
+    more: Vec<Arc<SetLease>>,
+    via: Via,
 }
 
 /// Leases on `qp` and every set in `sets` for one copy, or None if any was revoked.
 pub fn take_all(qp: &Arc<SetLease>, sets: &[Arc<SetLease>], via: Via) -> Option<Leases> {
-    let _qp = qp.take(via)?;
-    let (_one, _more) = match sets {
+    if !qp.admit(via) {
+        return None;
+    }
+    for (k, s) in sets.iter().enumerate() {
+        if !s.admit(via) {
+            sets[..k].iter().for_each(|s| s.release(via));
+            qp.release(via);
+            return None;
+        }
+    }
+    held_add(via, 1 + sets.len() as u32);
+    let (one, more) = match sets {
         [] => (None, Vec::new()),
-        [one, rest @ ..] => (Some(one.take(via)?), rest.iter().map(|s| s.take(via)).collect::<Option<Vec<_>>>()?),
+        [one, rest @ ..] => (Some(one.clone()), rest.to_vec()),
     };
-    Some(Leases { _qp, _one, _more })
+    Some(Leases { qp: qp.clone(), one, more, via })
 }
 
-impl Drop for Lease {
+impl Drop for Leases {
     fn drop(&mut self) {
-        let set = &self.set;
-        let socket = self.via.socket();
-        if !matches!(self.via, Via::Peer(_)) {
-            HELD.with(|h| h.set(h.get().saturating_sub(1)));
+        let via = self.via;
+        held_sub(via, 1 + u32::from(self.one.is_some()) + self.more.len() as u32);
+        self.qp.release(via);
+        if let Some(one) = &self.one {
+            one.release(via);
         }
-        if let Some(entry) = socket {
-            // (A lease refused by a revoke never joined the list, and finds nothing here.)
-            let mut socks = set.sockets.locked();
-            if let Some(pos) = socks.iter().position(|s| *s == entry) {
-                socks.swap_remove(pos);
-            }
-        }
-        set.give_back();
+        self.more.iter().for_each(|s| s.release(via));
     }
 }
 
@@ -254,7 +276,7 @@ mod tests {
     #[test]
     fn revoke_waits_for_leases_and_refuses_new_ones() {
         let set = Arc::new(SetLease::default());
-        let lease = set.take(Via::Memory).expect("live");
+        let lease = take_all(&set, &[], Via::Memory).expect("live");
         let s2 = set.clone();
         let t = std::thread::spawn(move || {
             let start = Instant::now();
@@ -264,7 +286,29 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         drop(lease);
         assert!(t.join().expect("joins") >= Duration::from_millis(90));
-        assert!(set.take(Via::Memory).is_none());
+        assert!(take_all(&set, &[], Via::Memory).is_none());
+    }
+
+    #[test]
+    fn a_copys_leases_go_and_come_back_together() {
+        use std::os::fd::AsRawFd;
+        let (a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
+        let via = Via::Socket(a.as_raw_fd());
+        let sets: Vec<Arc<SetLease>> = (0..4).map(|_| Arc::new(SetLease::default())).collect();
+        let (qp, live) = (&sets[0], &sets[1..3]);
+        let idle = |s: &SetLease| s.users.load(Ordering::SeqCst) == 0 && s.sockets.locked().is_empty();
+        let held = || HELD.with(|h| h.get());
+        let leases = take_all(qp, live, via).expect("live");
+        assert_eq!(held(), 3);
+        assert!(sets[..3].iter().all(|s| s.users.load(Ordering::SeqCst) == 1 && s.sockets.locked().len() == 1));
+        drop(leases);
+        assert_eq!(held(), 0);
+        assert!(sets.iter().all(|s| idle(s)));
+        // A revoked set after live ones: those taken before it are given back.
+        sets[3].revoke();
+        assert!(take_all(qp, &sets[1..], via).is_none());
+        assert_eq!(held(), 0);
+        assert!(sets.iter().all(|s| idle(s)));
     }
 
     #[test]
@@ -273,7 +317,7 @@ mod tests {
         use std::os::fd::AsRawFd;
         let set = Arc::new(SetLease::default());
         let fd = a.as_raw_fd();
-        let lease = set.take(Via::Socket(fd)).expect("live");
+        let lease = take_all(&set, &[], Via::Socket(fd)).expect("live");
         let reader = std::thread::spawn(move || {
             let mut buf = [0u8; 1];
             // Blocks until the revoke shuts the socket down.

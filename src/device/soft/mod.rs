@@ -399,15 +399,21 @@ impl SoftDevice {
 
     /// The key sets of a local scatter list's non-empty elements, when each lies within a live
     /// lkey of PD `pd`: its bounds, and LOCAL_WRITE when the element is written.
+    ///
+    /// On every post: one read lock for the whole list, and a plain loop (a generic
+    /// `Option` collect into the inline vector cost twice as much).
     pub fn local_keys(&self, pd: u32, sges: &[Sge], write: bool) -> Option<Keys> {
-        sges.iter()
-            .filter(|s| s.len > 0)
-            .map(|s| {
-                let k = self.lkey(s.lkey)?;
-                let inside = s.addr >= k.addr && s.addr.checked_add(u64::from(s.len)).is_some_and(|e| e <= k.addr + k.len);
-                (k.pd == pd && inside && (!write || k.access.contains(Access::LOCAL_WRITE))).then_some(k)
-            })
-            .collect()
+        let mut keys = Keys::new();
+        let s = self.read();
+        for sge in sges.iter().filter(|s| s.len > 0) {
+            let k = s.lkeys.get(&sge.lkey).and_then(|id| s.sets.get(id))?;
+            let inside = sge.addr >= k.addr && sge.addr.checked_add(u64::from(sge.len)).is_some_and(|e| e <= k.addr + k.len);
+            if k.pd != pd || !inside || (write && !k.access.contains(Access::LOCAL_WRITE)) {
+                return None;
+            }
+            keys.push(k.clone());
+        }
+        Some(keys)
     }
 
     /// The shared file behind a registration, if it has one (shm.rs).

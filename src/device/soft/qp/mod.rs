@@ -577,7 +577,11 @@ impl Qp for SoftQp {
             return Ok(());
         }
         let (raddr, rkey) = wr.remote.unwrap_or((0, 0));
-        let segs: MemSegs = wr.sges.iter().filter(|s| s.len > 0).map(|s| (s.addr, s.len as usize)).collect();
+        // Pushed, not collected: SmallVec's generic extend cost several times as much here.
+        let mut segs = MemSegs::new();
+        for s in wr.sges.iter().filter(|s| s.len > 0) {
+            segs.push((s.addr, s.len as usize));
+        }
         // Data in shared files (shm.rs) goes as file references: the target copies it in one
         // memcpy, faster than our own process_vm_writev below.
         let carries_data = matches!(wr.op, WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) | WrOp::Write | WrOp::WriteImm(_));
@@ -636,7 +640,10 @@ impl Qp for SoftQp {
                 hdr.a = add;
             }
         }
-        let sets: MemSets = keys.into_iter().map(|k| k.lease).collect();
+        let mut sets = MemSets::new();
+        for k in keys {
+            sets.push(k.lease);
+        }
         let mut leases = None;
         let data = if i.path.cma() && ((carries_data && len > INLINE_MAX) || hdr.op == op::READ) {
             // The peer moves the data itself: our memory stays leased until its response.
