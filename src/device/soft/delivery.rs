@@ -24,6 +24,12 @@ impl<E> Default for Delivery<E> {
 }
 
 impl<E> Delivery<E> {
+    /// Queues `events` without handing any over: called under the lock that orders them, and
+    /// followed, once it is released, by a `deliver`.
+    pub fn queue(&self, events: impl IntoIterator<Item = E>) {
+        self.state.locked().queue.extend(events);
+    }
+
     /// Queues `events`; unless a thread is already delivering, hands every queued event to
     /// `handle` in order, this one included, until the queue is empty.
     pub fn deliver(&self, events: impl IntoIterator<Item = E>, mut handle: impl FnMut(E)) {

@@ -458,6 +458,13 @@ impl SoftQp {
         self.inner.locked()
     }
 
+    /// Queues a peer request's events while `exec` still orders them (`deliver` follows once
+    /// it is released): otherwise the next request, run by another thread in between, could
+    /// complete its receive ahead of this one's.
+    fn enqueue(&self, events: impl IntoIterator<Item = Event>) {
+        self.delivery.queue(events);
+    }
+
     /// Hands events to the consumer side in order, never while holding the QP's locks; a
     /// re-entrant call (from inside a callback) only queues (delivery.rs).
     fn deliver(&self, events: impl IntoIterator<Item = Event>) {

@@ -432,9 +432,10 @@ impl SoftQp {
                 return Flow::Next(if go { Step::Land { segs, left: payload, sets, then } } else { Step::Discard { left: payload, then } });
             }
             let (ok, events) = self.execute(Some(&mut r.rx), hdr, data, recv);
+            self.enqueue(events);
             drop(exec);
             self.exec_done();
-            self.deliver(events);
+            self.deliver([]);
             return if ok { Flow::Next(Step::Header) } else { Flow::End(Some(CmEvent::Broken)) };
         }
         if room && self.lock().rq.reserve(cost) {
@@ -575,9 +576,10 @@ impl SoftQp {
                 let lazy = hdr.length <= ACK_LAZY_MAX;
                 let exec = self.exec.locked();
                 let (ok, events) = self.finish_exec(hdr, *target, outcome, lazy);
+                self.enqueue(events);
                 drop(exec);
                 self.exec_done();
-                self.deliver(events);
+                self.deliver([]);
                 if ok {
                     Flow::Next(Step::Header)
                 } else {

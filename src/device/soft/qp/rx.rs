@@ -149,9 +149,10 @@ impl SoftQp {
                 break;
             }
         }
+        self.enqueue(events);
         drop(_exec);
         self.wake_room();
-        self.deliver(events);
+        self.deliver([]);
         if broken {
             self.fail(CmEvent::Broken);
         }
@@ -236,8 +237,6 @@ impl SoftQp {
             recv
         };
         let Some((wr_id, _)) = recv else { return false };
-        drop(exec);
-        self.exec_done();
         let c = Completion {
             wr_id,
             status: DAT_DTO_SUCCESS,
@@ -247,7 +246,10 @@ impl SoftQp {
             invalidated: None,
             solicited: hdr.flags & flag::SOLICITED != 0,
         };
-        self.deliver([Event::Completion(c)]);
+        self.enqueue([Event::Completion(c)]);
+        drop(exec);
+        self.exec_done();
+        self.deliver([]);
         true
     }
 }
