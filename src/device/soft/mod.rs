@@ -90,6 +90,7 @@
 
 pub mod delivery;
 pub mod engine;
+pub mod exchange;
 pub mod io;
 pub mod keys;
 pub mod keytab;
