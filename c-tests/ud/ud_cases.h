@@ -12,6 +12,7 @@ void case_accept_wrong_service(void);
 void case_many_resolutions(void);
 void case_many_peers(void);
 void case_many_eps_no_threads(void);
+void case_resolutions_no_threads(void);
 void case_ah_free_codes(void);
 void case_cm_free_codes(void);
 void case_free_bad_handles(void);

@@ -602,7 +602,7 @@ out:
 
 /* UD QPs cost no thread each on dat2-soft: the process's engine reads every QP's datagrams
  * (before, each had a `dat2-soft-ud` thread). 20 more resolved pairs (a QP is made at the
- * resolution), counted once the resolutions' threads have ended. */
+ * resolution); resolutions_no_threads counts them while in flight. */
 void case_many_eps_no_threads(void)
 {
     enum { PAIRS = 20 };
@@ -625,9 +625,6 @@ void case_many_eps_no_threads(void)
         }
     }
     int threads = dx_threads();
-    /* A resolution's thread ends just after its event. */
-    for (double t0 = dx_now(); threads > threads0 && dx_now() - t0 < 2.0; threads = dx_threads())
-        dx_sleep_ms(10);
     harness_note("threads: %d before, %d with %d more resolved pairs of UD QPs", threads0, threads, made);
     EXPECT(made == PAIRS && threads0 > 0 && threads <= threads0, "%d more UD QP pairs: %d threads, %d before", made,
            threads, threads0);
@@ -638,5 +635,51 @@ out:
         if (ce[k])
             EXPECT_RC(dat_ep_free(ce[k]), DAT_SUCCESS);
     }
+    ud_rig_down(&r);
+}
+
+/* A resolution in flight costs no thread on dat2-soft: the process's engine drives each, the
+ * TCP exchange and the proofs (before, every dat_ep_connect of a UD EP ran a dat2-soft-connect
+ * thread until its event). RESOLVING resolutions wait for the server's consumer to answer; the
+ * process's threads are counted then, and each is then accepted and resolved. */
+void case_resolutions_no_threads(void)
+{
+    enum { RESOLVING = 8 };
+    struct ud_rig r;
+    DAT_CR_HANDLE cr[RESOLVING];
+    int arrived = 0;
+    if (!dx_on_soft_device()) {
+        harness_skip("the soft device's threads only");
+        return;
+    }
+    if (!UD_RIG_UP(&r, dx_port(0), 0, 0))
+        goto out;
+    int threads0 = dx_threads();
+    for (int k = 0; k < RESOLVING; k++)
+        if (!UD_CONNECT(&r.s, r.s.port, r.ce, "req"))
+            goto out;
+    /* Each request reached the server's consumer: its resolution waits for the answer. */
+    for (; arrived < RESOLVING; arrived++) {
+        DAT_EVENT ev;
+        if (!EXPECT_RC(wait_ev(r.s.cr, WAIT_MS, &ev), DAT_SUCCESS) ||
+            !EXPECT(ev.event_number == (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_REQUEST_EVENT, "request event 0x%x",
+                    (unsigned)ev.event_number))
+            goto out;
+        cr[arrived] = ev.event_data.cr_arrival_event_data.cr_handle;
+    }
+    int threads = dx_threads();
+    harness_note("threads: %d before, %d with %d UD resolutions in flight", threads0, threads, RESOLVING);
+    EXPECT(threads0 > 0 && threads <= threads0, "%d UD resolutions in flight: %d threads, %d before", RESOLVING, threads,
+           threads0);
+    for (int k = 0; k < arrived; k++)
+        if (!EXPECT_RC(dat_cr_accept(cr[k], r.se, 4, (DAT_PVOID) "acc"), DAT_SUCCESS))
+            goto out;
+    for (int k = 0; k < arrived; k++) {
+        struct ud_peer at_s, at_c;
+        if (!UD_WAIT_ESTABLISHED(r.s.conn, r.se, DAT_IB_UD_PASSIVE_REMOTE_AH, &r.ca, &at_s) ||
+            !UD_WAIT_ESTABLISHED(r.c.conn, r.ce, DAT_IB_UD_REMOTE_AH, &r.sa, &at_c))
+            goto out;
+    }
+out:
     ud_rig_down(&r);
 }

@@ -57,6 +57,7 @@ static const struct harness_case cases[] = {
     CASE(many_resolutions),
     CASE(many_peers),
     CASE(many_eps_no_threads),
+    CASE(resolutions_no_threads),
 };
 
 /* The ports of the case's slot; a case that needs UD is skipped on an IA whose provider says

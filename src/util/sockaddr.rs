@@ -7,8 +7,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, SocketAddrV6, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::time::Duration;
+use std::os::fd::{FromRawFd, OwnedFd};
 
 /// `sa` as a C socket address, in a `sockaddr_storage` (the rest zeroed).
 pub fn to_c(sa: SocketAddr) -> libc::sockaddr_storage {
@@ -71,40 +70,13 @@ pub fn c_len(sa: &SocketAddr) -> libc::socklen_t {
     }
 }
 
-/// A TCP connection to `remote` from the local address `local` (any port), within `timeout`:
-/// what `TcpStream::connect_timeout` does, bound first, so that the peer sees the address we
-/// name rather than the one the kernel picks for the route (on a host with several addresses,
-/// or an IA on 127.0.0.2 reaching one on 127.0.0.1). An unspecified `local`, or one of the
-/// other family, is not bound.
-pub fn connect_from(local: IpAddr, remote: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-    let stream = connect_start(local, remote)?;
-    let fd = stream.as_raw_fd();
-    let mut pfd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
-    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
-    // SAFETY: one pollfd, ours.
-    match unsafe { libc::poll(&mut pfd, 1, ms) } {
-        0 => return Err(io::ErrorKind::TimedOut.into()),
-        n if n < 0 => return Err(io::Error::last_os_error()),
-        _ => {}
-    }
-    if let Some(e) = stream.take_error()? {
-        return Err(e);
-    }
-    stream.set_nonblocking(false)?;
-    Ok(stream)
-}
-
-/// Starts `connect_from`'s connection without waiting for it: a non-blocking socket whose
-/// connect is in progress (writable once it is done; `take_error` then says how it went).
-pub fn connect_start(local: IpAddr, remote: SocketAddr) -> io::Result<TcpStream> {
-    match connect_begin(local, remote)? {
-        (_, Some(e)) => Err(e),
-        (s, None) => Ok(s),
-    }
-}
-
-/// `connect_start`, which also gives the socket when the connect failed at once (with the
-/// error): only a socket that cannot be made, or bound, is an error here.
+/// Starts a TCP connection to `remote` from the local address `local` (any port), without
+/// waiting for it: a non-blocking socket whose connect is in progress (writable once it is
+/// done; `take_error` then says how it went), and the error it failed with at once, if it did.
+/// Bound first, so that the peer sees the address we name rather than the one the kernel picks
+/// for the route (on a host with several addresses, or an IA on 127.0.0.2 reaching one on
+/// 127.0.0.1). An unspecified `local`, or one of the other family, is not bound. Only a socket
+/// that cannot be made, or bound, is an error here.
 pub fn connect_begin(local: IpAddr, remote: SocketAddr) -> io::Result<(TcpStream, Option<io::Error>)> {
     let family = if remote.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
     // SAFETY: socket(2) with constant arguments.
@@ -151,6 +123,25 @@ pub fn connect_begin(local: IpAddr, remote: SocketAddr) -> io::Result<(TcpStream
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
+    use std::time::Duration;
+
+    /// A blocking connect within `timeout` (what the engine does in turns).
+    fn connect_from(local: IpAddr, remote: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        let (stream, failed) = connect_begin(local, remote)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let mut pfd = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+        // SAFETY: one pollfd, ours.
+        if unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as libc::c_int) } <= 0 {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        match stream.take_error()? {
+            Some(e) => Err(e),
+            None => Ok(stream),
+        }
+    }
 
     #[test]
     fn a_closed_connection_leaves_its_port_to_a_listener() {

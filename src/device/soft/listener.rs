@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -39,7 +39,6 @@ use super::qp::Pending;
 use super::ud::UdPending;
 use super::wire::{op, reject, role, timed_out, Greeting, Hdr, Hello, UdHello, GREETING_LEN, HDR_LEN, HELLO_MAX, UD_HELLO_MAX, VERSION};
 use crate::device::{CmEvent, DevError, IaPort, ListenEvents, Listener};
-use crate::util::sockaddr;
 use crate::util::sync::MutexExt;
 
 /// Connections that have not sent their whole HELLO, per listener.
@@ -499,43 +498,6 @@ impl Drop for Socket {
 /// peer connects.
 pub const REFUSED_RETRY: Duration = Duration::from_millis(200);
 
-/// The active side's connection to the service point `addr` (RC's connect, UD's resolution),
-/// from `local` (unspecified: the address the kernel picks for the route) within `timeout`
-/// (none: the kernel's own limit), greeted (see `greet`); or the connection event its failure
-/// is.
-pub fn connect_service(local: IpAddr, addr: SocketAddr, timeout: Option<Duration>) -> Result<TcpStream, CmEvent> {
-    let started = Instant::now();
-    let limit = timeout.unwrap_or(NO_LIMIT);
-    let stream = connect_tcp(local, addr, started, limit)?;
-    greet(&stream, addr, limit.saturating_sub(started.elapsed()))?;
-    Ok(stream)
-}
-
-/// Greets the listener at `addr` and takes its answer, within HANDSHAKE_TIMEOUT and `left`:
-/// only a dat2-soft listener of our wire version gets anything of the consumer's after this.
-/// Anything else ends the connect with NON_PEER_REJECTED (TIMED_OUT when `left` ran out
-/// first), and a DAT_DBG_TYPE message (0x1) says why.
-fn greet(stream: &TcpStream, addr: SocketAddr, left: Duration) -> Result<(), CmEvent> {
-    let wait = left.min(HANDSHAKE_TIMEOUT).max(Duration::from_millis(1));
-    let _ = stream.set_read_timeout(Some(wait));
-    let _ = stream.set_write_timeout(Some(wait));
-    let mut s = stream;
-    s.write_all(&Greeting::ours(role::ASK)).map_err(|_| CmEvent::Unreachable)?;
-    let mut answer = [0u8; GREETING_LEN];
-    if let Err(e) = s.read_exact(&mut answer) {
-        return Err(match e.kind() {
-            _ if timed_out(&e) && wait >= left => CmEvent::TimedOut,
-            _ if timed_out(&e) => not_ours(addr, &format!("no answer to its greeting within {wait:?}")),
-            _ => not_ours(addr, CLOSED_AT_GREETING),
-        });
-    }
-    check_answer(&answer, addr)?;
-    // The connection's later writes have no deadline of this stage's (the caller sets its own).
-    let _ = stream.set_read_timeout(None);
-    let _ = stream.set_write_timeout(None);
-    Ok(())
-}
-
 pub const CLOSED_AT_GREETING: &str = "it closed the connection at the greeting (an older dat2, or another service)";
 
 /// A connect's end because `addr` is no dat2-soft listener of our wire version (`why`), said
@@ -553,20 +515,6 @@ pub fn check_answer(answer: &[u8; GREETING_LEN], addr: SocketAddr) -> Result<(),
         Some(g) if g.role == role::ANSWER => Err(not_ours(addr, &format!("it speaks version {}", g.version))),
         _ => Err(not_ours(addr, "its answer is not a dat2-soft greeting")),
     }
-}
-
-/// The TCP connection of `connect_service`, within `limit` of `started`.
-fn connect_tcp(local: IpAddr, addr: SocketAddr, started: Instant, limit: Duration) -> Result<TcpStream, CmEvent> {
-    loop {
-        let left = limit.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
-        match sockaddr::connect_from(local, addr, left) {
-            Err(e) if e.kind() == ErrorKind::ConnectionRefused && started.elapsed() < REFUSED_RETRY.min(limit) => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            other => break other,
-        }
-    }
-    .map_err(|e| connect_failed(&e, addr))
 }
 
 /// The connection event a failed TCP connect to `addr` is.
@@ -609,23 +557,6 @@ pub const NO_LIMIT: Duration = Duration::from_secs(3600);
 mod tests {
     use super::*;
 
-    /// A listener that answers one greeting with `answer` and then holds the connection.
-    fn answering(answer: [u8; GREETING_LEN]) -> (SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
-        let l = TcpListener::bind("127.0.0.1:0").expect("binds");
-        let addr = l.local_addr().expect("addr");
-        let t = std::thread::spawn(move || {
-            let (mut c, _) = l.accept().expect("accepts");
-            let mut got = [0u8; GREETING_LEN];
-            c.read_exact(&mut got).expect("a greeting");
-            let _ = c.write_all(&answer);
-            let mut rest = Vec::new();
-            let _ = c.set_read_timeout(Some(Duration::from_millis(300)));
-            let _ = c.read_to_end(&mut rest);
-            [&got[..], &rest].concat()
-        });
-        (addr, t)
-    }
-
     struct Nobody;
     impl ListenEvents for Nobody {
         fn request(&self, _conn: Arc<dyn crate::device::PendingConnection>) {}
@@ -647,34 +578,5 @@ mod tests {
         assert_eq!(TcpListener::bind(("127.0.0.1", port)).err().map(|e| e.kind()), Some(ErrorKind::AddrInUse));
         // The IA's own port as a qualifier binds nothing more.
         assert!(ia.listen(u64::from(ia.address().port()), Arc::new(Nobody)).is_ok());
-    }
-
-    #[test]
-    fn greeted_stream_keeps_no_stage_deadline() {
-        let (addr, t) = answering(Greeting::ours(role::ANSWER));
-        let s = connect_service(IpAddr::from([127, 0, 0, 1]), addr, Some(Duration::from_secs(10))).expect("greeted");
-        // A later write to a peer that reads slowly must not fail at the greeting's 5 s.
-        assert_eq!((s.read_timeout().ok().flatten(), s.write_timeout().ok().flatten()), (None, None));
-        drop(s);
-        assert_eq!(t.join().expect("joins"), Greeting::ours(role::ASK).to_vec());
-    }
-
-    #[test]
-    fn an_echo_or_another_version_is_no_peer() {
-        for answer in [Greeting::ours(role::ASK), { Greeting::ours(role::ANSWER).map(|b| b ^ 0x20) }] {
-            let (addr, t) = answering(answer);
-            let got = connect_service(IpAddr::from([127, 0, 0, 1]), addr, Some(Duration::from_secs(10)));
-            assert_eq!(got.err(), Some(CmEvent::NonPeerRejected));
-            // It heard our greeting and nothing else.
-            assert_eq!(t.join().expect("joins"), Greeting::ours(role::ASK).to_vec());
-        }
-        let mut other = Greeting::ours(role::ANSWER);
-        other[8] = 7;
-        let (addr, t) = answering(other);
-        assert_eq!(
-            connect_service(IpAddr::from([127, 0, 0, 1]), addr, Some(Duration::from_secs(10))).err(),
-            Some(CmEvent::NonPeerRejected)
-        );
-        t.join().expect("joins");
     }
 }

@@ -6,9 +6,6 @@
 //! # Threads
 //!
 //! The device's own, each named (`ps -T`):
-//! - `dat2-soft-connect`, one per UD `connect`: the resolution, within the timeout or
-//!   RESOLVE_TIMEOUT, holding the QP only weakly (ud/cm.rs). An RC connect has no thread:
-//!   its handshake is a state machine the engine advances (qp/opening.rs).
 //! - `dat2-soft-engine`, one per process, from the first IA on: the progress engine
 //!   of every connected RC QP, over its one non-blocking socket (epoll): reads the peer's
 //!   frames, runs its requests, completes ours, delivers events (qp/reader.rs), continues the
@@ -21,8 +18,11 @@
 //!   the connections' HELLOs, with their deadlines, and hands each request to the service
 //!   point of its qualifier in the IA's table (listener.rs); IAs and service points cost no
 //!   thread either. And every UD QP: its datagrams, in turns of at
-//!   most TURN_DATAGRAMS, and its proofs' deadlines (ud/mod.rs); `disconnect` and `destroy`
-//!   unregister the socket and wait for a turn under way, so nothing lands after they return.
+//!   most TURN_DATAGRAMS, and its proofs' deadlines and resends (ud/mod.rs, ud/proof.rs);
+//!   `disconnect` and `destroy` unregister the socket and wait for a turn under way, so
+//!   nothing lands after they return. And every UD resolution (`connect` of a UD QP): its TCP
+//!   exchange, each stage with its deadline, holding the QP only weakly (ud/resolving.rs),
+//!   then the proofs as a wait of the QP's. No connect, RC or UD, has a thread of its own.
 //! - `dat2-soft-peers`, one per process, from the first verified peer on: marks peers gone
 //!   when their processes exit; lives as long as the process (peer.rs).
 //!
@@ -69,7 +69,11 @@
 //!   read (a post's key lookups), `shm_peers` (a direct write), `out.queue` (deferred
 //!   requests, `on_response`), `SetLease::sockets` (leases taken or dropped), the watcher's
 //!   flags (a replaced peer dropped).
-//! - `shm_peers` -> shm.rs `mapped()`; UD `proofs` -> a requester's `Signal`.
+//! - `shm_peers` -> shm.rs `mapped()`.
+//! - A UD resolution's `state` (ud/resolving.rs), for one turn of its exchange on the engine,
+//!   and taken by its QP's `disconnect` (under no lock) to end it. Under it: the QP's
+//!   `resolving` (a leaf), the engine's handler map, timers and kicks. Its outcome is reported
+//!   (and its proofs awaited: `proofs`, `reg`) once it is released.
 //! - UD `rx` (ud/mod.rs): the datagram buffer, taken by the engine for one turn of the QP;
 //!   outermost, its events go to the consumer under it. Under it: `proofs`, UD `inner`, the
 //!   SRQ's state, `reg` (a leaf: the engine's kicks and timers under it).
@@ -90,6 +94,7 @@
 
 pub mod delivery;
 pub mod engine;
+pub mod exchange;
 pub mod io;
 pub mod keys;
 pub mod keytab;

@@ -13,7 +13,7 @@
 //! `dat_ep_disconnect` and `dat_ep_free` end the handshake at once: they shut its stream down
 //! (the QP keeps a clone), which the next turn finds.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, Weak};
@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use super::cm::READY_WAIT;
 use super::{SoftQp, State};
 use crate::device::soft::engine::{self, Handler, Registration};
+use crate::device::soft::exchange::{message, Exchange, Stop};
 use crate::device::soft::listener::{self, CLOSED_AT_GREETING, HANDSHAKE_TIMEOUT, NO_LIMIT, REFUSED_RETRY};
 use crate::device::soft::peer::{self, PeerProcess};
 use crate::device::soft::rendezvous::{Claims, Rendezvous};
@@ -71,11 +72,8 @@ struct Handshake {
     consumers: bool,
     started: Instant,
     limit: Duration,
-    /// A message going out, and how much of it went.
-    out: Vec<u8>,
-    sent: usize,
-    /// What has come of the message awaited.
-    got: Vec<u8>,
+    /// The message going out, and the one awaited.
+    msg: Exchange,
     failed: Option<std::io::Error>,
     private_data: Vec<u8>,
     rendezvous: Option<Rendezvous>,
@@ -90,18 +88,6 @@ enum Turn {
     Failed(CmEvent),
     /// ESTABLISHED came (or the connection ended after READY): whether the path is agreed.
     Accepted(bool),
-}
-
-/// Why exchanging a message stopped (`flush_and_fill`).
-enum Stop {
-    /// The socket has no more for now.
-    Wait,
-    /// The stage's deadline passed.
-    Late,
-    /// The peer closed or reset the connection.
-    Closed,
-    WriteFailed,
-    ReadFailed,
 }
 
 impl Opener {
@@ -128,9 +114,7 @@ impl Opener {
             consumers: true,
             started,
             limit,
-            out: Vec::new(),
-            sent: 0,
-            got: Vec::new(),
+            msg: Exchange::default(),
             failed,
             private_data,
             rendezvous: None,
@@ -212,9 +196,7 @@ impl Handshake {
         self.consumers = wait >= left;
         self.by = Instant::now() + wait.min(left);
         self.stage = stage;
-        self.out = msg;
-        self.sent = 0;
-        self.got.clear();
+        self.msg.start(msg);
         if let Some(reg) = &self.reg {
             reg.timer(self.by);
         }
@@ -287,7 +269,7 @@ impl Handshake {
                         Err(Stop::WriteFailed) => return Turn::Failed(CmEvent::Unreachable),
                         Err(Stop::Closed | Stop::ReadFailed) => return Turn::Failed(listener::not_ours(self.addr, CLOSED_AT_GREETING)),
                     }
-                    let answer: [u8; GREETING_LEN] = self.got.as_slice().try_into().expect("whole");
+                    let answer: [u8; GREETING_LEN] = self.msg.got().try_into().expect("whole");
                     if let Err(e) = listener::check_answer(&answer, self.addr) {
                         return Turn::Failed(e);
                     }
@@ -313,14 +295,14 @@ impl Handshake {
                     if let Err(stop) = self.flush_and_fill(HDR_LEN, now) {
                         return answer_failed(stop);
                     }
-                    let hdr = Hdr::decode(self.got[..HDR_LEN].try_into().expect("a header"));
+                    let hdr = Hdr::decode(self.msg.got()[..HDR_LEN].try_into().expect("a header"));
                     if hdr.payload > wire::HELLO_MAX {
                         return Turn::Failed(CmEvent::NonPeerRejected);
                     }
                     if let Err(stop) = self.flush_and_fill(HDR_LEN + hdr.payload as usize, now) {
                         return answer_failed(stop);
                     }
-                    let Some(answer) = Hello::decode(&self.got[HDR_LEN..]) else { return Turn::Failed(CmEvent::NonPeerRejected) };
+                    let Some(answer) = Hello::decode(&self.msg.got()[HDR_LEN..]) else { return Turn::Failed(CmEvent::NonPeerRejected) };
                     match hdr.op {
                         op::ACCEPT => {
                             // The passive side came to the rendezvous before it sent ACCEPT, if at
@@ -357,7 +339,7 @@ impl Handshake {
                     // end. Its status says whether the passive side agreed the cross-memory path.
                     return match self.flush_and_fill(HDR_LEN, now) {
                         Ok(()) => {
-                            let done = Hdr::decode(self.got[..HDR_LEN].try_into().expect("a header"));
+                            let done = Hdr::decode(self.msg.got()[..HDR_LEN].try_into().expect("a header"));
                             if done.op != op::ESTABLISHED || done.acks != 0 || done.payload != 0 {
                                 return Turn::Failed(CmEvent::Broken);
                             }
@@ -373,41 +355,11 @@ impl Handshake {
         }
     }
 
-    /// Writes what is left of our message, then reads until `got` holds `want` bytes.
+    /// Writes what is left of our message, then reads until the message awaited holds `want`
+    /// bytes.
     fn flush_and_fill(&mut self, want: usize, now: Instant) -> Result<(), Stop> {
-        let wait = |by: Instant| if now >= by { Stop::Late } else { Stop::Wait };
-        while self.sent < self.out.len() {
-            match (&self.stream).write(&self.out[self.sent..]) {
-                Ok(0) => return Err(Stop::WriteFailed),
-                Ok(n) => self.sent += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Err(wait(self.by)),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Err(Stop::WriteFailed),
-            }
-        }
-        while self.got.len() < want {
-            let start = self.got.len();
-            self.got.resize(want, 0);
-            let r = (&self.stream).read(&mut self.got[start..]);
-            self.got.truncate(start + *r.as_ref().unwrap_or(&0));
-            match r {
-                Ok(0) => return Err(Stop::Closed),
-                Ok(_) => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Err(wait(self.by)),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted) => return Err(Stop::Closed),
-                Err(_) => return Err(Stop::ReadFailed),
-            }
-        }
-        Ok(())
+        self.msg.flush_and_fill(&self.stream, want, now >= self.by)
     }
-}
-
-/// One handshake message: a header, then `body`.
-fn message(kind: u8, body: &[u8]) -> Vec<u8> {
-    let mut m = Hdr::message(kind, body.len()).encode().to_vec();
-    m.extend_from_slice(body);
-    m
 }
 
 impl SoftQp {

@@ -13,8 +13,10 @@
 //! - a peer is resolved over the TCP listener of its service point (cm.rs): UD_HELLO carries
 //!   the requester's QP number and keys (its address comes from the kernel), UD_ACCEPT the
 //!   acceptor's, then the connection closes; then each side proves with a datagram from its
-//!   QP that it owns the port it named, before the other reports it resolved (proof.rs). An
-//!   address handle ([`SoftAh`]) is the peer's address, QP number and keys;
+//!   QP that it owns the port it named, before the other reports it resolved (proof.rs). The
+//!   engine drives the requester's exchange (resolving.rs) and both sides' proofs (the QP's
+//!   turns and timers): a resolution costs no thread. An address handle ([`SoftAh`]) is the
+//!   peer's address, QP number and keys;
 //! - sends gather from registered memory on the caller's thread (lkey, PD, bounds and leases
 //!   checked as for RC) into one `sendmsg` behind the 28-byte datagram header of wire.rs, and
 //!   complete at once, successfully even when nobody receives (UD is unreliable);
@@ -30,7 +32,8 @@
 //! the QP is made), the socket's kernel receive buffer (at most `net.core.rmem_max` doubled),
 //! and the receives the consumer posted.
 //!
-//! `disconnect` and `destroy` unregister the socket and wait for a turn of the engine's under
+//! `disconnect` and `destroy` end the resolutions in flight (their connections closed, none
+//! reported), unregister the socket and wait for a turn of the engine's under
 //! way on the QP to end (unless called on the engine thread, in a completion's handler, whose
 //! turn then lands nothing more), flush the posted receives, and
 //! report `Disconnected` once; `destroy` also waits for sends in flight on other threads (the
@@ -54,9 +57,11 @@ use crate::device::*;
 use crate::util::sockaddr;
 use crate::util::sync::MutexExt;
 use proof::{Proofs, Violations, Waiter};
+use resolving::Resolver;
 
 mod cm;
 mod proof;
+mod resolving;
 #[cfg(test)]
 mod tests;
 
@@ -156,6 +161,8 @@ pub struct SoftUdQp {
     secret: u64,
     /// The peers' proofs this QP waits for.
     proofs: Mutex<Proofs>,
+    /// The resolutions whose TCP exchange runs (resolving.rs), ended by `disconnect`. A leaf.
+    resolving: Mutex<Vec<Arc<Resolver>>>,
     violations: Violations,
     /// `Inner::closed`, for the engine's turn to look at without the lock.
     closed: AtomicBool,
@@ -212,6 +219,7 @@ impl SoftUdQp {
             qkey,
             secret,
             proofs: Mutex::default(),
+            resolving: Mutex::default(),
             violations: Violations::default(),
             closed: AtomicBool::new(false),
             rx: Mutex::new(vec![0u8; AT + DGRAM_HDR_LEN + MTU as usize + 1]),
@@ -251,11 +259,14 @@ impl SoftUdQp {
 
     /// Waits for a proof (proof.rs) until `deadline`; false when closed or too many wait.
     fn expect_proof(&self, from: SocketAddr, token: u128, deadline: Instant, waiter: Waiter) -> bool {
+        let wakes = waiter.wakes(deadline);
         let added = !self.is_closed() && self.proofs.locked().expect(from, token, deadline, waiter);
         if added {
-            // Each wait has its timer: the engine serves its deadline (`expire_proofs`).
+            // The engine serves each wait's deadline, and a requester's resends (`tick_proofs`).
             if let Some(reg) = &*self.reg.locked() {
-                reg.timer(deadline);
+                for at in wakes {
+                    reg.timer(at);
+                }
             }
         }
         added
@@ -282,10 +293,14 @@ impl SoftUdQp {
         }
     }
 
-    /// Ends the acceptors' waits that are past their deadline.
-    fn expire_proofs(&self) {
-        let broken = self.proofs.locked().expire(Instant::now());
-        for ev in broken {
+    /// Ends the waits that are past their deadline, and sends the requesters' proofs that are
+    /// due (proof.rs).
+    fn tick_proofs(&self) {
+        let due = self.proofs.locked().tick(Instant::now());
+        for (to, token) in due.proofs {
+            self.send_proof(to, token);
+        }
+        for ev in due.events {
             self.report(ev);
         }
     }
@@ -440,7 +455,7 @@ impl Handler for SoftUdQp {
         if self.is_closed() {
             return;
         }
-        self.expire_proofs();
+        self.tick_proofs();
         let mut errors = 0;
         for _ in 0..TURN_DATAGRAMS {
             if self.is_closed() {
@@ -467,7 +482,8 @@ impl Qp for SoftUdQp {
         if self.is_closed() {
             return Err(DevError::State);
         }
-        cm::resolve(self, addr, conn_qual, private_data, timeout)
+        resolving::resolve(self, addr, conn_qual, private_data, timeout);
+        Ok(())
     }
 
     fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
@@ -539,6 +555,11 @@ impl Qp for SoftUdQp {
             first
         };
         self.stop_receiving();
+        // The resolutions end at once, their sockets closed; none reports.
+        let resolving = std::mem::take(&mut *self.resolving.locked());
+        for r in resolving {
+            r.end();
+        }
         self.proofs.locked().clear();
         if first {
             let flushed: Vec<(u64, Sges)> = self.inner.locked().recvs.drain(..).collect();

@@ -24,18 +24,20 @@
 //!
 //! Every wait has a deadline: the acceptor's PROOF_TIMEOUT from its UD_ACCEPT (then its
 //! consumer hears `Broken`), the requester's the same bound, within the connect's timeout
-//! (then `TimedOut`). A QP waits for at most PROOFS_MAX proofs at a time; an accept beyond
+//! (then `TimedOut`). The waits are the QP's, served by its turns on the engine: a proof that
+//! comes is matched as the QP reads it, and an engine timer for each deadline and each resend
+//! (`Waiter::wakes`) runs `Proofs::tick`; nothing blocks. A QP waits for at most PROOFS_MAX proofs at a time; an accept beyond
 //! that is reported `Broken` at once.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::dbg_log;
 use crate::device::CmEvent;
 use crate::log::DbgType;
-use crate::util::sync::{CondvarExt, MutexExt};
+use crate::util::sync::MutexExt;
 
 /// How long a side waits for its peer's proof.
 pub const PROOF_TIMEOUT: Duration = if cfg!(test) { Duration::from_secs(1) } else { Duration::from_secs(5) };
@@ -50,44 +52,28 @@ pub const RESEND_AT: [Duration; 5] =
 /// How often at most a QP logs the datagrams it dropped for their keys.
 const LOG_EVERY: Duration = Duration::from_secs(1);
 
-/// Set once, waited for by the requester's thread.
-#[derive(Default)]
-pub struct Signal {
-    set: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Signal {
-    fn raise(&self) {
-        *self.set.locked() = true;
-        self.cv.notify_all();
-    }
-
-    pub fn is_set(&self) -> bool {
-        *self.set.locked()
-    }
-
-    /// Waits until raised or `until`; whether it was raised.
-    pub fn wait_until(&self, until: Instant) -> bool {
-        let mut s = self.set.locked();
-        while !*s {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            s = self.cv.wait_timeout_locked(s, left).0;
-        }
-        *s
-    }
-}
-
 /// Who waits for a proof.
 pub enum Waiter {
-    /// A resolution of ours: its thread waits on the signal.
-    Requester(Arc<Signal>),
+    /// A resolution of ours: from `start` on, we send our proof `mine` at the times RESEND_AT
+    /// gives (`sent` of them so far) until the peer's comes; then `event` is reported (the
+    /// entry ends), or TimedOut at the deadline.
+    Requester { mine: u128, start: Instant, sent: usize, event: CmEvent },
     /// A request our consumer accepted: once proven, we prove our own port with `answer` and
     /// report `event` (taken then; the entry stays until its deadline to answer copies).
     Acceptor { answer: u128, event: Option<CmEvent> },
+}
+
+impl Waiter {
+    /// When the wait needs a turn of the QP's: a requester's resends before `deadline`, and
+    /// the deadline.
+    pub fn wakes(&self, deadline: Instant) -> Vec<Instant> {
+        let mut at: Vec<Instant> = match self {
+            Waiter::Requester { start, sent, .. } => RESEND_AT.iter().skip(*sent).map(|d| *start + *d).filter(|t| *t < deadline).collect(),
+            Waiter::Acceptor { .. } => Vec::new(),
+        };
+        at.push(deadline);
+        at
+    }
 }
 
 struct Entry {
@@ -103,6 +89,15 @@ pub struct Proven {
     pub answer: Option<u128>,
     /// The resolution to report.
     pub event: Option<CmEvent>,
+}
+
+/// What the waits' deadlines and schedules ask of the QP at a turn (`Proofs::tick`).
+#[derive(Default)]
+pub struct Due {
+    /// The waits that ended unproven: requesters' TimedOut, acceptors' Broken.
+    pub events: Vec<CmEvent>,
+    /// Our proofs to send (a requester's), and where.
+    pub proofs: Vec<(SocketAddr, u128)>,
 }
 
 /// The proofs a QP waits for.
@@ -123,21 +118,16 @@ impl Proofs {
     }
 
     /// A proof datagram carrying `token` came from `from`: what to do, or None when nobody
-    /// waits for it.
+    /// waits for it. A requester's wait ends with it.
     pub fn on_proof(&mut self, from: SocketAddr, token: u128) -> Option<Proven> {
-        let e = self.entries.iter_mut().find(|e| e.from == from && e.token == token)?;
-        Some(match &mut e.waiter {
-            Waiter::Requester(s) => {
-                s.raise();
-                Proven { answer: None, event: None }
-            }
-            Waiter::Acceptor { answer, event } => Proven { answer: Some(*answer), event: event.take() },
-        })
-    }
-
-    /// Forgets the requester's wait on `signal` (it ended).
-    pub fn forget(&mut self, signal: &Arc<Signal>) {
-        self.entries.retain(|e| !matches!(&e.waiter, Waiter::Requester(s) if Arc::ptr_eq(s, signal)));
+        let at = self.entries.iter().position(|e| e.from == from && e.token == token)?;
+        if let Waiter::Acceptor { answer, event } = &mut self.entries[at].waiter {
+            return Some(Proven { answer: Some(*answer), event: event.take() });
+        }
+        match self.entries.swap_remove(at).waiter {
+            Waiter::Requester { event, .. } => Some(Proven { answer: None, event: Some(event) }),
+            Waiter::Acceptor { .. } => None,
+        }
     }
 
     /// Forgets the acceptor's wait for `token` from `from` (its UD_ACCEPT did not go out).
@@ -145,34 +135,41 @@ impl Proofs {
         self.entries.retain(|e| !(e.from == from && e.token == token && matches!(e.waiter, Waiter::Acceptor { .. })));
     }
 
-    /// Ends the acceptors' waits past their deadline; the unproven ones' events become Broken.
-    pub fn expire(&mut self, now: Instant) -> Vec<CmEvent> {
-        let mut broken = Vec::new();
+    /// Ends the waits past their deadline (an unproven acceptor's event becomes Broken, a
+    /// requester's TimedOut), and takes the requesters' proofs due by `now` (one for the
+    /// slots of RESEND_AT that passed: a late turn sends no burst).
+    pub fn tick(&mut self, now: Instant) -> Due {
+        let mut due = Due::default();
         self.entries.retain_mut(|e| {
-            let keep = e.deadline > now || matches!(e.waiter, Waiter::Requester(_));
-            if !keep {
-                if let Waiter::Acceptor { event: Some(_), .. } = e.waiter {
-                    broken.push(CmEvent::Broken);
+            if e.deadline <= now {
+                match &e.waiter {
+                    Waiter::Acceptor { event: Some(_), .. } => due.events.push(CmEvent::Broken),
+                    Waiter::Acceptor { event: None, .. } => {}
+                    Waiter::Requester { .. } => due.events.push(CmEvent::TimedOut),
+                }
+                return false;
+            }
+            if let Waiter::Requester { mine, start, sent, .. } = &mut e.waiter {
+                let passed = RESEND_AT.iter().take_while(|d| *start + **d <= now).count();
+                if passed > *sent {
+                    *sent = passed;
+                    due.proofs.push((e.from, *mine));
                 }
             }
-            keep
+            true
         });
-        broken
+        due
     }
 
-    /// The next deadline of an acceptor's wait (the engine has a timer for each wait).
+    /// The next deadline of a wait (the engine has a timer for each wait).
     #[cfg(test)]
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.entries.iter().filter(|e| matches!(e.waiter, Waiter::Acceptor { .. })).map(|e| e.deadline).min()
+        self.entries.iter().map(|e| e.deadline).min()
     }
 
-    /// Ends every wait (the QP closes): requesters are woken (and find it closed).
+    /// Ends every wait (the QP closes): nothing more is reported.
     pub fn clear(&mut self) {
-        for e in self.entries.drain(..) {
-            if let Waiter::Requester(s) = e.waiter {
-                s.raise();
-            }
-        }
+        self.entries.clear();
     }
 }
 
@@ -238,26 +235,50 @@ mod tests {
         // Proven: its deadline reports nothing; an unproven one's reports Broken.
         assert!(p.expect(from, 11, deadline, Waiter::Acceptor { answer: 1, event: Some(CmEvent::TimedOut) }));
         assert_eq!(p.next_deadline(), Some(deadline));
-        assert_eq!(p.expire(deadline), vec![CmEvent::Broken]);
+        assert_eq!(p.tick(deadline).events, vec![CmEvent::Broken]);
         assert_eq!(p.next_deadline(), None);
     }
 
     #[test]
-    fn waits_are_bounded_and_requesters_woken() {
+    fn waits_are_bounded_and_a_requester_ends_with_its_proof() {
         let mut p = Proofs::default();
         let from: SocketAddr = "127.0.0.1:5000".parse().unwrap();
-        let far = Instant::now() + Duration::from_secs(60);
+        let now = Instant::now();
+        let far = now + Duration::from_secs(60);
+        let requester = || Waiter::Requester { mine: 3, start: now, sent: 1, event: CmEvent::Unreachable };
         for t in 0..PROOFS_MAX as u128 {
             assert!(p.expect(from, t, far, Waiter::Acceptor { answer: 0, event: None }));
         }
-        let s = Arc::new(Signal::default());
-        assert!(!p.expect(from, 1 << 100, far, Waiter::Requester(s.clone())), "past PROOFS_MAX");
+        assert!(!p.expect(from, 1 << 100, far, requester()), "past PROOFS_MAX");
         p.clear();
-        assert!(p.expect(from, 1 << 100, far, Waiter::Requester(s.clone())));
-        assert!(p.on_proof(from, 1 << 100).is_some());
-        assert!(s.wait_until(Instant::now()));
-        p.forget(&s);
+        assert!(p.expect(from, 1 << 100, far, requester()));
+        let got = p.on_proof(from, 1 << 100).expect("proven");
+        assert_eq!((got.answer, got.event), (None, Some(CmEvent::Unreachable)));
+        // Its wait ended: a copy is nobody's, and its deadline reports nothing.
         assert!(p.on_proof(from, 1 << 100).is_none());
+        assert!(p.tick(far).events.is_empty());
+    }
+
+    #[test]
+    fn a_requester_resends_on_schedule_then_times_out() {
+        let mut p = Proofs::default();
+        let to: SocketAddr = "127.0.0.1:5001".parse().unwrap();
+        let start = Instant::now();
+        let deadline = start + Duration::from_millis(1000);
+        let w = Waiter::Requester { mine: 42, start, sent: 1, event: CmEvent::Unreachable };
+        // A turn at each resend before the deadline, and at it.
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        assert_eq!(w.wakes(deadline), vec![at(200), at(600), deadline]);
+        assert!(p.expect(to, 7, deadline, w));
+        assert!(p.tick(at(100)).proofs.is_empty(), "the first went at the start");
+        assert_eq!(p.tick(at(200)).proofs, vec![(to, 42)]);
+        assert!(p.tick(at(300)).proofs.is_empty());
+        // A late turn sends one proof for the slots that passed.
+        let late = p.tick(at(999));
+        assert_eq!((late.proofs, late.events), (vec![(to, 42)], vec![]));
+        let end = p.tick(deadline);
+        assert_eq!((end.proofs, end.events), (vec![], vec![CmEvent::TimedOut]));
+        assert_eq!(p.next_deadline(), None);
     }
 
     #[test]

@@ -506,3 +506,75 @@ fn nothing_lands_after_disconnect_returns() {
         assert_eq!(rb.state.locked().1.back(), Some(&CmEvent::Disconnected), "round {round}: Disconnected comes last");
     }
 }
+
+/// A service that is no dat2-soft listener of our wire version (one that echoes, one that
+/// answers garbled, a dat2 of another version) ends the resolution NonPeerRejected, and hears
+/// our greeting and nothing of the consumer's.
+#[test]
+fn a_listener_that_is_not_ours_hears_only_the_greeting() {
+    let s = setup();
+    let (b, rb) = s.qp(None);
+    let mut other = Greeting::ours(role::ANSWER);
+    other[8] = 7;
+    for answer in [Greeting::ours(role::ASK), Greeting::ours(role::ANSWER).map(|x| x ^ 0x20), other] {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+        let addr = l.local_addr().expect("addr");
+        b.connect(addr, u64::from(addr.port()), b"the consumer's", Some(WAIT)).expect("connects");
+        let (mut c, _) = l.accept().expect("accepts");
+        let mut got = [0u8; GREETING_LEN];
+        c.read_exact(&mut got).expect("a greeting");
+        c.write_all(&answer).expect("answers");
+        assert_eq!(rb.cm(), Some(CmEvent::NonPeerRejected));
+        // The resolution closed its connection, having sent nothing more.
+        c.set_read_timeout(Some(WAIT)).expect("timeout");
+        let mut rest = Vec::new();
+        c.read_to_end(&mut rest).expect("closed");
+        assert_eq!((got, rest.len()), (Greeting::ours(role::ASK), 0));
+    }
+    b.destroy();
+}
+
+/// The stages after the greeting have the consumer's deadline: an acceptor that takes
+/// UD_HELLO and never answers, and one whose port never proves itself, end the resolution
+/// TimedOut at the consumer's timeout (shorter than the proof's own), its connection closed;
+/// and a disconnect ends a resolution in flight at once: its connection closes, and only
+/// DISCONNECTED is reported.
+#[test]
+fn resolution_stages_have_the_consumers_deadline_and_end_with_the_qp() {
+    let s = setup();
+    let (b, rb) = s.qp(None);
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let addr = l.local_addr().expect("addr");
+    let limit = Duration::from_millis(400);
+    assert!(limit < proof::PROOF_TIMEOUT);
+    let closed = |c: &std::net::TcpStream| {
+        c.set_read_timeout(Some(WAIT)).expect("timeout");
+        matches!((&*c).read(&mut [0u8; 1]), Ok(0))
+    };
+    for answers in [false, true] {
+        let t0 = Instant::now();
+        b.connect(addr, u64::from(addr.port()), b"", Some(limit)).expect("connects");
+        let (c, _) = l.accept().expect("accepts");
+        answer_greeting(&c);
+        let (hdr, _) = read_message(&c, UD_HELLO_MAX).expect("UD_HELLO");
+        assert_eq!(hdr.op, op::UD_HELLO);
+        if answers {
+            // A port of nobody's: no proof ever comes from it.
+            let lie = UdHello { qpn: 9, qkey: 1, secret: 2, token: 3, conn_qual: 0, private_data: Vec::new() };
+            write_message(&c, op::UD_ACCEPT, &lie.encode()).expect("writes");
+        }
+        assert_eq!(rb.cm(), Some(CmEvent::TimedOut), "answers: {answers}");
+        let took = t0.elapsed();
+        assert!(took >= limit && took < limit + Duration::from_millis(500), "answers: {answers}, took {took:?}");
+        assert!(closed(&c), "answers: {answers}: the connection stayed open");
+    }
+    b.connect(addr, u64::from(addr.port()), b"", Some(Duration::from_secs(30))).expect("connects");
+    let (c, _) = l.accept().expect("accepts");
+    answer_greeting(&c);
+    read_message(&c, UD_HELLO_MAX).expect("UD_HELLO");
+    b.disconnect(false);
+    assert!(closed(&c), "the disconnect left the resolution's connection open");
+    assert_eq!(rb.cm(), Some(CmEvent::Disconnected));
+    assert_eq!(rb.cm_within(Duration::from_millis(300)), None);
+    b.destroy();
+}
