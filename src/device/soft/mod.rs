@@ -70,6 +70,9 @@
 //!   requests, `on_response`), `SetLease::sockets` (leases taken or dropped), the watcher's
 //!   flags (a replaced peer dropped).
 //! - `shm_peers` -> shm.rs `mapped()`.
+//! - An RC active handshake's `hs` (qp/opening.rs), for one turn of its exchange on the
+//!   engine. Under it: RC `inner` (the QP's state checked, its stream noted, `claims`), the
+//!   engine's handler map, timers and kicks. Its outcome is reported once it is released.
 //! - A UD resolution's `state` (ud/resolving.rs), for one turn of its exchange on the engine,
 //!   and taken by its QP's `disconnect` (under no lock) to end it. Under it: the QP's
 //!   `resolving` (a leaf), the engine's handler map, timers and kicks. Its outcome is reported

@@ -33,11 +33,7 @@
 //!   held until a receive comes run once one is, the answers and acknowledgements we owe;
 //! - `exec`: executing a peer's request against our memory (keys, leases, landing the data).
 //!
-//! Locks, in the order they are taken (a thread holding one takes only those after it):
-//! an active handshake's own (opening.rs), `reader` (the read side's turn), `exec` (running a peer's request), `inner` (the state
-//! above; the `room` condition waits on it; an SRQ's own lock may be taken under it), then
-//! either `out.queue` (the frames going out) or `shm_peers` (the peer's mapped files), never
-//! both. Events are delivered with none of them held (`deliver`).
+//! The locks and their order are written with the device's (soft/mod.rs, "Lock order").
 //!
 //! Each child imports what it uses of this module and the device by name.
 
