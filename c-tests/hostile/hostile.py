@@ -1734,4 +1734,7 @@ else:
     # And the progress-engine cases in engine.py.
     import engine  # noqa: E402
     engine.register(sys.modules[__name__])
+    # And the active-handshake and IA-port cases in handshake.py.
+    import handshake  # noqa: E402
+    handshake.register(sys.modules[__name__])
     main()
