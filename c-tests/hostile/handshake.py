@@ -229,6 +229,28 @@ def register(h):
                     ls.close()
         return True, ""
 
+    @h.case("active_handshake_answer_never_comes", server=False)
+    def _(t, port):
+        """We take the client's greeting and HELLO and never answer, reading nothing more: its
+        connect (timeout 10 s, target.c) ends with TIMED_OUT when that timeout runs out, not
+        before and not much after, and its connection to us is closed then."""
+        ls = h.listener("127.0.0.1", port)
+        started = time.time()
+        c = h.Proc("client", str(port))
+        try:
+            s = to_stage(ls, "answer")
+            ev = c.wait_event(14)
+            took = time.time() - started
+            if ev != "TIMED_OUT" or not 9 <= took <= 12:
+                return False, f"the client's event {ev} after {took:.1f} s (its timeout: 10 s)"
+            if not ends(s):
+                return False, "the connection stayed open after TIMED_OUT"
+            s.close()
+            return h.target_state(c, forbid_win=None)
+        finally:
+            c.stop()
+            ls.close()
+
     @h.case("ia_close_closes_its_ports")
     def _(t, port):
         """The target's PSP listens on `port` and its IA on its own port. An honest peer
