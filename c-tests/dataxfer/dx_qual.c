@@ -295,3 +295,48 @@ out:
     node_close(&b);
     node_close(&a);
 }
+
+/* Two IAs of one process each have a PSP on the same 64-bit qualifier (each IA's table is
+ * its own): a connect to either IA's address reaches that IA's PSP, never the other's; once
+ * one PSP is freed, a connect to its IA is refused while the other IA's still accepts. */
+void case_qual_two_ias_one_qualifier(void)
+{
+    struct node a, b, c;
+    struct sockaddr_in at, bt;
+    DAT_PSP_HANDLE pa = DAT_HANDLE_NULL, pb = DAT_HANDLE_NULL;
+    DAT_EP_HANDLE sa, sb, sb2, c1, c2, c3, c4;
+    DAT_EVENT ev;
+    const DAT_CONN_QUAL q = (0x5eedull << 32) | dx_port(0);
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    if (!soft_only())
+        return;
+    if (!node_open(&a, PROVIDER, 16, 16) || !node_open(&b, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16) ||
+        !ia_address(&a, &at) || !ia_address(&b, &bt) ||
+        !EXPECT_RC(dat_psp_create(a.ia, q, a.cr, DAT_PSP_CONSUMER_FLAG, &pa), DAT_SUCCESS) ||
+        !EXPECT_RC(dat_psp_create(b.ia, q, b.cr, DAT_PSP_CONSUMER_FLAG, &pb), DAT_SUCCESS) ||
+        !ep_make(&a, NULL, &sa) || !ep_make(&b, NULL, &sb) || !ep_make(&b, NULL, &sb2) || !ep_make(&c, NULL, &c1) ||
+        !ep_make(&c, NULL, &c2) || !ep_make(&c, NULL, &c3) || !ep_make(&c, NULL, &c4))
+        goto out;
+    /* B first, then A: each request at its own IA's PSP, and the other IA hears nothing. */
+    if (!connect_to(&b, pb, sb, &c, c1, &bt, q) ||
+        !EXPECT(dat_evd_dequeue(a.cr, &ev) == DAT_QUEUE_EMPTY, "IA A heard of a connect to IA B") ||
+        !connect_to(&a, pa, sa, &c, c2, &at, q) ||
+        !EXPECT(dat_evd_dequeue(b.cr, &ev) == DAT_QUEUE_EMPTY, "IA B heard of a connect to IA A"))
+        goto out;
+    if (!EXPECT_RC(dat_psp_free(pa), DAT_SUCCESS))
+        goto out;
+    pa = DAT_HANDLE_NULL;
+    refused(&a, &c, c3, &at, q);
+    EXPECT(dat_evd_dequeue(b.cr, &ev) == DAT_QUEUE_EMPTY, "IA B heard of a connect to IA A's freed PSP");
+    connect_to(&b, pb, sb2, &c, c4, &bt, q);
+out:
+    if (pa)
+        dat_psp_free(pa);
+    if (pb)
+        dat_psp_free(pb);
+    node_close(&c);
+    node_close(&b);
+    node_close(&a);
+}
