@@ -144,5 +144,7 @@ void case_qual_above_16_bits(void);
 void case_qual_no_service_point(void);
 void case_qual_host_only(void);
 void case_qual_ia_port_greets(void);
+void case_qual_ia_open_out_of_descriptors(void);
+void case_qual_two_ias_one_qualifier(void);
 
 #endif

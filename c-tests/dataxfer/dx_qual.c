@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -238,6 +239,104 @@ void case_qual_ia_port_greets(void)
     }
     close(fd);
 out:
+    node_close(&b);
+    node_close(&a);
+}
+
+/* The lowest descriptor number free now: the process's descriptors in use, near enough. */
+static int lowest_free_fd(void)
+{
+    int fd = dup(0);
+    if (fd >= 0)
+        close(fd);
+    return fd;
+}
+
+/* A dat_ia_open that finds the process out of descriptors (its first: the soft device's
+ * progress engine and the IA's port both need one) fails with DAT_INSUFFICIENT_RESOURCES;
+ * once descriptors are free again the next open succeeds, listens and connects. Before, the
+ * engine that could not start was remembered as none for the life of the process: every
+ * later dat_ia_open of the soft device failed. */
+void case_qual_ia_open_out_of_descriptors(void)
+{
+    struct node a, b;
+    struct rlimit was, low;
+    struct sockaddr_in at;
+    DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+    DAT_EP_HANDLE se, ce;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    if (!soft_only() || !EXPECT(getrlimit(RLIMIT_NOFILE, &was) == 0, "getrlimit"))
+        return;
+    /* No descriptor above those open now. */
+    int top = lowest_free_fd();
+    low = was;
+    low.rlim_cur = (rlim_t)top;
+    if (!EXPECT(top > 0 && setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit"))
+        return;
+    DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    DAT_RETURN rc = dat_ia_open((char *)PROVIDER, 16, &async, &ia);
+    setrlimit(RLIMIT_NOFILE, &was);
+    if (rc == DAT_SUCCESS)
+        dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+    if (!EXPECT(DAT_GET_TYPE(rc) == DAT_INSUFFICIENT_RESOURCES, "dat_ia_open without descriptors: 0x%x", (unsigned)rc))
+        return;
+    /* Descriptors again: an IA opens, and two connect. */
+    if (!EXPECT(node_open(&a, PROVIDER, 16, 16), "dat_ia_open once descriptors are free again fails") ||
+        !node_open(&b, PROVIDER, 16, 16))
+        goto out;
+    if (!ia_address(&a, &at) ||
+        !EXPECT_RC(dat_psp_create(a.ia, (7ull << 40) | dx_port(0), a.cr, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS) ||
+        !ep_make(&a, NULL, &se) || !ep_make(&b, NULL, &ce))
+        goto out;
+    connect_to(&a, psp, se, &b, ce, &at, (7ull << 40) | dx_port(0));
+out:
+    node_close(&b);
+    node_close(&a);
+}
+
+/* Two IAs of one process each have a PSP on the same 64-bit qualifier (each IA's table is
+ * its own): a connect to either IA's address reaches that IA's PSP, never the other's; once
+ * one PSP is freed, a connect to its IA is refused while the other IA's still accepts. */
+void case_qual_two_ias_one_qualifier(void)
+{
+    struct node a, b, c;
+    struct sockaddr_in at, bt;
+    DAT_PSP_HANDLE pa = DAT_HANDLE_NULL, pb = DAT_HANDLE_NULL;
+    DAT_EP_HANDLE sa, sb, sb2, c1, c2, c3, c4;
+    DAT_EVENT ev;
+    const DAT_CONN_QUAL q = (0x5eedull << 32) | dx_port(0);
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    if (!soft_only())
+        return;
+    if (!node_open(&a, PROVIDER, 16, 16) || !node_open(&b, PROVIDER, 16, 16) || !node_open(&c, PROVIDER, 16, 16) ||
+        !ia_address(&a, &at) || !ia_address(&b, &bt) ||
+        !EXPECT_RC(dat_psp_create(a.ia, q, a.cr, DAT_PSP_CONSUMER_FLAG, &pa), DAT_SUCCESS) ||
+        !EXPECT_RC(dat_psp_create(b.ia, q, b.cr, DAT_PSP_CONSUMER_FLAG, &pb), DAT_SUCCESS) ||
+        !ep_make(&a, NULL, &sa) || !ep_make(&b, NULL, &sb) || !ep_make(&b, NULL, &sb2) || !ep_make(&c, NULL, &c1) ||
+        !ep_make(&c, NULL, &c2) || !ep_make(&c, NULL, &c3) || !ep_make(&c, NULL, &c4))
+        goto out;
+    /* B first, then A: each request at its own IA's PSP, and the other IA hears nothing. */
+    if (!connect_to(&b, pb, sb, &c, c1, &bt, q) ||
+        !EXPECT(dat_evd_dequeue(a.cr, &ev) == DAT_QUEUE_EMPTY, "IA A heard of a connect to IA B") ||
+        !connect_to(&a, pa, sa, &c, c2, &at, q) ||
+        !EXPECT(dat_evd_dequeue(b.cr, &ev) == DAT_QUEUE_EMPTY, "IA B heard of a connect to IA A"))
+        goto out;
+    if (!EXPECT_RC(dat_psp_free(pa), DAT_SUCCESS))
+        goto out;
+    pa = DAT_HANDLE_NULL;
+    refused(&a, &c, c3, &at, q);
+    EXPECT(dat_evd_dequeue(b.cr, &ev) == DAT_QUEUE_EMPTY, "IA B heard of a connect to IA A's freed PSP");
+    connect_to(&b, pb, sb2, &c, c4, &bt, q);
+out:
+    if (pa)
+        dat_psp_free(pa);
+    if (pb)
+        dat_psp_free(pb);
+    node_close(&c);
     node_close(&b);
     node_close(&a);
 }

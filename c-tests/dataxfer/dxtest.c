@@ -160,6 +160,8 @@ static const struct harness_case cases[] = {
     CASE(qual_no_service_point),
     CASE(qual_host_only),
     CASE(qual_ia_port_greets),
+    CASE(qual_ia_open_out_of_descriptors),
+    CASE(qual_two_ias_one_qualifier),
 };
 
 /* Each case has the TCP ports of its slot (its index); a _tcp rerun sets DAT2_SOFT_CMA=0, and

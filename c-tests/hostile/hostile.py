@@ -51,7 +51,7 @@ STALL_BYTES = 4 << 20  # requests waiting for a receive, per connection
 STALL_TOTAL = 64 << 20  # ... and for all the connections of the target together
 RNR_WAIT = 1.0  # seconds such a request that does not fit waits for a receive
 RD_IN = 4  # READ/atomic requests outstanding (the EP's default max_rdma_read_in)
-HALF_OPEN_MAX = 128  # connections whose HELLO has not arrived, per listener
+HALF_OPEN_MAX = 128  # connections whose HELLO has not arrived, per listening socket
 HANDSHAKE_TIMEOUT = 5.0  # seconds a HELLO may take
 READY_WAIT = 5.0  # seconds the target waits for READY after its ACCEPT, or for the answer to its READY
 GROWTH_KB = 16 << 10  # what a case may add to the target's resident memory
@@ -1734,4 +1734,7 @@ else:
     # And the progress-engine cases in engine.py.
     import engine  # noqa: E402
     engine.register(sys.modules[__name__])
+    # And the active-handshake and IA-port cases in handshake.py.
+    import handshake  # noqa: E402
+    handshake.register(sys.modules[__name__])
     main()

@@ -323,49 +323,72 @@ pub fn on_engine() -> bool {
     ON_ENGINE.with(|on| on.get())
 }
 
-static ENGINE: OnceLock<Option<&'static Engine>> = OnceLock::new();
+static ENGINE: OnceLock<&'static Engine> = OnceLock::new();
+
+/// Held while the engine is being started: one thread starts it.
+static STARTING: Mutex<()> = Mutex::new(());
 
 /// The process's engine if it was started (a poll has nothing to do before the first
 /// connection).
 pub fn started() -> Option<&'static Engine> {
-    ENGINE.get().copied().flatten()
+    ENGINE.get().copied()
 }
 
-/// The process's engine, started on first use; None when it cannot be (no descriptors or
-/// threads left).
+/// The process's engine, started on first use; None when it cannot be now (no descriptors or
+/// threads left). A failed start is not remembered: the next use tries again, so that a
+/// process that ran out of descriptors once (a dat_ia_open then fails) can open IAs again
+/// once it has some.
 pub fn engine() -> Option<&'static Engine> {
-    *ENGINE.get_or_init(|| {
-        // SAFETY: epoll_create1 returns a new descriptor or -1.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: a descriptor we just opened and nobody else owns.
-        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: eventfd returns a new descriptor or -1.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: as above.
-        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE };
-        // SAFETY: both descriptors are ours and open.
-        if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, wake.as_raw_fd(), &mut ev) } < 0 {
-            return None;
-        }
-        let e: &'static Engine = Box::leak(Box::new(Engine {
-            epoll,
-            wake,
-            handlers: Mutex::new(HashMap::new()),
-            next: AtomicU64::new(1),
-            timers: Mutex::new(BinaryHeap::new()),
-            kicked: Mutex::new(Vec::new()),
-            handed: Mutex::new(Vec::new()),
-        }));
-        std::thread::Builder::new().name("dat2-soft-engine".into()).stack_size(256 << 10).spawn(move || e.run()).ok()?;
-        Some(e)
-    })
+    if let Some(e) = ENGINE.get() {
+        return Some(e);
+    }
+    let _one = STARTING.locked();
+    if let Some(e) = ENGINE.get() {
+        return Some(e);
+    }
+    let e = start()?;
+    Some(ENGINE.get_or_init(|| e))
+}
+
+/// A new engine and its thread; None (nothing kept) when either cannot be had.
+fn start() -> Option<&'static Engine> {
+    // SAFETY: epoll_create1 returns a new descriptor or -1.
+    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a descriptor we just opened and nobody else owns.
+    let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: eventfd returns a new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: as above.
+    let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE };
+    // SAFETY: both descriptors are ours and open.
+    if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, wake.as_raw_fd(), &mut ev) } < 0 {
+        return None;
+    }
+    let e: &'static Engine = Box::leak(Box::new(Engine {
+        epoll,
+        wake,
+        handlers: Mutex::new(HashMap::new()),
+        next: AtomicU64::new(1),
+        timers: Mutex::new(BinaryHeap::new()),
+        kicked: Mutex::new(Vec::new()),
+        handed: Mutex::new(Vec::new()),
+    }));
+    let spawned = std::thread::Builder::new().name("dat2-soft-engine".into()).stack_size(256 << 10).spawn(move || e.run());
+    if spawned.is_err() {
+        // SAFETY: `e` came from Box::leak just above, and nothing else holds it: the thread
+        // was not created, and the closure that captured it has been dropped. Its
+        // descriptors close with it.
+        drop(unsafe { Box::from_raw(e as *const Engine as *mut Engine) });
+        return None;
+    }
+    Some(e)
 }
 
 #[cfg(test)]

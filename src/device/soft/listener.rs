@@ -98,7 +98,9 @@ impl SoftIaPort {
             let why = if *e == DevError::InUse { "the port is taken" } else { "out of resources (descriptors?)" };
             crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: the IA cannot listen on {addr}: {why}");
         })?;
-        Ok(SoftIaPort { address: SocketAddr::new(addr.ip(), socket.port), table, _socket: socket })
+        let mut address = addr;
+        address.set_port(socket.port);
+        Ok(SoftIaPort { address, table, _socket: socket })
     }
 }
 
@@ -115,7 +117,11 @@ impl IaPort for SoftIaPort {
     /// too (for peers that name only the host), unless it is the IA's own. 0 asks for any: the
     /// port the system picks is the qualifier.
     fn listen(&self, conn_qual: u64, events: Arc<dyn ListenEvents>) -> Result<Box<dyn Listener>, DevError> {
-        let at = |port: u16| SocketAddr::new(self.address.ip(), port);
+        let at = |port: u16| {
+            let mut a = self.address;
+            a.set_port(port);
+            a
+        };
         if conn_qual == 0 {
             for _ in 0..ANY_TRIES {
                 let socket = Socket::bind(at(0), self.table.clone())?;

@@ -663,6 +663,29 @@ impl Device for SoftDevice {
             return Some(addr);
         }
         let port = u16::try_from(conn_qual).ok().filter(|p| *p != 0)?;
-        Some(std::net::SocketAddr::new(addr.ip(), port))
+        // set_port, not a new address from the IP: a link-local peer's scope id stays.
+        let mut at = addr;
+        at.set_port(port);
+        Some(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SoftDevice;
+    use crate::device::Device;
+    use std::net::{SocketAddr, SocketAddrV6};
+
+    /// A host-only address (port 0) keeps what names the host besides its IP: a link-local
+    /// peer's scope id (its interface), and the flow label.
+    #[test]
+    fn a_host_only_address_keeps_its_scope() {
+        let dev = SoftDevice::new("127.0.0.1 0").expect("device");
+        let ip = "fe80::1".parse().expect("ip");
+        let host = SocketAddr::V6(SocketAddrV6::new(ip, 0, 7, 3));
+        assert_eq!(dev.service_address(host, 0x1234), Some(SocketAddr::V6(SocketAddrV6::new(ip, 0x1234, 7, 3))));
+        let named = SocketAddr::V6(SocketAddrV6::new(ip, 4791, 0, 3));
+        assert_eq!(dev.service_address(named, 1 << 40), Some(named));
+        assert_eq!(dev.service_address(host, 1 << 40), None);
     }
 }

@@ -612,6 +612,11 @@ impl Device for VerbsDevice {
     // rdma_cm's ports are 16 bits: the qualifier's low 16 bits are the port.
     fn service_address(&self, addr: std::net::SocketAddr, conn_qual: u64) -> Option<std::net::SocketAddr> {
         let port = cm::port_of(conn_qual);
-        (port != 0).then(|| std::net::SocketAddr::new(addr.ip(), port))
+        // set_port: a link-local peer's scope id stays (rdma_cm resolves with it).
+        (port != 0).then(|| {
+            let mut at = addr;
+            at.set_port(port);
+            at
+        })
     }
 }
