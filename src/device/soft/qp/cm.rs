@@ -49,6 +49,11 @@ impl SoftQp {
         self.set_path(verified, agreed);
         let awaiting_ready = {
             let mut i = self.lock();
+            if i.state == State::Closed {
+                // Disconnected or freed since the handshake ended (its events are out): the
+                // connection closes here, unstarted.
+                return;
+            }
             i.local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
             if let Ok(peer) = stream.peer_addr() {
                 i.remote = Some(peer);

@@ -99,7 +99,7 @@ impl PeerPath {
             return None;
         }
         let addr = if g.zero_based { g.addr.checked_add(raddr)? } else { raddr };
-        if addr < g.addr || addr.checked_add(len)? > g.addr + g.len {
+        if addr < g.addr || addr.checked_add(len)? > g.addr.checked_add(g.len)? {
             return None;
         }
         Some((g, pin, addr))
