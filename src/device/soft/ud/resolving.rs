@@ -1,5 +1,5 @@
 //! The requester's side of a UD resolution, driven by the process's engine (engine.rs): a
-//! resolution costs a socket while it runs, no thread. Each stage is a state of `Exchange`'s
+//! resolution costs a socket while it runs, no thread. Each stage is a state of `Resolution`'s
 //! turn, advanced when its socket is ready, and each has a deadline, an engine timer:
 //! 1. the TCP connect from the IA's address (a refused one is tried again for
 //!    REFUSED_RETRY) and the greeting's answer: within the resolution's timeout (the
@@ -15,28 +15,21 @@
 //! only weakly: `disconnect` and `destroy` end them at once, and a QP that is gone hears
 //! nothing.
 
-use std::io::ErrorKind;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::{Shutdown, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use super::proof::{Waiter, PROOF_TIMEOUT};
 use super::{SoftAh, SoftUdQp};
-use crate::device::soft::engine::{self, Handler, Registration};
-use crate::device::soft::exchange::{message, Exchange, Stop};
+use crate::device::soft::engine::Handler;
+use crate::device::soft::exchange::{answer_failed, message, Dial, Dialed};
 use crate::device::soft::keys;
-use crate::device::soft::listener::{self, CLOSED_AT_GREETING, HANDSHAKE_TIMEOUT, REFUSED_RETRY};
-use crate::device::soft::wire::{op, reject, role, Greeting, Hdr, Hello, UdHello, GREETING_LEN, HDR_LEN, HELLO_MAX, UD_HELLO_MAX};
+use crate::device::soft::wire::{op, reject, Hdr, Hello, UdHello, HDR_LEN, HELLO_MAX, UD_HELLO_MAX};
 use crate::device::{CmEvent, UdPeer};
-use crate::util::sockaddr;
 use crate::util::sync::MutexExt;
 
 /// How long a resolution without a timeout of its own may take.
 pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How long a refused connect waits before it is tried again.
-const RETRY_PAUSE: Duration = Duration::from_millis(10);
 
 /// The engine's handler of one resolution's TCP exchange, owned by its QP while it runs.
 pub struct Resolver {
@@ -47,33 +40,16 @@ pub struct Resolver {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Stage {
-    /// The TCP connect is in progress (or failed at once: `failed`).
-    Connecting,
-    /// A refused connect is tried again at `by`.
-    Pausing,
-    /// Our greeting is going out; its answer is awaited.
-    Greeting,
+    /// The TCP connect (from the IA's address: the acceptor takes the requester's address from
+    /// the kernel and proves it, proof.rs) and the greeting (exchange.rs `Dial`).
+    Dialing,
     /// UD_HELLO is going out; the answer (UD_ACCEPT or REJECT) is awaited.
     Answer,
 }
 
-/// Fields drop in order: the registration before the stream.
 struct Resolution {
-    reg: Option<Registration>,
-    stream: TcpStream,
-    /// The IA's address, which the request comes from: the acceptor takes the requester's
-    /// address from the kernel and proves it (proof.rs).
-    local: IpAddr,
-    addr: SocketAddr,
+    dial: Dial,
     stage: Stage,
-    /// The current stage's deadline, and whether it is the resolution's (TimedOut) rather
-    /// than the stage's own.
-    by: Instant,
-    consumers: bool,
-    started: Instant,
-    limit: Duration,
-    msg: Exchange,
-    failed: Option<std::io::Error>,
     hello: UdHello,
 }
 
@@ -111,39 +87,18 @@ pub(super) fn resolve(qp: &SoftUdQp, addr: SocketAddr, conn_qual: u64, private_d
 
 /// `resolve` with our UD_HELLO (our QP number, keys, token and the private data).
 fn start(qp: &SoftUdQp, addr: SocketAddr, hello: UdHello, timeout: Option<Duration>) {
-    let started = Instant::now();
-    let limit = timeout.unwrap_or(RESOLVE_TIMEOUT);
-    let local = qp.local_ip();
-    let (stream, failed) = match connect(local, addr) {
-        Ok(c) => c,
+    let resolver = Arc::new_cyclic(|this| Resolver { this: this.clone(), qp: qp.this.clone(), state: Mutex::new(None) });
+    let handler: Weak<dyn Handler> = resolver.this.clone();
+    let dial = match Dial::start(qp.local_ip(), addr, timeout.unwrap_or(RESOLVE_TIMEOUT), handler) {
+        Ok(d) => d,
         Err(ev) => return qp.report(ev),
     };
-    let resolver = Arc::new_cyclic(|this| Resolver { this: this.clone(), qp: qp.this.clone(), state: Mutex::new(None) });
-    let mut r = Resolution {
-        reg: None,
-        stream,
-        local,
-        addr,
-        stage: Stage::Connecting,
-        by: started + limit,
-        consumers: true,
-        started,
-        limit,
-        msg: Exchange::default(),
-        failed,
-        hello,
-    };
+    let mut r = Resolution { dial, stage: Stage::Dialing, hello };
     // Held until the resolution is stored: an edge that comes first waits for it.
     let mut g = resolver.state.locked();
-    if resolver.register(&mut r).is_none() {
+    if r.dial.register().is_none() {
         drop(g);
         return qp.report(CmEvent::Unreachable);
-    }
-    if r.failed.is_some() {
-        // Told on the engine thread, as any outcome is.
-        if let Some(reg) = &r.reg {
-            reg.kick();
-        }
     }
     *g = Some(r);
     // Listed before a turn can end it (and take it off the list).
@@ -151,22 +106,7 @@ fn start(qp: &SoftUdQp, addr: SocketAddr, hello: UdHello, timeout: Option<Durati
     drop(g);
 }
 
-/// A non-blocking connect from `local` to `addr` started, with the error it failed with at
-/// once, if it did (reported from the engine, which the socket is registered with).
-fn connect(local: IpAddr, addr: SocketAddr) -> Result<(TcpStream, Option<std::io::Error>), CmEvent> {
-    sockaddr::connect_begin(local, addr).map_err(|e| listener::connect_failed(&e, addr))
-}
-
 impl Resolver {
-    fn register(&self, r: &mut Resolution) -> Option<()> {
-        r.reg = None;
-        let handler: Weak<dyn Handler> = self.this.clone();
-        let reg = engine::engine()?.register(r.stream.as_raw_fd(), engine::IN | engine::OUT, handler).ok()?;
-        reg.timer(r.by);
-        r.reg = Some(reg);
-        Some(())
-    }
-
     /// Ends the exchange at once (the QP is disconnected or destroyed): its socket is
     /// unregistered and closed; a turn under way ends first.
     pub(super) fn end(&self) {
@@ -180,19 +120,20 @@ impl Handler for Resolver {
         let Some(qp) = self.qp.upgrade() else { return };
         let mut g = self.state.locked();
         let Some(r) = g.as_mut() else { return };
-        let outcome = match r.turn(&qp, events, self) {
+        let outcome = match r.turn(&qp, events) {
             Turn::Wait => return,
             Turn::Failed(ev) => Err(ev),
             Turn::Accepted(answer, private_data) => Ok((answer, private_data)),
         };
-        let Some(Resolution { reg, stream, addr, hello, started, limit, .. }) = g.take() else { return };
+        let Some(Resolution { dial, hello, .. }) = g.take() else { return };
         drop(g);
-        drop(reg);
+        let (addr, deadline) = (dial.addr(), dial.limit_at());
+        let stream = dial.into_stream();
         let _ = stream.shutdown(Shutdown::Both);
         drop(stream);
         qp.resolving.locked().retain(|x| !std::ptr::eq(Arc::as_ptr(x), self));
         match outcome {
-            Ok((answer, private_data)) => prove(&qp, addr, &hello, &answer, private_data, started + limit),
+            Ok((answer, private_data)) => prove(&qp, addr, &hello, &answer, private_data, deadline),
             Err(ev) => qp.report(ev),
         }
     }
@@ -223,117 +164,43 @@ fn prove(qp: &SoftUdQp, addr: SocketAddr, hello: &UdHello, answer: &UdHello, pri
 }
 
 impl Resolution {
-    /// Enters `stage` with `msg` to send and a deadline of `wait` (cut to the resolution's).
-    fn enter(&mut self, stage: Stage, msg: Vec<u8>, wait: Duration) {
-        let left = self.limit.saturating_sub(self.started.elapsed());
-        self.consumers = wait >= left;
-        self.by = Instant::now() + wait.min(left);
-        self.stage = stage;
-        self.msg.start(msg);
-        if let Some(reg) = &self.reg {
-            reg.timer(self.by);
-        }
-    }
-
     /// Advances the resolution as far as the socket lets it.
-    fn turn(&mut self, qp: &SoftUdQp, events: u32, resolver: &Resolver) -> Turn {
+    fn turn(&mut self, qp: &SoftUdQp, events: u32) -> Turn {
         if qp.is_closed() {
             return Turn::Failed(CmEvent::Broken);
         }
         loop {
-            let now = Instant::now();
             match self.stage {
-                Stage::Connecting => {
-                    let error = match self.failed.take() {
-                        Some(e) => Some(e),
-                        None if events & (engine::OUT | engine::ERR) == 0 && now < self.by => return Turn::Wait,
-                        None => self.stream.take_error().unwrap_or_else(Some),
-                    };
-                    match error {
-                        Some(e) if e.kind() == ErrorKind::ConnectionRefused && self.started.elapsed() < REFUSED_RETRY.min(self.limit) => {
-                            self.stage = Stage::Pausing;
-                            self.by = now + RETRY_PAUSE;
-                            if let Some(reg) = &self.reg {
-                                reg.timer(self.by);
-                            }
-                            return Turn::Wait;
-                        }
-                        Some(e) => return Turn::Failed(listener::connect_failed(&e, self.addr)),
-                        None if self.stream.peer_addr().is_err() => {
-                            // Not connected yet.
-                            return if now >= self.by { Turn::Failed(CmEvent::TimedOut) } else { Turn::Wait };
-                        }
-                        None => {
-                            let _ = self.stream.set_nodelay(true);
-                            self.enter(Stage::Greeting, Greeting::ours(role::ASK).to_vec(), HANDSHAKE_TIMEOUT);
-                        }
+                Stage::Dialing => match self.dial.dial(events) {
+                    Dialed::Wait => return Turn::Wait,
+                    Dialed::Failed(ev) => return Turn::Failed(ev),
+                    Dialed::Greeted => {
+                        // Only now, to a dat2-soft listener, anything of the consumer's.
+                        let hello = message(op::UD_HELLO, &self.hello.encode());
+                        // Within what is left of the resolution's own limit.
+                        self.dial.enter(hello, Duration::MAX);
+                        self.stage = Stage::Answer;
                     }
-                }
-                Stage::Pausing => {
-                    if now < self.by {
-                        return Turn::Wait;
-                    }
-                    let (stream, failed) = match connect(self.local, self.addr) {
-                        Ok(c) => c,
-                        Err(ev) => return Turn::Failed(ev),
-                    };
-                    self.reg = None;
-                    self.stream = stream;
-                    self.failed = failed;
-                    self.stage = Stage::Connecting;
-                    self.by = self.started + self.limit;
-                    if resolver.register(self).is_none() {
-                        return Turn::Failed(CmEvent::Unreachable);
-                    }
-                    if self.failed.is_none() {
-                        return Turn::Wait;
-                    }
-                }
-                Stage::Greeting => {
-                    match self.msg.flush_and_fill(&self.stream, GREETING_LEN, now >= self.by) {
-                        Ok(()) => {}
-                        Err(Stop::Wait) => return Turn::Wait,
-                        Err(Stop::Late) if self.consumers => return Turn::Failed(CmEvent::TimedOut),
-                        Err(Stop::Late) => {
-                            let why = format!("no answer to its greeting within {HANDSHAKE_TIMEOUT:?}");
-                            return Turn::Failed(listener::not_ours(self.addr, &why));
-                        }
-                        Err(Stop::WriteFailed) => return Turn::Failed(CmEvent::Unreachable),
-                        Err(Stop::Closed | Stop::ReadFailed) => return Turn::Failed(listener::not_ours(self.addr, CLOSED_AT_GREETING)),
-                    }
-                    let answer: [u8; GREETING_LEN] = self.msg.got().try_into().expect("whole");
-                    if let Err(e) = listener::check_answer(&answer, self.addr) {
-                        return Turn::Failed(e);
-                    }
-                    // Only now, to a dat2-soft listener, anything of the consumer's.
-                    let hello = message(op::UD_HELLO, &self.hello.encode());
-                    self.enter(Stage::Answer, hello, self.limit);
-                }
-                Stage::Answer => return self.answer(now),
+                },
+                Stage::Answer => return self.answer(),
             }
         }
     }
 
     /// The acceptor's answer to UD_HELLO, once it has come whole.
-    fn answer(&mut self, now: Instant) -> Turn {
-        let failed = |stop| match stop {
-            Stop::Wait => Turn::Wait,
-            Stop::Late => Turn::Failed(CmEvent::TimedOut),
-            Stop::WriteFailed => Turn::Failed(CmEvent::Unreachable),
-            Stop::Closed | Stop::ReadFailed => Turn::Failed(CmEvent::NonPeerRejected),
-        };
-        let late = now >= self.by;
-        if let Err(stop) = self.msg.flush_and_fill(&self.stream, HDR_LEN, late) {
+    fn answer(&mut self) -> Turn {
+        let failed = |stop| answer_failed(stop).map_or(Turn::Wait, Turn::Failed);
+        if let Err(stop) = self.dial.exchange(HDR_LEN) {
             return failed(stop);
         }
-        let hdr = Hdr::decode(self.msg.got()[..HDR_LEN].try_into().expect("a header"));
+        let hdr = Hdr::decode(self.dial.got()[..HDR_LEN].try_into().expect("a header"));
         if hdr.payload > UD_HELLO_MAX.max(HELLO_MAX) {
             return Turn::Failed(CmEvent::NonPeerRejected);
         }
-        if let Err(stop) = self.msg.flush_and_fill(&self.stream, HDR_LEN + hdr.payload as usize, late) {
+        if let Err(stop) = self.dial.exchange(HDR_LEN + hdr.payload as usize) {
             return failed(stop);
         }
-        let body = &self.msg.got()[HDR_LEN..];
+        let body = &self.dial.got()[HDR_LEN..];
         match hdr.op {
             op::UD_ACCEPT => match UdHello::decode(body) {
                 Some(mut answer) => {
@@ -343,7 +210,12 @@ impl Resolution {
                 None => Turn::Failed(CmEvent::NonPeerRejected),
             },
             op::REJECT if hdr.status == reject::NO_SERVICE => {
-                crate::dbg_log!(crate::log::DbgType::ERROR, "dat2-soft: no service point {:#x} at {}", self.hello.conn_qual, self.addr);
+                crate::dbg_log!(
+                    crate::log::DbgType::ERROR,
+                    "dat2-soft: no service point {:#x} at {}",
+                    self.hello.conn_qual,
+                    self.dial.addr()
+                );
                 Turn::Failed(CmEvent::NonPeerRejected)
             }
             op::REJECT => match Hello::decode(body) {
