@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include <string.h>
 
 /* ---- result bookkeeping: c-tests/common/harness.h (EXPECT, EXPECT_RC, harness_fail...) ---- */
@@ -125,6 +126,11 @@ int dx_fds(void);
 /* Ends a forked peer: a byte on `down_fd` tells it to finish, `seconds` are given to it, then
  * it is killed; reaped either way. */
 void dx_reap(int pid, int down_fd, double seconds);
+/* Forks a peer process with a pipe `up` from it (the peer writes up[1]) and a pipe `down` to
+ * it (the peer reads down[0]); either may be NULL. Returns 0 in the peer, which runs its part
+ * and _exits, and the peer's pid in this process, each holding only its own ends; -1 (a
+ * failure recorded, no pipe left open) when a pipe or the fork failed. */
+pid_t dx_fork_peer(int up[2], int down[2]);
 
 /* Opens a thread-safe IA (node_open_ts: as asked) with its PZ and EVDs. */
 int node_open(struct node *n, const char *ia_name, DAT_COUNT req_qlen, DAT_COUNT rcv_qlen);
@@ -145,6 +151,13 @@ DAT_IA_ADDRESS_PTR dx_loopback(int ipv6);
 int connect_eps(struct node *s, DAT_EP_HANDLE se, struct node *c, DAT_EP_HANDLE ce, int ipv6);
 /* Opens both nodes, one EP each (attributes may be NULL), listens on port and connects. */
 int pair_up(struct pair *p, DAT_CONN_QUAL port, const DAT_EP_ATTR *sattr, const DAT_EP_ATTR *cattr, DAT_COUNT qlen);
+/* pair_up with queues of 16 and a 4096-byte registration (PRIV_ALL) on the client (`cm`) and
+ * the server (`sm`). */
+int pair_up_mrs(struct pair *p, DAT_CONN_QUAL port, struct mr *cm, struct mr *sm);
+/* The two pairs of a case that runs beside a second connection: p (queues of `qlen`) on
+ * dx_port(0), and q (pair_up_mrs, `qcm` and `qsm`) on dx_port(1). q is zeroed first, so
+ * pair_down(q) is right whatever failed. */
+int pairs_up(struct pair *p, DAT_COUNT qlen, struct pair *q, struct mr *qcm, struct mr *qsm);
 void pair_down(struct pair *p);
 
 /* Waits up to `ms` for one event. */

@@ -238,6 +238,39 @@ void dx_reap(int pid, int down_fd, double seconds)
         ;
 }
 
+static void close_pipe(int p[2])
+{
+    if (p) {
+        close(p[0]);
+        close(p[1]);
+    }
+}
+
+pid_t dx_fork_peer(int up[2], int down[2])
+{
+    if (up && !EXPECT(pipe(up) == 0, "pipe failed"))
+        return -1;
+    if (down && !EXPECT(pipe(down) == 0, "pipe failed")) {
+        close_pipe(up);
+        return -1;
+    }
+    /* Not twice the test's output so far, from both processes' buffers. */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close_pipe(up);
+        close_pipe(down);
+        harness_fail(__LINE__, "fork failed");
+        return -1;
+    }
+    /* Each process keeps its own ends: the peer writes up and reads down. */
+    if (up)
+        close(up[pid == 0 ? 0 : 1]);
+    if (down)
+        close(down[pid == 0 ? 1 : 0]);
+    return pid;
+}
+
 /* ---- nodes and EPs ------------------------------------------------------------ */
 
 int node_open(struct node *n, const char *ia_name, DAT_COUNT req_qlen, DAT_COUNT rcv_qlen)
@@ -411,6 +444,18 @@ int pair_up(struct pair *p, DAT_CONN_QUAL port, const DAT_EP_ATTR *sattr, const 
     return node_open(&p->s, PROVIDER, qlen, qlen) && node_open(&p->c, PROVIDER, qlen, qlen) &&
            ep_make(&p->s, sattr, &p->se) && ep_make(&p->c, cattr, &p->ce) && node_listen(&p->s, port) &&
            connect_eps(&p->s, p->se, &p->c, p->ce, 0);
+}
+
+int pair_up_mrs(struct pair *p, DAT_CONN_QUAL port, struct mr *cm, struct mr *sm)
+{
+    return pair_up(p, port, NULL, NULL, 16) && mr_make(&p->c, p->c.pz, 4096, PRIV_ALL, cm) &&
+           mr_make(&p->s, p->s.pz, 4096, PRIV_ALL, sm);
+}
+
+int pairs_up(struct pair *p, DAT_COUNT qlen, struct pair *q, struct mr *qcm, struct mr *qsm)
+{
+    memset(q, 0, sizeof *q);
+    return pair_up(p, dx_port(0), NULL, NULL, qlen) && pair_up_mrs(q, dx_port(1), qcm, qsm);
 }
 
 void pair_down(struct pair *p)

@@ -493,16 +493,10 @@ void case_conn_peer_killed(void)
     DAT_EP_HANDLE ep;
     DAT_EVENT ev;
     memset(&c, 0, sizeof c);
-    if (!EXPECT(pipe(up) == 0, "pipe failed"))
-        return;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(up[0]);
+    pid_t pid = dx_fork_peer(up, NULL);
+    if (pid == 0)
         _exit(writer_child(up[1], dx_port(0)));
-    }
-    close(up[1]);
-    if (!EXPECT(pid > 0, "fork failed"))
+    if (pid < 0)
         return;
     uint32_t port = 0;
     if (!EXPECT(read_byte(up[0], 10000, 'R') && read(up[0], &port, sizeof port) == (ssize_t)sizeof port,

@@ -90,10 +90,8 @@ void case_engine_close_in_agent(void)
     struct mr sb = {0}, rb = {0}, qs = {0}, qr = {0};
     DAT_CNO_HANDLE cno;
     DAT_DTO_COMPLETION_EVENT_DATA d;
-    memset(&q, 0, sizeof q);
-    if (!pair_up(&p, dx_port(0), NULL, NULL, 16) || !pair_up(&q, dx_port(1), NULL, NULL, 16) ||
-        !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &sb) || !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &rb) ||
-        !mr_make(&q.c, q.c.pz, 4096, PRIV_ALL, &qs) || !mr_make(&q.s, q.s.pz, 4096, PRIV_ALL, &qr))
+    if (!pairs_up(&p, 16, &q, &qs, &qr) || !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &sb) ||
+        !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &rb))
         goto out;
     DAT_OS_WAIT_PROXY_AGENT a = {NULL, close_in_agent};
     if (!EXPECT_RC(dat_cno_create(p.s.ia, a, &cno), DAT_SUCCESS) || !EXPECT_RC(dat_evd_modify_cno(p.s.rcv, cno), DAT_SUCCESS) ||
@@ -190,17 +188,11 @@ void case_engine_bulk_write_fair(void)
     int status = -1;
     memset(&s, 0, sizeof s);
     memset(&q, 0, sizeof q);
-    if (!EXPECT(pipe(pfd) == 0, "pipe failed"))
-        return;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(pfd[1]);
+    pid_t pid = dx_fork_peer(NULL, pfd);
+    if (pid == 0)
         _exit(bulk_writer(dx_port(0), pfd[0]));
-    }
-    close(pfd[0]);
-    if (!EXPECT(pid > 0, "fork failed"))
-        goto out;
+    if (pid < 0)
+        return;
     if (!node_open(&s, PROVIDER, 16, 16) || !ep_make(&s, NULL, &se) || !node_listen(&s, dx_port(0)) ||
         !mr_make(&s, s.pz, BULK_LEN, PRIV_ALL, &win))
         goto out;
@@ -210,8 +202,7 @@ void case_engine_bulk_write_fair(void)
         !EXPECT_RC(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, se, 0, NULL), DAT_SUCCESS) ||
         !wait_established(__LINE__, s.conn, se, "bulk server"))
         goto out;
-    if (!pair_up(&q, dx_port(1), NULL, NULL, 16) || !mr_make(&q.s, q.s.pz, 4096, PRIV_ALL, &qs) ||
-        !mr_make(&q.c, q.c.pz, 4096, PRIV_ALL, &qc))
+    if (!pair_up_mrs(&q, dx_port(1), &qc, &qs))
         goto out;
     dx_sleep_ms(300);
     double worst = 0;
@@ -305,16 +296,12 @@ static void free_in_agent_cma(int lmr)
     char ok = 0;
     memset(&c, 0, sizeof c);
     memset(&q, 0, sizeof q);
-    if (!EXPECT(pipe(pfd) == 0, "pipe failed"))
-        return;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(pfd[0]);
+    pid_t pid = dx_fork_peer(pfd, NULL);
+    if (pid == 0)
         _exit(copying_peer(dx_port(0), pfd[1]));
-    }
-    close(pfd[1]);
-    if (!EXPECT(pid > 0, "fork failed") || !EXPECT(read(pfd[0], win, sizeof win) == sizeof win, "the peer did not start"))
+    if (pid < 0)
+        return;
+    if (!EXPECT(read(pfd[0], win, sizeof win) == sizeof win, "the peer did not start"))
         goto out;
     if (!node_open(&c, PROVIDER, 16, 16) || !ep_make(&c, NULL, &ep) || !mr_make(&c, c.pz, BULK_LEN, PRIV_ALL, &sink) ||
         !EXPECT_RC(dat_ep_connect(ep, dx_loopback(0), dx_port(0), 5000000, 0, NULL, DAT_QOS_BEST_EFFORT,
@@ -326,8 +313,7 @@ static void free_in_agent_cma(int lmr)
         harness_skip("the peer moves a read's data itself only on the soft device's cma path");
         goto out;
     }
-    if (!pair_up(&q, dx_port(1), NULL, NULL, 16) || !mr_make(&q.s, q.s.pz, 4096, PRIV_ALL, &qs) ||
-        !mr_make(&q.c, q.c.pz, 4096, PRIV_ALL, &qc))
+    if (!pair_up_mrs(&q, dx_port(1), &qc, &qs))
         goto out;
     DAT_OS_WAIT_PROXY_AGENT a = {NULL, free_in_agent};
     if (!EXPECT_RC(dat_cno_create(q.c.ia, a, &cno), DAT_SUCCESS) || !EXPECT_RC(dat_evd_modify_cno(q.c.req, cno), DAT_SUCCESS))

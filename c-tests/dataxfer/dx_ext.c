@@ -400,18 +400,15 @@ void case_ext_atomic_concurrent(void)
     memset(shared, 0xff, shared_len);
     for (int k = 0; k < ADD_PROCS; k++)
         pids[k] = -1;
-    fflush(stdout);
     for (int k = 0; k < ADD_PROCS; k++) {
-        if (!EXPECT(pipe(fds[k]) == 0, "pipe failed"))
-            goto out;
-        pids[k] = fork();
+        pids[k] = dx_fork_peer(NULL, fds[k]);
         if (pids[k] == 0) {
-            for (int j = 0; j <= k; j++)
+            /* Not the others' pipes either. */
+            for (int j = 0; j < k; j++)
                 close(fds[j][1]);
             _exit(adder_process(k, fds[k][0], shared));
         }
-        close(fds[k][0]);
-        if (!EXPECT(pids[k] > 0, "fork failed"))
+        if (pids[k] < 0)
             goto out;
     }
     if (!node_open(&s, PROVIDER, 16, 16) || !mr_make(&s, s.pz, 64, PRIV_ALL_ATOMIC, &m) ||

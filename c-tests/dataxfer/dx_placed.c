@@ -175,10 +175,8 @@ void case_send_placed_engine_busy(void)
     struct mr sb = {0}, rb = {0}, qs = {0}, qr = {0};
     DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
     DAT_DTO_COMPLETION_EVENT_DATA d;
-    memset(&q, 0, sizeof q);
-    if (!pair_up(&p, dx_port(0), NULL, NULL, 16) || !pair_up(&q, dx_port(1), NULL, NULL, 16) ||
-        !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &sb) || !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &rb) ||
-        !mr_make(&q.c, q.c.pz, 4096, PRIV_ALL, &qs) || !mr_make(&q.s, q.s.pz, 4096, PRIV_ALL, &qr))
+    if (!pairs_up(&p, 16, &q, &qs, &qr) || !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &sb) ||
+        !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &rb))
         goto out;
     int must = placed_expected(&p);
     memset(rb.buf, 0, 4096);
@@ -231,10 +229,8 @@ static void placed_target_ends(int how)
     struct mr sb = {0}, rb = {0}, qs = {0}, qr = {0};
     DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
     DAT_EVENT ev;
-    memset(&q, 0, sizeof q);
-    if (!pair_up(&p, dx_port(0), NULL, NULL, 2 * DEPTH) || !pair_up(&q, dx_port(1), NULL, NULL, 16) ||
-        !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &sb) || !mr_make(&p.s, p.s.pz, DEPTH * SLOT, PRIV_ALL, &rb) ||
-        !mr_make(&q.c, q.c.pz, 4096, PRIV_ALL, &qs) || !mr_make(&q.s, q.s.pz, 4096, PRIV_ALL, &qr))
+    if (!pairs_up(&p, 2 * DEPTH, &q, &qs, &qr) || !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &sb) ||
+        !mr_make(&p.s, p.s.pz, DEPTH * SLOT, PRIV_ALL, &rb))
         goto out;
     memset(rb.buf, 0, DEPTH * SLOT);
     for (int k = 0; k < DEPTH; k++)
@@ -326,10 +322,8 @@ void case_send_placed_ep_reuse(void)
     DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
     DAT_DTO_COMPLETION_EVENT_DATA d;
     DAT_EVENT ev;
-    memset(&q, 0, sizeof q);
-    if (!pair_up(&p, dx_port(0), NULL, NULL, 32) || !pair_up(&q, dx_port(1), NULL, NULL, 16) ||
-        !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &sb) || !mr_make(&p.c, p.c.pz, 2 * OLD * SLOT, PRIV_ALL, &rb) ||
-        !mr_make(&q.c, q.c.pz, 4096, PRIV_ALL, &qs) || !mr_make(&q.s, q.s.pz, 4096, PRIV_ALL, &qr))
+    if (!pairs_up(&p, 32, &q, &qs, &qr) || !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &sb) ||
+        !mr_make(&p.c, p.c.pz, 2 * OLD * SLOT, PRIV_ALL, &rb))
         goto out;
     DAT_LMR_TRIPLET st = lt(&sb, 0, 8);
     /* The first connection: OLD sends from the server into the client's receives. */

@@ -169,20 +169,12 @@ static void psp_provider_flood(void)
     DAT_EVD_HANDLE async = DAT_HANDLE_NULL, crq = DAT_HANDLE_NULL;
     DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
     DAT_CONN_QUAL port = 0;
-    if (!EXPECT(pipe(up) == 0 && pipe(down) == 0, "pipe failed"))
-        return;
     /* The peer is forked before this process opens anything (it opens its own IA). */
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(up[0]);
-        close(down[1]);
+    pid_t pid = dx_fork_peer(up, down);
+    if (pid == 0)
         _exit(flood_child(down[0], up[1]));
-    }
-    close(up[1]);
-    close(down[0]);
-    if (!EXPECT(pid > 0, "fork failed"))
-        goto out;
+    if (pid < 0)
+        return;
     if (!EXPECT_RC(dat_ia_openv((DAT_NAME_PTR)PROVIDER, 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_TRUE),
                    DAT_SUCCESS) ||
         !EXPECT_RC(dat_evd_create(ia, FLOOD_CR_QLEN, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &crq), DAT_SUCCESS)) {

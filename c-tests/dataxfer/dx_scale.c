@@ -190,22 +190,16 @@ void case_conn_scale(void)
     int n = env ? atoi(env) : 500;
     if (n < 1)
         n = 500;
-    if (!EXPECT(pipe(up) == 0 && pipe(down) == 0, "pipe failed"))
-        return;
     /* The server is forked before this process opens anything. */
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(up[0]);
-        close(down[1]);
+    pid_t pid = dx_fork_peer(up, down);
+    if (pid == 0)
         _exit(scale_server(n, up[1], down[0]));
-    }
-    close(up[1]);
-    close(down[0]);
+    if (pid < 0)
+        return;
     DAT_EP_HANDLE *eps = calloc((size_t)n, sizeof *eps);
     unsigned char *buf = calloc((size_t)n, SCALE_MSG);
     uint32_t port;
-    if (!EXPECT(pid > 0 && eps && buf, "fork or calloc failed") ||
+    if (!EXPECT(eps && buf, "calloc failed") ||
         !EXPECT(scale_read(up[0], &port, sizeof port, 10.0), "the server did not start"))
         goto out;
     scale_nofile(n);

@@ -36,19 +36,6 @@ def register(h):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
 
-    def ends(s, timeout=2):
-        """Whether the peer ends the connection on `s` within `timeout` (what it sends before
-        is read and dropped)."""
-        s.settimeout(timeout)
-        try:
-            while s.recv(4096):
-                pass
-            return True
-        except ConnectionError:
-            return True
-        except socket.timeout:
-            return False
-
     def to_stage(ls, stage):
         """Accepts the client's connection and plays the server up to `stage`: "greeting" (its
         greeting read, not answered), "answer" (its HELLO read, not answered), "ready" (its
@@ -203,16 +190,8 @@ def register(h):
                 extra = c.wait_event(1.5)
                 if extra:
                     return False, f"{stage}: after DISCONNECTED, {extra}"
-                if s:
-                    s.settimeout(2)
-                    try:
-                        ended = s.recv(1) == b""
-                    except ConnectionError:
-                        ended = True
-                    except socket.timeout:
-                        ended = False
-                    if not ended:
-                        return False, f"{stage}: our end of the connection stayed open after the disconnect"
+                if s and not h.peer_closed(s):
+                    return False, f"{stage}: our end of the connection stayed open after the disconnect"
                 if c.cmd("epfree", "epfreed ") is None:
                     return False, f"{stage}: no epfree"
                 n, base = fds(c), idle_fds()
@@ -243,7 +222,7 @@ def register(h):
             took = time.time() - started
             if ev != "TIMED_OUT" or not 9 <= took <= 12:
                 return False, f"the client's event {ev} after {took:.1f} s (its timeout: 10 s)"
-            if not ends(s):
+            if not h.peer_closed(s, drain=True):
                 return False, "the connection stayed open after TIMED_OUT"
             s.close()
             return h.target_state(c, forbid_win=None)
@@ -274,14 +253,7 @@ def register(h):
                     return False, f"port {p} ({'the IA' if p == ia_port else 'the PSP'}'s) still accepts connections after dat_ia_close"
                 except ConnectionRefusedError:
                     pass
-            half.settimeout(2)
-            try:
-                ended = half.recv(1) == b""
-            except ConnectionError:
-                ended = True
-            except socket.timeout:
-                ended = False
-            if not ended:
+            if not h.peer_closed(half):
                 return False, "a half-open connection on the IA port stayed open after dat_ia_close"
         finally:
             half.close()

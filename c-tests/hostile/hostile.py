@@ -245,6 +245,22 @@ def recv_exact(s, n):
     return b
 
 
+def peer_closed(s, timeout=2, drain=False):
+    """Whether the peer ends the connection on `s` within `timeout` seconds (0: has ended it
+    already). A byte before its end means it is still open, unless `drain`: then what it sends
+    before its end is read and dropped."""
+    s.settimeout(timeout)
+    try:
+        while s.recv(4096 if drain else 1):
+            if not drain:
+                return False
+        return True
+    except ConnectionError:
+        return True
+    except (socket.timeout, BlockingIOError):
+        return False
+
+
 def recv_msg(s):
     h = HDR.unpack(recv_exact(s, HDR.size))
     return h, recv_exact(s, h[3]) if h[3] else b""
@@ -900,13 +916,7 @@ def _(t, port):
         time.sleep(HANDSHAKE_TIMEOUT + 1)
         open_ = 0
         for c in socks:
-            c.setblocking(False)
-            try:
-                open_ += c.recv(1) != b""
-            except BlockingIOError:
-                open_ += 1
-            except ConnectionError:
-                pass
+            open_ += not peer_closed(c, 0)
         if open_:
             return False, f"{open_} half-open connections were still open after {HANDSHAKE_TIMEOUT + 1} s"
     finally:
@@ -1210,11 +1220,7 @@ def _(t, port):
         freed = c.cmd("epfree", "epfreed ")
         if freed is None or int(dict(w.split("=", 1) for w in freed.split()[1:])["rc"], 0) != 0:
             return False, f"dat_ep_free: {freed}"
-        s.settimeout(2)
-        try:
-            ended = s.recv(1) == b""
-        except (socket.timeout, ConnectionError) as e:
-            ended = not isinstance(e, socket.timeout)
+        ended = peer_closed(s)
         after = resources(c)
         s.close()
         if not ended or during is None or during[0] > 2 or after is None or after[0] > during[0]:

@@ -388,6 +388,16 @@ impl Dgram {
     }
 }
 
+/// Sends one handshake answer (a header, then `body`) without waiting on the peer: one
+/// non-blocking write, true only if the socket took it whole. The answers are small and the
+/// socket new, so it takes them unless the peer or the host is in trouble; a part taken
+/// is no answer (the caller closes the socket).
+pub fn answer_now(stream: &std::net::TcpStream, kind: u8, body: &[u8]) -> bool {
+    use std::io::Write;
+    let message = [&Hdr::message(kind, body.len()).encode()[..], body].concat();
+    stream.set_nonblocking(true).is_ok() && (&*stream).write(&message).is_ok_and(|n| n == message.len())
+}
+
 /// Writes one handshake message (a header, then `body`).
 pub fn write_message(stream: &std::net::TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
     use std::io::Write;

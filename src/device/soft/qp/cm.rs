@@ -12,7 +12,7 @@ use crate::abi::DAT_DTO_ERR_FLUSHED;
 use crate::device::soft::engine;
 use crate::device::soft::peer::{self, PeerProcess};
 use crate::device::soft::rendezvous::{Channel, Claims};
-use crate::device::soft::wire::write_message;
+use crate::device::soft::wire::answer_now;
 use crate::device::soft::wire::{op, Hdr, Hello};
 use crate::device::{CmEvent, Completion, DevError, PendingConnection, Qp};
 use crate::util::sync::MutexExt;
@@ -232,8 +232,7 @@ impl PendingConnection for Pending {
             let answer = Hello { private_data: private_data.to_vec(), ..Hello::default() };
             // Never waiting on the peer (this may run on the engine thread): a socket that
             // does not take the small answer at once is closed without it.
-            let _ = stream.set_nonblocking(true);
-            let _ = write_message(&stream, op::REJECT, &answer.encode());
+            let _ = answer_now(&stream, op::REJECT, &answer.encode());
             let _ = stream.shutdown(Shutdown::Both);
         }
     }

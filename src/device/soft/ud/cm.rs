@@ -12,21 +12,19 @@
 //! the kernel gave it (the TCP peer): a requester claims only its QP number (a UDP port on
 //! that address), its keys and its token. Accepting answers UD_ACCEPT, and the QP reports the
 //! requester resolved once a proof from that address and port came, `Broken` if none came in
-//! time (proof.rs); either way the connection closes after the answer.
+//! time (proof.rs) or the answer did not go out at once (the accept never waits on the
+//! requester); either way the connection closes after the answer.
 
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::proof::{Waiter, PROOF_TIMEOUT};
 use super::resolving::{peer, qp_address, token};
 use super::SoftUdQp;
-use crate::device::soft::wire::{op, write_message, Hello, UdHello};
+use crate::device::soft::wire::{answer_now, op, Hello, UdHello};
 use crate::device::{CmEvent, DevError, PendingConnection, Qp};
 use crate::util::sync::MutexExt;
-
-/// How long the passive side waits to write its answer.
-const ANSWER_WAIT: Duration = Duration::from_secs(1);
 
 /// A UD resolution request received by a listener, waiting for accept or reject.
 pub struct UdPending {
@@ -75,13 +73,14 @@ impl PendingConnection for UdPending {
         let resolved =
             CmEvent::UdResolved { private_data: self.hello.private_data.clone(), peer: peer(self.remote, &self.hello), passive: true };
         let waiter = Waiter::Acceptor { answer: answer.token, event: Some(resolved) };
-        let waiting = ud.expect_proof(from, self.hello.token, Instant::now() + ANSWER_WAIT + PROOF_TIMEOUT, waiter);
-        let _ = stream.set_write_timeout(Some(ANSWER_WAIT));
-        let sent = waiting && write_message(&stream, op::UD_ACCEPT, &answer.encode()).is_ok();
+        // The answer goes out now or never (as RC's): the consumer's accept does not wait on
+        // the requester, so the proof's time runs from here.
+        let waiting = ud.expect_proof(from, self.hello.token, Instant::now() + PROOF_TIMEOUT, waiter);
+        let sent = waiting && answer_now(&stream, op::UD_ACCEPT, &answer.encode());
         let _ = stream.shutdown(Shutdown::Both);
         if !sent {
-            // A requester gone before our answer (or a QP waiting for too many) is not
-            // resolved: the consumer hears of an error.
+            // A requester gone before our answer, or whose socket did not take it at once (or
+            // a QP waiting for too many), is not resolved: the consumer hears of an error.
             ud.proofs.locked().forget_acceptor(from, self.hello.token);
             ud.report(CmEvent::Broken);
         }
@@ -92,8 +91,7 @@ impl PendingConnection for UdPending {
         if let Some(stream) = self.stream.locked().take() {
             // As for RC: only the private data.
             let answer = Hello { private_data: private_data.to_vec(), ..Hello::default() };
-            let _ = stream.set_nonblocking(true);
-            let _ = write_message(&stream, op::REJECT, &answer.encode());
+            let _ = answer_now(&stream, op::REJECT, &answer.encode());
             let _ = stream.shutdown(Shutdown::Both);
         }
     }

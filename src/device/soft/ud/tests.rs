@@ -3,7 +3,9 @@
 //! length) cannot do, and what a requester or acceptor that names a port not its own gets.
 
 use super::*;
-use crate::device::soft::wire::{op, read_message, role, write_message, Greeting, UdHello, GREETING_LEN, PROOF_LEN, UD_HELLO_MAX, VERSION};
+use crate::device::soft::wire::{
+    op, read_message, role, write_message, Greeting, UdHello, GREETING_LEN, PRIVATE_DATA_MAX, PROOF_LEN, UD_HELLO_MAX, VERSION,
+};
 use crate::util::sync::CondvarExt;
 use std::io::{Read, Write};
 use std::sync::Condvar;
@@ -577,4 +579,38 @@ fn resolution_stages_have_the_consumers_deadline_and_end_with_the_qp() {
     assert_eq!(rb.cm(), Some(CmEvent::Disconnected));
     assert_eq!(rb.cm_within(Duration::from_millis(300)), None);
     b.destroy();
+}
+
+/// Accepting never waits on the requester: an answer its socket does not take at once is not
+/// sent, and the requester is not resolved (`Broken` at once; its proof, coming later, is not
+/// believed). A requester cannot bring this about by itself on a new socket (the kernel takes
+/// the small answer whatever the window), so the test fills the accepting socket's buffer
+/// first, as a host short of socket memory would leave it; before, the accept took ~1 s.
+#[test]
+fn accept_never_waits_on_the_requester() {
+    let s = setup();
+    let (a, ra) = s.qp(None);
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let requester = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connects");
+    let (conn, remote) = l.accept().expect("accepts");
+    // Never read: the requester's window closes, then the acceptor's buffer fills.
+    conn.set_nonblocking(true).expect("non-blocking");
+    while (&conn).write(&[0u8; 64 << 10]).is_ok() {}
+    conn.set_nonblocking(false).expect("blocking, as the listener hands it on");
+    let port = UdpSocket::bind(remote).expect("binds the requester's QP port");
+    let token = 0x704b_3d70_4b3d;
+    let qpn = u32::from(port.local_addr().expect("addr").port());
+    let hello = UdHello { qpn, qkey: 1, secret: 2, token, conn_qual: 0, private_data: vec![7; PRIVATE_DATA_MAX] };
+    let pending = UdPending::new(conn, hello, remote);
+    let t0 = Instant::now();
+    pending.accept(&a, &[9; PRIVATE_DATA_MAX]).expect("accepts");
+    let took = t0.elapsed();
+    assert!(took < Duration::from_millis(50), "the accept took {took:?}");
+    assert_eq!(ra.cm_within(Duration::ZERO), Some(CmEvent::Broken));
+    // The acceptor no longer waits for this requester's proof.
+    port.send_to(&Dgram::proof(qpn, token), ("127.0.0.1", a.local_port())).expect("sent");
+    assert_eq!(ra.cm_within(Duration::from_millis(300)), None);
+    assert!(received(&port, Duration::from_millis(100)).is_empty(), "the acceptor answered an unresolved requester");
+    drop(requester);
+    a.destroy();
 }
