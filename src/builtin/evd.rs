@@ -78,7 +78,21 @@ pub struct Evd {
     sources: Mutex<Sources>,
     /// How many there are, readable without the lock.
     nsources: AtomicUsize,
+    /// Bumped (under the `sources` lock) each time they change.
+    sources_version: AtomicU64,
+    /// What a dequeue polls: its copy of the sources, taken again only when they changed, so
+    /// that the sources' lock and reference counts stay off an empty dequeue. Weak: a QP its
+    /// EP gave up is never kept alive by the copy. Ordered before an EP's lock (a completion
+    /// polled here goes to it); `sources` is taken inside it only to copy.
+    polled: Mutex<Polled>,
     pub context: Mutex<u64>,
+}
+
+/// A dequeue's copy of an EVD's source QPs, as of `version` (see `Evd::polled`).
+#[derive(Default)]
+struct Polled {
+    version: u64,
+    qps: Vec<std::sync::Weak<dyn Qp>>,
 }
 
 /// An EVD's source QPs, and how many blocking waits they are armed for (each source, added
@@ -141,6 +155,7 @@ impl Evd {
     pub fn add_source(&self, qp: &Arc<dyn Qp>) {
         let mut s = self.sources.locked();
         s.qps.push(qp.clone());
+        self.sources_version.fetch_add(1, Ordering::Release);
         // A wait already blocked hears of it too (nothing to deliver: a new QP has nothing
         // ready).
         for _ in 0..s.waits {
@@ -154,6 +169,7 @@ impl Evd {
         let mut s = self.sources.locked();
         if let Some(n) = s.qps.iter().position(|q| Arc::ptr_eq(q, qp)) {
             let q = s.qps.swap_remove(n);
+            self.sources_version.fetch_add(1, Ordering::Release);
             for _ in 0..s.waits {
                 q.wait_ends();
             }
@@ -171,12 +187,25 @@ impl Evd {
 
     #[inline(never)]
     fn poll_each_source(&self) -> bool {
-        let mut qps: smallvec::SmallVec<[Arc<dyn Qp>; 4]> = smallvec::SmallVec::new();
-        for q in self.sources.locked().qps.iter() {
-            qps.push(q.clone());
+        let mut p = match self.polled.try_lock() {
+            Ok(p) => p,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            // Another thread dequeuing here polls these QPs now (as each QP's own turn would
+            // send us away too).
+            Err(std::sync::TryLockError::WouldBlock) => return true,
+        };
+        if p.version != self.sources_version.load(Ordering::Acquire) {
+            let s = self.sources.locked();
+            p.version = self.sources_version.load(Ordering::Acquire);
+            p.qps.clear();
+            p.qps.extend(s.qps.iter().map(Arc::downgrade));
         }
-        qps.iter().for_each(|q| q.poll());
-        !qps.is_empty()
+        for q in &p.qps {
+            if let Some(q) = q.upgrade() {
+                q.poll();
+            }
+        }
+        !p.qps.is_empty()
     }
 
     /// A consumer is about to block in a wait: the device wakes for what this EVD reports.
@@ -410,6 +439,8 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         must_look,
         sources: Mutex::new(Sources::default()),
         nsources: AtomicUsize::new(0),
+        sources_version: AtomicU64::new(0),
+        polled: Mutex::new(Polled::default()),
         context: Mutex::new(0),
     });
     table::insert(handle, e.clone());
@@ -538,7 +569,9 @@ pub fn wait_on(
     // the oldest event, notification or not). The device hears of a blocking wait only when
     // one may happen, so that it can keep completion wake-ups for waiting consumers.
     drop(s);
-    e.ia.dev.progress();
+    if !e.poll_sources() {
+        e.ia.dev.progress();
+    }
     let mut s = e.lock();
     let mut blocks = false;
     if s.queue.len() < threshold as usize && timeout != 0 {
