@@ -137,18 +137,6 @@ fn drain(qp: &Arc<super::qp::VerbsQp>, cq: Ptr<sys::ibv_cq>) {
 }
 
 fn poll_cq(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>) {
-    /// Restores the flag however the poll ends (a consumer's callback may unwind).
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            IN_POLL.set(self.0);
-        }
-    }
-    let _restore = Restore(IN_POLL.replace(true));
-    poll_cq_turn(qp, cq);
-}
-
-fn poll_cq_turn(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>) {
     // Not zeroed: the provider writes the entries it returns, and only those are read.
     let mut wcs = [const { std::mem::MaybeUninit::<sys::ibv_wc>::uninit() }; 16];
     loop {
@@ -161,10 +149,22 @@ fn poll_cq_turn(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>) {
             return;
         }
         let n = (n as usize).min(wcs.len());
-        for wc in &wcs[..n] {
-            // SAFETY: ibv_poll_cq filled the first n entries.
-            qp.on_wc(unsafe { wc.assume_init_ref() });
-        }
+        // Marked only while completions are handed on (the only time a consumer's callback
+        // can run here): an empty poll does not touch the thread-local.
+        IN_POLL.with(|flag| {
+            /// Restores the flag however the delivery ends (a consumer's callback may unwind).
+            struct Restore<'a>(&'a std::cell::Cell<bool>, bool);
+            impl Drop for Restore<'_> {
+                fn drop(&mut self) {
+                    self.0.set(self.1);
+                }
+            }
+            let _restore = Restore(flag, flag.replace(true));
+            for wc in &wcs[..n] {
+                // SAFETY: ibv_poll_cq filled the first n entries.
+                qp.on_wc(unsafe { wc.assume_init_ref() });
+            }
+        });
         // Fewer than asked for: the CQ was empty then. What completes later raises an event
         // (the CQ was armed before it was drained) or waits for the next poll.
         if n < wcs.len() {
