@@ -14,6 +14,7 @@ pub mod qp;
 pub mod srq;
 pub mod ud;
 mod udcm;
+mod wq;
 // bindgen's output: its unsafe blocks are generated, not written.
 #[allow(clippy::undocumented_unsafe_blocks)]
 pub mod sys;

@@ -29,6 +29,7 @@ use super::device::{mw_access, VerbsDevice};
 use super::errno::{dev_error, last_error};
 use super::inuse::WrKeys;
 use super::srq::VerbsSrq;
+use super::wq::{Request, Requests};
 use super::{api, sys, Ptr};
 use crate::abi::*;
 use crate::dbg_log;
@@ -37,7 +38,6 @@ use crate::device::{
     WrOp,
 };
 use crate::log::DbgType;
-use crate::util::slots::Slots;
 use crate::util::sync::MutexExt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,12 +58,8 @@ pub(super) struct Inner {
     pub conn: Conn,
     /// Private data for the connect request.
     pub pdata: Vec<u8>,
-    /// Our work request ids: the consumer's id, what the request does (None: a request of
-    /// our own, such as the invalidation before a rebind, whose success is not reported) and
-    /// the lkeys it was posted with.
-    /// The slot's id is the verbs work request id (never with its top bit set: an SRQ's are).
-    wrs: Slots<(u64, Option<WcOp>, WrKeys)>,
-    sends_out: u32,
+    /// The requests outstanding (their ids are the verbs work request ids).
+    reqs: Requests,
     /// A graceful disconnect waits for the posted sends.
     disconnect_when_drained: bool,
     /// An iWARP connect ended before it completed: its cm id is destroyed on a thread of its
@@ -199,8 +195,7 @@ impl VerbsQp {
                 id: None,
                 conn: Conn::Idle,
                 pdata: Vec::new(),
-                wrs: Slots::with_room((caps.max_send_wr + caps.max_recv_wr) as usize),
-                sends_out: 0,
+                reqs: Requests::with_room(caps.max_send_wr, caps.max_recv_wr),
                 disconnect_when_drained: false,
                 abandoned: false,
                 remote: None,
@@ -256,7 +251,7 @@ impl VerbsQp {
 
     /// Whether a request posted here with `lkey` is still outstanding.
     pub(super) fn uses_lkey(&self, lkey: u32) -> bool {
-        self.lock().wrs.values().any(|(_, _, keys)| keys.contains(lkey))
+        self.lock().reqs.uses_lkey(lkey)
     }
 
     pub(super) fn on_srq(&self) -> bool {
@@ -349,25 +344,6 @@ impl VerbsQp {
         self.events.cm(ev);
     }
 
-    fn new_wr(&self, i: &mut Inner, wr_id: u64, op: Option<WcOp>, keys: WrKeys) -> u64 {
-        let id = i.wrs.insert((wr_id, op, keys));
-        if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
-            i.sends_out += 1;
-        }
-        id
-    }
-
-    fn forget_wr(&self, i: &mut Inner, id: u64) {
-        if !i.ud.held.is_empty() {
-            i.ud.held.remove(&id);
-        }
-        if let Some((_, op, _)) = i.wrs.remove(id) {
-            if !matches!(op, Some(WcOp::Recv | WcOp::RecvImm)) {
-                i.sends_out = i.sends_out.saturating_sub(1);
-            }
-        }
-    }
-
     /// Posts one send-queue request; `fill` sets its opcode and operation fields. A datagram's
     /// address handle (`hold`) is kept until the request completes.
     pub(super) fn post(
@@ -391,18 +367,16 @@ impl VerbsQp {
             if !keys_live(sges, |k| self.events.key_live(k)) {
                 return Err(DevError::Fault);
             }
-            let keys = WrKeys::of(sges);
-            let id = self.new_wr(&mut i, wr_id, op, keys);
-            if let Some(ah) = hold {
-                i.ud.held.insert(id, ah);
-            }
+            let id = i.reqs.add(Request { wr_id, op, keys: WrKeys::of(sges), ah: hold });
             wr.wr_id = id;
             let mut bad = std::ptr::null_mut();
             // SAFETY: our QP; the request and its scatter list live across the call (verbs
             // copies them into the send queue).
             let rc = unsafe { api::post_send(self.qp.0, &mut wr, &mut bad) };
             if rc != 0 {
-                self.forget_wr(&mut i, id);
+                let r = i.reqs.take(id);
+                drop(i);
+                drop(r);
                 dbg_log!(DbgType::ERROR, "verbs QP {}: ibv_post_send: {}", self.qp_num, std::io::Error::from_raw_os_error(rc));
                 return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
             }
@@ -426,15 +400,13 @@ impl VerbsQp {
         }
         let (found, drained, ended) = {
             let mut i = self.lock();
-            let found = i.wrs.get(wc.wr_id).map(|&(wr_id, op, _)| (wr_id, op));
-            if found.is_some() {
-                self.forget_wr(&mut i, wc.wr_id);
-            }
-            let drained = i.disconnect_when_drained && i.sends_out == 0;
+            let found = i.reqs.take(wc.wr_id);
+            let drained = i.disconnect_when_drained && i.reqs.sends_out() == 0;
             (found, drained, i.conn == Conn::Ended)
         };
+        // (A datagram's address handle, if any, is dropped here, outside the QP's lock.)
         let (wr_id, op) = match found {
-            Some(f) => f,
+            Some((wr_id, op, _ah)) => (wr_id, op),
             None => match self.srq.as_ref().and_then(|s| s.take(wc.wr_id)) {
                 Some(core_id) => (core_id, Some(WcOp::Recv)),
                 None => return,
@@ -633,14 +605,14 @@ impl Qp for VerbsQp {
             if !keys_live(&sges, |k| self.events.key_live(k)) {
                 return Err(DevError::Fault);
             }
-            let keys = WrKeys::of(&sges);
-            let id = self.new_wr(&mut i, wr_id, Some(WcOp::Recv), keys);
+            let r = Request { wr_id, op: Some(WcOp::Recv), keys: WrKeys::of(&sges), ah: None };
+            let id = i.reqs.add(r);
             wr.wr_id = id;
             let mut bad = std::ptr::null_mut();
             // SAFETY: our QP; the request and its list live across the call.
             let rc = unsafe { api::post_recv(self.qp.0, &mut wr, &mut bad) };
             if rc != 0 {
-                self.forget_wr(&mut i, id);
+                i.reqs.take(id);
                 return Err(if rc == libc::ENOMEM { DevError::QueueFull } else { dev_error(rc) });
             }
             Ok(())
@@ -653,7 +625,7 @@ impl Qp for VerbsQp {
             if i.conn == Conn::Ended {
                 return;
             }
-            if graceful && i.sends_out > 0 && i.conn == Conn::Established {
+            if graceful && i.reqs.sends_out() > 0 && i.conn == Conn::Established {
                 i.disconnect_when_drained = true;
                 drop(i);
                 // The rest comes from the CQ, which nobody may be polling: armed, and what
@@ -720,7 +692,7 @@ impl Qp for VerbsQp {
             // sends not yet completed go now, before the EP's PD. Connects under way end unreported.
             let (held, pending) = {
                 let mut i = self.lock();
-                (std::mem::take(&mut i.ud.held), std::mem::take(&mut i.ud.pending))
+                (i.reqs.take_address_handles(), std::mem::take(&mut i.ud.pending))
             };
             drop(held);
             super::udcm::release_all(&self.dev, pending.into_keys());

@@ -33,8 +33,6 @@ pub(super) struct UdState {
     /// Connects under way: cm id (by address) -> the consumer's private data. Whoever takes an
     /// id out of here owns it: destroys it and reports the connect's outcome (udcm.rs).
     pub pending: IdMap<usize, Vec<u8>>,
-    /// The address handle of each send still outstanding, by our work request id.
-    pub held: IdMap<u64, Arc<dyn AddressHandle>>,
 }
 
 /// What UD needs to know of the device's port.
@@ -139,7 +137,7 @@ pub(super) fn address_vector(
 
 /// A UD address handle: an `ibv_ah` in the PD of the QP that resolved the peer, and the peer
 /// QP's number and Q_Key. Dropping it destroys the `ibv_ah`; it holds the device, and the
-/// built-in layer drops an EP's handles (and a send's, see [`UdState::held`]) before its PD.
+/// built-in layer drops an EP's handles (and a send's, which its request keeps until it completes) before its PD.
 pub struct VerbsAh {
     dev: Arc<VerbsDevice>,
     ah: Ptr<sys::ibv_ah>,
