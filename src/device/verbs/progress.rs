@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::cm::{self, CmEv};
 use super::device::VerbsDevice;
+use super::qp::CqOwner;
 use super::{api, sys, Ptr};
 use crate::dbg_log;
 use crate::log::DbgType;
@@ -64,9 +65,12 @@ fn completions(dev: &Arc<VerbsDevice>) {
         if unsafe { (api.ibv.get_cq_event)(dev.comp_channel.0, &mut cq, &mut ctx) } != 0 {
             return;
         }
+        // SAFETY: the context of each of the device's CQs is its QP's `CqOwner`, freed only
+        // after `ibv_destroy_cq` returned, and that waits until every event it reported was
+        // acknowledged: so it is live until the acknowledgement below.
+        let qp = unsafe { (ctx as *const CqOwner).as_ref() }.and_then(|o| o.get()).and_then(|w| w.upgrade());
         // SAFETY: the CQ the event names; acknowledged at once so destroying it never waits.
         unsafe { (api.ibv.ack_cq_events)(cq, 1) };
-        let qp = dev.lock().cqs.get(&(cq as usize)).and_then(|w| w.upgrade());
         let Some(qp) = qp else { continue };
         // Re-armed (when someone still waits) before draining, so nothing is missed.
         qp.event_taken();

@@ -83,6 +83,9 @@ pub struct VerbsQp {
     pub(super) dev: Arc<VerbsDevice>,
     pub(super) qp: Ptr<sys::ibv_qp>,
     cq: Ptr<sys::ibv_cq>,
+    /// The CQ's context: this QP, for the progress thread to find without a lookup
+    /// (`progress::completions`). Freed after the CQ (a field drops after `Drop::drop`).
+    cq_owner: Box<CqOwner>,
     pub(super) qp_num: u32,
     srq: Option<Arc<VerbsSrq>>,
     pub(super) events: Arc<dyn QpEvents>,
@@ -110,6 +113,9 @@ fn dto_status(s: u32) -> u32 {
         _ => DAT_DTO_ERR_TRANSPORT,
     }
 }
+
+/// What a CQ's context points to: the QP it belongs to, once that exists.
+pub(super) type CqOwner = std::sync::OnceLock<std::sync::Weak<VerbsQp>>;
 
 /// Scatter entries a request carries on the stack; a longer list goes to the heap.
 const INLINE_SGES: usize = 4;
@@ -154,8 +160,10 @@ impl VerbsQp {
         // Room for every send and receive (or SRQ receive) this QP can have outstanding.
         let recvs = srq.as_ref().map_or(caps.max_recv_wr, |s| s.max_wr());
         let cqe = (caps.max_send_wr as u64 + recvs as u64 + 16).min(l.max_cqe as u64) as i32;
-        // SAFETY: an open context and our completion channel.
-        let cq = unsafe { (dev.api.ibv.create_cq)(dev.ctx.0, cqe, std::ptr::null_mut(), dev.comp_channel.0, 0) };
+        let cq_owner = Box::<CqOwner>::default();
+        let context = std::ptr::addr_of!(*cq_owner) as *mut libc::c_void;
+        // SAFETY: an open context and our completion channel; the context outlives the CQ.
+        let cq = unsafe { (dev.api.ibv.create_cq)(dev.ctx.0, cqe, context, dev.comp_channel.0, 0) };
         if cq.is_null() {
             return Err(last_error());
         }
@@ -187,6 +195,7 @@ impl VerbsQp {
             dev: dev.clone(),
             qp: Ptr(qp),
             cq: Ptr(cq),
+            cq_owner,
             qp_num,
             srq,
             events,
@@ -204,6 +213,7 @@ impl VerbsQp {
             }),
         });
         // From here on Drop releases the QP and CQ.
+        let _ = this.cq_owner.set(Arc::downgrade(&this));
         {
             let mut s = dev.lock();
             s.cqs.insert(cq as usize, Arc::downgrade(&this));
