@@ -147,7 +147,7 @@ pub fn post_on(
 /// once as flushed; otherwise it is refused with the state's subtype.
 #[cold]
 #[inline(never)]
-fn not_connected(ep: &Ep, i: std::sync::MutexGuard<'_, super::ep::EpInner>, s: PendingSend) -> Result<DAT_RETURN, DAT_RETURN> {
+fn not_connected(ep: &Ep, i: crate::util::lock::LockGuard<'_, super::ep::EpInner>, s: PendingSend) -> Result<DAT_RETURN, DAT_RETURN> {
     let state = i.state();
     if state != DAT_EP_STATE_DISCONNECTED {
         return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(state)));
