@@ -60,18 +60,23 @@ impl Post {
 /// (one read of each triplet; a separate sum was a vectorised loop with its own set-up).
 #[inline(always)]
 fn sges_summed(iov: &[DAT_LMR_TRIPLET], len: &mut u64) -> Sges {
-    let mut inline = [Sge::default(); 4];
-    if iov.len() > inline.len() {
+    let mut out = Sges::new();
+    if iov.len() > out.inline_size() {
         *len = iov.iter().map(|t| u64::from(t.segment_length)).sum();
         return sges(iov);
     }
+    // Written straight into the vector's inline room (no array filled and copied in after).
+    let room = out.as_mut_ptr();
     let mut total = 0;
-    for (d, t) in inline.iter_mut().zip(iov) {
-        *d = Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context };
+    for (k, t) in iov.iter().enumerate() {
+        // SAFETY: k < iov.len() <= the inline capacity, which a new SmallVec has.
+        unsafe { room.add(k).write(Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }) };
         total += u64::from(t.segment_length);
     }
+    // SAFETY: the first iov.len() elements were written above (Sge is plain data).
+    unsafe { out.set_len(iov.len()) };
     *len = total;
-    Sges::from_buf_and_len(inline, iov.len())
+    out
 }
 
 /// Posts a send-queue request; `count`/`iov` are the consumer's local vector.
