@@ -38,12 +38,17 @@ static RECORDS: Mutex<Vec<&'static Record>> = Mutex::new(Vec::new());
 #[repr(C)]
 pub struct Local {
     record: Cell<Option<&'static Record>>,
-    held: Cell<bool>,
+    /// [`HELD`] while the thread holds its pin, with [`KEEPS`] when it keeps something until the
+    /// pin drops ([`keep_while_pinned`]): one byte, so that the drop reads and clears both at
+    /// once.
+    pin_state: Cell<u8>,
     /// The thread ended (its record went back): it pins no more.
     ended: Cell<bool>,
-    has_kept: Cell<bool>,
     depth: Cell<u32>,
 }
+
+const HELD: u8 = 1;
+const KEEPS: u8 = 2;
 
 // This thread's `Local`, in the initial-exec TLS model on x86_64 Linux: two instructions to
 // reach, where a `thread_local!` of a shared library is a call into the loader
@@ -70,7 +75,7 @@ const _: () = assert!(core::mem::size_of::<Local>() <= 16 && core::mem::align_of
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 thread_local! {
     static LOCAL: Local = const {
-        Local { record: Cell::new(None), held: Cell::new(false), ended: Cell::new(false), has_kept: Cell::new(false), depth: Cell::new(0) }
+        Local { record: Cell::new(None), pin_state: Cell::new(0), ended: Cell::new(false), depth: Cell::new(0) }
     };
 }
 
@@ -176,9 +181,10 @@ impl Local {
             Some(r) => r,
             None => self.first_record()?,
         };
-        if self.held.replace(true) {
+        if self.pin_state.get() != 0 {
             return None;
         }
+        self.pin_state.set(HELD);
         record.what.store(what, Ordering::Release);
         let s = record.seq.load(Ordering::Relaxed);
         record.seq.store(s | 1, Ordering::Relaxed);
@@ -221,8 +227,7 @@ impl Drop for Pin {
         // SAFETY: the pin is not Send (a raw pointer), so this is the thread whose
         // thread-local (no destructor) it points at.
         let l = unsafe { &*self.local };
-        l.held.set(false);
-        if l.has_kept.replace(false) {
+        if l.pin_state.replace(0) & KEEPS != 0 {
             drop_kept();
         }
     }
@@ -240,7 +245,7 @@ fn drop_kept() {
 pub fn keep_while_pinned(what: usize, value: Box<dyn Any>) -> Option<Box<dyn Any>> {
     let l = local();
     let Some(r) = l.record.get() else { return Some(value) };
-    if !l.held.get() || r.what.load(Ordering::Relaxed) != what {
+    if l.pin_state.get() & HELD == 0 || r.what.load(Ordering::Relaxed) != what {
         return Some(value);
     }
     // A thread that is ending cannot keep anything: the caller waits instead.
@@ -248,7 +253,7 @@ pub fn keep_while_pinned(what: usize, value: Box<dyn Any>) -> Option<Box<dyn Any
         return Some(value);
     }
     KEPT.with(|k| k.borrow_mut().push(value));
-    l.has_kept.set(true);
+    l.pin_state.set(HELD | KEEPS);
     None
 }
 
