@@ -266,8 +266,14 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
             if success && s.flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
                 return;
             }
-            let event = request_event(ep.handle, &s, c.status, c.byte_len);
-            (i.request_evd().cloned(), event, true)
+            let evd = i.request_evd().cloned();
+            drop(i);
+            // The event is built in the call (not returned out of this block and moved again):
+            // one copy of it, into the EVD's queue.
+            if let Some(evd) = evd {
+                evd.post_as(request_event(ep.handle, &s, c.status, c.byte_len), true);
+            }
+            return;
         }
     };
     if let Some(evd) = evd {
