@@ -37,14 +37,17 @@ thread_local! {
 /// Runs `f` as the body of an exported function: a panic becomes `DAT_INTERNAL_ERROR` and is
 /// reported through the debug log (never printed unless `DAT_DBG_TYPE` asks for it).
 pub fn guard<F: FnOnce() -> DAT_RETURN>(f: F) -> DAT_RETURN {
+    install_panic_hook();
     guard_local(|_| f())
 }
 
-/// [`guard`], handing `f` this thread's call state, reached once per call (in a shared library
-/// each thread-local access is a call), for it to pin a handle with.
+/// [`guard`], handing `f` this thread's call state, reached once per call, for it to pin a
+/// handle with. For the data path's calls (posts, dequeues, waits), which name a handle that
+/// an earlier call made under [`guard`] (`dat_ia_open` at least), so the panic hook is there
+/// already: they skip its check. (A call with a wild handle before any other call still
+/// turns a panic into DAT_INTERNAL_ERROR; only its message would go to the default hook.)
 #[inline]
 pub fn guard_local<F: FnOnce(LocalRef) -> DAT_RETURN>(f: F) -> DAT_RETURN {
-    install_panic_hook();
     let local = pin::local();
     local.enter();
     let result = panic::catch_unwind(AssertUnwindSafe(|| f(local)));

@@ -10,7 +10,7 @@ use super::ep::{self, check_watermarks, ep_state_subtype, Ep, COMPLETION_FLAGS};
 use super::events::{dto_event, immediate_event, request_event, send_immediate_event, ud_recv_event, PendingSend, Report};
 use super::iov::{iov_slice, sges, PostedRecv};
 use crate::abi::*;
-use crate::device::{keys_live, AddressHandle, Completion, DevError, SendWr, WcOp, WrOp};
+use crate::device::{keys_live, AddressHandle, Completion, DevError, SendWr, Sge, Sges, WcOp, WrOp};
 use crate::util::sync::MutexExt;
 
 /// What a post asks of the device.
@@ -56,6 +56,29 @@ impl Post {
     }
 }
 
+/// [`sges`] of the consumer's triplets `iov`, adding their lengths to `len` in the same pass
+/// (one read of each triplet; a separate sum was a vectorised loop with its own set-up).
+#[inline(always)]
+fn sges_summed(iov: &[DAT_LMR_TRIPLET], len: &mut u64) -> Sges {
+    let mut out = Sges::new();
+    if iov.len() > out.inline_size() {
+        *len = iov.iter().map(|t| u64::from(t.segment_length)).sum();
+        return sges(iov);
+    }
+    // Written straight into the vector's inline room (no array filled and copied in after).
+    let room = out.as_mut_ptr();
+    let mut total = 0;
+    for (k, t) in iov.iter().enumerate() {
+        // SAFETY: k < iov.len() <= the inline capacity, which a new SmallVec has.
+        unsafe { room.add(k).write(Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }) };
+        total += u64::from(t.segment_length);
+    }
+    // SAFETY: the first iov.len() elements were written above (Sge is plain data).
+    unsafe { out.set_len(iov.len()) };
+    *len = total;
+    out
+}
+
 /// Posts a send-queue request; `count`/`iov` are the consumer's local vector.
 pub fn post(
     handle: DAT_EP_HANDLE,
@@ -87,37 +110,36 @@ pub fn post_on(
         ep.ia.dev.progress();
         i = ep.lock();
     }
-    let (wr_id, sges, qp) = {
-        // A UD EP takes only datagram sends, and only a UD EP takes them (checked first: a UD
-        // EP's RDMA segment limits are 0, which would otherwise name the vector).
-        let ud = i.is_ud();
-        let limits = ep.ia.limits();
-        if ud != p.ah.is_some() || !limits.supports(&p.op) {
-            return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
-        }
-        let sges = sges(iov_slice(count, iov, p.max_iov.max(i.attr()), DAT_INVALID_ARG2)?);
-        if flags & !COMPLETION_FLAGS != 0 {
-            return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
-        }
-        // Like an HCA, only the device's message size limit is enforced (programs such as
-        // dtest post RDMA larger than the max_rdma_size they ask for); a datagram's is the
-        // EP's max_message_size, which is at most the path MTU.
-        let len: u64 = sges.iter().map(|t| u64::from(t.len)).sum();
-        let limit = if ud { i.attr().max_message_size } else { limits.max_msg_size };
-        if len > u64::from(limit) {
-            return Err(dat_error(DAT_LENGTH_ERROR, 0));
-        }
-        if i.state() != DAT_EP_STATE_CONNECTED {
-            return not_connected(ep, i, PendingSend { cookie, flags, report: p.report });
-        }
-        let qp = i.qp().cloned().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY))?;
-        let wr_id = i
-            .add_send(PendingSend { cookie, flags, report: p.report })
-            .map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
-        i.counts().posted(&p.op, ud, len);
-        drop(i);
-        (wr_id, sges, qp)
-    };
+    // A UD EP takes only datagram sends, and only a UD EP takes them (checked first: a UD EP's
+    // RDMA segment limits are 0, which would otherwise name the vector).
+    let ud = i.is_ud();
+    let limits = ep.ia.limits();
+    if ud != p.ah.is_some() || !limits.supports(&p.op) {
+        return Err(dat_error(DAT_MODEL_NOT_SUPPORTED, 0));
+    }
+    let local = iov_slice(count, iov, p.max_iov.max(i.attr()), DAT_INVALID_ARG2)?;
+    if flags & !COMPLETION_FLAGS != 0 {
+        return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
+    }
+    // The scatter list is copied once, from the consumer's triplets, summed as it goes.
+    let mut len = 0;
+    let sges = sges_summed(local, &mut len);
+    // Like an HCA, only the device's message size limit is enforced (programs such as dtest
+    // post RDMA larger than the max_rdma_size they ask for); a datagram's is the EP's
+    // max_message_size, which is at most the path MTU.
+    let limit = if ud { i.attr().max_message_size } else { limits.max_msg_size };
+    if len > u64::from(limit) {
+        return Err(dat_error(DAT_LENGTH_ERROR, 0));
+    }
+    if i.state() != DAT_EP_STATE_CONNECTED {
+        return not_connected(ep, i, PendingSend { cookie, flags, report: p.report });
+    }
+    let qp = i.qp().cloned().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY))?;
+    let wr_id =
+        i.add_send(PendingSend { cookie, flags, report: p.report }).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+    i.counts().posted(&p.op, ud, len);
+    drop(i);
+    // Built in the call: the device takes it where it is made.
     let wr = SendWr {
         wr_id,
         op: p.op,
@@ -147,7 +169,7 @@ pub fn post_on(
 /// once as flushed; otherwise it is refused with the state's subtype.
 #[cold]
 #[inline(never)]
-fn not_connected(ep: &Ep, i: std::sync::MutexGuard<'_, super::ep::EpInner>, s: PendingSend) -> Result<DAT_RETURN, DAT_RETURN> {
+fn not_connected(ep: &Ep, i: crate::util::lock::LockGuard<'_, super::ep::EpInner>, s: PendingSend) -> Result<DAT_RETURN, DAT_RETURN> {
     let state = i.state();
     if state != DAT_EP_STATE_DISCONNECTED {
         return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(state)));
@@ -244,8 +266,14 @@ pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
             if success && s.flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
                 return;
             }
-            let event = request_event(ep.handle, &s, c.status, c.byte_len);
-            (i.request_evd().cloned(), event, true)
+            let evd = i.request_evd().cloned();
+            drop(i);
+            // The event is built in the call (not returned out of this block and moved again):
+            // one copy of it, into the EVD's queue.
+            if let Some(evd) = evd {
+                evd.post_as(request_event(ep.handle, &s, c.status, c.byte_len), true);
+            }
+            return;
         }
     };
     if let Some(evd) = evd {

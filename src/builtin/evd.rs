@@ -4,7 +4,7 @@
 
 use core::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::cno::{self, Cno};
@@ -15,6 +15,7 @@ use super::table::{self, Object};
 use super::{deadline, put};
 use crate::abi::*;
 use crate::device::Qp;
+use crate::util::lock::{Cond, Lock, LockGuard};
 use crate::util::pin::{self, Local};
 use crate::util::ring::Ring;
 use crate::util::sync::MutexExt;
@@ -56,8 +57,10 @@ pub struct Evd {
     pub handle: usize,
     pub ia: Arc<Ia>,
     pub flags: DAT_EVD_FLAGS,
-    pub state: Mutex<EvdState>,
-    pub cond: Condvar,
+    /// Not std's Mutex: a dequeue takes it, and std's poison checks cost a tenth of one
+    /// (`util::lock`).
+    state: Lock<EvdState>,
+    cond: Cond,
     /// EPs, service points and IAs (as async EVD) that deliver to this EVD.
     pub users: AtomicU32,
     /// EP receive streams feeding this EVD that are configured for solicited wait (see
@@ -104,8 +107,9 @@ struct Sources {
 }
 
 impl Evd {
-    pub fn lock(&self) -> MutexGuard<'_, EvdState> {
-        self.state.locked()
+    #[inline]
+    pub fn lock(&self) -> LockGuard<'_, EvdState> {
+        self.state.lock()
     }
 
     /// Queues an event (the caller checked the room, under the lock it holds as `s`).
@@ -420,7 +424,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         handle,
         ia: ia.clone(),
         flags,
-        state: Mutex::new(EvdState {
+        state: Lock::new(EvdState {
             queue: Ring::default(),
             qlen,
             enabled: true,
@@ -431,7 +435,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
             owns_cell: true,
             counts: EvdCounts::new(words[1].load(Ordering::Relaxed)),
         }),
-        cond: Condvar::new(),
+        cond: Cond::new(),
         users: AtomicU32::new(0),
         solicited_streams: AtomicU32::new(0),
         queued: AtomicUsize::new(0),
@@ -602,13 +606,13 @@ pub fn wait_on(
             s.counts.bump(DCNT_EVD_WAIT_BLOCKED);
         }
         match deadline {
-            None => s = e.cond.wait(s).unwrap_or_else(|x| x.into_inner()),
+            None => s = e.cond.wait(s),
             Some(d) => {
                 let now = Instant::now();
                 if now >= d {
                     break Err(dat_error(DAT_TIMEOUT_EXPIRED, 0));
                 }
-                s = e.cond.wait_timeout(s, d - now).unwrap_or_else(|x| x.into_inner()).0;
+                s = e.cond.wait_timeout(s, Some(d - now)).0;
             }
         }
     };

@@ -3,6 +3,7 @@
 pub mod env;
 pub mod idmap;
 pub mod keyset;
+pub mod lock;
 pub mod pin;
 pub mod ring;
 pub mod slots;

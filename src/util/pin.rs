@@ -35,19 +35,51 @@ static RECORDS: Mutex<Vec<&'static Record>> = Mutex::new(Vec::new());
 ///
 /// Plain cells with no destructor: such a thread-local costs one address lookup (in a shared
 /// library a call), with no registration check; the record goes back through [`Owner`].
+#[repr(C)]
 pub struct Local {
     record: Cell<Option<&'static Record>>,
-    held: Cell<bool>,
+    /// [`HELD`] while the thread holds its pin, with [`KEEPS`] when it keeps something until the
+    /// pin drops ([`keep_while_pinned`]): one byte, so that the drop reads and clears both at
+    /// once.
+    pin_state: Cell<u8>,
     /// The thread ended (its record went back): it pins no more.
     ended: Cell<bool>,
-    has_kept: Cell<bool>,
     depth: Cell<u32>,
 }
 
+const HELD: u8 = 1;
+const KEEPS: u8 = 2;
+
+// This thread's `Local`, in the initial-exec TLS model on x86_64 Linux: two instructions to
+// reach, where a `thread_local!` of a shared library is a call into the loader
+// (`__tls_get_addr`, about a dozen instructions, on every guarded call). The loader then
+// keeps the block in the static TLS area (glibc keeps room for that in a library that is
+// dlopen'ed, this is 16 bytes). All zero is a valid `Local`: no record, nothing held, depth 0.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+core::arch::global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".p2align 3",
+    // Global for the other codegen units of the crate, hidden from the library's users.
+    ".globl dat2_pin_local",
+    ".hidden dat2_pin_local",
+    ".type dat2_pin_local,@object",
+    ".size dat2_pin_local,16",
+    "dat2_pin_local:",
+    ".zero 16",
+    ".popsection",
+);
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+const _: () = assert!(core::mem::size_of::<Local>() <= 16 && core::mem::align_of::<Local>() <= 8);
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 thread_local! {
     static LOCAL: Local = const {
-        Local { record: Cell::new(None), held: Cell::new(false), ended: Cell::new(false), has_kept: Cell::new(false), depth: Cell::new(0) }
+        Local { record: Cell::new(None), pin_state: Cell::new(0), ended: Cell::new(false), depth: Cell::new(0) }
     };
+}
+
+thread_local! {
     /// What this thread freed while it held a pin on it ([`keep_while_pinned`]), dropped when
     /// the pin drops.
     static KEPT: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
@@ -59,18 +91,17 @@ struct Owner;
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        let _ = LOCAL.try_with(|l| {
-            l.ended.set(true);
-            if let Some(r) = l.record.take() {
-                // A thread that ends holding its pin (it unwound through C, say) leaves the
-                // count even, so that the record's next owner pins with the right parity.
-                let s = r.seq.load(Ordering::Relaxed);
-                if s & 1 == 1 {
-                    r.seq.store(s + 1, Ordering::Release);
-                }
-                r.taken.store(false, Ordering::Release);
+        let l = local();
+        l.ended.set(true);
+        if let Some(r) = l.record.take() {
+            // A thread that ends holding its pin (it unwound through C, say) leaves the
+            // count even, so that the record's next owner pins with the right parity.
+            let s = r.seq.load(Ordering::Relaxed);
+            if s & 1 == 1 {
+                r.seq.store(s + 1, Ordering::Release);
             }
-        });
+            r.taken.store(false, Ordering::Release);
+        }
     }
 }
 
@@ -90,6 +121,25 @@ fn take_record() -> &'static Record {
 pub struct LocalRef(*const Local);
 
 /// This thread's state (see [`Local`]).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[inline]
+pub fn local() -> LocalRef {
+    let p: *const Local;
+    // SAFETY: the thread pointer plus the block's offset, which the loader put in the GOT:
+    // this thread's `dat2_pin_local`, 16 zeroed bytes made for each thread (a `Local`, see
+    // above). Only reads memory, the GOT entry and the thread pointer.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + dat2_pin_local@GOTTPOFF]",
+            p = out(reg) p,
+            options(pure, readonly, nostack),
+        );
+    }
+    LocalRef(p)
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 #[inline]
 pub fn local() -> LocalRef {
     LocalRef(LOCAL.with(|l| l as *const Local))
@@ -131,9 +181,10 @@ impl Local {
             Some(r) => r,
             None => self.first_record()?,
         };
-        if self.held.replace(true) {
+        if self.pin_state.get() != 0 {
             return None;
         }
+        self.pin_state.set(HELD);
         record.what.store(what, Ordering::Release);
         let s = record.seq.load(Ordering::Relaxed);
         record.seq.store(s | 1, Ordering::Relaxed);
@@ -176,8 +227,7 @@ impl Drop for Pin {
         // SAFETY: the pin is not Send (a raw pointer), so this is the thread whose
         // thread-local (no destructor) it points at.
         let l = unsafe { &*self.local };
-        l.held.set(false);
-        if l.has_kept.replace(false) {
+        if l.pin_state.replace(0) & KEEPS != 0 {
             drop_kept();
         }
     }
@@ -195,7 +245,7 @@ fn drop_kept() {
 pub fn keep_while_pinned(what: usize, value: Box<dyn Any>) -> Option<Box<dyn Any>> {
     let l = local();
     let Some(r) = l.record.get() else { return Some(value) };
-    if !l.held.get() || r.what.load(Ordering::Relaxed) != what {
+    if l.pin_state.get() & HELD == 0 || r.what.load(Ordering::Relaxed) != what {
         return Some(value);
     }
     // A thread that is ending cannot keep anything: the caller waits instead.
@@ -203,7 +253,7 @@ pub fn keep_while_pinned(what: usize, value: Box<dyn Any>) -> Option<Box<dyn Any
         return Some(value);
     }
     KEPT.with(|k| k.borrow_mut().push(value));
-    l.has_kept.set(true);
+    l.pin_state.set(HELD | KEEPS);
     None
 }
 

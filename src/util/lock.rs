@@ -1,0 +1,229 @@
+//! A mutex and a condition variable on futexes that never poison, for the data path.
+//!
+//! std's `Mutex` checks the thread's panic count when a guard is made and again when it drops
+//! (poisoning), about ten instructions a call that `util::sync::MutexExt` then throws away:
+//! every exported function runs behind a panic guard and takes a lock poisoned anyway. Here a
+//! guard dropped while unwinding simply unlocks; what the lock protects is kept consistent by
+//! its users between statements that can panic, as for `MutexExt`.
+//!
+//! The lock word: 0 free, 1 held, 2 held with a thread asleep on it (the unlock wakes one).
+//! The condition variable is a sequence number: a waiter reads it under the lock, lets the
+//! lock go and sleeps while it is unchanged; a notifier bumps it (after changing the state
+//! under the lock) and wakes the sleepers, so a notification between the two is not missed.
+
+use core::cell::UnsafeCell;
+use core::ops::{Deref, DerefMut};
+use core::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+const FREE: u32 = 0;
+const HELD: u32 = 1;
+const SLEEPERS: u32 = 2;
+
+/// A mutex without poisoning (see the module's comment).
+pub struct Lock<T: ?Sized> {
+    word: AtomicU32,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is reached only through a guard, which exists on one thread at a time.
+unsafe impl<T: ?Sized + Send> Send for Lock<T> {}
+// SAFETY: as above: a shared `Lock` hands the value to one thread at a time.
+unsafe impl<T: ?Sized + Send> Sync for Lock<T> {}
+
+/// The lock held; unlocks when dropped.
+pub struct LockGuard<'a, T: ?Sized> {
+    lock: &'a Lock<T>,
+}
+
+impl<T> Lock<T> {
+    pub const fn new(value: T) -> Lock<T> {
+        Lock { word: AtomicU32::new(FREE), value: UnsafeCell::new(value) }
+    }
+}
+
+impl<T: ?Sized> Lock<T> {
+    /// Takes the lock, waiting for it if need be.
+    #[inline]
+    pub fn lock(&self) -> LockGuard<'_, T> {
+        if self.word.compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_contended();
+        }
+        LockGuard { lock: self }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self) {
+        // A holder is usually out within a few hundred instructions: spin a little first.
+        for _ in 0..100 {
+            if self.word.load(Ordering::Relaxed) == FREE
+                && self.word.compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                return;
+            }
+            core::hint::spin_loop();
+        }
+        // Marked as slept on: whoever unlocks wakes one (this thread, or another, which marks
+        // it again when it takes the lock this way).
+        while self.word.swap(SLEEPERS, Ordering::Acquire) != FREE {
+            futex_wait(&self.word, SLEEPERS, None);
+        }
+    }
+
+    #[inline]
+    fn unlock(&self) {
+        if self.word.swap(FREE, Ordering::Release) == SLEEPERS {
+            futex_wake(&self.word, 1);
+        }
+    }
+}
+
+impl<T: Default> Default for Lock<T> {
+    fn default() -> Lock<T> {
+        Lock::new(T::default())
+    }
+}
+
+impl<T: ?Sized> Deref for LockGuard<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock: no other reference to the value exists.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for LockGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`, and the guard is borrowed mutably.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for LockGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.lock.unlock();
+    }
+}
+
+/// A condition variable for [`Lock`] (see the module's comment). Wake-ups may be spurious:
+/// a waiter checks its condition again.
+#[derive(Default)]
+pub struct Cond {
+    seq: AtomicU32,
+}
+
+impl Cond {
+    pub const fn new() -> Cond {
+        Cond { seq: AtomicU32::new(0) }
+    }
+
+    /// Lets `guard`'s lock go, sleeps until notified, takes the lock again.
+    pub fn wait<'a, T: ?Sized>(&self, guard: LockGuard<'a, T>) -> LockGuard<'a, T> {
+        self.wait_timeout(guard, None).0
+    }
+
+    /// [`Cond::wait`] for at most `limit` (`None`: no limit); true with the guard when the
+    /// time ran out (the caller checks its condition and its clock anyway).
+    pub fn wait_timeout<'a, T: ?Sized>(&self, guard: LockGuard<'a, T>, limit: Option<Duration>) -> (LockGuard<'a, T>, bool) {
+        // Read under the lock: a notifier changes the state under it, and bumps the number
+        // after, so that a notification from here on changes what the sleep compares with.
+        let seq = self.seq.load(Ordering::Relaxed);
+        let lock = guard.lock;
+        drop(guard);
+        let timed_out = futex_wait(&self.seq, seq, limit);
+        (lock.lock(), timed_out)
+    }
+
+    /// Wakes every waiter.
+    pub fn notify_all(&self) {
+        self.seq.fetch_add(1, Ordering::Release);
+        futex_wake(&self.seq, i32::MAX);
+    }
+}
+
+/// Sleeps while `word` holds `expected`, for at most `limit`; true when the time ran out.
+fn futex_wait(word: &AtomicU32, expected: u32, limit: Option<Duration>) -> bool {
+    let ts = limit
+        .map(|d| libc::timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long });
+    let tsp = ts.as_ref().map_or(core::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: the word lives as long as the borrow; the timeout, when there is one, is a
+    // timespec on this stack (FUTEX_WAIT reads it as relative).
+    let r = unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, expected, tsp) };
+    // SAFETY: reads this thread's errno.
+    r < 0 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT
+}
+
+fn futex_wake(word: &AtomicU32, n: i32) {
+    // SAFETY: the word lives as long as the borrow; FUTEX_WAKE only reads its address.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, n) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Cond, Lock};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn contended_increments_are_not_lost() {
+        let l = Arc::new(Lock::new(0u64));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        *l.lock() += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*l.lock(), 80_000);
+    }
+
+    #[test]
+    fn a_panic_while_held_leaves_the_lock_usable() {
+        let l = Arc::new(Lock::new(1));
+        let l2 = l.clone();
+        let r = std::thread::spawn(move || {
+            let mut g = l2.lock();
+            *g = 2;
+            panic!("while held");
+        })
+        .join();
+        assert!(r.is_err());
+        *l.lock() += 1;
+        assert_eq!(*l.lock(), 3);
+    }
+
+    #[test]
+    fn a_waiter_wakes_on_notify_and_times_out_without() {
+        let pair = Arc::new((Lock::new(false), Cond::new()));
+        let t = {
+            let pair = pair.clone();
+            std::thread::spawn(move || {
+                let (l, c) = &*pair;
+                let mut g = l.lock();
+                while !*g {
+                    g = c.wait(g);
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        *pair.0.lock() = true;
+        pair.1.notify_all();
+        t.join().unwrap();
+
+        let (l, c) = (Lock::new(()), Cond::new());
+        let start = Instant::now();
+        let (_g, timed_out) = c.wait_timeout(l.lock(), Some(Duration::from_millis(30)));
+        assert!(timed_out);
+        assert!(start.elapsed() >= Duration::from_millis(25));
+    }
+}
