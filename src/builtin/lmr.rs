@@ -243,7 +243,7 @@ pub fn create_in(
     let provider = ia.provider();
     let handle = table::publish(
         provider,
-        SPARE.arc(Lmr {
+        SPARE.arc_with(|| Lmr {
             pz,
             mem_type,
             region,

@@ -21,16 +21,23 @@ impl<T> Spare<T> {
     /// `Arc::new(value)`, in the spare allocation when there is one.
     #[inline]
     pub fn arc(&self, value: T) -> Arc<T> {
+        self.arc_with(|| value)
+    }
+
+    /// `Arc::new(make())`, in the spare allocation when there is one: inlined, so that a large
+    /// value is built straight into that memory instead of on the stack and then copied.
+    #[inline(always)]
+    pub fn arc_with(&self, make: impl FnOnce() -> T) -> Arc<T> {
         let p = self.0.swap(ptr::null_mut(), Ordering::Acquire);
         if p.is_null() {
-            return Arc::new(value);
+            return Arc::new(make());
         }
         // SAFETY: `p` came from `Arc::into_raw` of an `Arc<T>` that was the only reference to
         // its allocation (strong 1, weak 1 counting the strongs' own), whose value was then
         // dropped (`recycle`); the swap made this thread its only owner. Writing the new value
         // makes it an `Arc<T>` again, as `Arc::get_mut_unchecked` would.
         unsafe {
-            p.write(value);
+            p.write(make());
             Arc::from_raw(p)
         }
     }
