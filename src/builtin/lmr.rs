@@ -329,7 +329,7 @@ pub fn free(handle: DAT_LMR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
 }
 
 /// Revokes the LMR's keys at once and releases its PZ (the object has left the table).
-#[inline]
+#[inline(always)]
 pub fn destroy(l: &Lmr) {
     // First: a request posted from now on is refused, and one posted before is seen by the
     // cache's `mr_in_use` (see QpEvents::key_live).

@@ -415,7 +415,7 @@ impl Objects {
 
     /// Publishes `obj`, of handle type `ty` and IA `owner` (given by a caller that may know
     /// them without asking the object through its vtable).
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, handle: usize, ty: DAT_HANDLE_TYPE, owner: usize, obj: Arc<dyn Object>) {
         self.count(ty, owner, true);
         let Some(cell) = listed_cell(handle) else {

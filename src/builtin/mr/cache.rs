@@ -33,10 +33,10 @@
 //! ([`Cache::flush`], before `dealloc_pd` and at IA close), and when the device runs out of
 //! resources for a new registration.
 //!
-//! The kept registration released last is parked in a hot slot ([`super::hot`]): the next hit of
-//! its range takes it, and that LMR's free parks it again, without the lock (a program that
+//! The kept registration released last is parked in a hot slot (`cache/hot.rs`): the next hit
+//! of its range takes it, and that LMR's free parks it again, without the lock (a program that
 //! registers one buffer around each transfer then never takes it). Every locked section first
-//! takes the slot back into the table ([`Cache::unpark`]).
+//! takes the slot back into the table (`Cache::unpark`).
 //!
 //! One lock guards the table. Registrations are made under it; evicted ones are deregistered
 //! just after it is given back (a deregistration unpins every page, and the collector thread
@@ -50,7 +50,6 @@ use std::time::Duration;
 
 pub use super::config::Config;
 use super::entries::Entries;
-use super::hot::{Found, Hot, RangeKey};
 use super::stats::Cause;
 pub use super::stats::{CacheStats, Evictions};
 use super::unmap::{self, Monitor, RingId};
@@ -60,6 +59,9 @@ use crate::device::{Access, DevError, Device, Mr, Pd};
 use crate::log::DbgType;
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
+use hot::{Hot, RangeKey};
+
+mod hot;
 
 /// How long the collector sleeps when it has nothing to expire.
 const IDLE_WAIT: Duration = Duration::from_secs(10);
@@ -335,62 +337,6 @@ impl Cache {
         Some(l)
     }
 
-    /// Takes the hot slot's registration back into the table (a lock was just taken): kept,
-    /// as the newest of the LRU, if it was parked; live, with the LMR that claimed it as its
-    /// member, if a hit holds it (that LMR's free then finds its claim gone and comes here).
-    #[inline]
-    fn unpark(&self, st: &mut State) {
-        if st.hot.is_some() {
-            self.unpark_slow(st);
-        }
-    }
-
-    #[inline(never)]
-    fn unpark_slow(&self, st: &mut State) {
-        let Some((id, mr)) = st.hot.take() else { return };
-        let found = self.hot.unpark();
-        let released = Duration::from_nanos(self.hot.released_ns());
-        let Some(e) = st.entries.get_mut(id) else { return };
-        match found {
-            Found::Parked => {
-                if e.seq != 0 {
-                    st.lru.remove(&e.seq);
-                }
-                st.next_seq += 1;
-                e.seq = st.next_seq;
-                e.released = released;
-                e.cached = Some(mr);
-                st.lru.insert(e.seq, id);
-                st.last = id;
-            }
-            Found::Claimed => {
-                e.members.push(mr);
-                st.kept -= 1;
-                st.kept_bytes -= mr.len;
-            }
-            Found::Nothing => {}
-        }
-    }
-
-    /// A hit on the hot slot, without the lock: the same checks a locked lookup makes first
-    /// (the monitor usable, every change it reported applied), then a claim. A locked section
-    /// takes the slot back before it drains the monitor's ring, so a claim that succeeds came
-    /// before that drain, after this thread found the ring empty (see SAFETY.md, 1).
-    #[inline]
-    fn hot_hit(&self, key: &RangeKey) -> Option<Registration> {
-        if !self.hot.parked() {
-            return None;
-        }
-        unmap::ready()?;
-        let Some(Some(ring)) = self.ring.get().copied() else { return None };
-        unmap::settle();
-        if unmap::queued(ring) {
-            return None;
-        }
-        let c = self.hot.claim(key)?;
-        Some(Registration { mr: c.mr, entry: c.entry, reused: true, watched: true, hot: c.word })
-    }
-
     /// Waits until registrations another thread evicted are deregistered (a PD can be freed
     /// only after its MRs, and counters read after it are final).
     fn wait_reaped(&self) {
@@ -575,6 +521,7 @@ impl Cache {
     }
 
     /// Registers `[addr, addr+len)` (see the module comment for how it is shared or kept).
+    #[inline(always)]
     pub fn register_range(
         &self,
         dev: &Arc<dyn Device>,
@@ -588,7 +535,21 @@ impl Cache {
         if let Some(reg) = self.hot_hit(&range) {
             return Ok(reg);
         }
-        let key = Key::Range { dev: range.dev, pd: pd.0, addr, len, access: range.access, zero_based };
+        self.register_range_locked(dev, pd, addr, len, access, zero_based)
+    }
+
+    /// [`Cache::register_range`] past the hot slot (out of line: the hit stays small).
+    #[inline(never)]
+    fn register_range_locked(
+        &self,
+        dev: &Arc<dyn Device>,
+        pd: Pd,
+        addr: u64,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+    ) -> Result<Registration, RegError> {
+        let key = Key::Range { dev: dev_id(dev), pd: pd.0, addr, len, access: access.bits(), zero_based };
         // Remote access on a device that caches: this LMR's registration alone, and no monitor
         // is opened for it (see the module comment).
         let mode = if !dev.cache_registrations() {
@@ -730,7 +691,21 @@ impl Cache {
     }
 
     /// Revokes an LMR's keys; the registration goes with its last LMR, or is kept.
+    #[inline]
     pub fn release(&self, dev: &Arc<dyn Device>, reg: &Registration) {
+        // Taken from the hot slot and not taken back since: parked again, with no lock (all
+        // that `keep` in `release_locked` asks held when it was parked, and only a lock holder
+        // changes it), after the same two checks: the monitor still usable, and no request
+        // outstanding with the lkey (see there).
+        if reg.hot != 0 && unmap::ready().is_some() && !dev.mr_in_use(&reg.mr) && self.hot.put_back(reg.hot, coarse_ns()) {
+            return;
+        }
+        self.release_locked(dev, reg);
+    }
+
+    /// [`Cache::release`] past the hot slot.
+    #[inline(never)]
+    fn release_locked(&self, dev: &Arc<dyn Device>, reg: &Registration) {
         if reg.entry == 0 {
             dev.dereg_mr(&reg.mr);
             return;
@@ -743,11 +718,6 @@ impl Cache {
         // MR after dat_lmr_free returned: such an MR is deregistered (asked before the lock,
         // since the device looks at its queues).
         let busy = caching && reg.mr.rkey == 0 && dev.mr_in_use(&reg.mr);
-        // Taken from the hot slot and not taken back since: parked again, with no lock (all
-        // that `keep` below asks held when it was parked, and only a lock holder changes it).
-        if reg.hot != 0 && caching && !busy && self.hot.put_back(reg.hot, coarse_ns()) {
-            return;
-        }
         // No `sync` here: a change the monitor reported since the last lookup makes the entry
         // stale, and the next lookup (or the collector, woken by the event) evicts it, kept or
         // not, before anything can be registered over it again.

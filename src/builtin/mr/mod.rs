@@ -22,7 +22,6 @@
 pub mod cache;
 mod config;
 mod entries;
-mod hot;
 mod stats;
 pub(crate) mod unmap;
 
@@ -54,7 +53,7 @@ pub struct Registration {
     /// its release keep it.
     watched: bool,
     /// The hot slot's word this LMR's hit wrote (0: not taken from the slot), for its release
-    /// to park it again without the cache's lock (`hot.rs`).
+    /// to park it again without the cache's lock (`cache/hot.rs`).
     hot: u64,
 }
 

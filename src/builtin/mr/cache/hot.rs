@@ -6,7 +6,7 @@
 //! compares and hands out, kept in atomics. The roles:
 //! - The lock holder alone parks a registration (NONE -> PARKED, after writing what it
 //!   describes) and takes it back (any -> NONE with the next generation, [`Hot::unpark`]): every
-//!   locked section begins so ([`super::cache::Cache`]'s `lock`), so code under the lock sees
+//!   locked section begins so ([`Cache`]'s `lock`), so code under the lock sees
 //!   only ordinary entries, kept or live.
 //! - A hit claims it (PARKED -> CLAIMED, same generation) when what it asks for is what the
 //!   slot describes; that LMR's free parks it again (CLAIMED -> PARKED, same generation).
@@ -18,7 +18,10 @@
 //! the locked path, where its registration is an ordinary live one.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::time::Duration;
 
+use super::{Cache, State};
+use crate::builtin::mr::{unmap, Registration};
 use crate::device::Mr;
 
 const NONE: u64 = 0;
@@ -183,6 +186,64 @@ impl Hot {
     /// Hits made through the slot so far.
     pub(super) fn hits(&self) -> u64 {
         self.hits.load(Relaxed)
+    }
+}
+
+impl Cache {
+    /// Takes the hot slot's registration back into the table (a lock was just taken): kept,
+    /// as the newest of the LRU, if it was parked; live, with the LMR that claimed it as its
+    /// member, if a hit holds it (that LMR's free then finds its claim gone and comes here).
+    #[inline]
+    pub(super) fn unpark(&self, st: &mut State) {
+        if st.hot.is_some() {
+            self.unpark_slow(st);
+        }
+    }
+
+    #[inline(never)]
+    fn unpark_slow(&self, st: &mut State) {
+        let Some((id, mr)) = st.hot.take() else { return };
+        let found = self.hot.unpark();
+        let released = Duration::from_nanos(self.hot.released_ns());
+        let Some(e) = st.entries.get_mut(id) else { return };
+        match found {
+            Found::Parked => {
+                if e.seq != 0 {
+                    st.lru.remove(&e.seq);
+                }
+                st.next_seq += 1;
+                e.seq = st.next_seq;
+                e.released = released;
+                e.cached = Some(mr);
+                st.lru.insert(e.seq, id);
+                st.last = id;
+            }
+            Found::Claimed => {
+                e.members.push(mr);
+                st.kept -= 1;
+                st.kept_bytes -= mr.len;
+            }
+            Found::Nothing => {}
+        }
+    }
+
+    /// A hit on the hot slot, without the lock: the same checks a locked lookup makes first
+    /// (the monitor usable, every change it reported applied), then a claim. A locked section
+    /// takes the slot back before it drains the monitor's ring, so a claim that succeeds came
+    /// before that drain, after this thread found the ring empty (see SAFETY.md, 1).
+    #[inline(always)]
+    pub(super) fn hot_hit(&self, key: &RangeKey) -> Option<Registration> {
+        if !self.hot.parked() {
+            return None;
+        }
+        unmap::ready()?;
+        let Some(Some(ring)) = self.ring.get().copied() else { return None };
+        unmap::settle();
+        if unmap::queued(ring) {
+            return None;
+        }
+        let c = self.hot.claim(key)?;
+        Some(Registration { mr: c.mr, entry: c.entry, reused: true, watched: true, hot: c.word })
     }
 }
 
