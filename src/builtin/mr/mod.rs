@@ -126,3 +126,5 @@ pub fn live() -> usize {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hot;
