@@ -299,6 +299,12 @@ struct ObjMap {
 }
 
 impl ObjMap {
+    /// The slot index of one of the reserved range's cells.
+    #[inline]
+    fn slot_of(cell: &'static Cell) -> usize {
+        (cell as *const Cell as usize - BASE.load(Ordering::Relaxed)) / CELL
+    }
+
     /// The slot index of a handle that is one of the reserved range's cells.
     #[inline]
     fn index(handle: usize) -> Option<usize> {
@@ -313,19 +319,22 @@ impl ObjMap {
         }
     }
 
-    fn insert(&mut self, handle: usize, obj: Arc<dyn Object>) {
-        match Self::index(handle) {
-            Some(i) => {
-                if i >= self.slots.len() {
-                    // A chunk's worth at a time, as the cells are committed.
-                    self.slots.resize_with((i / CHUNK + 1) * CHUNK, || None);
-                }
-                self.slots[i] = Some(obj);
-            }
-            None => {
-                self.heap.insert(handle, obj);
-            }
+    /// Stores the object of one of the reserved range's cells in its slot.
+    #[inline]
+    fn insert_listed(&mut self, cell: &'static Cell, obj: Arc<dyn Object>) {
+        let i = Self::slot_of(cell);
+        if i >= self.slots.len() {
+            self.grow(i);
         }
+        let old = self.slots.get_mut(i).and_then(|s| s.replace(obj));
+        // A cell is handed out only once its object left the table.
+        debug_assert!(old.is_none(), "a slot held an object");
+    }
+
+    /// A chunk's worth of slots at a time, as the cells are committed.
+    #[cold]
+    fn grow(&mut self, i: usize) {
+        self.slots.resize_with((i / CHUNK + 1) * CHUNK, || None);
     }
 
     fn remove(&mut self, handle: usize) -> Option<Arc<dyn Object>> {
@@ -341,13 +350,15 @@ impl ObjMap {
     fn take_if<E: Copy>(
         &mut self,
         handle: usize,
+        listed: Option<&'static Cell>,
         missing: E,
         check: impl FnOnce(&Arc<dyn Object>) -> Result<(), E>,
     ) -> Result<Arc<dyn Object>, E> {
-        let Some(i) = Self::index(handle) else {
+        let Some(cell) = listed else {
             check(self.heap.get(&handle).ok_or(missing)?)?;
             return self.heap.remove(&handle).ok_or_else(|| unreachable!("just found"));
         };
+        let i = Self::slot_of(cell);
         let slot = self.slots.get_mut(i).ok_or(missing)?;
         let Some(obj) = slot.as_ref() else { return Err(missing) };
         check(obj)?;
@@ -404,20 +415,24 @@ impl Objects {
 
     /// Publishes `obj`, of handle type `ty` and IA `owner` (given by a caller that may know
     /// them without asking the object through its vtable).
+    #[inline(always)]
     fn insert(&mut self, handle: usize, ty: DAT_HANDLE_TYPE, owner: usize, obj: Arc<dyn Object>) {
         self.count(ty, owner, true);
-        if let Some(cell) = listed_cell(handle) {
-            cell.object.store(Arc::as_ptr(&obj) as *const () as *mut (), Ordering::Release);
-            cell.published.store(u64::from(ty) + 1, Ordering::Release);
-        }
-        self.map.insert(handle, obj);
+        let Some(cell) = listed_cell(handle) else {
+            self.map.heap.insert(handle, obj);
+            return;
+        };
+        cell.object.store(Arc::as_ptr(&obj) as *const () as *mut (), Ordering::Release);
+        cell.published.store(u64::from(ty) + 1, Ordering::Release);
+        self.map.insert_listed(cell, obj);
     }
 
     /// The cell's side of a removal from the map; whether the object is pinnable (its cell is
     /// then freed by [`unpinned`]).
-    fn unpublish(&mut self, handle: usize, ty: DAT_HANDLE_TYPE, owner: usize) -> bool {
+    #[inline]
+    fn unpublish(&mut self, handle: usize, listed: Option<&'static Cell>, ty: DAT_HANDLE_TYPE, owner: usize) -> bool {
         self.count(ty, owner, false);
-        if let Some(cell) = listed_cell(handle) {
+        if let Some(cell) = listed {
             cell.published.store(0, Ordering::Release);
             cell.object.store(core::ptr::null_mut(), Ordering::Release);
         }
@@ -476,7 +491,7 @@ pub fn remove(handle: usize) -> Option<Arc<dyn Object>> {
 pub fn remove_then(handle: usize, teardown: impl FnOnce(&Arc<dyn Object>)) -> Option<Arc<dyn Object>> {
     let mut o = objects().write_locked();
     let obj = o.map.remove(handle)?;
-    let pinnable = o.unpublish(handle, obj.handle_type(), obj.owner());
+    let pinnable = o.unpublish(handle, listed_cell(handle), obj.handle_type(), obj.owner());
     drop(o);
     teardown(&obj);
     if pinnable {
@@ -512,14 +527,15 @@ pub fn take<T: Object>(
     let mut guard = objects().write_locked();
     let o = &mut *guard;
     let mut seen = (0, 0);
+    let listed = listed_cell(handle as usize);
     // `**found`: the object itself (an `Arc` is `Any` too).
-    let obj = o.map.take_if(handle as usize, bad, |found| {
+    let obj = o.map.take_if(handle as usize, listed, bad, |found| {
         let t = (**found).as_any_ref().downcast_ref::<T>().ok_or(bad)?;
         check(t)?;
         seen = (t.handle_type(), t.owner());
         Ok(())
     })?;
-    let pinnable = o.unpublish(handle as usize, seen.0, seen.1);
+    let pinnable = o.unpublish(handle as usize, listed, seen.0, seen.1);
     drop(guard);
     if pinnable {
         unpinned(handle as usize, &obj);

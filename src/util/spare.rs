@@ -18,25 +18,26 @@ impl<T> Spare<T> {
         Spare(AtomicPtr::new(ptr::null_mut()))
     }
 
-    /// `Arc::new(value)`, in the spare allocation when there is one.
-    #[inline]
-    pub fn arc(&self, value: T) -> Arc<T> {
+    /// `Arc::new(make())`, in the spare allocation when there is one: inlined, so that a large
+    /// value is built straight into that memory instead of on the stack and then copied.
+    #[inline(always)]
+    pub fn arc_with(&self, make: impl FnOnce() -> T) -> Arc<T> {
         let p = self.0.swap(ptr::null_mut(), Ordering::Acquire);
         if p.is_null() {
-            return Arc::new(value);
+            return Arc::new(make());
         }
         // SAFETY: `p` came from `Arc::into_raw` of an `Arc<T>` that was the only reference to
         // its allocation (strong 1, weak 1 counting the strongs' own), whose value was then
         // dropped (`recycle`); the swap made this thread its only owner. Writing the new value
         // makes it an `Arc<T>` again, as `Arc::get_mut_unchecked` would.
         unsafe {
-            p.write(value);
+            p.write(make());
             Arc::from_raw(p)
         }
     }
 
     /// Drops `arc`; when it was the last reference, its value is dropped and its memory kept
-    /// for the next [`Spare::arc`] (the one kept before is freed).
+    /// for the next [`Spare::arc_with`] (the one kept before is freed).
     #[inline]
     pub fn recycle(&self, arc: Arc<T>) {
         // Another strong reference, or a weak one that could become one: an ordinary drop.
@@ -53,7 +54,7 @@ impl<T> Spare<T> {
         unsafe { ptr::drop_in_place(p) };
         let old = self.0.swap(p, Ordering::AcqRel);
         if !old.is_null() {
-            // SAFETY: a kept allocation (see `arc`), holding no value: freed as an
+            // SAFETY: a kept allocation (see `arc_with`), holding no value: freed as an
             // `Arc<MaybeUninit<T>>`, of the same size and alignment, which drops no value.
             drop(unsafe { Arc::from_raw(old as *const MaybeUninit<T>) });
         }
@@ -95,18 +96,18 @@ mod tests {
     fn the_memory_is_reused_and_every_value_dropped_once() {
         let drops = AtomicUsize::new(0);
         let spare = Spare::new();
-        let a = spare.arc(Counted(&drops, 1));
+        let a = spare.arc_with(|| Counted(&drops, 1));
         let first = Arc::as_ptr(&a);
         spare.recycle(a);
         assert_eq!(drops.load(Ordering::SeqCst), 1, "the value goes with its last reference");
-        let b = spare.arc(Counted(&drops, 2));
+        let b = spare.arc_with(|| Counted(&drops, 2));
         assert_eq!(Arc::as_ptr(&b), first, "the allocation is reused");
         assert_eq!(b.1, 2);
         // Another reference: dropped normally, nothing kept.
         let other = b.clone();
         spare.recycle(b);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
-        let c = spare.arc(Counted(&drops, 3));
+        let c = spare.arc_with(|| Counted(&drops, 3));
         assert_ne!(Arc::as_ptr(&c), first, "nothing was kept while another reference lived");
         drop(other);
         assert_eq!(drops.load(Ordering::SeqCst), 2);
@@ -116,7 +117,7 @@ mod tests {
         assert_eq!(drops.load(Ordering::SeqCst), 3);
         assert!(weak.upgrade().is_none());
         // Two recycled in turn: the second replaces (frees) the first.
-        let (d, e) = (spare.arc(Counted(&drops, 4)), spare.arc(Counted(&drops, 5)));
+        let (d, e) = (spare.arc_with(|| Counted(&drops, 4)), spare.arc_with(|| Counted(&drops, 5)));
         spare.recycle(d);
         spare.recycle(e);
         drop(spare);
@@ -130,7 +131,7 @@ mod tests {
             .map(|t| {
                 std::thread::spawn(move || {
                     for n in 0..20_000u64 {
-                        let v = SPARE.arc(vec![t, n]);
+                        let v = SPARE.arc_with(|| vec![t, n]);
                         assert_eq!(*v, [t, n]);
                         let held = (n % 3 == 0).then(|| v.clone());
                         SPARE.recycle(v);

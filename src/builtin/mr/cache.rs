@@ -33,6 +33,11 @@
 //! ([`Cache::flush`], before `dealloc_pd` and at IA close), and when the device runs out of
 //! resources for a new registration.
 //!
+//! The kept registration released last is parked in a hot slot (`cache/hot.rs`): the next hit
+//! of its range takes it, and that LMR's free parks it again, without the lock (a program that
+//! registers one buffer around each transfer then never takes it). Every locked section first
+//! takes the slot back into the table (`Cache::unpark`).
+//!
 //! One lock guards the table. Registrations are made under it; evicted ones are deregistered
 //! just after it is given back (a deregistration unpins every page, and the collector thread
 //! should not hold up a lookup meanwhile), under a second lock that [`Cache::flush`] and
@@ -45,6 +50,8 @@ use std::time::Duration;
 
 pub use super::config::Config;
 use super::entries::Entries;
+use super::stats::Cause;
+pub use super::stats::{CacheStats, Evictions};
 use super::unmap::{self, Monitor, RingId};
 use super::{dev_id, Cookie, Key, RegError, Registration};
 use crate::dbg_log;
@@ -52,67 +59,15 @@ use crate::device::{Access, DevError, Device, Mr, Pd};
 use crate::log::DbgType;
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
+use hot::{Hot, RangeKey};
+
+mod hot;
 
 /// How long the collector sleeps when it has nothing to expire.
 const IDLE_WAIT: Duration = Duration::from_secs(10);
 /// How soon the background thread tries again when another thread held the cache's lock (that
 /// thread applies the reported changes itself; the collector may still be due).
 const GRACE: Duration = Duration::from_millis(2);
-
-/// Evictions from the cache, by cause.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Evictions {
-    /// The memory was unmapped, remapped or discarded (kept registrations deregistered, and
-    /// live ones dropped from the lookup table).
-    pub unmap: u64,
-    /// The entry or byte bound was passed, or the device ran out of resources.
-    pub lru: u64,
-    /// Unused for longer than the TTL.
-    pub collector: u64,
-    /// Their PD or device was flushed (PZ free, IA close).
-    pub flush: u64,
-}
-
-/// What `dat2-info` and the debug log report about the registration cache.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    /// Whether registrations of devices that opt in are cached.
-    pub enabled: bool,
-    /// Why not, when not.
-    pub why_off: Option<String>,
-    /// Registrations taken back from the cache.
-    pub hits: u64,
-    /// Registrations made afresh on a device that opts in, with the cache on.
-    pub misses: u64,
-    pub evictions: Evictions,
-    /// Registrations kept now, and their bytes.
-    pub entries: u64,
-    pub bytes: u64,
-    /// The bounds in force.
-    pub max_entries: u64,
-    pub max_bytes: u64,
-    /// The TTL in milliseconds (0: no collector).
-    pub ttl_ms: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Cause {
-    Unmap,
-    Lru,
-    Collector,
-    Flush,
-}
-
-impl Cause {
-    fn name(self) -> &'static str {
-        match self {
-            Cause::Unmap => "memory unmapped/remapped/discarded",
-            Cause::Lru => "LRU bound",
-            Cause::Collector => "unused past the TTL",
-            Cause::Flush => "flush",
-        }
-    }
-}
 
 struct Entry {
     key: Key,
@@ -172,6 +127,11 @@ struct State {
     /// back, so that a deregistration (a system call that unpins every page) never holds up
     /// another thread's lookup.
     doomed: Vec<(Arc<dyn Device>, Mr)>,
+    /// The entry parked in the hot slot ([`Cache::hot`]) when the lock was last given back, and
+    /// its MR. While it is there, its `cached` and `members` are empty and the slot says which
+    /// it is; `kept` and `kept_bytes` count it. Every locked section starts by taking it back
+    /// ([`Cache::unpark`]), so code under the lock never sees it.
+    hot: Option<(u64, Mr)>,
 }
 
 /// Deregisters evicted registrations.
@@ -293,6 +253,8 @@ enum Mode {
 pub struct Cache {
     config: Config,
     state: Mutex<State>,
+    /// One kept registration that a hit takes and its free puts back without the lock.
+    hot: Hot,
     /// Held while evicted registrations are deregistered outside `state` (see [`Locked`]).
     reaping: Mutex<()>,
     ring: OnceLock<Option<RingId>>,
@@ -310,6 +272,11 @@ pub struct Cache {
 /// the vDSO answers it from the last tick without reading a clocksource, so it never becomes a
 /// system call, where the fine clock does on hosts (and VMs) whose clocksource the vDSO cannot
 /// read. Every release stamps its entry, so this is on the re-registration path.
+fn coarse_ns() -> u64 {
+    coarse_now().as_nanos() as u64
+}
+
+/// See [`coarse_ns`].
 fn coarse_now() -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes the timespec on the stack; CLOCK_MONOTONIC_COARSE exists
@@ -337,6 +304,7 @@ impl Cache {
         Arc::new_cyclic(|me| Cache {
             config,
             state: Mutex::new(State::default()),
+            hot: Hot::default(),
             reaping: Mutex::new(()),
             ring: OnceLock::new(),
             worker: AtomicBool::new(false),
@@ -350,8 +318,11 @@ impl Cache {
         })
     }
 
+    /// The lock, with the hot slot's registration taken back into the table.
     fn lock(&self) -> Locked<'_> {
-        Locked(Some(self.state.locked()), &self.reaping)
+        let mut l = Locked(Some(self.state.locked()), &self.reaping);
+        self.unpark(&mut l);
+        l
     }
 
     /// The lock, unless another thread holds it.
@@ -361,7 +332,9 @@ impl Cache {
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return None,
         };
-        Some(Locked(Some(st), &self.reaping))
+        let mut l = Locked(Some(st), &self.reaping);
+        self.unpark(&mut l);
+        Some(l)
     }
 
     /// Waits until registrations another thread evicted are deregistered (a PD can be freed
@@ -548,7 +521,26 @@ impl Cache {
     }
 
     /// Registers `[addr, addr+len)` (see the module comment for how it is shared or kept).
+    #[inline(always)]
     pub fn register_range(
+        &self,
+        dev: &Arc<dyn Device>,
+        pd: Pd,
+        addr: u64,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+    ) -> Result<Registration, RegError> {
+        let range = RangeKey { dev: dev_id(dev), pd: pd.0, addr, len, access: access.bits(), zero_based };
+        if let Some(reg) = self.hot_hit(&range) {
+            return Ok(reg);
+        }
+        self.register_range_locked(dev, pd, addr, len, access, zero_based)
+    }
+
+    /// [`Cache::register_range`] past the hot slot (out of line: the hit stays small).
+    #[inline(never)]
+    fn register_range_locked(
         &self,
         dev: &Arc<dyn Device>,
         pd: Pd,
@@ -577,7 +569,7 @@ impl Cache {
                 }
                 let mr = reg.map_err(RegError::Device)?;
                 self.registrations.fetch_add(1, Relaxed);
-                Ok(Registration { mr, entry: 0, reused: false, watched: false })
+                Ok(Registration { mr, entry: 0, reused: false, watched: false, hot: 0 })
             }
         }
     }
@@ -623,14 +615,14 @@ impl Cache {
                     let mr = dev.alias_mr(&base, pd, access, zero_based).map_err(RegError::Device)?;
                     e.members.push(mr);
                     bump(&self.reuses);
-                    return Ok(Registration { mr, entry: id, reused: true, watched: false });
+                    return Ok(Registration { mr, entry: id, reused: true, watched: false, hot: 0 });
                 }
             }
         }
         let mr = dev.reg_mr(pd, addr, len, access, zero_based).map_err(RegError::Device)?;
         self.registrations.fetch_add(1, Relaxed);
         let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, None));
-        Ok(Registration { mr, entry: id, reused: false, watched: false })
+        Ok(Registration { mr, entry: id, reused: false, watched: false, hot: 0 })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -657,13 +649,13 @@ impl Cache {
                     e.members.push(mr);
                     bump(&self.hits);
                     bump(&self.reuses);
-                    return Ok(Registration { mr, entry: id, reused: true, watched: e.watch.is_some() });
+                    return Ok(Registration { mr, entry: id, reused: true, watched: e.watch.is_some(), hot: 0 });
                 }
                 if let Some(base) = e.members.first().copied() {
                     let mr = dev.alias_mr(&base, pd, access, zero_based).map_err(RegError::Device)?;
                     e.members.push(mr);
                     bump(&self.reuses);
-                    return Ok(Registration { mr, entry: id, reused: true, watched: e.watch.is_some() });
+                    return Ok(Registration { mr, entry: id, reused: true, watched: e.watch.is_some(), hot: 0 });
                 }
             }
         }
@@ -689,17 +681,31 @@ impl Cache {
             Ok(w) => w,
             Err(why) => {
                 dbg_log!(DbgType::GENERIC, "mr cache: [{addr:#x}, +{len:#x}) cannot be watched ({why}): registered for this LMR only");
-                return Ok(Registration { mr, entry: 0, reused: false, watched: false });
+                return Ok(Registration { mr, entry: 0, reused: false, watched: false, hot: 0 });
             }
         };
         let id = st.insert(Entry::new(key, dev, pd, mr, addr, len, Some(w)));
         drop(st);
         self.start_worker();
-        Ok(Registration { mr, entry: id, reused: false, watched: true })
+        Ok(Registration { mr, entry: id, reused: false, watched: true, hot: 0 })
     }
 
     /// Revokes an LMR's keys; the registration goes with its last LMR, or is kept.
+    #[inline]
     pub fn release(&self, dev: &Arc<dyn Device>, reg: &Registration) {
+        // Taken from the hot slot and not taken back since: parked again, with no lock (all
+        // that `keep` in `release_locked` asks held when it was parked, and only a lock holder
+        // changes it), after the same two checks: the monitor still usable, and no request
+        // outstanding with the lkey (see there).
+        if reg.hot != 0 && unmap::ready().is_some() && !dev.mr_in_use(&reg.mr) && self.hot.put_back(reg.hot, coarse_ns()) {
+            return;
+        }
+        self.release_locked(dev, reg);
+    }
+
+    /// [`Cache::release`] past the hot slot.
+    #[inline(never)]
+    fn release_locked(&self, dev: &Arc<dyn Device>, reg: &Registration) {
         if reg.entry == 0 {
             dev.dereg_mr(&reg.mr);
             return;
@@ -752,10 +758,20 @@ impl Cache {
                 st.lru.insert(e.seq, reg.entry);
             }
             e.released = coarse_now();
-            e.cached = Some(reg.mr);
-            st.last = reg.entry;
             st.kept += 1;
             st.kept_bytes += reg.mr.len;
+            // Parked in the hot slot, for the next hit to take without the lock (a range entry
+            // always: only those are watched).
+            if let Key::Range { dev, pd, addr, len, access, zero_based } = e.key {
+                let range = RangeKey { dev, pd, addr, len, access, zero_based };
+                let released = e.released.as_nanos() as u64;
+                st.hot = Some((reg.entry, reg.mr));
+                self.enforce_bounds(st);
+                self.hot.park(&range, &reg.mr, reg.entry, released);
+                return;
+            }
+            e.cached = Some(reg.mr);
+            st.last = reg.entry;
             self.enforce_bounds(st);
             return;
         }
@@ -791,7 +807,7 @@ impl Cache {
         CacheStats {
             enabled: available.is_ok(),
             why_off: available.err(),
-            hits: self.hits.load(Relaxed),
+            hits: self.hits.load(Relaxed) + self.hot.hits(),
             misses: self.misses.load(Relaxed),
             evictions: Evictions { unmap: n(Cause::Unmap), lru: n(Cause::Lru), collector: n(Cause::Collector), flush: n(Cause::Flush) },
             entries: kept,
@@ -804,7 +820,7 @@ impl Cache {
 
     /// (registrations made, registrations reused, hits included).
     pub fn counters(&self) -> (u64, u64) {
-        (self.registrations.load(Relaxed), self.reuses.load(Relaxed))
+        (self.registrations.load(Relaxed), self.reuses.load(Relaxed) + self.hot.hits())
     }
 
     /// Registrations with at least one live LMR in the table.
@@ -817,6 +833,7 @@ impl Drop for Cache {
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut st = std::mem::take(st);
+        self.unpark(&mut st);
         let kept: Vec<u64> = st.lru.values().copied().filter(|id| st.entries.get(*id).is_some_and(|e| e.cached.is_some())).collect();
         for id in kept {
             self.evict(&mut st, id, Cause::Flush);

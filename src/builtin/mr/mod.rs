@@ -22,6 +22,7 @@
 pub mod cache;
 mod config;
 mod entries;
+mod stats;
 pub(crate) mod unmap;
 
 use std::sync::Arc;
@@ -51,6 +52,9 @@ pub struct Registration {
     /// Whether the registration was made (or taken back) by the cache, watched: only then may
     /// its release keep it.
     watched: bool,
+    /// The hot slot's word this LMR's hit wrote (0: not taken from the slot), for its release
+    /// to park it again without the cache's lock (`cache/hot.rs`).
+    hot: u64,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -122,3 +126,5 @@ pub fn live() -> usize {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hot;

@@ -12,25 +12,25 @@ use super::unmap;
 use super::{RegError, Registration};
 use crate::device::*;
 
-struct Mock {
+pub(super) struct Mock {
     opt_in: bool,
     limits: DeviceLimits,
     next: AtomicU64,
     regs: AtomicU64,
     aliases: AtomicU64,
     deregs: AtomicU64,
-    live: Mutex<HashSet<u64>>,
+    pub(super) live: Mutex<HashSet<u64>>,
     /// Key sets at most (NoResources beyond).
     max_live: usize,
     /// lkeys that outstanding requests were posted with (`mr_in_use`).
-    in_use: Mutex<HashSet<u32>>,
+    pub(super) in_use: Mutex<HashSet<u32>>,
     /// Local write grants remote write too, as on iWARP adapters whose read sinks need it
     /// (`wire_access`; not siw).
     iwarp: AtomicBool,
 }
 
 impl Mock {
-    fn new(opt_in: bool) -> Arc<Mock> {
+    pub(super) fn new(opt_in: bool) -> Arc<Mock> {
         Mock::with_limit(opt_in, usize::MAX)
     }
     fn with_limit(opt_in: bool, max_live: usize) -> Arc<Mock> {
@@ -80,7 +80,7 @@ impl Mock {
         let rkey = if access.is_remote() { 0x8000_0000 | id as u32 } else { 0 };
         Ok(Mr { id, lkey: id as u32, rkey, addr, len })
     }
-    fn counts(&self) -> (u64, u64, u64) {
+    pub(super) fn counts(&self) -> (u64, u64, u64) {
         (self.regs.load(SeqCst), self.aliases.load(SeqCst), self.deregs.load(SeqCst))
     }
 }
@@ -147,13 +147,13 @@ impl Device for Mock {
     }
 }
 
-const LOCAL: Access = Access::LOCAL_READ.union(Access::LOCAL_WRITE);
+pub(super) const LOCAL: Access = Access::LOCAL_READ.union(Access::LOCAL_WRITE);
 const REMOTE: Access = Access::LOCAL_READ.union(Access::LOCAL_WRITE).union(Access::REMOTE_WRITE);
-const PAGE: u64 = 4096;
+pub(super) const PAGE: u64 = 4096;
 
 /// An anonymous private mapping, unmapped on drop unless the test already did.
-struct Map {
-    addr: u64,
+pub(super) struct Map {
+    pub(super) addr: u64,
     len: u64,
 }
 
@@ -164,7 +164,7 @@ impl Map {
     /// A mapping at addresses never mapped before in this process. Tests run in parallel, and an
     /// unmap event from another test's mapping at the same addresses may be read after this test
     /// registered them; the cache then (rightly) drops the registration, and counts would differ.
-    fn new(pages: u64) -> Map {
+    pub(super) fn new(pages: u64) -> Map {
         loop {
             // One unmapped page between mappings, so that neighbours never merge into one VMA.
             let hint = NEXT_MAP.fetch_add((pages + 1) * PAGE, SeqCst);
@@ -203,7 +203,7 @@ impl Map {
         assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
         Map { addr: p as u64, len }
     }
-    fn unmap(&mut self) {
+    pub(super) fn unmap(&mut self) {
         if self.len != 0 {
             // SAFETY: unmaps exactly the mapping this value made.
             unsafe { libc::munmap(self.addr as *mut _, self.len as usize) };
@@ -219,7 +219,7 @@ impl Drop for Map {
 }
 
 /// Whether userfaultfd works here; prints why the calling test is skipped otherwise.
-fn uffd(test: &str) -> bool {
+pub(super) fn uffd(test: &str) -> bool {
     match unmap::monitor() {
         Ok(_) => true,
         Err(why) => {
@@ -229,11 +229,11 @@ fn uffd(test: &str) -> bool {
     }
 }
 
-fn dev_of(m: &Arc<Mock>) -> Arc<dyn Device> {
+pub(super) fn dev_of(m: &Arc<Mock>) -> Arc<dyn Device> {
     m.clone()
 }
 
-fn reg(c: &Cache, dev: &Arc<dyn Device>, pd: u32, addr: u64, len: u64, access: Access) -> Registration {
+pub(super) fn reg(c: &Cache, dev: &Arc<dyn Device>, pd: u32, addr: u64, len: u64, access: Access) -> Registration {
     c.register_range(dev, Pd(pd), addr, len, access, false).expect("register")
 }
 

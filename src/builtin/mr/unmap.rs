@@ -366,9 +366,18 @@ pub(crate) fn release_ring(id: RingId) {
 
 /// Waits until every event read so far is published (the reader never blocks, so this is
 /// short). After it, a change the calling thread made is in its cache's ring.
-#[inline]
+#[inline(always)]
 pub(crate) fn settle() {
     let started = STARTED.load(SeqCst);
+    if FINISHED.load(SeqCst) < started {
+        settle_wait(started);
+    }
+}
+
+/// [`settle`] when a batch is in flight.
+#[cold]
+#[inline(never)]
+fn settle_wait(started: u64) {
     let mut spins = 0u32;
     while FINISHED.load(SeqCst) < started {
         spins += 1;
@@ -385,7 +394,7 @@ pub(crate) fn settle() {
 pub(crate) type Changed = (u64, u64, bool);
 
 /// Whether [`drain`] may find something for `id` (a range queued, or one lost).
-#[inline]
+#[inline(always)]
 pub(crate) fn queued(id: RingId) -> bool {
     let r = &RING_SET[id.0];
     r.tail.load(SeqCst) != r.head.load(SeqCst) || r.overflow.load(SeqCst)
