@@ -52,6 +52,17 @@ impl<T: ?Sized> Lock<T> {
         LockGuard { lock: self }
     }
 
+    /// Takes the lock if it is free now.
+    #[inline]
+    pub fn try_lock(&self) -> Option<LockGuard<'_, T>> {
+        self.word.compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed).is_ok().then_some(LockGuard { lock: self })
+    }
+
+    /// The value, through a unique borrow of the lock (no other thread can hold it).
+    pub fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+
     #[cold]
     #[inline(never)]
     fn lock_contended(&self) {
@@ -167,6 +178,19 @@ mod tests {
     use super::{Cond, Lock};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn try_lock_takes_only_a_free_lock() {
+        let mut l = Lock::new(5);
+        {
+            let g = l.try_lock().expect("free");
+            assert!(l.try_lock().is_none(), "held");
+            drop(g);
+        }
+        assert_eq!(*l.try_lock().expect("free again"), 5);
+        *l.get_mut() = 6;
+        assert_eq!(*l.lock(), 6);
+    }
 
     #[test]
     fn contended_increments_are_not_lost() {

@@ -11,7 +11,6 @@ use super::qp::CqOwner;
 use super::{api, sys, Ptr};
 use crate::dbg_log;
 use crate::log::DbgType;
-use crate::util::sync::MutexExt;
 
 fn nonblocking(fd: i32) -> std::io::Result<()> {
     // SAFETY: fcntl on a descriptor rdma-core gave us.
@@ -83,7 +82,7 @@ fn completions(dev: &Arc<VerbsDevice>) {
 pub(super) fn poll_now(dev: &VerbsDevice) {
     let polled = dev.lock().polled.clone();
     for qp in polled.iter().filter_map(|w| w.upgrade()) {
-        let Ok(_turn) = qp.polling.try_lock() else { continue };
+        let Some(_turn) = qp.polling.try_lock() else { continue };
         poll_cq(&qp, qp.cq());
     }
 }
@@ -114,7 +113,7 @@ pub(super) fn drain_before_blocking(qp: &super::qp::VerbsQp) {
     if IN_POLL.get() {
         return poll_qp(qp);
     }
-    let _turn = qp.polling.locked();
+    let _turn = qp.polling.lock();
     poll_cq(qp, qp.cq());
 }
 
@@ -129,14 +128,14 @@ pub(super) fn arm_all(dev: &VerbsDevice) {
 
 /// What one QP's CQ holds now, unless another thread is polling it.
 pub(super) fn poll_qp(qp: &super::qp::VerbsQp) {
-    if let Ok(_turn) = qp.polling.try_lock() {
+    if let Some(_turn) = qp.polling.try_lock() {
         poll_cq(qp, qp.cq());
     }
 }
 
 /// Polls a CQ empty, dispatching each completion to its QP, in turn with other pollers.
 fn drain(qp: &Arc<super::qp::VerbsQp>, cq: Ptr<sys::ibv_cq>) {
-    let _turn = qp.polling.locked();
+    let _turn = qp.polling.lock();
     poll_cq(qp, cq);
 }
 

@@ -22,7 +22,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::device::{mw_access, VerbsDevice};
@@ -38,7 +38,7 @@ use crate::device::{
     WrOp,
 };
 use crate::log::DbgType;
-use crate::util::sync::MutexExt;
+use crate::util::lock::{Lock, LockGuard};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Conn {
@@ -74,7 +74,7 @@ pub(super) struct Inner {
 pub struct VerbsQp {
     /// Held while the CQ is polled and its completions handed on, so that the progress thread
     /// and a polling consumer never deliver out of order.
-    pub(super) polling: Mutex<()>,
+    pub(super) polling: Lock<()>,
     /// The CQ is armed: its next completion raises an event on the completion channel.
     armed: AtomicBool,
     /// Consumers blocked until this QP's completions come (`Qp::wait_begins`): the CQ is armed
@@ -90,7 +90,7 @@ pub struct VerbsQp {
     srq: Option<Arc<VerbsSrq>>,
     pub(super) events: Arc<dyn QpEvents>,
     pub(super) caps: QpCaps,
-    inner: Mutex<Inner>,
+    inner: Lock<Inner>,
 }
 
 // SAFETY: the QP and CQ are rdma-core objects usable from any thread; our state is behind
@@ -189,7 +189,7 @@ impl VerbsQp {
         // SAFETY: a QP just created.
         let qp_num = unsafe { (*qp).qp_num };
         let this = Arc::new(VerbsQp {
-            polling: Mutex::new(()),
+            polling: Lock::new(()),
             armed: AtomicBool::new(false),
             waiters: AtomicUsize::new(0),
             dev: dev.clone(),
@@ -200,7 +200,7 @@ impl VerbsQp {
             srq,
             events,
             caps,
-            inner: Mutex::new(Inner {
+            inner: Lock::new(Inner {
                 id: None,
                 conn: Conn::Idle,
                 pdata: Vec::new(),
@@ -268,8 +268,8 @@ impl VerbsQp {
         self.srq.is_some()
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.locked()
+    pub(super) fn lock(&self) -> LockGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     fn modify_init(&self) -> Result<(), DevError> {
@@ -480,15 +480,15 @@ impl Drop for VerbsQp {
             s.cqs.remove(&(self.cq.0 as usize));
             s.polled = Arc::new(s.cqs.values().cloned().collect());
             s.qps.remove(&self.qp_num);
-            let id = self.inner.get_mut().map(|i| i.id).unwrap_or(None);
+            let id = self.inner.get_mut().id;
             if let Some(id) = id {
                 s.ids.remove(&(id.0 as usize));
             }
             id
         };
-        let abandoned = self.inner.get_mut().map(|i| i.abandoned).unwrap_or(false);
+        let abandoned = self.inner.get_mut().abandoned;
         // UD connects still under way: their ids are ours to destroy.
-        let pending = self.inner.get_mut().map(|i| std::mem::take(&mut i.ud.pending)).unwrap_or_default();
+        let pending = std::mem::take(&mut self.inner.get_mut().ud.pending);
         super::udcm::release_all(&self.dev, pending.into_keys());
         let api = self.dev.api;
         // SAFETY: our QP, destroyed once, before the cm id (destroying a connected id tells the
