@@ -55,7 +55,13 @@ impl<T: ?Sized> Lock<T> {
     /// Takes the lock if it is free now.
     #[inline]
     pub fn try_lock(&self) -> Option<LockGuard<'_, T>> {
-        self.word.compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed).is_ok().then_some(LockGuard { lock: self })
+        // Not `then_some`: a guard made for a failed attempt would unlock the holder's lock
+        // when dropped.
+        if self.word.compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            Some(LockGuard { lock: self })
+        } else {
+            None
+        }
     }
 
     /// The value, through a unique borrow of the lock (no other thread can hold it).
@@ -185,6 +191,7 @@ mod tests {
         {
             let g = l.try_lock().expect("free");
             assert!(l.try_lock().is_none(), "held");
+            assert!(l.try_lock().is_none(), "still held after a failed attempt");
             drop(g);
         }
         assert_eq!(*l.try_lock().expect("free again"), 5);

@@ -77,7 +77,7 @@ impl Requests {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Request, Requests, WcOp, WrKeys};
 
     fn req(wr_id: u64, op: Option<WcOp>, lkey: u32) -> Request {
         Request { wr_id, op, keys: WrKeys::One(lkey), ah: None }
