@@ -8,8 +8,17 @@ use std::sync::Mutex;
 use super::cache::{Cache, Config};
 use super::tests::{dev_of, reg, uffd, Map, Mock, LOCAL, PAGE};
 
+/// Taken by each test here: the stress test's unmaps reach every cache's ring, and a hit that
+/// finds something queued rightly takes the locked path, which the others assert it does not.
+static ALONE: Mutex<()> = Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn a_hit_and_its_free_go_through_the_hot_slot() {
+    let _alone = alone();
     if !uffd("a_hit_and_its_free_go_through_the_hot_slot") {
         return;
     }
@@ -49,6 +58,7 @@ fn a_hit_and_its_free_go_through_the_hot_slot() {
 
 #[test]
 fn a_claimed_registration_in_use_at_its_free_is_deregistered() {
+    let _alone = alone();
     if !uffd("a_claimed_registration_in_use_at_its_free_is_deregistered") {
         return;
     }
@@ -74,6 +84,7 @@ fn a_claimed_registration_in_use_at_its_free_is_deregistered() {
 
 #[test]
 fn a_locked_section_during_a_claim_makes_it_an_ordinary_live_registration() {
+    let _alone = alone();
     if !uffd("a_locked_section_during_a_claim_makes_it_an_ordinary_live_registration") {
         return;
     }
@@ -102,6 +113,7 @@ fn a_locked_section_during_a_claim_makes_it_an_ordinary_live_registration() {
 
 #[test]
 fn memory_unmapped_while_parked_or_claimed_is_never_served() {
+    let _alone = alone();
     if !uffd("memory_unmapped_while_parked_or_claimed_is_never_served") {
         return;
     }
@@ -136,6 +148,7 @@ fn memory_unmapped_while_parked_or_claimed_is_never_served() {
 
 #[test]
 fn threads_hitting_one_range_while_others_take_the_lock() {
+    let _alone = alone();
     if !uffd("threads_hitting_one_range_while_others_take_the_lock") {
         return;
     }
@@ -183,6 +196,7 @@ fn threads_hitting_one_range_while_others_take_the_lock() {
 /// keeping the generation, where a stale claim's free re-parks another thread's claim.)
 #[test]
 fn a_hit_racing_drains_never_serves_memory_unmapped_before_it() {
+    let _alone = alone();
     if !uffd("a_hit_racing_drains_never_serves_memory_unmapped_before_it") {
         return;
     }
