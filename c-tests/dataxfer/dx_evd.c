@@ -194,6 +194,26 @@ void case_evd_unwaitable(void)
     node_close(&n);
 }
 
+/* An unwaitable spell that ends before the waiter runs again still ends its wait: the man page
+ * (dat_evd_create.3) says set_unwaitable wakes the waiter, which returns UNWAITABLE. A wake-up
+ * that only re-reads the current state misses a set/clear pair and sleeps on to the timeout. */
+void case_evd_unwaitable_brief(void)
+{
+    struct node n;
+    DAT_EVD_HANDLE e;
+    struct waiter w;
+    pthread_t t;
+    if (ia_only(&n) && EXPECT_RC(dat_evd_create(n.ia, 8, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &e), DAT_SUCCESS) &&
+        start_waiter(&w, &t, e)) {
+        EXPECT_RC(dat_evd_set_unwaitable(e), DAT_SUCCESS);
+        EXPECT_RC(dat_evd_clear_unwaitable(e), DAT_SUCCESS);
+        pthread_join(t, NULL);
+        EXPECT_RC(w.rc, RC_STATE_UNWAITABLE);
+        EXPECT(w.took < 2.0, "the waiter woke after %.3f s", w.took);
+    }
+    node_close(&n);
+}
+
 void case_evd_post_se(void)
 {
     struct node n;

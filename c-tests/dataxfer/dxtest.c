@@ -38,6 +38,7 @@ static const struct harness_case cases[] = {
     CASE(evd_wait_event_null),
     CASE(evd_second_waiter),
     CASE(evd_unwaitable),
+    CASE(evd_unwaitable_brief),
     CASE(evd_post_se),
     CASE(evd_post_se_full),
     CASE(evd_resize_below),

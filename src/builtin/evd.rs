@@ -41,6 +41,9 @@ pub struct EvdState {
     pub qlen: DAT_COUNT,
     pub enabled: bool,
     pub waitable: bool,
+    /// How many times the EVD was made unwaitable (wrapping): a waiter that finds it moved
+    /// returns UNWAITABLE even when the EVD is waitable again by the time it looks.
+    unwaits: u32,
     pub waiter: bool,
     pub cno: Option<Arc<Cno>>,
     /// How many notification events have been queued (wrapping). An event that is queued
@@ -429,6 +432,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
             qlen,
             enabled: true,
             waitable: true,
+            unwaits: 0,
             waiter: false,
             cno,
             notices: 0,
@@ -524,7 +528,13 @@ pub fn set_enabled(handle: DAT_EVD_HANDLE, enabled: bool) -> Result<DAT_RETURN, 
 
 pub fn set_waitable(handle: DAT_EVD_HANDLE, waitable: bool) -> Result<DAT_RETURN, DAT_RETURN> {
     let e = evd(handle)?;
-    e.lock().waitable = waitable;
+    {
+        let mut s = e.lock();
+        s.waitable = waitable;
+        if !waitable {
+            s.unwaits = s.unwaits.wrapping_add(1);
+        }
+    }
     e.cond.notify_all();
     Ok(DAT_SUCCESS)
 }
@@ -567,6 +577,7 @@ pub fn wait_on(
         return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_CONFIG_SOLICITED));
     }
     s.waiter = true;
+    let unwaits = s.unwaits;
     s.counts.bump(DCNT_EVD_WAIT);
     // Events already queued count at once, and so do completions the device holds ready
     // (`progress`); while blocked, only a notification event wakes the waiter (then it takes
@@ -588,7 +599,7 @@ pub fn wait_on(
     let notices = s.notices;
     let mut slept = false;
     let result = loop {
-        if !s.waitable {
+        if !s.waitable || s.unwaits != unwaits {
             break Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
         }
         if s.queue.len() >= threshold as usize && (ready_at_entry || s.notices != notices) {
@@ -799,6 +810,7 @@ pub fn destroy(e: &Evd) {
         // What it counted stays in its IA's totals (DAT2_STATS).
         e.ia.counts.add_gone_evd(&e.counter_values(&mut s, None));
         s.waitable = false;
+        s.unwaits = s.unwaits.wrapping_add(1);
         s.cno.take()
     };
     e.cond.notify_all();

@@ -53,8 +53,10 @@ const KEEPS: u8 = 2;
 // This thread's `Local`, in the initial-exec TLS model on x86_64 Linux: two instructions to
 // reach, where a `thread_local!` of a shared library is a call into the loader
 // (`__tls_get_addr`, about a dozen instructions, on every guarded call). The loader then
-// keeps the block in the static TLS area (glibc keeps room for that in a library that is
-// dlopen'ed, this is 16 bytes). All zero is a valid `Local`: no record, nothing held, depth 0.
+// keeps the library's whole TLS segment in the static TLS area (DF_STATIC_TLS: 216 bytes with
+// std's own thread-locals, measured with readelf; glibc keeps surplus room, about 1.5 KiB, for
+// libraries dlopen'ed so, and a dlopen finding it used up by others fails "cannot allocate
+// memory in static TLS block"). All zero is a valid `Local`: no record, nothing held, depth 0.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
