@@ -219,6 +219,17 @@ impl Drop for Map {
 }
 
 /// Whether userfaultfd works here; prints why the calling test is skipped otherwise.
+/// Held by every test that watches memory: shared here, alone by the hot slot's tests
+/// (`tests_hot.rs`), whose stress test unmaps and maps again thousands of times. The monitor's
+/// events reach every cache's ring, and mmap hands the addresses out again, so another test's
+/// cache could see one of those unmaps as its own (an entry evicted by "unmap" instead of by
+/// the collector, say).
+pub(super) static WATCHING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+pub(super) fn watching() -> std::sync::RwLockReadGuard<'static, ()> {
+    WATCHING.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 pub(super) fn uffd(test: &str) -> bool {
     match unmap::monitor() {
         Ok(_) => true,
@@ -277,6 +288,7 @@ fn config_from_environment_values() {
 
 #[test]
 fn hit_after_free() {
+    let _watching = watching();
     if !uffd("hit_after_free") {
         return;
     }
@@ -324,6 +336,7 @@ fn hit_after_free() {
 
 #[test]
 fn in_use_is_never_kept() {
+    let _watching = watching();
     if !uffd("in_use_is_never_kept") {
         return;
     }
@@ -389,6 +402,7 @@ fn remote_access_is_registered_alone_unwatched_and_never_kept() {
 
 #[test]
 fn on_iwarp_a_local_write_registration_is_never_kept() {
+    let _watching = watching();
     if !uffd("on_iwarp_a_local_write_registration_is_never_kept") {
         return;
     }
@@ -407,6 +421,7 @@ fn on_iwarp_a_local_write_registration_is_never_kept() {
 
 #[test]
 fn a_local_registration_is_watched_and_kept_beside_remote_ones() {
+    let _watching = watching();
     if !uffd("a_local_registration_is_watched_and_kept_beside_remote_ones") {
         return;
     }
@@ -476,6 +491,7 @@ fn a_device_that_does_not_opt_in_shares_live_and_keeps_nothing() {
 
 #[test]
 fn lru_bound_on_entries() {
+    let _watching = watching();
     if !uffd("lru_bound_on_entries") {
         return;
     }
@@ -511,6 +527,7 @@ fn lru_bound_on_entries() {
 
 #[test]
 fn a_live_entry_at_the_front_of_the_lru_is_not_evicted() {
+    let _watching = watching();
     if !uffd("a_live_entry_at_the_front_of_the_lru_is_not_evicted") {
         return;
     }
@@ -544,6 +561,7 @@ fn a_live_entry_at_the_front_of_the_lru_is_not_evicted() {
 
 #[test]
 fn lru_bound_on_bytes() {
+    let _watching = watching();
     if !uffd("lru_bound_on_bytes") {
         return;
     }
@@ -575,6 +593,7 @@ fn lru_bound_on_bytes() {
 
 #[test]
 fn collector_deregisters_unused_entries() {
+    let _watching = watching();
     if !uffd("collector_deregisters_unused_entries") {
         return;
     }
@@ -597,6 +616,7 @@ fn collector_deregisters_unused_entries() {
 
 #[test]
 fn flush_per_pd_and_per_device() {
+    let _watching = watching();
     if !uffd("flush_per_pd_and_per_device") {
         return;
     }
@@ -623,6 +643,7 @@ fn flush_per_pd_and_per_device() {
 
 #[test]
 fn out_of_resources_gives_back_kept_registrations() {
+    let _watching = watching();
     if !uffd("out_of_resources_gives_back_kept_registrations") {
         return;
     }
@@ -672,6 +693,7 @@ fn map_again_at(addr: u64, pages: u64) -> Option<Map> {
 
 #[test]
 fn munmap_evicts_and_a_new_mapping_registers_afresh() {
+    let _watching = watching();
     if !uffd("munmap_evicts_and_a_new_mapping_registers_afresh") {
         return;
     }
@@ -711,6 +733,7 @@ fn munmap_evicts_and_a_new_mapping_registers_afresh() {
 /// A new cache and mock device with one kept registration of a new mapping of `pages`; None
 /// (the test skipped, saying so) without userfaultfd.
 fn kept_range(test: &str, pages: u64) -> Option<(Arc<Cache>, Arc<dyn Device>, Map)> {
+    let _watching = watching();
     if !uffd(test) {
         return None;
     }
@@ -770,6 +793,7 @@ fn shmat_remap_over_a_kept_range_evicts() {
 
 #[test]
 fn madvise_dontneed_evicts_and_faults_do_not_hang() {
+    let _watching = watching();
     if !uffd("madvise_dontneed_evicts_and_faults_do_not_hang") {
         return;
     }
@@ -801,6 +825,7 @@ fn madvise_dontneed_evicts_and_faults_do_not_hang() {
 
 #[test]
 fn mremap_evicts() {
+    let _watching = watching();
     if !uffd("mremap_evicts") {
         return;
     }
@@ -835,6 +860,7 @@ fn mremap_evicts() {
 
 #[test]
 fn a_live_registration_over_changed_memory_is_not_shared() {
+    let _watching = watching();
     if !uffd("a_live_registration_over_changed_memory_is_not_shared") {
         return;
     }
@@ -865,6 +891,7 @@ fn a_live_registration_over_changed_memory_is_not_shared() {
 
 #[test]
 fn a_fault_on_a_watched_page_does_not_hang_and_evicts() {
+    let _watching = watching();
     if !uffd("a_fault_on_a_watched_page_does_not_hang_and_evicts") {
         return;
     }
@@ -885,6 +912,7 @@ fn a_fault_on_a_watched_page_does_not_hang_and_evicts() {
 
 #[test]
 fn file_and_shared_mappings_are_not_kept() {
+    let _watching = watching();
     if !uffd("file_and_shared_mappings_are_not_kept") {
         return;
     }

@@ -6,14 +6,13 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use super::cache::{Cache, Config};
-use super::tests::{dev_of, reg, uffd, Map, Mock, LOCAL, PAGE};
+use super::tests::{dev_of, reg, uffd, Map, Mock, LOCAL, PAGE, WATCHING};
 
-/// Taken by each test here: the stress test's unmaps reach every cache's ring, and a hit that
-/// finds something queued rightly takes the locked path, which the others assert it does not.
-static ALONE: Mutex<()> = Mutex::new(());
-
-fn alone() -> std::sync::MutexGuard<'static, ()> {
-    ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// Taken by each test here, alone among all that watch memory (`tests::WATCHING`): the stress
+/// test's unmaps reach every cache's ring, and a hit that finds something queued rightly takes
+/// the locked path, which the others assert it does not.
+fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    WATCHING.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[test]
