@@ -44,6 +44,9 @@ pub struct Local {
     pin_state: Cell<u8>,
     /// The thread ended (its record went back): it pins no more.
     ended: Cell<bool>,
+    /// The thread is handing a device's completions on, where a consumer's callback may run
+    /// (see [`Local::dispatching`]).
+    dispatching: Cell<bool>,
     depth: Cell<u32>,
 }
 
@@ -77,7 +80,7 @@ const _: () = assert!(core::mem::size_of::<Local>() <= 16 && core::mem::align_of
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 thread_local! {
     static LOCAL: Local = const {
-        Local { record: Cell::new(None), pin_state: Cell::new(0), ended: Cell::new(false), depth: Cell::new(0) }
+        Local { record: Cell::new(None), pin_state: Cell::new(0), ended: Cell::new(false), dispatching: Cell::new(false), depth: Cell::new(0) }
     };
 }
 
@@ -121,6 +124,15 @@ fn take_record() -> &'static Record {
 /// This thread's [`Local`], for the length of one call on this thread.
 #[derive(Clone, Copy)]
 pub struct LocalRef(*const Local);
+
+impl LocalRef {
+    /// An address no other live thread has (its `Local`'s): names this thread in a word that
+    /// other threads compare with their own.
+    #[inline]
+    pub fn addr(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// This thread's state (see [`Local`]).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -167,6 +179,15 @@ impl Local {
     #[inline]
     pub fn leave(&self) {
         self.depth.set(self.depth.get() - 1);
+    }
+
+    /// Whether the thread is dispatching a device's completions (set by the device around the
+    /// dispatch): a call made from a consumer's callback there must not wait for what the
+    /// dispatch holds. Here rather than in a `thread_local!` of its own, which in a shared
+    /// library is a call into the loader on each completion.
+    #[inline]
+    pub fn dispatching(&self) -> &Cell<bool> {
+        &self.dispatching
     }
 
     /// How many guarded calls this thread is inside.

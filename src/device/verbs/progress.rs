@@ -11,6 +11,7 @@ use super::qp::CqOwner;
 use super::{api, sys, Ptr};
 use crate::dbg_log;
 use crate::log::DbgType;
+use crate::util::pin;
 
 fn nonblocking(fd: i32) -> std::io::Result<()> {
     // SAFETY: fcntl on a descriptor rdma-core gave us.
@@ -94,7 +95,7 @@ pub(super) fn poll_now(dev: &VerbsDevice) {
 /// A thread that is itself dispatching completions (a CNO's proxy agent that waits, say) may
 /// hold the turn it would wait for: it polls only what is free, as before.
 pub(super) fn poll_before_blocking(dev: &VerbsDevice) {
-    if IN_POLL.get() {
+    if pin::local().dispatching().get() {
         return poll_now(dev);
     }
     let polled = dev.lock().polled.clone();
@@ -103,14 +104,9 @@ pub(super) fn poll_before_blocking(dev: &VerbsDevice) {
     }
 }
 
-thread_local! {
-    /// This thread is polling a CQ and dispatching its completions (see `poll_cq`).
-    static IN_POLL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
 /// What one QP's CQ holds before its consumer blocks (see [`poll_before_blocking`]).
 pub(super) fn drain_before_blocking(qp: &super::qp::VerbsQp) {
-    if IN_POLL.get() {
+    if pin::local().dispatching().get() {
         return poll_qp(qp);
     }
     let _turn = qp.polling.lock();
@@ -154,20 +150,21 @@ fn poll_cq(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>) {
         let n = (n as usize).min(wcs.len());
         // Marked only while completions are handed on (the only time a consumer's callback
         // can run here): an empty poll does not touch the thread-local.
-        IN_POLL.with(|flag| {
-            /// Restores the flag however the delivery ends (a consumer's callback may unwind).
-            struct Restore<'a>(&'a std::cell::Cell<bool>, bool);
-            impl Drop for Restore<'_> {
+        {
+            /// Restores the mark however the delivery ends (a consumer's callback may unwind).
+            struct Restore(pin::LocalRef, bool);
+            impl Drop for Restore {
                 fn drop(&mut self) {
-                    self.0.set(self.1);
+                    self.0.dispatching().set(self.1);
                 }
             }
-            let _restore = Restore(flag, flag.replace(true));
+            let local = pin::local();
+            let _restore = Restore(local, local.dispatching().replace(true));
             for wc in &wcs[..n] {
                 // SAFETY: ibv_poll_cq filled the first n entries.
                 qp.on_wc(unsafe { wc.assume_init_ref() });
             }
-        });
+        }
         // Fewer than asked for: the CQ was empty then. What completes later raises an event
         // (the CQ was armed before it was drained) or waits for the next poll.
         if n < wcs.len() {
