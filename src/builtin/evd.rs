@@ -3,7 +3,7 @@
 //! not fit is not lost silently: the IA's async EVD gets DAT_ASYNC_ERROR_EVD_OVERFLOW.
 
 use core::ptr::addr_of_mut;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -91,7 +91,35 @@ pub struct Evd {
     /// EP gave up is never kept alive by the copy. Ordered before an EP's lock (a completion
     /// polled here goes to it); `sources` is taken inside it only to copy.
     polled: Mutex<Polled>,
+    /// While a dequeue polls the sources (holding `polled`), its thread (`LocalRef::addr`)
+    /// and the consumer's `DAT_EVENT`: the first event that thread delivers here, found with
+    /// nothing queued before it, is written there at once instead of queued and taken back
+    /// (`post_as`). 0 and null otherwise, always set back before the dequeue returns.
+    catch_thread: AtomicUsize,
+    catch_out: AtomicPtr<DAT_EVENT>,
     pub context: Mutex<u64>,
+}
+
+/// What a dequeue's poll of its sources came to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Polling {
+    /// The EVD has no sources to poll (the device's progress is for the caller to make).
+    NoSources,
+    /// They were polled (or are being polled by another thread): what they had is queued.
+    Polled,
+    /// The first event they had was written to the consumer's `DAT_EVENT`.
+    Caught,
+}
+
+/// Ends a dequeue's catch ([`Evd::catch_thread`]) however its poll ends (it may unwind): a
+/// later thread of the same address must not find it.
+struct Catching<'a>(&'a Evd);
+
+impl Drop for Catching<'_> {
+    fn drop(&mut self) {
+        self.0.catch_thread.store(0, Ordering::Relaxed);
+        self.0.catch_out.store(std::ptr::null_mut(), Ordering::Relaxed);
+    }
 }
 
 /// A dequeue's copy of an EVD's source QPs, as of `version` (see `Evd::polled`).
@@ -187,20 +215,32 @@ impl Evd {
     /// Polls the QPs that report here; false when there are none. They are taken out of the
     /// lock first: a completion goes to its EP's lock, which an EP attaching a QP holds while
     /// it comes here.
+    ///
+    /// With `catch` (the consumer's `DAT_EVENT`, valid for a write), the first event found is
+    /// written there rather than queued, when nothing was queued before it.
     #[inline]
-    fn poll_sources(&self) -> bool {
-        self.nsources.load(Ordering::Acquire) != 0 && self.poll_each_source()
+    fn poll_sources(&self, catch: *mut DAT_EVENT) -> Polling {
+        if self.nsources.load(Ordering::Acquire) == 0 {
+            return Polling::NoSources;
+        }
+        self.poll_each_source(catch)
     }
 
     #[inline(never)]
-    fn poll_each_source(&self) -> bool {
+    fn poll_each_source(&self, catch: *mut DAT_EVENT) -> Polling {
         let mut p = match self.polled.try_lock() {
             Ok(p) => p,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             // Another thread dequeuing here polls these QPs now (as each QP's own turn would
             // send us away too).
-            Err(std::sync::TryLockError::WouldBlock) => return true,
+            Err(std::sync::TryLockError::WouldBlock) => return Polling::Polled,
         };
+        // Only the holder of `polled` sets the catch, so these are plain stores.
+        let _catching = (!catch.is_null()).then(|| {
+            self.catch_out.store(catch, Ordering::Relaxed);
+            self.catch_thread.store(pin::local().addr(), Ordering::Relaxed);
+            Catching(self)
+        });
         if p.version != self.sources_version.load(Ordering::Acquire) {
             let s = self.sources.locked();
             p.version = self.sources_version.load(Ordering::Acquire);
@@ -212,7 +252,25 @@ impl Evd {
                 q.poll();
             }
         }
-        !p.qps.is_empty()
+        if p.qps.is_empty() {
+            Polling::NoSources
+        } else if !catch.is_null() && self.catch_out.load(Ordering::Relaxed).is_null() {
+            Polling::Caught
+        } else {
+            Polling::Polled
+        }
+    }
+
+    /// The consumer's `DAT_EVENT` of a dequeue polling on this thread, taken (one event is
+    /// caught per dequeue); null when there is none.
+    #[inline]
+    fn take_catch(&self) -> *mut DAT_EVENT {
+        // Only the thread named here reads or changes `catch_out` while it is named, and it
+        // stays named until its dequeue is over (so the pointer is still the consumer's).
+        if self.catch_thread.load(Ordering::Relaxed) != pin::local().addr() {
+            return std::ptr::null_mut();
+        }
+        self.catch_out.swap(std::ptr::null_mut(), Ordering::Relaxed)
     }
 
     /// A consumer is about to block in a wait: the device wakes for what this EVD reports.
@@ -258,14 +316,30 @@ impl Evd {
     /// and triggers no CNO (a later notification event, or a new wait, finds it queued).
     pub fn post_as(&self, mut event: DAT_EVENT, notify: bool) -> bool {
         event.evd_handle = self.handle as DAT_EVD_HANDLE;
+        let catch = self.take_catch();
         let (cno, wake) = {
             let mut s = self.lock();
             if s.queue.len() >= s.qlen as usize {
                 drop(s);
+                if !catch.is_null() {
+                    self.catch_out.store(catch, Ordering::Relaxed);
+                }
                 self.overflowed();
                 return false;
             }
-            self.push(&mut s, Event(event));
+            if !catch.is_null() && s.queue.is_empty() {
+                // Queued and at once taken by the dequeue polling on this thread: one copy,
+                // straight to the consumer.
+                // SAFETY: the consumer's DAT_EVENT, valid for a write until its dequeue returns
+                // (`poll_each_source`, on this thread, still under way).
+                unsafe { put(catch, event) };
+            } else {
+                if !catch.is_null() {
+                    // Not caught after all: the dequeue takes the oldest event from the queue.
+                    self.catch_out.store(catch, Ordering::Relaxed);
+                }
+                self.push(&mut s, Event(event));
+            }
             s.counts.queued(event.event_number);
             if !notify {
                 return true;
@@ -449,6 +523,8 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         nsources: AtomicUsize::new(0),
         sources_version: AtomicU64::new(0),
         polled: Mutex::new(Polled::default()),
+        catch_thread: AtomicUsize::new(0),
+        catch_out: AtomicPtr::new(std::ptr::null_mut()),
         context: Mutex::new(0),
     });
     table::insert(handle, e.clone());
@@ -584,7 +660,7 @@ pub fn wait_on(
     // the oldest event, notification or not). The device hears of a blocking wait only when
     // one may happen, so that it can keep completion wake-ups for waiting consumers.
     drop(s);
-    if !e.poll_sources() {
+    if e.poll_sources(std::ptr::null_mut()) == Polling::NoSources {
         e.ia.dev.progress();
     }
     let mut s = e.lock();
@@ -710,8 +786,10 @@ pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT, found: Found) -> Result<DAT_RE
     // Nothing queued: the device delivers what is ready, and only then is the lock worth
     // taking.
     if e.queued() == 0 {
-        if !e.poll_sources() {
-            e.ia.dev.progress();
+        match e.poll_sources(event) {
+            Polling::NoSources => e.ia.dev.progress(),
+            Polling::Caught => return caught(e, found),
+            Polling::Polled => {}
         }
         if e.queued() == 0 {
             return Ok(DAT_QUEUE_EMPTY);
@@ -723,6 +801,16 @@ pub fn dequeue_on(e: &Evd, event: *mut DAT_EVENT, found: Found) -> Result<DAT_RE
         return take_after_empty(e, event);
     }
     take_one(e, event)
+}
+
+/// A dequeue whose poll wrote an event to the consumer ([`Polling::Caught`]); one the handle
+/// cell counted as empty has that count corrected.
+#[inline]
+fn caught(e: &Evd, found: Found) -> Result<DAT_RETURN, DAT_RETURN> {
+    if matches!(found, Found::NothingYet(_)) && e.must_look == 0 {
+        e.lock().counts.not_empty_after_all();
+    }
+    Ok(DAT_SUCCESS)
 }
 
 /// [`take_one`] for a dequeue the handle cell counted as empty ([`Found::NothingYet`]) that
