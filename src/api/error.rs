@@ -200,7 +200,7 @@ crate::export_c!(dat_strerror);
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{subtype_name, type_name};
 
     #[test]
     fn names() {

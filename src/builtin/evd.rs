@@ -89,8 +89,9 @@ pub struct Evd {
     /// What a dequeue polls: its copy of the sources, taken again only when they changed, so
     /// that the sources' lock and reference counts stay off an empty dequeue. Weak: a QP its
     /// EP gave up is never kept alive by the copy. Ordered before an EP's lock (a completion
-    /// polled here goes to it); `sources` is taken inside it only to copy.
-    polled: Mutex<Polled>,
+    /// polled here goes to it); `sources` is taken inside it only to copy. Not std's Mutex:
+    /// an empty dequeue tries it (`util::lock`).
+    polled: Lock<Polled>,
     /// While a dequeue polls the sources (holding `polled`), its thread (`LocalRef::addr`)
     /// and the consumer's `DAT_EVENT`: the first event that thread delivers here, found with
     /// nothing queued before it, is written there at once instead of queued and taken back
@@ -228,13 +229,9 @@ impl Evd {
 
     #[inline(never)]
     fn poll_each_source(&self, catch: *mut DAT_EVENT) -> Polling {
-        let mut p = match self.polled.try_lock() {
-            Ok(p) => p,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            // Another thread dequeuing here polls these QPs now (as each QP's own turn would
-            // send us away too).
-            Err(std::sync::TryLockError::WouldBlock) => return Polling::Polled,
-        };
+        // Another thread dequeuing here polls these QPs now (as each QP's own turn would send
+        // us away too).
+        let Some(mut p) = self.polled.try_lock() else { return Polling::Polled };
         // Only the holder of `polled` sets the catch, so these are plain stores.
         let _catching = (!catch.is_null()).then(|| {
             self.catch_out.store(catch, Ordering::Relaxed);
@@ -522,7 +519,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         sources: Mutex::new(Sources::default()),
         nsources: AtomicUsize::new(0),
         sources_version: AtomicU64::new(0),
-        polled: Mutex::new(Polled::default()),
+        polled: Lock::new(Polled::default()),
         catch_thread: AtomicUsize::new(0),
         catch_out: AtomicPtr::new(std::ptr::null_mut()),
         context: Mutex::new(0),

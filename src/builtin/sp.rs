@@ -484,8 +484,13 @@ pub fn cr_handoff(handle: DAT_CR_HANDLE, conn_qual: DAT_CONN_QUAL) -> Result<DAT
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::SpEvents;
+    use crate::device::{DevError, ListenEvents, PendingConnection};
+    use crate::util::sync::MutexExt;
 
     /// A request that counts its rejections; `slow` makes a rejection take 100 ms, `then`
     /// runs inside it.

@@ -62,7 +62,7 @@ fn netdev_address(name: &str) -> Option<IpAddr> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::resolve;
 
     #[test]
     fn parses_addresses_and_devices() {

@@ -258,7 +258,7 @@ pub fn load() -> (String, Vec<ConfEntry>) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::parse;
 
     #[test]
     fn ordinary_line() {

@@ -32,7 +32,7 @@ pub fn var(name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{secure_execution, var, var_os};
 
     // The secure case (a set-user-ID program) is c-tests/secure's: a test process cannot
     // become one.

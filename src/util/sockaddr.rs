@@ -122,9 +122,12 @@ pub fn connect_begin(local: IpAddr, remote: SocketAddr) -> io::Result<(TcpStream
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::io;
+    use std::net::{IpAddr, SocketAddr, TcpStream};
     use std::os::fd::AsRawFd;
     use std::time::Duration;
+
+    use super::{connect_begin, from_c, to_c};
 
     /// A blocking connect within `timeout` (what the engine does in turns).
     fn connect_from(local: IpAddr, remote: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {

@@ -53,7 +53,9 @@ impl CondvarExt for Condvar {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Mutex;
+
+    use super::MutexExt;
 
     #[test]
     fn a_poisoned_lock_is_still_taken() {

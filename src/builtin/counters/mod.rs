@@ -406,7 +406,15 @@ impl IaCounts {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{group, EpCounts, EvdCounts, IaCounts, Received, EP_N, EVD_N, IA_N};
+    use crate::abi::{
+        DAT_CONNECTION_EVENT_ESTABLISHED, DAT_DTO_COMPLETION_EVENT, DAT_IB_DTO_EVENT, DAT_SOFTWARE_EVENT, DCNT_EP_POST_FETCH_ADD,
+        DCNT_EP_POST_READ_DATA, DCNT_EP_POST_RECV_DATA, DCNT_EP_POST_SEND, DCNT_EP_POST_SEND_DATA, DCNT_EP_POST_SEND_UD,
+        DCNT_EP_POST_SEND_UD_DATA, DCNT_EP_POST_WRITE_DATA, DCNT_EP_POST_WRITE_IMM, DCNT_EP_RECV_DATA, DCNT_EP_RECV_RDMA_IMM_DATA,
+        DCNT_EVD_CONN_CALLBACK, DCNT_EVD_DEQUEUE, DCNT_EVD_DEQUEUE_FOUND, DCNT_EVD_DEQUEUE_NOT_FOUND, DCNT_EVD_DTO_CALLBACK, DCNT_IA_CM,
+        DCNT_IA_CM_REQ_TX,
+    };
+    use crate::device::WrOp;
 
     #[test]
     fn ep_counts_posts_by_kind_and_bytes() {

@@ -128,3 +128,5 @@ pub fn live() -> usize {
 mod tests;
 #[cfg(test)]
 mod tests_hot;
+#[cfg(test)]
+mod tests_mock;

@@ -1,16 +1,16 @@
-//! Tests of the cache's hot slot (`cache/hot.rs`) with the mock device of `tests.rs`: a hit and
-//! its free made without the lock, and what a locked section, an outstanding request or a
-//! change to the memory does to a registration parked or claimed there.
+//! Tests of the cache's hot slot (`cache/hot.rs`) with the mock device of `tests_mock.rs`: a
+//! hit and its free made without the lock, and what a locked section, an outstanding request
+//! or a change to the memory does to a registration parked or claimed there.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 
 use super::cache::{Cache, Config};
-use super::tests::{dev_of, reg, uffd, Map, Mock, LOCAL, PAGE, WATCHING};
+use super::tests_mock::{dev_of, reg, uffd, Map, Mock, LOCAL, PAGE, WATCHING};
 
-/// Taken by each test here, alone among all that watch memory (`tests::WATCHING`): the stress
-/// test's unmaps reach every cache's ring, and a hit that finds something queued rightly takes
-/// the locked path, which the others assert it does not.
+/// Taken by each test here, alone among all that watch memory (`tests_mock::WATCHING`): the
+/// stress test's unmaps reach every cache's ring, and a hit that finds something queued
+/// rightly takes the locked path, which the others assert it does not.
 fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
     WATCHING.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -803,7 +803,10 @@ fn open() -> Result<Monitor, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        UffdioApi, UffdioRegister, UffdioZeropage, WatchSet, UFFDIO_API, UFFDIO_REGISTER, UFFDIO_UNREGISTER, UFFDIO_WAKE, UFFDIO_ZEROPAGE,
+        USERFAULTFD_IOC_NEW,
+    };
 
     #[test]
     fn ioctl_numbers_match_the_kernel_headers() {

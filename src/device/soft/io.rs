@@ -377,7 +377,7 @@ pub fn split_tail(segs: &[(u64, usize)]) -> (Segs, Segs) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{split_at, split_tail};
 
     #[test]
     fn splits() {

@@ -85,8 +85,9 @@ fn fill_random(buf: &mut [u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::collections::HashSet;
+
+    use super::KeyGen;
 
     #[test]
     fn distinct_nonzero_and_not_sequential() {

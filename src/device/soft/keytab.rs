@@ -494,7 +494,10 @@ impl Drop for KeyTable {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::{Duration, Instant};
+
+    use super::{Grant, KeyTable};
+    use crate::device::Access;
 
     #[test]
     fn publish_lookup_withdraw_and_peer_view() {

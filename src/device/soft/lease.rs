@@ -271,7 +271,12 @@ impl<T: AsRef<SetLease>> Drop for HoldAll<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::{take_all, SetLease, Via, HELD};
+    use crate::util::sync::MutexExt;
 
     #[test]
     fn revoke_waits_for_leases_and_refuses_new_ones() {

@@ -561,7 +561,12 @@ pub const NO_LIMIT: Duration = Duration::from_secs(3600);
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::io::ErrorKind;
+    use std::net::TcpListener;
+    use std::sync::Arc;
+
+    use super::SoftIaPort;
+    use crate::device::{DevError, IaPort, ListenEvents};
 
     struct Nobody;
     impl ListenEvents for Nobody {

@@ -210,7 +210,7 @@ fn read_maps() -> Vec<Vma> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{accessible, read_maps, Mappings};
 
     fn page() -> u64 {
         // SAFETY: sysconf has no preconditions.

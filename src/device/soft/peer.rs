@@ -430,8 +430,11 @@ fn watcher() -> Option<&'static Watcher> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+    use std::sync::Arc;
+
+    use super::{canary, off, other_end, verify, watcher, PeerProcess, Process};
 
     #[test]
     fn verifies_only_the_true_holder() {

@@ -158,7 +158,11 @@ impl PeerRing {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::{OwnRing, PeerRing};
+    use crate::device::soft::keytab::{KeyTable, Posted, RINGS, RING_LEN};
 
     #[test]
     fn publish_pin_withdraw_and_reuse() {

@@ -231,8 +231,11 @@ impl Channel {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+
+    use super::{Channel, Claims, Rendezvous};
+    use crate::device::soft::peer;
 
     #[test]
     fn both_sides_learn_each_other() {

@@ -340,8 +340,12 @@ impl Peers {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::ffi::CString;
+    use std::fs::File;
+    use std::os::fd::{AsRawFd, FromRawFd};
+
+    use super::{backing, Peers, Source};
+    use crate::device::soft::peer::PeerProcess;
 
     fn sealed_memfd(len: u64) -> (File, *mut u8) {
         // SAFETY: memfd_create with a static name.

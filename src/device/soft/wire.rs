@@ -507,7 +507,10 @@ pub fn decode_shared(b: &[u8]) -> (Vec<(u64, u32)>, Vec<super::shm::Source>) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        decode_segments, decode_shared, encode_segments, encode_shared, flag, list_total, op, request_shape_ok, role, Dgram, Greeting, Hdr,
+        Hello, UdHello, DGRAM_HDR_LEN, HELLO_LEN, LIST_MAX, PRIVATE_DATA_MAX, PROOF_LEN, SEG_LEN, SHARED_SEG_LEN, UD_HELLO_LEN, VERSION,
+    };
 
     #[test]
     fn round_trips() {

@@ -602,7 +602,18 @@ impl Drop for DeviceList<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use core::ffi::c_void;
+    use core::mem::offset_of;
+    use core::ptr;
+
+    use super::{
+        alloc_mw, api, bind_mw, dealloc_mw, extended, inc_rkey, load, poll_cq, post_recv, post_send, post_srq_recv, reaches, req_notify_cq,
+        set_errno, Api, Cm, DeviceList, Ibv, LoadError, ABI_IS_EXTENDED, LIBIBVERBS, LIBRDMACM,
+    };
+    use crate::device::verbs::sys::{
+        ibv_context, ibv_cq, ibv_mr, ibv_mw, ibv_mw_bind, ibv_pd, ibv_port_attr, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_srq, ibv_wc,
+        verbs_context, IBV_MW_TYPE_1, IBV_MW_TYPE_2, IBV_WC_SUCCESS, RDMA_CM_EVENT_ESTABLISHED,
+    };
 
     #[test]
     fn inc_rkey_bumps_only_the_tag() {
@@ -710,8 +721,12 @@ mod tests {
     // A context made here, with an operations table of test functions, shows that each
     // inline verb calls the right entry with its arguments, without a device.
     mod fake {
-        use super::*;
+        use core::ffi::c_int;
         use std::cell::Cell;
+
+        use crate::device::verbs::sys::{
+            ibv_context, ibv_cq, ibv_mw, ibv_mw_bind, ibv_port_attr, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_srq, ibv_wc,
+        };
 
         thread_local! {
             /// The entry last called and the integer argument it got.

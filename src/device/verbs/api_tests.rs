@@ -7,11 +7,22 @@
 //! `device::verbs::`), where a missing device fails it. By hand:
 //! `tests/vm/run.sh target/release/deps/dat2-<hash> --ignored device::verbs:: --nocapture`.
 
-use core::ffi::c_void;
+use core::ffi::{c_int, c_void};
 use core::ptr;
 use std::time::{Duration, Instant};
 
-use super::*;
+use super::{
+    alloc_mw, api, bind_mw, dealloc_mw, extended, inc_rkey, poll_cq, post_recv, post_send, post_srq_recv, req_notify_cq, Api, DeviceList,
+};
+use crate::device::verbs::sys::{
+    ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq, ibv_gid, ibv_global_route, ibv_mr, ibv_mw_bind, ibv_mw_bind_info, ibv_pd,
+    ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq_attr, ibv_srq_init_attr,
+    ibv_wc, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_MW_BIND, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE, IBV_MTU_1024, IBV_MW_TYPE_2,
+    IBV_PORT_ACTIVE, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QP_AV, IBV_QP_DEST_QPN,
+    IBV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_MIN_RNR_TIMER, IBV_QP_PATH_MTU, IBV_QP_PKEY_INDEX, IBV_QP_PORT,
+    IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, IBV_QP_RQ_PSN, IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_QP_TIMEOUT, IBV_SEND_SIGNALED, IBV_WC_BIND_MW,
+    IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_SEND, IBV_WC_SUCCESS, IBV_WR_BIND_MW, IBV_WR_RDMA_WRITE, IBV_WR_SEND,
+};
 
 const PORT: u8 = 1;
 

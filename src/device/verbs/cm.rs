@@ -618,7 +618,8 @@ fn established(qp: &Arc<VerbsQp>, id: Ptr<sys::rdma_cm_id>, private_data: Vec<u8
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{frame, unframe, RdDepths, PDATA_REQ};
+    use crate::device::{QpCaps, Service};
 
     fn caps(read_out: u32, read_in: u32) -> QpCaps {
         QpCaps {

@@ -45,10 +45,10 @@ pub(super) struct State {
     /// Memory windows: the rkey of their latest binding, and whether it is bound now (a
     /// type-2 window must be invalidated before it is bound again).
     mws: IdMap<u64, MwState>,
-    /// Completion queues by address, and the QP each serves.
-    pub cqs: IdMap<usize, Weak<VerbsQp>>,
-    /// The same QPs as a list shared with pollers, replaced when a QP comes or goes: a
-    /// polling consumer's empty dequeue takes it without allocating.
+    /// Every QP of the device (each with a CQ of its own), as a list shared with pollers:
+    /// a polling consumer's empty dequeue takes it without allocating. A QP adds itself when
+    /// made and removes itself when dropped; a list a poller holds is never changed (a change
+    /// copies it then).
     pub polled: Arc<Vec<Weak<VerbsQp>>>,
     /// QPs by QP number (async events).
     pub qps: IdMap<u32, Weak<VerbsQp>>,

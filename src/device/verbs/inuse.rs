@@ -58,7 +58,8 @@ impl WrKeys {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::WrKeys;
+    use crate::device::Sge;
 
     fn sges(keys: &[u32]) -> Vec<Sge> {
         keys.iter().map(|&lkey| Sge { addr: 0, len: 1, lkey }).collect()

@@ -113,7 +113,9 @@ pub fn unusable(device: &str, port: u8) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::path::Path;
+
+    use super::{parse_params, ports_in, PortInfo};
 
     fn fake(root: &Path, device: &str, port: u8, state: &str, ndev: Option<&str>) {
         let p = root.join(device).join(format!("ports/{port}"));

@@ -115,7 +115,7 @@ pub(super) fn drain_before_blocking(qp: &super::qp::VerbsQp) {
 
 /// Arms every CQ of the device (a consumer starts waiting).
 pub(super) fn arm_all(dev: &VerbsDevice) {
-    // `polled` lists every CQ of `cqs` (both change together, under the device lock).
+    // `polled` lists every QP, so every CQ (each QP has its own).
     let polled = dev.lock().polled.clone();
     for qp in polled.iter().filter_map(|w| w.upgrade()) {
         qp.arm();

@@ -216,8 +216,7 @@ impl VerbsQp {
         let _ = this.cq_owner.set(Arc::downgrade(&this));
         {
             let mut s = dev.lock();
-            s.cqs.insert(cq as usize, Arc::downgrade(&this));
-            s.polled = Arc::new(s.cqs.values().cloned().collect());
+            Arc::make_mut(&mut s.polled).push(Arc::downgrade(&this));
             s.qps.insert(qp_num, Arc::downgrade(&this));
         }
         if caps.service == Service::Ud {
@@ -477,8 +476,8 @@ impl Drop for VerbsQp {
     fn drop(&mut self) {
         let id = {
             let mut s = self.dev.lock();
-            s.cqs.remove(&(self.cq.0 as usize));
-            s.polled = Arc::new(s.cqs.values().cloned().collect());
+            let me: *const VerbsQp = self;
+            Arc::make_mut(&mut s.polled).retain(|w| !core::ptr::eq(w.as_ptr(), me));
             s.qps.remove(&self.qp_num);
             let id = self.inner.get_mut().id;
             if let Some(id) = id {

@@ -347,7 +347,9 @@ pub(super) fn unframe_request(data: &[u8]) -> Option<(Vec<u8>, Requester)> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::net::IpAddr;
+
+    use super::{frame_request, ip_gid, requester_gid, unframe_request, Requester, PDATA_UD_REQ, UD_TRAILER};
 
     #[test]
     fn a_request_carries_the_requester() {

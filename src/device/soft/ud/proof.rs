@@ -214,7 +214,11 @@ impl Violations {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use super::{Proofs, Violations, Waiter, PROOFS_MAX, PROOF_TIMEOUT};
+    use crate::device::CmEvent;
 
     #[test]
     fn proofs_match_address_port_and_token_only() {

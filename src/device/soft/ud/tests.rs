@@ -2,13 +2,25 @@
 //! GRH, a short receive, an SRQ, what a forged datagram (other keys, a lying or oversized
 //! length) cannot do, and what a requester or acceptor that names a port not its own gets.
 
-use super::*;
-use crate::device::soft::wire::{
-    op, read_message, role, write_message, Greeting, UdHello, GREETING_LEN, PRIVATE_DATA_MAX, PROOF_LEN, UD_HELLO_MAX, VERSION,
-};
-use crate::util::sync::CondvarExt;
+use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::sync::Condvar;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{grh, proof, SoftUdQp, UdPending, MTU};
+use crate::abi::{DAT_DTO_ERR_FLUSHED, DAT_DTO_ERR_LOCAL_LENGTH, DAT_DTO_ERR_LOCAL_PROTECTION, DAT_DTO_SUCCESS};
+use crate::device::soft::wire::{
+    flag, op, read_message, role, write_message, Dgram, Greeting, UdHello, DGRAM_HDR_LEN, GREETING_LEN, PRIVATE_DATA_MAX, PROOF_LEN,
+    UD_HELLO_MAX, VERSION,
+};
+use crate::device::soft::{io, SoftDevice};
+use crate::device::{
+    Access, AddressHandle, CmEvent, Completion, DevError, Device, ListenEvents, Mr, Pd, PendingConnection, Qp, QpCaps, QpEvents, SendWr,
+    Service, Sge, Srq, SrqEvents, WcOp, WrOp, GRH_LEN,
+};
+use crate::util::sync::{CondvarExt, MutexExt};
 
 const WAIT: Duration = Duration::from_secs(5);
 
