@@ -123,6 +123,7 @@ pub(super) fn arm_all(dev: &VerbsDevice) {
 }
 
 /// What one QP's CQ holds now, unless another thread is polling it.
+#[inline]
 pub(super) fn poll_qp(qp: &super::qp::VerbsQp) {
     if let Some(_turn) = qp.polling.try_lock() {
         poll_cq(qp, qp.cq());
@@ -135,21 +136,37 @@ fn drain(qp: &Arc<super::qp::VerbsQp>, cq: Ptr<sys::ibv_cq>) {
     poll_cq(qp, cq);
 }
 
+/// Polls a CQ empty, handing each completion to its QP. Inline: the first poll, which a
+/// polling consumer mostly finds empty, costs no frame of its own; what it found is handed on
+/// out of line.
+#[inline(always)]
 fn poll_cq(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>) {
     // Not zeroed: the provider writes the entries it returns, and only those are read.
-    let mut wcs = [const { std::mem::MaybeUninit::<sys::ibv_wc>::uninit() }; 16];
+    let mut wcs = [const { std::mem::MaybeUninit::<sys::ibv_wc>::uninit() }; POLL_BATCH];
+    // SAFETY: a live CQ and room for POLL_BATCH completions.
+    let n = unsafe { api::poll_cq(cq.0, POLL_BATCH as i32, wcs.as_mut_ptr().cast()) };
+    if n != 0 {
+        dispatch(qp, cq, &mut wcs, n);
+    }
+}
+
+/// Completions asked for per `ibv_poll_cq`.
+const POLL_BATCH: usize = 16;
+
+/// Hands on the `n` completions a poll of `cq` returned into `wcs` (an error when negative),
+/// and polls again while the batch came back full.
+#[inline(never)]
+fn dispatch(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>, wcs: &mut [std::mem::MaybeUninit<sys::ibv_wc>; POLL_BATCH], mut n: i32) {
     loop {
-        // SAFETY: a live CQ and room for 16 completions.
-        let n = unsafe { api::poll_cq(cq.0, wcs.len() as i32, wcs.as_mut_ptr().cast()) };
         if n <= 0 {
             if n < 0 {
                 dbg_log!(DbgType::ERROR, "verbs QP {}: ibv_poll_cq failed ({n})", qp.qp_num);
             }
             return;
         }
-        let n = (n as usize).min(wcs.len());
+        let got = (n as usize).min(wcs.len());
         // Marked only while completions are handed on (the only time a consumer's callback
-        // can run here): an empty poll does not touch the thread-local.
+        // can run here): an empty poll does not touch the thread's state.
         {
             /// Restores the mark however the delivery ends (a consumer's callback may unwind).
             struct Restore(pin::LocalRef, bool);
@@ -160,16 +177,18 @@ fn poll_cq(qp: &super::qp::VerbsQp, cq: Ptr<sys::ibv_cq>) {
             }
             let local = pin::local();
             let _restore = Restore(local, local.dispatching().replace(true));
-            for wc in &wcs[..n] {
-                // SAFETY: ibv_poll_cq filled the first n entries.
+            for wc in &wcs[..got] {
+                // SAFETY: ibv_poll_cq filled the first `got` entries.
                 qp.on_wc(unsafe { wc.assume_init_ref() });
             }
         }
         // Fewer than asked for: the CQ was empty then. What completes later raises an event
         // (the CQ was armed before it was drained) or waits for the next poll.
-        if n < wcs.len() {
+        if got < wcs.len() {
             return;
         }
+        // SAFETY: a live CQ and room for POLL_BATCH completions.
+        n = unsafe { api::poll_cq(cq.0, POLL_BATCH as i32, wcs.as_mut_ptr().cast()) };
     }
 }
 
