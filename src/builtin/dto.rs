@@ -56,27 +56,26 @@ impl Post {
     }
 }
 
-/// [`sges`] of the consumer's triplets `iov`, adding their lengths to `len` in the same pass
-/// (one read of each triplet; a separate sum was a vectorised loop with its own set-up).
+/// Writes [`sges`] of the consumer's triplets `iov` into `out` (empty), where the request is
+/// built (no vector made and moved in after), and returns their summed length (one read of
+/// each triplet; a separate sum was a vectorised loop with its own set-up).
 #[inline(always)]
-fn sges_summed(iov: &[DAT_LMR_TRIPLET], len: &mut u64) -> Sges {
-    let mut out = Sges::new();
+fn sges_into(iov: &[DAT_LMR_TRIPLET], out: &mut Sges) -> u64 {
     if iov.len() > out.inline_size() {
-        *len = iov.iter().map(|t| u64::from(t.segment_length)).sum();
-        return sges(iov);
+        *out = sges(iov);
+        return iov.iter().map(|t| u64::from(t.segment_length)).sum();
     }
-    // Written straight into the vector's inline room (no array filled and copied in after).
+    // Written straight into the vector's inline room.
     let room = out.as_mut_ptr();
     let mut total = 0;
     for (k, t) in iov.iter().enumerate() {
-        // SAFETY: k < iov.len() <= the inline capacity, which a new SmallVec has.
+        // SAFETY: k < iov.len() <= the inline capacity, which an empty SmallVec has.
         unsafe { room.add(k).write(Sge { addr: t.virtual_address, len: t.segment_length, lkey: t.lmr_context }) };
         total += u64::from(t.segment_length);
     }
     // SAFETY: the first iov.len() elements were written above (Sge is plain data).
     unsafe { out.set_len(iov.len()) };
-    *len = total;
-    out
+    total
 }
 
 /// Posts a send-queue request; `count`/`iov` are the consumer's local vector.
@@ -121,9 +120,18 @@ pub fn post_on(
     if flags & !COMPLETION_FLAGS != 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, p.flags_arg()));
     }
-    // The scatter list is copied once, from the consumer's triplets, summed as it goes.
-    let mut len = 0;
-    let sges = sges_summed(local, &mut len);
+    // The request is built where the device reads it (lent, not moved), its scatter list
+    // copied once into it from the consumer's triplets, summed as it goes.
+    let mut wr = SendWr {
+        wr_id: 0,
+        op: p.op,
+        sges: Sges::new(),
+        remote: p.remote,
+        ah: p.ah,
+        fence: flags & DAT_COMPLETION_BARRIER_FENCE_FLAG != 0,
+        solicited: flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG != 0,
+    };
+    let len = sges_into(local, &mut wr.sges);
     // Like an HCA, only the device's message size limit is enforced (programs such as dtest
     // post RDMA larger than the max_rdma_size they ask for); a datagram's is the EP's
     // max_message_size, which is at most the path MTU.
@@ -137,19 +145,10 @@ pub fn post_on(
     let qp = i.qp().cloned().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY))?;
     let wr_id =
         i.add_send(PendingSend { cookie, flags, report: p.report }).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
-    i.counts().posted(&p.op, ud, len);
+    i.counts().posted(&wr.op, ud, len);
     drop(i);
-    // Built in the call: the device takes it where it is made.
-    let wr = SendWr {
-        wr_id,
-        op: p.op,
-        sges,
-        remote: p.remote,
-        ah: p.ah,
-        fence: flags & DAT_COMPLETION_BARRIER_FENCE_FLAG != 0,
-        solicited: flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG != 0,
-    };
-    if let Err(e) = qp.post_send(wr) {
+    wr.wr_id = wr_id;
+    if let Err(e) = qp.post_send(&wr) {
         let mut i = ep.lock();
         let sent = i.take_send(wr_id);
         if let (DevError::Fault, Some(s)) = (e, sent) {

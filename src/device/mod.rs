@@ -501,7 +501,7 @@ pub trait Qp: Send + Sync {
     ) -> Result<(), DevError>;
     /// Fails with [`DevError::Fault`], posting nothing, when a segment's key is not live
     /// ([`QpEvents::key_live`]); so does `post_recv`, and an SRQ's.
-    fn post_send(&self, wr: SendWr) -> Result<(), DevError>;
+    fn post_send(&self, wr: &SendWr) -> Result<(), DevError>;
     fn post_recv(&self, wr_id: u64, sges: Sges) -> Result<(), DevError>;
     /// Delivers this QP's completions that are ready now, on the calling thread (see
     /// [`Device::polled_qps`]).

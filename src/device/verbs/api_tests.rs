@@ -518,7 +518,7 @@ mod ud {
             src.iter_mut().enumerate().for_each(|(i, b)| *b = (i as u8).wrapping_mul(7) ^ n as u8);
             let (dst, dmr) = buffer(dev, p.pd, GRH_LEN as usize + 1024);
             to.post_recv(10 + n as u64, sge(&dst, &dmr, 0, dst.len())).expect("post_recv");
-            from.post_send(send(dest, 20 + n as u64, sge(&src, &smr, 0, len))).expect("post_send");
+            from.post_send(&send(dest, 20 + n as u64, sge(&src, &smr, 0, len))).expect("post_send");
             let c = completion(dev, from_seen, 20 + n as u64);
             assert_eq!((c.status, c.op), (DAT_DTO_SUCCESS, WcOp::Send));
             let c = completion(dev, to_seen, 10 + n as u64);
@@ -530,8 +530,8 @@ mod ud {
         }
         // A datagram above the MTU is refused (rxe would send it).
         let (big, bmr) = buffer(dev, p.pd, mtu as usize + 1);
-        assert!(p.a.post_send(send(&p.to_b, 30, sge(&big, &bmr, 0, big.len()))).is_err());
-        assert!(p.a.post_send(send(&p.to_b, 31, sge(&big, &bmr, 0, mtu as usize))).is_ok());
+        assert!(p.a.post_send(&send(&p.to_b, 30, sge(&big, &bmr, 0, big.len()))).is_err());
+        assert!(p.a.post_send(&send(&p.to_b, 31, sge(&big, &bmr, 0, mtu as usize))).is_ok());
         assert_eq!(completion(dev, &p.a_seen, 31).status, DAT_DTO_SUCCESS);
         dev.dereg_mr(&bmr);
     }
@@ -551,11 +551,11 @@ mod ud {
         };
         // Room for the GRH and 16 bytes: a 64-byte datagram does not fit.
         post_recv(1, short);
-        p.a.post_send(send(&p.to_b, 2, sge(&src, &smr, 0, 64))).unwrap();
+        p.a.post_send(&send(&p.to_b, 2, sge(&src, &smr, 0, 64))).unwrap();
         assert_eq!(completion(dev, &p.a_seen, 2).status, DAT_DTO_SUCCESS);
         // Then a datagram that fits, and a receive of full size for it.
         post_recv(3, sge(&big, &bmr, 0, big.len()));
-        p.a.post_send(send(&p.to_b, 4, sge(&src, &smr, 0, 16))).unwrap();
+        p.a.post_send(&send(&p.to_b, 4, sge(&src, &smr, 0, 16))).unwrap();
         let first = completion(dev, &p.b_seen, 1);
         if first.status == DAT_DTO_SUCCESS {
             assert!(srq.is_none(), "the receive on an SRQ did not report the datagram too long for it");
@@ -595,7 +595,7 @@ mod ud {
         src.fill(0xee);
         let (dst, dmr) = buffer(dev, p.pd, GRH_LEN as usize + 64);
         p.b.post_recv(1, sge(&dst, &dmr, 0, dst.len())).unwrap();
-        p.a.post_send(send(&wrong, 2, sge(&src, &smr, 0, 48))).unwrap();
+        p.a.post_send(&send(&wrong, 2, sge(&src, &smr, 0, 48))).unwrap();
         // The sender cannot tell: a datagram completes once sent.
         assert_eq!(completion(dev, &p.a_seen, 2).status, DAT_DTO_SUCCESS);
         let until = Instant::now() + Duration::from_secs(2);
@@ -607,7 +607,7 @@ mod ud {
         assert!(dst.iter().all(|&b| b == 0));
         // The same receive takes a datagram with the right Q_Key.
         src.fill(0x11);
-        p.a.post_send(send(&p.to_b, 3, sge(&src, &smr, 0, 24))).unwrap();
+        p.a.post_send(&send(&p.to_b, 3, sge(&src, &smr, 0, 24))).unwrap();
         let c = completion(dev, &p.b_seen, 1);
         assert_eq!((c.status, c.byte_len), (DAT_DTO_SUCCESS, 24 + GRH_LEN));
         assert_eq!(&dst[GRH_LEN as usize..GRH_LEN as usize + 24], &[0x11; 24]);
@@ -628,7 +628,7 @@ mod ud {
         srq.post_recv(8, sge(&dst, &dmr, half, half)).unwrap();
         assert_eq!(srq.available(), 2);
         for (i, len) in [(1u64, 100usize), (2, 60)] {
-            p.a.post_send(send(&p.to_b, i, sge(&src, &smr, 0, len))).unwrap();
+            p.a.post_send(&send(&p.to_b, i, sge(&src, &smr, 0, len))).unwrap();
             assert_eq!(completion(dev, &p.a_seen, i).status, DAT_DTO_SUCCESS);
         }
         let c7 = completion(dev, &p.b_seen, 7);

@@ -535,7 +535,7 @@ impl Qp for VerbsQp {
         }
     }
 
-    fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
+    fn post_send(&self, wr: &SendWr) -> Result<(), DevError> {
         if self.caps.service == Service::Ud || wr.ah.is_some() {
             return super::ud::post_send(self, wr);
         }

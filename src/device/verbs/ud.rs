@@ -248,7 +248,7 @@ pub(super) fn qp_pd(qp: &VerbsQp) -> Ptr<sys::ibv_pd> {
 
 /// A datagram to the peer `wr.ah` names (an address handle of this device, made in the QP's
 /// PD). The request holds the handle until it completes.
-pub(super) fn post_send(qp: &VerbsQp, wr: SendWr) -> Result<(), DevError> {
+pub(super) fn post_send(qp: &VerbsQp, wr: &SendWr) -> Result<(), DevError> {
     let Some(held) = wr.ah.clone() else { return Err(DevError::NotSupported) };
     let ah = held.as_any().downcast_ref::<VerbsAh>().ok_or(DevError::NotSupported)?;
     if qp.caps.service != Service::Ud || !Arc::ptr_eq(&ah.dev, &qp.dev) || ah.pd.0 != qp_pd(qp).0 {

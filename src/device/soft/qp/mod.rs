@@ -525,7 +525,7 @@ impl Qp for SoftQp {
         Ok(())
     }
 
-    fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
+    fn post_send(&self, wr: &SendWr) -> Result<(), DevError> {
         let mut i = self.lock();
         if i.state != State::Connected || i.closing {
             return Err(DevError::State);
@@ -539,11 +539,11 @@ impl Qp for SoftQp {
         if !keys_live(&wr.sges, |k| self.events.key_live(k)) {
             return Err(DevError::Fault);
         }
-        if let Some(len) = self.write_fast(&mut i, &wr) {
+        if let Some(len) = self.write_fast(&mut i, wr) {
             i.sq.count_moved(MOVED_SHM, u64::from(len));
             return self.complete_direct(i, wr.wr_id, WcOp::Write, len);
         }
-        if let Some(len) = self.send_direct(&i, &wr) {
+        if let Some(len) = self.send_direct(&i, wr) {
             // Placed in the peer's receive: the peer is told which one, and completes it.
             let mut hdr = Hdr { op: op::SEND, flags: flag::PLACED, length: len, a: i.sq.next_recv(), ..Hdr::default() };
             if wr.solicited {

@@ -486,7 +486,7 @@ impl Qp for SoftUdQp {
         Ok(())
     }
 
-    fn post_send(&self, wr: SendWr) -> Result<(), DevError> {
+    fn post_send(&self, wr: &SendWr) -> Result<(), DevError> {
         let ah = wr.ah.as_ref().ok_or(DevError::NotSupported)?;
         let ah = ah.as_any().downcast_ref::<SoftAh>().ok_or(DevError::NotSupported)?;
         if wr.op != WrOp::Send {

@@ -142,7 +142,7 @@ impl Setup {
 }
 
 fn send(qp: &Arc<dyn Qp>, wr_id: u64, sges: Vec<Sge>, ah: &Arc<dyn AddressHandle>) {
-    qp.post_send(SendWr { wr_id, op: WrOp::Send, sges: sges.into(), remote: None, ah: Some(ah.clone()), fence: false, solicited: true })
+    qp.post_send(&SendWr { wr_id, op: WrOp::Send, sges: sges.into(), remote: None, ah: Some(ah.clone()), fence: false, solicited: true })
         .expect("posts");
 }
 
@@ -203,7 +203,7 @@ fn resolve_send_receive_with_grh() {
     send(&b, 9, vec![s.sge(0, MTU), s.sge(0, 1)], &peer.ah);
     assert_eq!(rb.completion(WAIT).map(|c| (c.wr_id, c.status)), Some((9, DAT_DTO_ERR_LOCAL_LENGTH)));
     // A bad lkey: a local protection error, and the QP goes on.
-    b.post_send(SendWr {
+    b.post_send(&SendWr {
         wr_id: 10,
         op: WrOp::Send,
         sges: smallvec::smallvec![Sge { lkey: s.mr.lkey ^ 1, ..s.sge(0, 8) }],
@@ -308,9 +308,9 @@ fn srq_rejects_and_foreign_handles() {
     let foreign: Arc<dyn AddressHandle> = Arc::new(Foreign);
     let wr =
         SendWr { wr_id: 2, op: WrOp::Send, sges: smallvec::smallvec![], remote: None, ah: Some(foreign), fence: false, solicited: false };
-    assert_eq!(b.post_send(wr), Err(DevError::NotSupported));
+    assert_eq!(b.post_send(&wr), Err(DevError::NotSupported));
     let wr = SendWr { wr_id: 3, op: WrOp::Send, sges: smallvec::smallvec![], remote: None, ah: None, fence: false, solicited: false };
-    assert_eq!(b.post_send(wr), Err(DevError::NotSupported));
+    assert_eq!(b.post_send(&wr), Err(DevError::NotSupported));
     // Nobody listening: a non-peer rejection.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
     let port = closed.local_addr().expect("addr").port();
