@@ -52,8 +52,9 @@ unsafe impl Sync for Lmr {}
 
 const FREED: u32 = u32::MAX;
 
-/// The memory of the last LMR freed, for the next one made: a registration cache's hit, made
-/// and freed around each transfer, then calls neither `malloc` nor `free`.
+/// The memory of the last LMR freed (kept by the freeing thread), for the next one made: a
+/// registration cache's hit, made and freed around each transfer, then calls neither `malloc`
+/// nor `free`, and takes no atomic for it.
 static SPARE: Spare<Lmr> = Spare::new();
 
 impl Lmr {
