@@ -39,8 +39,10 @@ pub struct Lmr {
     pub address: u64,
     /// Our copy of a shared-memory cookie; `region` points at it.
     _cookie: Option<Box<Cookie>>,
-    /// RMRs bound to this LMR; `FREED` once it is being freed.
-    pub bound: AtomicU32,
+    /// RMRs bound to this LMR; `FREED` once it is being freed. Counted up only under the
+    /// table's lock ([`lmr_bound`]), so that [`free`], holding it, reads and sets it with no
+    /// read-modify-write.
+    bound: AtomicU32,
     pub context: Mutex<u64>,
 }
 
@@ -52,8 +54,9 @@ unsafe impl Sync for Lmr {}
 
 const FREED: u32 = u32::MAX;
 
-/// The memory of the last LMR freed, for the next one made: a registration cache's hit, made
-/// and freed around each transfer, then calls neither `malloc` nor `free`.
+/// The memory of the last LMR freed (kept by the freeing thread), for the next one made: a
+/// registration cache's hit, made and freed around each transfer, then calls neither `malloc`
+/// nor `free`, and takes no atomic for it.
 static SPARE: Spare<Lmr> = Spare::new();
 
 impl Lmr {
@@ -66,8 +69,9 @@ impl Lmr {
     pub fn rmr_context(&self) -> DAT_RMR_CONTEXT {
         self.reg.mr.rkey
     }
-    /// Counts an RMR binding to this LMR; fails once the LMR is being freed.
-    pub fn bind(&self) -> Result<(), DAT_RETURN> {
+    /// Counts an RMR binding to this LMR; fails once the LMR is being freed. Only under the
+    /// table's lock ([`lmr_bound`]).
+    fn bind(&self) -> Result<(), DAT_RETURN> {
         self.bound
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| if n == FREED { None } else { Some(n + 1) })
             .map(|_| ())
@@ -99,6 +103,12 @@ impl Object for Lmr {
 
 pub fn lmr(handle: DAT_LMR_HANDLE) -> Result<Arc<Lmr>, DAT_RETURN> {
     table::lookup::<Lmr>(handle, DAT_INVALID_HANDLE_LMR)
+}
+
+/// The LMR `handle` names, with an RMR binding counted ([`Lmr::unbind`] gives it back): looked
+/// up and counted under the table's lock, which [`free`] holds while it checks for bindings.
+pub fn lmr_bound(handle: DAT_LMR_HANDLE) -> Result<Arc<Lmr>, DAT_RETURN> {
+    table::lookup_with::<Lmr>(handle, DAT_INVALID_HANDLE_LMR, Lmr::bind)
 }
 
 /// Whether `handle` names a published LMR of ours (a few loads, no lock).
@@ -316,14 +326,18 @@ pub fn query(handle: DAT_LMR_HANDLE, mask: DAT_LMR_PARAM_MASK, param: *mut DAT_L
 }
 
 pub fn free(handle: DAT_LMR_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
-    // Looked up, marked and taken out of the table under one lock.
-    let l = table::take(handle, DAT_INVALID_HANDLE_LMR, |l: &Lmr| {
-        match l.bound.compare_exchange(0, FREED, Ordering::SeqCst, Ordering::SeqCst) {
-            Ok(_) => Ok(()),
-            // Another thread is freeing it: to this caller the handle is already gone.
-            Err(FREED) => Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR)),
-            Err(_) => Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE)),
+    // Looked up, marked and taken out of the table under one lock (held for writing). A
+    // binding is counted only under that lock too ([`lmr_bound`]), so no bind runs between the
+    // load and the store: `bound` can only go down meanwhile (an unbind), never from 0, and a
+    // load and a store do what a compare-exchange did.
+    let l = table::take(handle, DAT_INVALID_HANDLE_LMR, |l: &Lmr| match l.bound.load(Ordering::Acquire) {
+        0 => {
+            l.bound.store(FREED, Ordering::Release);
+            Ok(())
         }
+        // Another thread is freeing it: to this caller the handle is already gone.
+        FREED => Err(dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR)),
+        _ => Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE)),
     })?;
     destroy(&l);
     SPARE.recycle(l);

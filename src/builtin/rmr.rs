@@ -171,27 +171,35 @@ pub fn bind(
     let new_binding = if t.segment_length == 0 {
         None
     } else {
-        let l = super::lmr::lmr(lmr_handle)?;
-        if !Arc::ptr_eq(&l.pz, &r.pz) {
-            return Err(dat_error(DAT_PROTECTION_VIOLATION, 0));
+        // Counted as bound when looked up (so that its free, once this returns, answers
+        // DAT_INVALID_STATE), and given back if a check below refuses the bind.
+        let l = super::lmr::lmr_bound(lmr_handle)?;
+        let checks = || {
+            if !Arc::ptr_eq(&l.pz, &r.pz) {
+                return Err(dat_error(DAT_PROTECTION_VIOLATION, 0));
+            }
+            // Any valid privilege bits may be given (DAT_MEM_PRIV_ALL_FLAG is common); a window
+            // grants only the remote ones.
+            if mem_priv & !super::lmr::PRIV_VALID != 0 {
+                return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+            }
+            if !matches!(va_type, DAT_VA_TYPE_VA | DAT_VA_TYPE_ZB) {
+                return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
+            }
+            if !l.covers(t.virtual_address, u64::from(t.segment_length)) || t.lmr_context != l.lmr_context() {
+                return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+            }
+            // A window grants no more than its LMR: remote write needs local write.
+            let writes = mem_priv & (DAT_MEM_PRIV_REMOTE_WRITE_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC) != 0;
+            if writes && l.privileges & DAT_MEM_PRIV_LOCAL_WRITE_FLAG == 0 {
+                return Err(dat_error(DAT_PRIVILEGES_VIOLATION, 0));
+            }
+            Ok(())
+        };
+        if let Err(e) = checks() {
+            l.unbind();
+            return Err(e);
         }
-        // Any valid privilege bits may be given (DAT_MEM_PRIV_ALL_FLAG is common); a window
-        // grants only the remote ones.
-        if mem_priv & !super::lmr::PRIV_VALID != 0 {
-            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
-        }
-        if !matches!(va_type, DAT_VA_TYPE_VA | DAT_VA_TYPE_ZB) {
-            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5));
-        }
-        if !l.covers(t.virtual_address, u64::from(t.segment_length)) || t.lmr_context != l.lmr_context() {
-            return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-        }
-        // A window grants no more than its LMR: remote write needs local write.
-        let writes = mem_priv & (DAT_MEM_PRIV_REMOTE_WRITE_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC) != 0;
-        if writes && l.privileges & DAT_MEM_PRIV_LOCAL_WRITE_FLAG == 0 {
-            return Err(dat_error(DAT_PRIVILEGES_VIOLATION, 0));
-        }
-        l.bind()?;
         Some(l)
     };
     // The bind completes as a request of the EP, in order with what was posted before it.

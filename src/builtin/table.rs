@@ -545,6 +545,20 @@ pub fn take<T: Object>(
     Ok(unsafe { Arc::from_raw(Arc::into_raw(obj) as *const T) })
 }
 
+/// The object of type `T` named by `handle`, after `f` accepted it, both under the table's lock
+/// (for reading): no [`take`], which holds it for writing, runs between the lookup and `f`, so
+/// a take's check sees what `f` did, and `f` never sees an object a take has removed.
+pub fn lookup_with<T: Object>(
+    handle: DAT_HANDLE,
+    subtype: DAT_RETURN,
+    f: impl FnOnce(&T) -> Result<(), DAT_RETURN>,
+) -> Result<Arc<T>, DAT_RETURN> {
+    let o = objects().read_locked();
+    let obj = o.map.get(handle as usize).cloned().and_then(downcast::<T>).ok_or(dat_error(DAT_INVALID_HANDLE, subtype))?;
+    f(&obj)?;
+    Ok(obj)
+}
+
 /// Whether a live object of type `T` satisfies `pred`: a look through every object, under
 /// the read lock, for the rare call that needs no index (`dat_lmr_sync_rdma_*`), so that
 /// creating and freeing objects keeps none.
@@ -651,6 +665,67 @@ mod tests {
         }
         fn owner(&self) -> usize {
             self.1
+        }
+    }
+
+    /// An object with a binding count, as an LMR's.
+    struct Counted(Mutex<u64>, std::sync::atomic::AtomicU32, std::sync::atomic::AtomicBool);
+
+    impl Object for Counted {
+        fn handle_type(&self) -> DAT_HANDLE_TYPE {
+            DAT_HANDLE_TYPE_LMR
+        }
+        fn context(&self) -> &Mutex<u64> {
+            &self.0
+        }
+        fn owner(&self) -> usize {
+            0
+        }
+    }
+
+    /// `lmr::free` reads and sets an LMR's binding count with a load and a store, relying on
+    /// this: a `lookup_with` closure (where `lmr_bound` counts a binding) never runs during a
+    /// take's check, and never on an object a take removed. (Fails with the closure run after
+    /// the read lock is given back.)
+    #[test]
+    fn a_lookup_with_never_overlaps_a_take() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let provider = 0x1000 as *const DAT_PROVIDER;
+        for _ in 0..20 {
+            let obj = Arc::new(Counted(Mutex::new(0), 0.into(), false.into()));
+            let h = publish(provider, obj.clone());
+            let (taken, late) = (std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false));
+            // A bind that counts and gives back at once, flagging the time it runs.
+            let bind = |c: &Counted| {
+                c.2.store(true, SeqCst);
+                if taken.load(SeqCst) {
+                    late.store(true, SeqCst);
+                }
+                c.1.fetch_add(1, SeqCst);
+                (0..100).for_each(|_| std::hint::spin_loop());
+                c.1.fetch_sub(1, SeqCst);
+                c.2.store(false, SeqCst);
+                Ok(())
+            };
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| while lookup_with::<Counted>(h as DAT_HANDLE, 0, bind).is_ok() {});
+                }
+                // Let the binders run, then take it from under them.
+                while obj.1.load(SeqCst) == 0 {
+                    std::hint::spin_loop();
+                }
+                let took = take::<Counted>(h as DAT_HANDLE, 0, |c| {
+                    let during = c.2.load(SeqCst) || c.1.load(SeqCst) != 0;
+                    taken.store(true, SeqCst);
+                    if during {
+                        late.store(true, SeqCst);
+                    }
+                    Ok(())
+                });
+                assert!(took.is_ok());
+            });
+            assert!(!late.load(SeqCst), "a bind ran during a take's check, or after it");
         }
     }
 

@@ -14,7 +14,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::util::sync::MutexExt;
@@ -24,6 +24,47 @@ struct Record {
     what: AtomicUsize,
     /// Whether a live thread owns the record.
     taken: AtomicBool,
+    /// One allocation [`crate::util::spare`] keeps for the record's thread (and for the next
+    /// thread that takes the record): touched only by the owning thread, so no swap.
+    spare: Slot,
+}
+
+/// A record's kept allocation ([`crate::util::spare`]), and the address of the spare that kept
+/// it, which alone may take it back: touched only by the record's owning thread.
+#[derive(Default)]
+pub struct Slot {
+    kept: AtomicPtr<()>,
+    of: AtomicUsize,
+}
+
+impl Slot {
+    /// The allocation kept by spare `of` (null: none), now the caller's; the slot is then empty.
+    #[inline]
+    pub fn take(&self, of: usize) -> *mut () {
+        let p = self.kept.load(Ordering::Relaxed);
+        if p.is_null() || self.of.load(Ordering::Relaxed) != of {
+            return core::ptr::null_mut();
+        }
+        self.kept.store(core::ptr::null_mut(), Ordering::Relaxed);
+        p
+    }
+
+    /// Keeps `p` for spare `of` if the slot is empty; false (and nothing kept) otherwise.
+    #[inline]
+    pub fn put(&self, of: usize, p: *mut ()) -> bool {
+        if !self.kept.load(Ordering::Relaxed).is_null() {
+            return false;
+        }
+        self.of.store(of, Ordering::Relaxed);
+        self.kept.store(p, Ordering::Relaxed);
+        true
+    }
+
+    /// Empties the slot, leaking what it kept (tests: a record an earlier test's thread used).
+    #[cfg(test)]
+    pub fn forget(&self) {
+        self.kept.store(core::ptr::null_mut(), Ordering::Relaxed);
+    }
 }
 
 /// Every record made, for [`wait_unpinned`] to look through. Records are never freed.
@@ -115,8 +156,12 @@ fn take_record() -> &'static Record {
     if let Some(r) = all.iter().find(|r| r.taken.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()) {
         return r;
     }
-    let r: &'static Record =
-        Box::leak(Box::new(Record { seq: AtomicU64::new(0), what: AtomicUsize::new(0), taken: AtomicBool::new(true) }));
+    let r: &'static Record = Box::leak(Box::new(Record {
+        seq: AtomicU64::new(0),
+        what: AtomicUsize::new(0),
+        taken: AtomicBool::new(true),
+        spare: Slot::default(),
+    }));
     all.push(r);
     r
 }
@@ -193,6 +238,15 @@ impl Local {
     /// How many guarded calls this thread is inside.
     pub fn depth(&self) -> u32 {
         self.depth.get()
+    }
+
+    /// This thread's place for a kept allocation ([`crate::util::spare`]); `None` until its
+    /// first pin gave it a record. Records are never freed, and pass to a later thread only
+    /// through `taken` (released by the old owner, acquired by the new), so the slot's plain
+    /// loads and stores need no ordering of their own.
+    #[inline]
+    pub fn spare_slot(&self) -> Option<&'static Slot> {
+        self.record.get().map(|r| &r.spare)
     }
 
     /// Pins `what`; `None` when this thread already holds a pin (or is ending). The caller

@@ -3,12 +3,15 @@
 //! makes no locked call into the cache at all.
 //!
 //! The slot is a state word (a generation and one of NONE, PARKED, CLAIMED) and what a hit
-//! compares and hands out, kept in atomics. The roles:
+//! compares and hands out, kept in atomics. The generation moves on with every claim and every
+//! unpark: a claim's word is then never seen again, and the claims (the slot's hits) are the
+//! generations the lock holders did not make (`Hot::hits`), counted with no atomic of their
+//! own. The roles:
 //! - The lock holder alone parks a registration (NONE -> PARKED, after writing what it
 //!   describes) and takes it back (any -> NONE with the next generation, [`Hot::unpark`]): every
 //!   locked section begins so ([`Cache`]'s `lock`), so code under the lock sees
 //!   only ordinary entries, kept or live.
-//! - A hit claims it (PARKED -> CLAIMED, same generation) when what it asks for is what the
+//! - A hit claims it (PARKED -> CLAIMED, next generation) when what it asks for is what the
 //!   slot describes; that LMR's free parks it again (CLAIMED -> PARKED, same generation).
 //!
 //! Every transition is a read-modify-write of the word, and the description is written only
@@ -71,8 +74,9 @@ pub(super) struct Hot {
     what: Described,
     /// When the parked registration was released last (the coarse clock, in ns).
     released: AtomicU64,
-    /// Hits made through the slot (the cache adds them to its own counts).
-    hits: AtomicU64,
+    /// How many times [`Hot::unpark`] moved the generation on (written by lock holders only):
+    /// the other generations are the claims, the hits made through the slot.
+    unparks: AtomicU64,
 }
 
 /// A registration taken from a parked slot: what its free needs to park it again.
@@ -125,11 +129,11 @@ impl Hot {
             len: d.mr_len.load(Relaxed),
         };
         let entry = d.entry.load(Relaxed);
-        let claimed = w & !STATE | CLAIMED;
+        // The next generation: this claim's word is its own, and the claim counts as a hit.
+        let claimed = (w & !STATE).wrapping_add(GENERATION) | CLAIMED;
         // Success: the word was still `w`, so the description read above is the one it was
         // written with (see the module comment).
         self.word.compare_exchange(w, claimed, SeqCst, SeqCst).ok()?;
-        self.hits.fetch_add(1, Relaxed);
         Some(Claim { mr, entry, word: claimed })
     }
 
@@ -169,9 +173,12 @@ impl Hot {
 
     /// Under the cache's lock: takes the slot back, whatever a hit or a free does meanwhile.
     pub(super) fn unpark(&self) -> Found {
-        let w = self.word.load(Relaxed);
-        let next = (w & !STATE).wrapping_add(GENERATION) | NONE;
-        match self.word.swap(next, SeqCst) & STATE {
+        // Counted first: a reader that sees the new generation sees this count too.
+        self.unparks.store(self.unparks.load(Relaxed).wrapping_add(1), Relaxed);
+        // A compare-exchange, not a swap of a word read before: a claim made in between would
+        // lose its generation, and so its hit.
+        let next = |w: u64| Some((w & !STATE).wrapping_add(GENERATION) | NONE);
+        match self.word.fetch_update(SeqCst, Relaxed, next).unwrap_or_else(|w| w) & STATE {
             PARKED => Found::Parked,
             CLAIMED => Found::Claimed,
             _ => Found::Nothing,
@@ -183,9 +190,13 @@ impl Hot {
         self.released.load(Relaxed)
     }
 
-    /// Hits made through the slot so far.
+    /// Hits made through the slot so far: the generations that no unpark made (exact under
+    /// the cache's lock; without it, a moment old, or one short while an unpark runs).
     pub(super) fn hits(&self) -> u64 {
-        self.hits.load(Relaxed)
+        let generations = self.word.load(SeqCst) / GENERATION;
+        let unparks = self.unparks.load(Relaxed);
+        // 2^62 generations (the word's) wrap long after any process ends.
+        generations.saturating_sub(unparks)
     }
 }
 
@@ -292,14 +303,35 @@ mod tests {
         assert!(!h.put_back(c.word, 0));
         assert_eq!(h.unpark(), Found::Parked);
         assert!(h.claim(&KEY).is_none());
+        assert_eq!(h.hits(), 1, "unparks are not hits");
+    }
+
+    #[test]
+    fn every_claim_is_counted_as_a_hit_and_unparks_are_not() {
+        let h = Hot::default();
+        for round in 1..=50u64 {
+            h.park(&KEY, &MR, 1, 0);
+            for _ in 0..round {
+                let c = h.claim(&KEY).unwrap();
+                assert!(h.put_back(c.word, 0));
+            }
+            // Taken back while claimed, every other round.
+            if round % 2 == 0 {
+                h.claim(&KEY).unwrap();
+                assert_eq!(h.unpark(), Found::Claimed);
+            } else {
+                assert_eq!(h.unpark(), Found::Parked);
+            }
+            assert_eq!(h.hits(), round * (round + 1) / 2 + round / 2);
+        }
     }
 
     #[test]
     fn concurrent_claims_hand_the_registration_to_one_thread_at_a_time() {
-        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
         let h = Hot::default();
         h.park(&KEY, &MR, 1, 0);
-        let holders = AtomicU32::new(0);
+        let (holders, claims) = (AtomicU32::new(0), AtomicU64::new(0));
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| {
@@ -307,6 +339,7 @@ mod tests {
                         if let Some(c) = h.claim(&KEY) {
                             assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "two holders");
                             holders.fetch_sub(1, Ordering::SeqCst);
+                            claims.fetch_add(1, Ordering::SeqCst);
                             assert!(h.put_back(c.word, 0));
                         }
                     }
@@ -314,5 +347,6 @@ mod tests {
             }
         });
         assert_eq!(h.unpark(), Found::Parked);
+        assert_eq!(h.hits(), claims.load(Ordering::SeqCst), "a hit lost or counted twice");
     }
 }
