@@ -232,6 +232,9 @@ impl Evd {
         // Another thread dequeuing here polls these QPs now (as each QP's own turn would send
         // us away too).
         let Some(mut p) = self.polled.try_lock() else { return Polling::Polled };
+        // No catch where a proxy agent may run in the poll: a dequeue it makes here would find
+        // the queue without the caught event, and take a later one of the same EP before it.
+        let catch = if cno::agents() { std::ptr::null_mut() } else { catch };
         // Only the holder of `polled` sets the catch, so these are plain stores.
         let _catching = (!catch.is_null()).then(|| {
             self.catch_out.store(catch, Ordering::Relaxed);
@@ -264,7 +267,7 @@ impl Evd {
     fn take_catch(&self) -> *mut DAT_EVENT {
         // Only the thread named here reads or changes `catch_out` while it is named, and it
         // stays named until its dequeue is over (so the pointer is still the consumer's).
-        if self.catch_thread.load(Ordering::Relaxed) != pin::local().addr() {
+        if self.catch_thread.load(Ordering::Relaxed) != pin::local().addr() || cno::agents() {
             return std::ptr::null_mut();
         }
         self.catch_out.swap(std::ptr::null_mut(), Ordering::Relaxed)
