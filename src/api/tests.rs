@@ -118,6 +118,8 @@ struct Completions {
     evd: Weak<builtin::evd::Evd>,
     ep: DAT_EP_HANDLE,
     cookies: Mutex<Vec<u64>>,
+    /// The first poll panics after delivering them (a bug of the device's dispatch, say).
+    panics: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the EP handle is a plain value, never dereferenced.
@@ -160,6 +162,9 @@ impl device::Qp for Completions {
         for c in cookies {
             assert!(evd.post(completion(self.ep, c)), "completion {c} overflowed");
         }
+        if self.panics.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            panic!("a poll panics (test)");
+        }
     }
     fn disconnect(&self, _: bool) {}
     fn bind_mw(&self, _: u64, _: &device::Mw, _: &device::Mr, _: u64, _: u64, _: device::Access, _: bool) -> Result<u32, device::DevError> {
@@ -188,11 +193,13 @@ fn evd_with_source(
     cno: DAT_CNO_HANDLE,
     ep: DAT_EP_HANDLE,
     cookies: &[u64],
+    panics: bool,
 ) -> (DAT_EVD_HANDLE, Arc<builtin::evd::Evd>, Arc<dyn device::Qp>) {
     let mut h: DAT_EVD_HANDLE = core::ptr::null_mut();
     assert_eq!(dat_evd_create(ia, qlen, cno, DAT_EVD_DTO_FLAG, &mut h), DAT_SUCCESS);
     let e = builtin::evd::evd(h).expect("the builtin EVD");
-    let qp: Arc<dyn device::Qp> = Arc::new(Completions { evd: Arc::downgrade(&e), ep, cookies: Mutex::new(cookies.to_vec()) });
+    let qp: Arc<dyn device::Qp> =
+        Arc::new(Completions { evd: Arc::downgrade(&e), ep, cookies: Mutex::new(cookies.to_vec()), panics: panics.into() });
     e.add_source(&qp);
     (h, e, qp)
 }
@@ -222,7 +229,7 @@ fn a_dequeues_poll_hands_out_its_sources_completions_in_order() {
     let s = open_soft();
     // Room for all three: with a proxy agent anywhere in the process (another test's) the
     // first is queued too.
-    let (h, e, qp) = evd_with_source(s.ia, 3, core::ptr::null_mut(), s.ep, &[1, 2, 3]);
+    let (h, e, qp) = evd_with_source(s.ia, 3, core::ptr::null_mut(), s.ep, &[1, 2, 3], false);
     let taken = Mutex::new(Vec::new());
     assert!(dequeue_into(h, &taken), "the dequeue that polled found nothing");
     assert_eq!(*taken.lock().unwrap(), [1]);
@@ -260,12 +267,33 @@ fn a_proxy_agent_dequeuing_in_a_dequeues_poll_keeps_the_order() {
         DAT_OS_WAIT_PROXY_AGENT { instance_data: &taken as *const Mutex<Vec<u64>> as DAT_PVOID, proxy_agent_func: Some(agent_dequeues) };
     let mut cno: DAT_CNO_HANDLE = core::ptr::null_mut();
     assert_eq!(dat_cno_create(s.ia, agent, &mut cno), DAT_SUCCESS);
-    let (h, e, qp) = evd_with_source(s.ia, 8, cno, s.ep, &[1, 2]);
+    let (h, e, qp) = evd_with_source(s.ia, 8, cno, s.ep, &[1, 2], false);
     while dequeue_into(h, &taken) {}
     assert_eq!(*taken.lock().unwrap(), [1, 2], "the EP's completions, in the order the dequeues took them");
     e.remove_source(&qp);
     drop(e);
     assert_eq!(dat_evd_free(h), DAT_SUCCESS);
     assert_eq!(dat_cno_free(cno), DAT_SUCCESS);
+    assert_eq!(dat_ia_close(s.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+}
+
+/// A poll that panics after the first completion was written to the dequeue's caller: the
+/// dequeue returns DAT_INTERNAL_ERROR, so that completion must still be there for the next
+/// dequeue, ahead of the one queued after it, and not count as dequeued.
+#[test]
+fn a_panic_in_a_dequeues_poll_loses_no_completion() {
+    let s = open_soft();
+    let (h, e, qp) = evd_with_source(s.ia, 4, core::ptr::null_mut(), s.ep, &[1, 2], true);
+    let mut event = MaybeUninit::<DAT_EVENT>::uninit();
+    let rc = crate::ffi::guard_try(|| builtin::evd::dequeue(h, event.as_mut_ptr()));
+    assert_eq!(rc, dat_error(DAT_INTERNAL_ERROR, 0), "the dequeue whose poll panicked");
+    let v = e.counter_values(&mut e.lock(), None);
+    assert_eq!(v[DCNT_EVD_DEQUEUE_FOUND as usize], 0, "nothing was dequeued");
+    let taken = Mutex::new(Vec::new());
+    while dequeue_into(h, &taken) {}
+    assert_eq!(*taken.lock().unwrap(), [1, 2]);
+    e.remove_source(&qp);
+    drop(e);
+    assert_eq!(dat_evd_free(h), DAT_SUCCESS);
     assert_eq!(dat_ia_close(s.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 }
