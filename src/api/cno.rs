@@ -12,7 +12,11 @@ fn cno(handle: DAT_CNO_HANDLE) -> Result<Tracked, DAT_RETURN> {
     handles::check(handle, Kind::Cno, DAT_INVALID_HANDLE_CNO)
 }
 
-extern "C" fn dat_cno_create(ia_handle: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, cno_out: *mut DAT_CNO_HANDLE) -> DAT_RETURN {
+pub(super) extern "C" fn dat_cno_create(
+    ia_handle: DAT_IA_HANDLE,
+    agent: DAT_OS_WAIT_PROXY_AGENT,
+    cno_out: *mut DAT_CNO_HANDLE,
+) -> DAT_RETURN {
     guard_try(|| {
         let ia = registry::ia(ia_handle)?;
         Ok(dispatch::create(cno_out, Kind::Cno, ia.slot, ia.provider, |out| call!(ia.provider, cno_create_func, ia.raw, agent, out)))
@@ -27,7 +31,7 @@ extern "C" fn dat_cno_query(handle: DAT_CNO_HANDLE, mask: DAT_CNO_PARAM_MASK, pa
     guard_try(|| Ok(call!(cno(handle)?.provider, cno_query_func, handle, mask, param)))
 }
 
-extern "C" fn dat_cno_free(handle: DAT_CNO_HANDLE) -> DAT_RETURN {
+pub(super) extern "C" fn dat_cno_free(handle: DAT_CNO_HANDLE) -> DAT_RETURN {
     guard_try(|| {
         let t = cno(handle)?;
         Ok(dispatch::free(handle, call!(t.provider, cno_free_func, handle)))

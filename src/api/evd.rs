@@ -135,7 +135,7 @@ fn dequeue_guarded(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT, found: builtin
     })
 }
 
-extern "C" fn dat_evd_free(handle: DAT_EVD_HANDLE) -> DAT_RETURN {
+pub(super) extern "C" fn dat_evd_free(handle: DAT_EVD_HANDLE) -> DAT_RETURN {
     guard_try(|| {
         let t = evd(handle)?;
         Ok(dispatch::free(handle, call!(t.provider, evd_free_func, handle)))

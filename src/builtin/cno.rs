@@ -1,7 +1,7 @@
 //! CNO semantics: a notification point for several EVDs, either waited on with
 //! `dat_cno_wait` or delivered to a proxy agent function.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Instant;
 
@@ -50,6 +50,39 @@ impl Object for Cno {
     }
     fn owner(&self) -> usize {
         self.ia.handle
+    }
+    fn destroy(&self) {
+        drop_agent(self);
+    }
+}
+
+/// CNOs with a proxy agent, in the whole process (a CNO may serve EVDs of another IA).
+static AGENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a consumer's proxy agent may be called now: then a call the consumer makes from
+/// it may run in the middle of any dequeue's poll on its thread (see `Evd::poll_each_source`).
+#[inline]
+pub fn agents() -> bool {
+    AGENTS.load(Ordering::SeqCst) != 0
+}
+
+/// Counts a CNO's agent gained or given up, and has the device deliver as for a waiter while
+/// it is there (an agent is called as events arrive).
+fn agent_changes(c: &Cno, has: bool) {
+    if has {
+        AGENTS.fetch_add(1, Ordering::SeqCst);
+    } else {
+        AGENTS.fetch_sub(1, Ordering::SeqCst);
+    }
+    c.ia.dev.consumer_waits(has);
+}
+
+/// The CNO goes: its agent, if it still has one, is given up (taken under the lock, so that a
+/// racing `modify_agent` and the free count it once).
+fn drop_agent(c: &Cno) {
+    let had = std::mem::replace(&mut c.state.locked().agent, DAT_OS_WAIT_PROXY_AGENT_NULL);
+    if had.proxy_agent_func.is_some() {
+        agent_changes(c, false);
     }
 }
 
@@ -106,22 +139,20 @@ pub fn create(ia_handle: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mu
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     }
     let handle = table::reserve(ia.provider());
+    let c = Arc::new(Cno {
+        handle,
+        ia,
+        state: Mutex::new(CnoState { agent, evds: Vec::new(), next: 0, waiters: 0 }),
+        cond: Condvar::new(),
+        users: AtomicU32::new(0),
+        context: Mutex::new(0),
+    });
     if agent.proxy_agent_func.is_some() {
         // A proxy agent is called as events arrive: a waiter for the CNO's life (or until
         // the agent is removed).
-        ia.dev.consumer_waits(true);
+        agent_changes(&c, true);
     }
-    table::insert(
-        handle,
-        Arc::new(Cno {
-            handle,
-            ia,
-            state: Mutex::new(CnoState { agent, evds: Vec::new(), next: 0, waiters: 0 }),
-            cond: Condvar::new(),
-            users: AtomicU32::new(0),
-            context: Mutex::new(0),
-        }),
-    );
+    table::insert(handle, c);
     // SAFETY: checked non-NULL.
     unsafe { put(out, handle as DAT_CNO_HANDLE) };
     Ok(DAT_SUCCESS)
@@ -132,7 +163,7 @@ pub fn modify_agent(handle: DAT_CNO_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT) -> R
     let had = std::mem::replace(&mut c.state.locked().agent, agent).proxy_agent_func.is_some();
     let has = agent.proxy_agent_func.is_some();
     if had != has {
-        c.ia.dev.consumer_waits(has);
+        agent_changes(&c, has);
     }
     Ok(DAT_SUCCESS)
 }
@@ -188,8 +219,6 @@ pub fn free(handle: DAT_CNO_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
         return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE));
     }
     table::remove(c.handle);
-    if c.state.locked().agent.proxy_agent_func.is_some() {
-        c.ia.dev.consumer_waits(false);
-    }
+    drop_agent(&c);
     Ok(DAT_SUCCESS)
 }

@@ -113,13 +113,18 @@ enum Polling {
 }
 
 /// Ends a dequeue's catch ([`Evd::catch_thread`]) however its poll ends (it may unwind): a
-/// later thread of the same address must not find it.
-struct Catching<'a>(&'a Evd);
+/// later thread of the same address must not find it. The consumer's `DAT_EVENT`, and
+/// whether the poll ended normally: an event caught by a poll that unwinds goes back.
+struct Catching<'a>(&'a Evd, *mut DAT_EVENT, bool);
 
 impl Drop for Catching<'_> {
     fn drop(&mut self) {
+        let caught = self.0.catch_out.load(Ordering::Relaxed).is_null();
         self.0.catch_thread.store(0, Ordering::Relaxed);
         self.0.catch_out.store(std::ptr::null_mut(), Ordering::Relaxed);
+        if !self.2 && caught {
+            self.0.give_back(self.1);
+        }
     }
 }
 
@@ -232,11 +237,14 @@ impl Evd {
         // Another thread dequeuing here polls these QPs now (as each QP's own turn would send
         // us away too).
         let Some(mut p) = self.polled.try_lock() else { return Polling::Polled };
+        // No catch where a proxy agent may run in the poll: a dequeue it makes here would find
+        // the queue without the caught event, and take a later one of the same EP before it.
+        let catch = if cno::agents() { std::ptr::null_mut() } else { catch };
         // Only the holder of `polled` sets the catch, so these are plain stores.
-        let _catching = (!catch.is_null()).then(|| {
+        let mut catching = (!catch.is_null()).then(|| {
             self.catch_out.store(catch, Ordering::Relaxed);
             self.catch_thread.store(pin::local().addr(), Ordering::Relaxed);
-            Catching(self)
+            Catching(self, catch, false)
         });
         if p.version != self.sources_version.load(Ordering::Acquire) {
             let s = self.sources.locked();
@@ -248,6 +256,9 @@ impl Evd {
             if let Some(q) = q.upgrade() {
                 q.poll();
             }
+        }
+        if let Some(c) = &mut catching {
+            c.2 = true;
         }
         if p.qps.is_empty() {
             Polling::NoSources
@@ -264,10 +275,35 @@ impl Evd {
     fn take_catch(&self) -> *mut DAT_EVENT {
         // Only the thread named here reads or changes `catch_out` while it is named, and it
         // stays named until its dequeue is over (so the pointer is still the consumer's).
-        if self.catch_thread.load(Ordering::Relaxed) != pin::local().addr() {
+        if self.catch_thread.load(Ordering::Relaxed) != pin::local().addr() || cno::agents() {
             return std::ptr::null_mut();
         }
         self.catch_out.swap(std::ptr::null_mut(), Ordering::Relaxed)
+    }
+
+    /// The event a poll caught in `out` and then unwound (its dequeue reports an error, not
+    /// the event) goes back before what was queued after it, and waiters hear of it again.
+    #[cold]
+    #[inline(never)]
+    fn give_back(&self, out: *mut DAT_EVENT) {
+        // SAFETY: the consumer's DAT_EVENT, written by the catch; its dequeue is unwinding.
+        let event = unsafe { out.read() };
+        let (cno, wake) = {
+            let mut s = self.lock();
+            if s.queue.len() >= s.qlen as usize {
+                drop(s);
+                return self.overflowed();
+            }
+            s.queue.push_front(Event(event));
+            self.set_queued(&s);
+            (if s.enabled { s.cno.clone() } else { None }, s.waiter)
+        };
+        if wake {
+            self.cond.notify_all();
+        }
+        if let Some(c) = cno {
+            cno::trigger(&c, self.handle);
+        }
     }
 
     /// A consumer is about to block in a wait: the device wakes for what this EVD reports.

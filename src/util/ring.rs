@@ -36,6 +36,16 @@ impl<T: Copy> Ring<T> {
         self.len += 1;
     }
 
+    /// Queues `v` before the others (a value taken and given back).
+    pub fn push_front(&mut self, v: T) {
+        if self.len == self.buf.len() {
+            self.grow(v);
+        }
+        self.head = self.head.wrapping_sub(1) & (self.buf.len() - 1);
+        self.buf[self.head] = v;
+        self.len += 1;
+    }
+
     /// Hands the oldest value to `f` where it lies (no copy out first), then drops it from
     /// the ring; false, and `f` not called, when the ring is empty.
     #[inline]
@@ -116,6 +126,27 @@ mod tests {
             r.push_back(v);
         }
         for want in 2..10 {
+            assert_eq!(take(&mut r), Some(want));
+        }
+        assert_eq!(take(&mut r), None);
+    }
+
+    #[test]
+    fn push_front_goes_before_the_oldest_across_wrap_and_growth() {
+        let mut r = Ring::default();
+        r.push_front(1);
+        r.push_back(2);
+        r.push_front(0);
+        for v in 3..5 {
+            r.push_back(v);
+        }
+        // Full (4) with the head not at the start: this one grows the ring.
+        assert_eq!(take(&mut r), Some(0));
+        r.push_back(5);
+        r.push_front(0);
+        r.push_front(-1i32 as u32);
+        assert_eq!(r.len(), 7);
+        for want in [u32::MAX, 0, 1, 2, 3, 4, 5] {
             assert_eq!(take(&mut r), Some(want));
         }
         assert_eq!(take(&mut r), None);
