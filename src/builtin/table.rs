@@ -629,7 +629,7 @@ pub fn destroy(handle: DAT_HANDLE, obj: Arc<dyn Object>) {
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use super::{get, insert, object_counts, publish, published, remove, reserve, take, Object, ObjectCounts};
+    use super::{get, insert, lookup_with, object_counts, publish, published, remove, reserve, take, Object, ObjectCounts};
     use crate::abi::{
         dat_error, DAT_HANDLE, DAT_HANDLE_TYPE, DAT_HANDLE_TYPE_IA, DAT_HANDLE_TYPE_LMR, DAT_HANDLE_TYPE_PZ, DAT_INVALID_HANDLE,
         DAT_INVALID_HANDLE_LMR, DAT_INVALID_HANDLE_PZ, DAT_PROVIDER,
