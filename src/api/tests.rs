@@ -150,7 +150,7 @@ impl device::Qp for Completions {
     fn connect(&self, _: std::net::SocketAddr, _: u64, _: &[u8], _: Option<Duration>) -> Result<(), device::DevError> {
         unimplemented!()
     }
-    fn post_send(&self, _: device::SendWr) -> Result<(), device::DevError> {
+    fn post_send(&self, _: &device::SendWr) -> Result<(), device::DevError> {
         unimplemented!()
     }
     fn post_recv(&self, _: u64, _: device::Sges) -> Result<(), device::DevError> {
