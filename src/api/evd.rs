@@ -113,7 +113,7 @@ pub(super) extern "C" fn dat_evd_post_se(handle: DAT_EVD_HANDLE, event: *const D
 pub(super) extern "C" fn dat_evd_dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
     // A polling consumer's most frequent call, answered from the handle's cell: loads that
     // cannot panic, so outside the guard (and without the registers the rest needs saved).
-    let found = builtin::evd::nothing_to_take(handle, event);
+    let found = builtin::evd::dequeue::nothing_to_take(handle, event);
     if matches!(found, builtin::evd::Found::Nothing) {
         return DAT_QUEUE_EMPTY;
     }
@@ -124,7 +124,7 @@ pub(super) extern "C" fn dat_evd_dequeue(handle: DAT_EVD_HANDLE, event: *mut DAT
 fn dequeue_guarded(handle: DAT_EVD_HANDLE, event: *mut DAT_EVENT, found: builtin::evd::Found) -> DAT_RETURN {
     guard_try_local(|local| {
         if let Some(e) = builtin::evd::pinned_found(&local, found) {
-            return builtin::evd::dequeue_on(&e, event, found);
+            return builtin::evd::dequeue::dequeue_on(&e, event, found);
         }
         let t = evd(handle)?;
         let status = call!(t.provider, evd_dequeue_func, handle, event);

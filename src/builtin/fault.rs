@@ -10,7 +10,7 @@ use std::cell::Cell;
 pub enum Point {
     /// The top of [`super::dto::post_on`]: every post on an EP (send, receive, RDMA).
     Post,
-    /// The top of [`super::evd::dequeue_on`].
+    /// The top of [`super::evd::dequeue::dequeue_on`].
     Dequeue,
 }
 
