@@ -117,17 +117,24 @@ enum Polling {
 }
 
 /// Ends a dequeue's catch ([`Evd::catch_thread`]) however its poll ends (it may unwind): a
-/// later thread of the same address must not find it. The consumer's `DAT_EVENT`, and
-/// whether the poll ended normally: an event caught by a poll that unwinds goes back.
-struct Catching<'a>(&'a Evd, *mut DAT_EVENT, bool);
+/// later thread of the same address must not find it. An event caught by a poll that unwinds
+/// goes back to the queue.
+struct Catching<'a> {
+    evd: &'a Evd,
+    /// The consumer's `DAT_EVENT`.
+    out: *mut DAT_EVENT,
+    /// Whether the poll ended normally.
+    done: bool,
+}
 
 impl Drop for Catching<'_> {
     fn drop(&mut self) {
-        let caught = self.0.catch_out.load(Ordering::Relaxed).is_null();
-        self.0.catch_thread.store(0, Ordering::Relaxed);
-        self.0.catch_out.store(std::ptr::null_mut(), Ordering::Relaxed);
-        if !self.2 && caught {
-            self.0.give_back(self.1);
+        let e = self.evd;
+        let caught = e.catch_out.load(Ordering::Relaxed).is_null();
+        e.catch_thread.store(0, Ordering::Relaxed);
+        e.catch_out.store(std::ptr::null_mut(), Ordering::Relaxed);
+        if !self.done && caught {
+            e.give_back(self.out);
         }
     }
 }
@@ -248,7 +255,7 @@ impl Evd {
         let mut catching = (!catch.is_null()).then(|| {
             self.catch_out.store(catch, Ordering::Relaxed);
             self.catch_thread.store(pin::local().addr(), Ordering::Relaxed);
-            Catching(self, catch, false)
+            Catching { evd: self, out: catch, done: false }
         });
         if p.version != self.sources_version.load(Ordering::Acquire) {
             let s = self.sources.locked();
@@ -262,7 +269,7 @@ impl Evd {
             }
         }
         if let Some(c) = &mut catching {
-            c.2 = true;
+            c.done = true;
         }
         if p.qps.is_empty() {
             Polling::NoSources
@@ -353,29 +360,24 @@ impl Evd {
     /// and triggers no CNO (a later notification event, or a new wait, finds it queued).
     pub fn post_as(&self, mut event: DAT_EVENT, notify: bool) -> bool {
         event.evd_handle = self.handle as DAT_EVD_HANDLE;
-        let catch = self.take_catch();
         let (cno, wake) = {
             let mut s = self.lock();
             if s.queue.len() >= s.qlen as usize {
                 drop(s);
-                if !catch.is_null() {
-                    self.catch_out.store(catch, Ordering::Relaxed);
-                }
                 self.overflowed();
                 return false;
             }
-            if !catch.is_null() && s.queue.is_empty() {
+            // Only with nothing queued before it may an event skip the queue; otherwise the
+            // dequeue polling on this thread (if any) takes the oldest one from the queue.
+            let catch = if s.queue.is_empty() { self.take_catch() } else { std::ptr::null_mut() };
+            if catch.is_null() {
+                self.push(&mut s, Event(event));
+            } else {
                 // Queued and at once taken by the dequeue polling on this thread: one copy,
                 // straight to the consumer.
                 // SAFETY: the consumer's DAT_EVENT, valid for a write until its dequeue returns
                 // (`poll_each_source`, on this thread, still under way).
                 unsafe { put(catch, event) };
-            } else {
-                if !catch.is_null() {
-                    // Not caught after all: the dequeue takes the oldest event from the queue.
-                    self.catch_out.store(catch, Ordering::Relaxed);
-                }
-                self.push(&mut s, Event(event));
             }
             s.counts.queued(event.event_number);
             if !notify {
