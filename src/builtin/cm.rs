@@ -6,25 +6,31 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::ep::{self, configured, ep_state_subtype, is_ud, Ep, EpInner};
+use super::ep::{self, configured, ep_state_subtype, is_ud, Ep, EpInner, SendQueue};
 use super::events::dto_event;
 use super::ia::max_private_data;
 use super::pz::Pz;
 use super::{dto, evd};
 use crate::abi::*;
-use crate::device::{CmEvent, Completion, DevError, Moved, PendingConnection, Qp, QpCaps, QpEvents, Service};
+use crate::device::{CmEvent, Completion, DevError, Moved, PendingConnection, Qp, QpCaps, QpEvents, Service, WcOp};
 use crate::util::sockaddr;
 
-/// Where an EP's QP reports: the EP, if it still exists; and whose keys it may use: its PZ's.
+/// Where an EP's QP reports: the EP, if it still exists, and the connection's send queue
+/// (whose completions need neither the EP nor its lock); and whose keys it may use: its PZ's.
 struct EpEvents {
     ep: Weak<Ep>,
     pz: Arc<Pz>,
+    sends: Arc<SendQueue>,
 }
 
 impl QpEvents for EpEvents {
     fn completion(&self, c: Completion) {
-        if let Some(ep) = self.ep.upgrade() {
-            dto::on_completion(&ep, c);
+        if matches!(c.op, WcOp::Recv | WcOp::RecvImm) {
+            if let Some(ep) = self.ep.upgrade() {
+                dto::on_recv_completion(&ep, c);
+            }
+        } else {
+            dto::on_send_completion(&self.sends, c);
         }
     }
     fn key_live(&self, lkey: u32) -> bool {
@@ -56,11 +62,9 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
         max_message: if ud { a.max_message_size } else { ep.ia.dev.limits().max_msg_size },
     };
     let srq = i.srq().map(|s| s.dev.clone());
-    let qp = ep
-        .ia
-        .dev
-        .create_qp(pz.pd, caps, srq, Arc::new(EpEvents { ep: ep.weak(), pz: pz.clone() }))
-        .map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+    let sends = Arc::new(SendQueue::new(ep.handle, i.request_evd().cloned(), a.max_request_dtos.max(0) as u32));
+    let events = Arc::new(EpEvents { ep: ep.weak(), pz: pz.clone(), sends: sends.clone() });
+    let qp = ep.ia.dev.create_qp(pz.pd, caps, srq, events).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
     // A receive whose LMR was freed since it was posted completes as refused, and the
     // connection goes ahead without it.
     i.hand_unposted(
@@ -71,7 +75,7 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
         |cookie| dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0),
     )
     .map_err(|()| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
-    i.set_qp(&ep.ia, &qp);
+    i.set_qp(&ep.ia, &qp, sends);
     Ok(qp)
 }
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::counters::Received;
-use super::ep::{self, check_watermarks, ep_state_subtype, Ep, COMPLETION_FLAGS};
+use super::ep::{self, check_watermarks, ep_state_subtype, Ep, SendQueue, COMPLETION_FLAGS};
 use super::events::{dto_event, immediate_event, request_event, send_immediate_event, ud_recv_event, PendingSend, Report};
 use super::iov::{iov_slice, sges, PostedRecv};
 use crate::abi::*;
@@ -102,13 +102,6 @@ pub fn post_on(
     #[cfg(test)]
     super::fault::hit(super::fault::Point::Post);
     let mut i = ep.lock();
-    // Completions nobody has collected yet (a consumer that suppresses them never dequeues)
-    // may still hold send-queue slots: the device delivers what is ready first.
-    if i.sends_full() {
-        drop(i);
-        ep.ia.dev.progress();
-        i = ep.lock();
-    }
     // A UD EP takes only datagram sends, and only a UD EP takes them (checked first: a UD EP's
     // RDMA segment limits are 0, which would otherwise name the vector).
     let ud = i.is_ud();
@@ -143,14 +136,32 @@ pub fn post_on(
         return not_connected(ep, i, PendingSend { cookie, flags, report: p.report });
     }
     let qp = i.qp().cloned().ok_or(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY))?;
-    let wr_id =
-        i.add_send(PendingSend { cookie, flags, report: p.report }).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
+    let s = PendingSend { cookie, flags, report: p.report };
+    let wr_id = match i.add_send(s) {
+        Ok(id) => id,
+        Err(_) => {
+            // Completions nobody has collected yet (a consumer that suppresses them never
+            // dequeues) may still hold the slots: the device delivers what is ready first.
+            drop(i);
+            ep.ia.dev.progress();
+            i = ep.lock();
+            if i.state() != DAT_EP_STATE_CONNECTED {
+                return not_connected(ep, i, PendingSend { cookie, flags, report: p.report });
+            }
+            if !i.qp().is_some_and(|q| Arc::ptr_eq(q, &qp)) {
+                return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY));
+            }
+            i.add_send(PendingSend { cookie, flags, report: p.report })
+                .map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?
+        }
+    };
+    let serial = i.send_queue().map_or(0, |q| q.serial());
     i.counts().posted(&wr.op, ud, len);
     drop(i);
     wr.wr_id = wr_id;
     if let Err(e) = qp.post_send(&wr) {
-        let mut i = ep.lock();
-        let sent = i.take_send(wr_id);
+        let i = ep.lock();
+        let sent = i.take_send(serial, wr_id);
         if let (DevError::Fault, Some(s)) = (e, sent) {
             drop(i);
             refuse_dead_key(ep, request_event(ep.handle, &s, DAT_DTO_ERR_LOCAL_PROTECTION, 0), false);
@@ -214,72 +225,70 @@ pub fn remote_arg(remote: *const DAT_RMR_TRIPLET, arg: DAT_RETURN) -> Result<(u6
     Ok((t.virtual_address, t.rmr_context, t.segment_length))
 }
 
-/// A completion of the EP's QP: report it on the right EVD, unless it was suppressed.
-pub fn on_completion(ep: &Arc<Ep>, c: Completion) {
+/// A receive completion of the EP's QP: report it on the recv EVD.
+pub fn on_recv_completion(ep: &Arc<Ep>, c: Completion) {
     let success = c.status == DAT_DTO_SUCCESS;
     let mut crossing = None;
     let (evd, event, notify) = {
         let mut i = ep.lock();
-        if matches!(c.op, WcOp::Recv | WcOp::RecvImm) {
-            let own = i.take_recv(c.wr_id);
-            let from_srq = own.is_none();
-            let r = own.or_else(|| i.srq().and_then(|s| s.recvs.locked().remove(&c.wr_id)));
-            let Some(r) = r else { return };
-            if from_srq && c.status != DAT_DTO_ERR_FLUSHED {
-                // The EP took a buffer from the SRQ for this message: with its own, that is
-                // what it holds as the message lands (the watermarks' count).
-                let held = i.recvs_held() + 1;
-                crossing = Some(ep::check_watermarks(&mut i, held));
-            }
-            let event = if i.is_ud() {
-                ud_recv_event(ep.handle, r.cookie, c.status, c.byte_len)
-            } else if c.op == WcOp::RecvImm {
-                immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
-            } else if let Some(imm) = c.imm {
-                send_immediate_event(ep.handle, r.cookie, c.status, c.byte_len, imm)
-            } else {
-                let (op, ctx) = match c.invalidated {
-                    Some(k) => (DAT_DTO_RECEIVE_WITH_INVALIDATE, k),
-                    None => (DAT_DTO_RECEIVE, 0),
-                };
-                if let Some(k) = c.invalidated {
-                    super::rmr::invalidated(&ep.ia, k);
-                }
-                dto_event(ep.handle, r.cookie, c.status, c.byte_len, op, ctx)
-            };
-            if success {
-                let what = match (i.is_ud(), c.op, c.imm) {
-                    (true, ..) => Received::Datagram,
-                    (_, WcOp::RecvImm, _) => Received::WriteImm,
-                    (_, _, Some(_)) => Received::SendImm,
-                    _ => Received::Message,
-                };
-                i.counts().received(what, u64::from(c.byte_len));
-            }
-            // On a solicited-wait stream only what the sender solicited, or a failure, notifies.
-            let notify = !ep::solicited_wait(i.attr()) || c.solicited || !success;
-            (i.recv_evd().cloned(), event, notify)
-        } else {
-            // An error ends the connection; the connection event that follows moves the state.
-            let Some(s) = i.take_send(c.wr_id) else { return };
-            if success && s.flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
-                return;
-            }
-            let evd = i.request_evd().cloned();
-            drop(i);
-            // The event is built in the call (not returned out of this block and moved again):
-            // one copy of it, into the EVD's queue.
-            if let Some(evd) = evd {
-                evd.post_as(request_event(ep.handle, &s, c.status, c.byte_len), true);
-            }
-            return;
+        let own = i.take_recv(c.wr_id);
+        let from_srq = own.is_none();
+        let r = own.or_else(|| i.srq().and_then(|s| s.recvs.locked().remove(&c.wr_id)));
+        let Some(r) = r else { return };
+        if from_srq && c.status != DAT_DTO_ERR_FLUSHED {
+            // The EP took a buffer from the SRQ for this message: with its own, that is
+            // what it holds as the message lands (the watermarks' count).
+            let held = i.recvs_held() + 1;
+            crossing = Some(ep::check_watermarks(&mut i, held));
         }
+        let event = if i.is_ud() {
+            ud_recv_event(ep.handle, r.cookie, c.status, c.byte_len)
+        } else if c.op == WcOp::RecvImm {
+            immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
+        } else if let Some(imm) = c.imm {
+            send_immediate_event(ep.handle, r.cookie, c.status, c.byte_len, imm)
+        } else {
+            let (op, ctx) = match c.invalidated {
+                Some(k) => (DAT_DTO_RECEIVE_WITH_INVALIDATE, k),
+                None => (DAT_DTO_RECEIVE, 0),
+            };
+            if let Some(k) = c.invalidated {
+                super::rmr::invalidated(&ep.ia, k);
+            }
+            dto_event(ep.handle, r.cookie, c.status, c.byte_len, op, ctx)
+        };
+        if success {
+            let what = match (i.is_ud(), c.op, c.imm) {
+                (true, ..) => Received::Datagram,
+                (_, WcOp::RecvImm, _) => Received::WriteImm,
+                (_, _, Some(_)) => Received::SendImm,
+                _ => Received::Message,
+            };
+            i.counts().received(what, u64::from(c.byte_len));
+        }
+        // On a solicited-wait stream only what the sender solicited, or a failure, notifies.
+        let notify = !ep::solicited_wait(i.attr()) || c.solicited || !success;
+        (i.recv_evd().cloned(), event, notify)
     };
     if let Some(evd) = evd {
         evd.post_as(event, notify);
     }
     if let Some(c) = crossing {
         c.report(ep);
+    }
+}
+
+/// A send-queue completion of a connection: reported on the request EVD the connection was
+/// made with, unless it was suppressed. Neither the EP nor its lock is touched.
+pub fn on_send_completion(q: &SendQueue, c: Completion) {
+    // An error ends the connection; the connection event that follows moves the state.
+    let Some(s) = q.take(c.wr_id) else { return };
+    if c.status == DAT_DTO_SUCCESS && s.flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
+        return;
+    }
+    // The event is built in the call: one copy of it, into the EVD's queue.
+    if let Some(evd) = q.evd() {
+        evd.post_as(request_event(q.ep(), &s, c.status, c.byte_len), true);
     }
 }
 

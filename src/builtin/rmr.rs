@@ -157,9 +157,9 @@ pub fn bind(
     if flags & !super::ep::COMPLETION_FLAGS != 0 {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8));
     }
-    let (qp, ep_pz, state) = {
+    let (qp, ep_pz, state, serial) = {
         let i = ep.lock();
-        (i.qp().cloned(), i.pz().cloned(), i.state())
+        (i.qp().cloned(), i.pz().cloned(), i.state(), i.send_queue().map_or(0, |q| q.serial()))
     };
     if state != DAT_EP_STATE_CONNECTED {
         return Err(dat_error(DAT_INVALID_STATE, super::ep::ep_state_subtype(state)));
@@ -203,9 +203,14 @@ pub fn bind(
         Some(l)
     };
     // The bind completes as a request of the EP, in order with what was posted before it.
-    let wr_id = {
-        let mut i = ep.lock();
-        i.add_bind(super::events::PendingSend { cookie, flags, report: super::events::Report::Bind { rmr: r.handle, cookie } })
+    let added = ep
+        .lock()
+        .add_bind(serial, super::events::PendingSend { cookie, flags, report: super::events::Report::Bind { rmr: r.handle, cookie } });
+    let Ok(wr_id) = added else {
+        if let Some(l) = &new_binding {
+            l.unbind();
+        }
+        return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
     };
     let mut slot = r.binding.locked();
     let rkey = match &new_binding {
@@ -221,7 +226,7 @@ pub fn bind(
             Ok(k) => k,
             Err(_) => {
                 l.unbind();
-                ep.lock().take_send(wr_id);
+                ep.lock().take_send(serial, wr_id);
                 return Err(dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
             }
         },

@@ -1,9 +1,9 @@
 //! What the rest of the built-in layer may do with an EP's state ([`EpInner`], whose fields
 //! are private to the `ep` module): read it, move it from one connection state to the next,
 //! and account for the requests it holds. Each change keeps these true:
-//! - `sends` holds the requests posted and not completed, at most `max_request_dtos`;
-//!   `recvs` the receives, at most `max_recv_dtos`; a request's slot id is its work
-//!   request's id at the device.
+//! - `sendq` holds the requests posted to the current connection and not completed (see
+//!   [`SendQueue`]); `recvs` the receives, at most `max_recv_dtos`; a request's slot id is its
+//!   work request's id at the device.
 //! - `unposted` names receives posted before a QP existed, in order; they go to the next QP.
 //! - `breaking` is set only while a connection is being ended by us (a dead key, a hard
 //!   watermark): its end is then reported as BROKEN.
@@ -12,6 +12,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use super::sendq::SendQueue;
 use super::{check_watermarks, Crossing, EpInner, UdState};
 use crate::abi::*;
 use crate::builtin::evd::Evd;
@@ -195,28 +196,34 @@ impl EpInner {
 
     // The request queues.
 
-    /// Whether the send queue is full.
-    pub fn sends_full(&self) -> bool {
-        self.sends.len() >= self.attr.max_request_dtos.max(0) as usize
+    /// The current (or last) connection's send queue and its serial (see
+    /// [`EpInner::take_send`]).
+    pub fn send_queue(&self) -> Option<&Arc<SendQueue>> {
+        self.sendq.as_ref()
     }
 
     /// Takes a send-queue slot for `s`: its id is the work request's id.
-    pub fn add_send(&mut self, s: PendingSend) -> Result<u64, Full> {
-        if self.sends_full() {
-            return Err(Full);
-        }
-        Ok(self.sends.insert(s))
+    #[inline]
+    pub fn add_send(&self, s: PendingSend) -> Result<u64, Full> {
+        self.sendq.as_ref().and_then(|q| q.add_send(self, s)).ok_or(Full)
     }
 
     /// Takes a send-queue slot for a memory window bind, which is ordered with the sends but
-    /// is not one of the consumer's `max_request_dtos`.
-    pub fn add_bind(&mut self, s: PendingSend) -> u64 {
-        self.sends.insert(s)
+    /// is not one of the consumer's `max_request_dtos`, on the queue of connection `serial`.
+    pub fn add_bind(&self, serial: u64, s: PendingSend) -> Result<u64, Full> {
+        self.sendq.as_ref().filter(|q| q.serial() == serial).and_then(|q| q.add_bind(self, s)).ok_or(Full)
     }
 
-    /// The send-queue request `wr_id` completed (or never reached the device).
-    pub fn take_send(&mut self, wr_id: u64) -> Option<PendingSend> {
-        self.sends.remove(wr_id)
+    /// The send-queue request `wr_id` of connection `serial` never reached the device: its
+    /// slot is given back (if that connection's queue is still the EP's; one made since
+    /// holds other requests under the same ids).
+    pub fn take_send(&self, serial: u64, wr_id: u64) -> Option<PendingSend> {
+        self.sendq.as_ref().filter(|q| q.serial() == serial)?.take(wr_id)
+    }
+
+    /// Whether no send-queue request is outstanding.
+    pub fn sends_idle(&self) -> bool {
+        self.sendq.as_ref().is_none_or(|q| q.idle())
     }
 
     /// Receives posted to the EP and not completed (what it holds, for the watermarks).
@@ -274,12 +281,14 @@ impl EpInner {
         Some((self.recv_evd.clone(), std::mem::take(&mut self.refused)))
     }
 
-    /// The EP's QP from now on (the one of a failed connect before it is given up).
-    pub fn set_qp(&mut self, ia: &crate::builtin::ia::Ia, qp: &Arc<dyn Qp>) {
+    /// The EP's QP from now on (the one of a failed connect before it is given up), and its
+    /// send queue.
+    pub fn set_qp(&mut self, ia: &crate::builtin::ia::Ia, qp: &Arc<dyn Qp>, sendq: Arc<SendQueue>) {
         if let Some(old) = self.qp.take() {
             super::forget_qp(self, &old);
         }
         super::watch_qp(ia, self, qp);
         self.qp = Some(qp.clone());
+        self.sendq = Some(sendq);
     }
 }

@@ -25,6 +25,9 @@ use crate::util::slots::Slots;
 use crate::util::sync::MutexExt;
 
 mod inner;
+mod sendq;
+
+pub use sendq::SendQueue;
 
 /// Completion flags an EP may be asked to honour.
 pub const COMPLETION_FLAGS: DAT_COMPLETION_FLAGS = DAT_COMPLETION_SUPPRESS_FLAG
@@ -44,8 +47,9 @@ pub struct EpInner {
     /// in order.
     recvs: Slots<PostedRecv>,
     unposted: VecDeque<u64>,
-    /// Requests posted and not completed; their ids are the work requests' ids.
-    sends: Slots<PendingSend>,
+    /// The current (or last) connection's send queue: requests posted and not completed;
+    /// their ids are the work requests' ids.
+    sendq: Option<Arc<SendQueue>>,
     /// Receives refused when a new QP took them (their LMR was freed meanwhile): their
     /// events, posted once the EP's lock is given back (`cm::post_refused`).
     refused: Vec<DAT_EVENT>,
@@ -451,7 +455,7 @@ pub fn create_object(
         // Room for what is usually in flight; more slots come (doubling) only when more is.
         recvs: Slots::with_room(attr.max_recv_dtos.clamp(0, SLOTS_AT_CREATE) as usize),
         unposted: VecDeque::new(),
-        sends: Slots::with_room(attr.max_request_dtos.clamp(0, SLOTS_AT_CREATE) as usize),
+        sendq: None,
         refused: Vec::new(),
         qp: None,
         srq: None,
@@ -672,7 +676,7 @@ pub fn get_status(
     unsafe {
         crate::ffi::write_opt(state, i.state);
         crate::ffi::write_opt(recv_idle, i.recvs.is_empty() as DAT_BOOLEAN);
-        crate::ffi::write_opt(request_idle, i.sends.is_empty() as DAT_BOOLEAN);
+        crate::ffi::write_opt(request_idle, i.sends_idle() as DAT_BOOLEAN);
     }
     Ok(DAT_SUCCESS)
 }
@@ -759,7 +763,7 @@ pub fn destroy(ep: &Ep) {
     i.drop_ud();
     let evd = i.recv_evd.clone();
     let flushed = flush_recvs(ep, &mut i);
-    let sends: Vec<(u64, PendingSend)> = i.sends.drain_in_order();
+    let sends: Vec<PendingSend> = i.sendq.take().map(|q| q.drain()).unwrap_or_default();
     let request_evd = i.request_evd.clone();
     i.state = DAT_EP_STATE_DISCONNECTED;
     if let Some(p) = i.pz.take() {
@@ -774,7 +778,7 @@ pub fn destroy(ep: &Ep) {
         swap_evd(slot, None);
     }
     evd::post_all(evd, flushed);
-    evd::post_all(request_evd, sends.iter().map(|(_, s)| request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
+    evd::post_all(request_evd, sends.iter().map(|s| request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
 }
 
 /// The EP has `qp`: on a device whose QPs are polled, its recv and request EVDs poll it.
