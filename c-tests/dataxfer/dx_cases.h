@@ -68,6 +68,7 @@ void case_shm_small_revoke_race(void);
 
 /* data and RMR (dx_data.c) */
 void case_data_send_recv_3seg(void);
+void case_data_idle_and_recv_query(void);
 void case_data_suppress_unsignalled(void);
 void case_data_rdma_write_read(void);
 void case_rdma_zero_based(void);

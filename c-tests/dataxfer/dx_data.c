@@ -873,3 +873,64 @@ out:
     mr_drop(&cm);
     pair_down(&p);
 }
+
+/* Reads the EP's idle flags and receive counts; records a failure when they differ. */
+static void expect_queues_at(int line, DAT_EP_HANDLE ep, int recv_idle, int request_idle, DAT_COUNT recvs, DAT_COUNT span)
+{
+    DAT_EP_STATE st;
+    DAT_BOOLEAN ri = 2, qi = 2;
+    DAT_COUNT n = -1, bytes = -1;
+    if (!EXPECT_RC(dat_ep_get_status(ep, &st, &ri, &qi), DAT_SUCCESS) || !EXPECT_RC(dat_ep_recv_query(ep, &n, &bytes), DAT_SUCCESS))
+        return;
+    EXPECT((ri != 0) == recv_idle && (qi != 0) == request_idle, "line %d: recv_idle %u request_idle %u, expected %d %d", line,
+           (unsigned)ri, (unsigned)qi, recv_idle, request_idle);
+    EXPECT(n == recvs && bytes == span, "line %d: dat_ep_recv_query says %d receives of %d bytes, expected %d of %d", line, n,
+           bytes, recvs, span);
+}
+
+/* dat_ep_get_status's idle flags and dat_ep_recv_query's counts follow what is posted: receives
+ * posted before the connection (kept until the QP takes them), after it, and as completions come. */
+void case_data_idle_and_recv_query(void)
+{
+    struct pair p;
+    struct mr sm = {0}, cm = {0};
+    DAT_DTO_COMPLETION_EVENT_DATA d;
+    memset(&p, 0, sizeof p);
+    if (!node_open(&p.s, PROVIDER, 16, 16) || !node_open(&p.c, PROVIDER, 16, 16) || !ep_make(&p.s, NULL, &p.se) ||
+        !ep_make(&p.c, NULL, &p.ce) || !mr_make(&p.s, p.s.pz, 4096, PRIV_ALL, &sm) || !mr_make(&p.c, p.c.pz, 4096, PRIV_ALL, &cm))
+        goto out;
+    expect_queues_at(__LINE__, p.se, 1, 1, 0, 0);
+    DAT_LMR_TRIPLET two[2] = {lt(&sm, 0, 100), lt(&sm, 512, 200)};
+    if (!EXPECT_RC(dat_ep_post_recv(p.se, 2, two, ck(1), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) ||
+        !post_recv1(p.se, &sm, 1024, 300, 2))
+        goto out;
+    expect_queues_at(__LINE__, p.se, 0, 1, 2, 600);
+    if (!node_listen(&p.s, dx_port(0)) || !connect_eps(&p.s, p.se, &p.c, p.ce, 0))
+        goto out;
+    expect_queues_at(__LINE__, p.se, 0, 1, 2, 600);
+    fill(cm.buf, 4096, 5);
+    DAT_LMR_TRIPLET t = lt(&cm, 0, 150);
+    if (!EXPECT_RC(dat_ep_post_send(p.ce, 1, &t, ck(9), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) || !WAIT_DTO(p.c.req, &d))
+        goto out;
+    EXPECT(d.user_cookie.as_64 == 9 && d.status == DAT_DTO_SUCCESS, "send: cookie %llu status %u",
+           (unsigned long long)d.user_cookie.as_64, (unsigned)d.status);
+    expect_queues_at(__LINE__, p.ce, 1, 1, 0, 0);
+    if (!WAIT_DTO(p.s.rcv, &d))
+        goto out;
+    EXPECT(d.user_cookie.as_64 == 1 && d.transfered_length == 150 && memcmp(sm.buf, cm.buf, 100) == 0 &&
+               memcmp(sm.buf + 512, cm.buf + 100, 50) == 0,
+           "first receive: cookie %llu length %llu, or its bytes differ", (unsigned long long)d.user_cookie.as_64,
+           (unsigned long long)d.transfered_length);
+    expect_queues_at(__LINE__, p.se, 0, 1, 1, 300);
+    t = lt(&cm, 0, 10);
+    if (!EXPECT_RC(dat_ep_post_send(p.ce, 1, &t, ck(10), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS) || !WAIT_DTO(p.c.req, &d) ||
+        !WAIT_DTO(p.s.rcv, &d))
+        goto out;
+    EXPECT(d.user_cookie.as_64 == 2 && d.transfered_length == 10, "second receive: cookie %llu length %llu",
+           (unsigned long long)d.user_cookie.as_64, (unsigned long long)d.transfered_length);
+    expect_queues_at(__LINE__, p.se, 1, 1, 0, 0);
+out:
+    mr_drop(&sm);
+    mr_drop(&cm);
+    pair_down(&p);
+}

@@ -60,6 +60,7 @@ static const struct harness_case cases[] = {
     CASE(conn_established_order),
     CASE(conn_passive_sends_first),
     CASE(data_send_recv_3seg),
+    CASE(data_idle_and_recv_query),
     CASE_TCP(data_send_recv_3seg),
     CASE(data_suppress_unsignalled),
     CASE(data_rdma_write_read),

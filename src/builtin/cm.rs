@@ -68,7 +68,7 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
     // A receive whose LMR was freed since it was posted completes as refused, and the
     // connection goes ahead without it.
     i.hand_unposted(
-        |wr_id, r| match qp.post_recv(wr_id, r.sges.clone()) {
+        |wr_id, r| match qp.post_recv(wr_id, r.sges().clone()) {
             Ok(()) => Ok(()),
             Err(e) => Err(e == DevError::Fault),
         },

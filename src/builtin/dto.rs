@@ -242,11 +242,11 @@ pub fn on_recv_completion(ep: &Arc<Ep>, c: Completion) {
             crossing = Some(ep::check_watermarks(&mut i, held));
         }
         let event = if i.is_ud() {
-            ud_recv_event(ep.handle, r.cookie, c.status, c.byte_len)
+            ud_recv_event(ep.handle, r.cookie(), c.status, c.byte_len)
         } else if c.op == WcOp::RecvImm {
-            immediate_event(ep.handle, r.cookie, c.status, c.byte_len, c.imm.unwrap_or(0))
+            immediate_event(ep.handle, r.cookie(), c.status, c.byte_len, c.imm.unwrap_or(0))
         } else if let Some(imm) = c.imm {
-            send_immediate_event(ep.handle, r.cookie, c.status, c.byte_len, imm)
+            send_immediate_event(ep.handle, r.cookie(), c.status, c.byte_len, imm)
         } else {
             let (op, ctx) = match c.invalidated {
                 Some(k) => (DAT_DTO_RECEIVE_WITH_INVALIDATE, k),
@@ -255,7 +255,7 @@ pub fn on_recv_completion(ep: &Arc<Ep>, c: Completion) {
             if let Some(k) = c.invalidated {
                 super::rmr::invalidated(&ep.ia, k);
             }
-            dto_event(ep.handle, r.cookie, c.status, c.byte_len, op, ctx)
+            dto_event(ep.handle, r.cookie(), c.status, c.byte_len, op, ctx)
         };
         if success {
             let what = match (i.is_ud(), c.op, c.imm) {
@@ -447,8 +447,14 @@ pub fn post_recv_on(
             refuse_dead_key(ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
             return Ok(DAT_SUCCESS);
         }
-        let wr_id = i.add_recv(PostedRecv { cookie, sges: list.clone() });
-        i.counts().posted_recv(list.iter().map(|s| u64::from(s.len)).sum());
+        let len = list.iter().map(|s| u64::from(s.len)).sum();
+        // The list goes to the QP, or is kept until there is one.
+        let (recv, list) = match qp {
+            Some(_) => (PostedRecv::posted(cookie, len), list),
+            None => (PostedRecv::waiting(cookie, len, list), Sges::new()),
+        };
+        let wr_id = i.add_recv(recv);
+        i.counts().posted_recv(len);
         let held = i.recvs_held();
         let crossing = check_watermarks(&mut i, held);
         drop(i);

@@ -4,10 +4,44 @@
 use crate::abi::*;
 use crate::device::{Sge, Sges};
 
-/// A receive posted to an EP or SRQ and not yet completed.
+/// A receive posted to an EP or SRQ and not yet completed: its cookie, its length and, only
+/// while no QP has it yet (posted to an EP before a connection), its scatter list: once the
+/// device holds the list, a copy here would be made and dropped for nothing.
 pub struct PostedRecv {
-    pub cookie: DAT_DTO_COOKIE,
-    pub sges: Sges,
+    cookie: DAT_DTO_COOKIE,
+    len: u64,
+    sges: Sges,
+}
+
+impl PostedRecv {
+    /// A receive the device holds.
+    pub fn posted(cookie: DAT_DTO_COOKIE, len: u64) -> PostedRecv {
+        PostedRecv { cookie, len, sges: Sges::new() }
+    }
+
+    /// A receive that waits for a QP, with its list.
+    pub fn waiting(cookie: DAT_DTO_COOKIE, len: u64, sges: Sges) -> PostedRecv {
+        PostedRecv { cookie, len, sges }
+    }
+
+    pub fn cookie(&self) -> DAT_DTO_COOKIE {
+        self.cookie
+    }
+
+    /// The bytes it can take.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The list of a receive still waiting for a QP (empty once the device has it).
+    pub fn sges(&self) -> &Sges {
+        &self.sges
+    }
+
+    /// The device has it now.
+    pub fn handed(&mut self) {
+        self.sges = Sges::new();
+    }
 }
 // SAFETY: the cookie is the consumer's opaque value.
 unsafe impl Send for PostedRecv {}

@@ -133,7 +133,8 @@ pub fn post_recv(
     let s = srq(handle)?;
     let list = iov_sges(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
     let wr_id = NEXT_WR.fetch_add(1, Ordering::Relaxed);
-    s.recvs.locked().insert(wr_id, PostedRecv { cookie, sges: list.clone() });
+    let len = list.iter().map(|s| u64::from(s.len)).sum();
+    s.recvs.locked().insert(wr_id, PostedRecv::posted(cookie, len));
     if let Err(e) = s.dev.post_recv(wr_id, list) {
         s.recvs.locked().remove(&wr_id);
         // No EP to complete it on yet: a segment that names no live LMR of the SRQ's PZ is

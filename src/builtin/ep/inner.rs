@@ -259,11 +259,11 @@ impl EpInner {
         refused_event: impl Fn(DAT_DTO_COOKIE) -> DAT_EVENT,
     ) -> Result<(), ()> {
         while let Some(wr_id) = self.unposted.pop_front() {
-            let Some(r) = self.recvs.get(wr_id) else { continue };
+            let Some(r) = self.recvs.get_mut(wr_id) else { continue };
             match post(wr_id, r) {
-                Ok(()) => {}
+                Ok(()) => r.handed(),
                 Err(true) => {
-                    let cookie = r.cookie;
+                    let cookie = r.cookie();
                     self.recvs.remove(wr_id);
                     self.refused.push(refused_event(cookie));
                 }

@@ -684,7 +684,7 @@ pub fn get_status(
 pub fn recv_query(handle: DAT_EP_HANDLE, allocated: *mut DAT_COUNT, span: *mut DAT_COUNT) -> Result<DAT_RETURN, DAT_RETURN> {
     let ep = ep(handle)?;
     let i = ep.lock();
-    let bytes: u64 = i.recvs.values().flat_map(|r| r.sges.iter()).map(|t| u64::from(t.len)).sum();
+    let bytes: u64 = i.recvs.values().map(|r| r.len()).sum();
     // SAFETY: each out-pointer is written only if the consumer passed one.
     unsafe {
         crate::ffi::write_opt(allocated, i.recvs.len() as DAT_COUNT);
@@ -800,5 +800,9 @@ pub fn forget_qp(i: &EpInner, qp: &Arc<dyn Qp>) {
 /// Takes every posted receive out as a flushed completion event (to post without locks).
 fn flush_recvs(ep: &Ep, i: &mut EpInner) -> Vec<DAT_EVENT> {
     i.unposted.clear();
-    i.recvs.drain_in_order().into_iter().map(|(_, r)| dto_event(ep.handle, r.cookie, DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0)).collect()
+    i.recvs
+        .drain_in_order()
+        .into_iter()
+        .map(|(_, r)| dto_event(ep.handle, r.cookie(), DAT_DTO_ERR_FLUSHED, 0, DAT_DTO_RECEIVE, 0))
+        .collect()
 }
