@@ -7,6 +7,7 @@ void case_attributes(void);
 void case_no_ud_refused(void);
 void case_resolve_events(void);
 void case_reject(void);
+void case_modify_request_evd(void);
 void case_unreachable(void);
 void case_accept_wrong_service(void);
 void case_many_resolutions(void);

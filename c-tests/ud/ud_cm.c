@@ -194,6 +194,39 @@ out:
     ud_rig_down(&r);
 }
 
+/* A UD EP whose resolution was refused is unconnected, with the QP it resolved with: a
+ * dat_ep_modify of its request EVD then holds for the datagrams it sends once it resolves a
+ * peer (they complete on the new EVD, none on the old one, which may be freed meanwhile). */
+void case_modify_request_evd(void)
+{
+    struct ud_rig r;
+    DAT_EVENT ev;
+    DAT_EVD_HANDLE req2 = DAT_HANDLE_NULL;
+    if (!UD_RIG_UP(&r, dx_port(0), 0, 0) || !UD_CONNECT(&r.s, r.s.port, r.ce, "req") ||
+        !EXPECT_RC(wait_ev(r.s.cr, WAIT_MS, &ev), DAT_SUCCESS) ||
+        !EXPECT_RC(dat_cr_reject(ev.event_data.cr_arrival_event_data.cr_handle, 0, NULL), DAT_SUCCESS) ||
+        !EXPECT_RC(wait_ev(r.c.conn, WAIT_MS, &ev), DAT_SUCCESS) ||
+        !EXPECT(ev.event_number == (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_REJECT_EVENT, "event 0x%x after a reject, expected 0x40003",
+                (unsigned)ev.event_number))
+        goto out;
+    if (!EXPECT_RC(dat_evd_create(r.c.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG, &req2), DAT_SUCCESS))
+        goto out;
+    DAT_EP_PARAM p;
+    memset(&p, 0, sizeof p);
+    p.request_evd_handle = req2;
+    if (!EXPECT_RC(dat_ep_modify(r.ce, DAT_EP_FIELD_REQUEST_EVD_HANDLE, &p), DAT_SUCCESS) ||
+        !EXPECT_RC(dat_evd_free(r.c.req), DAT_SUCCESS))
+        goto out;
+    r.c.req = DAT_HANDLE_NULL;
+    if (!UD_RESOLVE(&r.s, r.se, &r.c, r.ce, &r.at_s, &r.at_c))
+        goto out;
+    fill(r.cm.buf, 64, 3);
+    if (UD_SEND(r.ce, &r.cm, 0, 64, &r.at_c.ah, 7))
+        UD_WAIT_SENT(req2, 7);
+out:
+    ud_rig_down(&r);
+}
+
 /* No service point at the address: DAT_IB_UD_CONNECTION_ERROR_EVENT; the EP still resolves
  * a real peer afterwards. */
 void case_unreachable(void)

@@ -52,6 +52,7 @@ static const struct harness_case cases[] = {
     CASE(refused_ops),
     CASE(srq),
     CASE(reject),
+    CASE(modify_request_evd),
     CASE(unreachable),
     CASE(accept_wrong_service),
     CASE(many_resolutions),

@@ -62,7 +62,7 @@ fn attach_qp(ep: &Ep, i: &mut EpInner) -> Result<Arc<dyn Qp>, DAT_RETURN> {
         max_message: if ud { a.max_message_size } else { ep.ia.dev.limits().max_msg_size },
     };
     let srq = i.srq().map(|s| s.dev.clone());
-    let sends = Arc::new(SendQueue::new(ep.handle, i.request_evd().cloned(), a.max_request_dtos.max(0) as u32));
+    let sends = Arc::new(SendQueue::new(ep.handle, a.max_request_dtos.max(0) as u32));
     let events = Arc::new(EpEvents { ep: ep.weak(), pz: pz.clone(), sends: sends.clone() });
     let qp = ep.ia.dev.create_qp(pz.pd, caps, srq, events).map_err(|_| dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP))?;
     // A receive whose LMR was freed since it was posted completes as refused, and the

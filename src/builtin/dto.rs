@@ -278,8 +278,9 @@ pub fn on_recv_completion(ep: &Arc<Ep>, c: Completion) {
     }
 }
 
-/// A send-queue completion of a connection: reported on the request EVD the connection was
-/// made with, unless it was suppressed. Neither the EP nor its lock is touched.
+/// A send-queue completion of a connection: reported on the request EVD of the connection's
+/// first request (see [`SendQueue`]), unless it was suppressed. Neither the EP nor its lock
+/// is touched.
 pub fn on_send_completion(q: &SendQueue, c: Completion) {
     // An error ends the connection; the connection event that follows moves the state.
     let Some(s) = q.take(c.wr_id) else { return };

@@ -7,12 +7,14 @@
 //! - a slot is written only by its post while it is free, under the EP's lock (so there is
 //!   one writer), and read only by the completion that won it from busy;
 //! - an id names its slot's index and generation: a stale or forged one finds nothing;
-//! - memory follows what is in flight: slots come in chunks, made when a post needs them.
+//! - memory follows what is in flight: slots come in chunks, made when a post needs them;
+//! - completions report on the request EVD the EP had at the queue's first post (set then,
+//!   before any slot is busy, and never again).
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::EpInner;
 use crate::builtin::evd::Evd;
@@ -49,8 +51,11 @@ pub struct SendQueue {
     serial: u64,
     /// The EP's handle, for the events.
     ep: usize,
-    /// The request EVD the connection was made with: its completions are reported there.
-    evd: Option<Arc<Evd>>,
+    /// Where its completions are reported: the EP's request EVD at its first post. Not the
+    /// one the QP was made with: a UD EP keeps the QP it resolved with while unconnected, and
+    /// dat_ep_modify may change its EVDs then (once a request is posted, the EP stays out of
+    /// the states dat_ep_modify allows for as long as the queue is its).
+    evd: OnceLock<Option<Arc<Evd>>>,
     /// Chunk pointers (null until made); the first `sends` slots are the consumer's requests',
     /// the rest the binds'.
     chunks: Box<[AtomicPtr<Chunk>]>,
@@ -70,14 +75,14 @@ unsafe impl Send for SendQueue {}
 
 impl SendQueue {
     /// Room for `sends` of the consumer's requests (its `max_request_dtos`) and as many
-    /// binds (at least 16), reported to `evd` as requests of EP `ep`.
-    pub fn new(ep: usize, evd: Option<Arc<Evd>>, sends: u32) -> SendQueue {
+    /// binds (at least 16), reported as requests of EP `ep`.
+    pub fn new(ep: usize, sends: u32) -> SendQueue {
         let binds = sends.max(16);
         let total = sends.saturating_add(binds).min(u32::MAX >> 1);
         let chunks = (0..(total as usize).div_ceil(CHUNK)).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect();
         static SERIALS: AtomicU64 = AtomicU64::new(0);
         let serial = SERIALS.fetch_add(1, Ordering::Relaxed);
-        SendQueue { serial, ep, evd, chunks, sends, total, next_send: AtomicU32::new(0), next_bind: AtomicU32::new(sends) }
+        SendQueue { serial, ep, evd: OnceLock::new(), chunks, sends, total, next_send: AtomicU32::new(0), next_bind: AtomicU32::new(sends) }
     }
 
     pub fn serial(&self) -> u64 {
@@ -88,24 +93,26 @@ impl SendQueue {
         self.ep
     }
 
+    /// The request EVD of the queue's first post (None before it).
     pub fn evd(&self) -> Option<&Arc<Evd>> {
-        self.evd.as_ref()
+        self.evd.get().and_then(Option::as_ref)
     }
 
     /// Takes a slot for one of the consumer's requests; None: `max_request_dtos` are
     /// outstanding. `_held` proves the EP's lock is held (one writer of the slots).
     #[inline]
-    pub fn add_send(&self, _held: &EpInner, s: PendingSend) -> Option<u64> {
-        self.add(Region::Sends, s)
+    pub fn add_send(&self, held: &EpInner, s: PendingSend) -> Option<u64> {
+        self.add(Region::Sends, s, held.request_evd())
     }
 
     /// Takes a slot for a memory window bind.
-    pub fn add_bind(&self, _held: &EpInner, s: PendingSend) -> Option<u64> {
-        self.add(Region::Binds, s)
+    pub fn add_bind(&self, held: &EpInner, s: PendingSend) -> Option<u64> {
+        self.add(Region::Binds, s, held.request_evd())
     }
 
+    /// `evd`: the EP's request EVD, where the queue reports if this is its first post.
     #[inline(always)]
-    fn add(&self, region: Region, s: PendingSend) -> Option<u64> {
+    fn add(&self, region: Region, s: PendingSend, evd: Option<&Arc<Evd>>) -> Option<u64> {
         let (next, start, end) = match region {
             Region::Sends => (&self.next_send, 0, self.sends),
             Region::Binds => (&self.next_bind, self.sends, self.total),
@@ -117,7 +124,7 @@ impl SendQueue {
         // In-order completion leaves the slot after the last one taken free: one look, mostly.
         let (index, slot) = match self.slot(first).filter(|s| s.word.load(Ordering::Acquire) & STATE == FREE) {
             Some(slot) => (first, slot),
-            None => self.search(first, start, end)?,
+            None => self.search(first, start, end, evd)?,
         };
         let word = slot.word.load(Ordering::Acquire);
         let generation = (word >> 2).wrapping_add(1) & GENERATION;
@@ -136,13 +143,16 @@ impl SendQueue {
     /// so that memory follows what is in flight. None: the region is full.
     #[cold]
     #[inline(never)]
-    fn search(&self, first: u32, start: u32, end: u32) -> Option<(u32, &Slot)> {
+    fn search(&self, first: u32, start: u32, end: u32, evd: Option<&Arc<Evd>>) -> Option<(u32, &Slot)> {
         let made = |r: std::ops::Range<u32>| r.map_while(|i| Some((i, self.slot(i)?)));
         let free = made(first..end).chain(made(start..first)).find(|(_, s)| s.word.load(Ordering::Acquire) & STATE == FREE);
         if free.is_some() {
             return free;
         }
         let index = (start..end).find(|&i| self.slot(i).is_none())?;
+        // The first post makes the first chunk: the EVD is set before any slot is busy, so a
+        // completion, which wins a busy slot first, finds it set.
+        self.evd.get_or_init(|| evd.cloned());
         Some((index, self.make_chunk(index)))
     }
 
@@ -242,9 +252,9 @@ mod tests {
 
     #[test]
     fn an_id_finds_its_request_once() {
-        let q = SendQueue::new(1, None, 4);
-        let a = q.add(Region::Sends, req(10)).unwrap();
-        let b = q.add(Region::Sends, req(11)).unwrap();
+        let q = SendQueue::new(1, 4);
+        let a = q.add(Region::Sends, req(10), None).unwrap();
+        let b = q.add(Region::Sends, req(11), None).unwrap();
         assert_ne!(a, b);
         assert!(!q.idle());
         assert_eq!(q.take(a).map(|s| cookie(&s)), Some(10));
@@ -255,40 +265,40 @@ mod tests {
         assert_eq!(q.take(b).map(|s| cookie(&s)), Some(11));
         assert!(q.idle());
         // The slots again, under new ids: the old ones find nothing.
-        let ids: Vec<u64> = (0..4).map(|n| q.add(Region::Sends, req(n)).unwrap()).collect();
+        let ids: Vec<u64> = (0..4).map(|n| q.add(Region::Sends, req(n), None).unwrap()).collect();
         assert!(!ids.contains(&a) && !ids.contains(&b));
         assert!(q.take(a).is_none() && q.take(b).is_none());
     }
 
     #[test]
     fn the_consumers_requests_are_bounded_and_binds_have_their_own_room() {
-        let q = SendQueue::new(1, None, 3);
-        let ids: Vec<u64> = (0..3).map(|n| q.add(Region::Sends, req(n)).unwrap()).collect();
-        assert!(q.add(Region::Sends, req(9)).is_none(), "max_request_dtos outstanding");
-        let binds: Vec<u64> = (0..16).map(|n| q.add(Region::Binds, req(100 + n)).unwrap()).collect();
-        assert!(q.add(Region::Binds, req(200)).is_none(), "the binds' room is bounded too");
+        let q = SendQueue::new(1, 3);
+        let ids: Vec<u64> = (0..3).map(|n| q.add(Region::Sends, req(n), None).unwrap()).collect();
+        assert!(q.add(Region::Sends, req(9), None).is_none(), "max_request_dtos outstanding");
+        let binds: Vec<u64> = (0..16).map(|n| q.add(Region::Binds, req(100 + n), None).unwrap()).collect();
+        assert!(q.add(Region::Binds, req(200), None).is_none(), "the binds' room is bounded too");
         // Out of order: the free slot is found wherever it is.
         assert_eq!(q.take(ids[1]).map(|s| cookie(&s)), Some(1));
-        let again = q.add(Region::Sends, req(7)).unwrap();
+        let again = q.add(Region::Sends, req(7), None).unwrap();
         assert_eq!(again & 0xffff_ffff, ids[1] & 0xffff_ffff);
-        assert!(q.add(Region::Sends, req(8)).is_none());
+        assert!(q.add(Region::Sends, req(8), None).is_none());
         assert_eq!(q.take(binds[0]).map(|s| cookie(&s)), Some(100));
-        let none = SendQueue::new(1, None, 0);
-        assert!(none.add(Region::Sends, req(1)).is_none(), "max_request_dtos 0 takes nothing");
+        let none = SendQueue::new(1, 0);
+        assert!(none.add(Region::Sends, req(1), None).is_none(), "max_request_dtos 0 takes nothing");
     }
 
     #[test]
     fn memory_follows_what_is_in_flight() {
-        let q = SendQueue::new(1, None, 4 * CHUNK as u32);
+        let q = SendQueue::new(1, 4 * CHUNK as u32);
         assert_eq!(made(&q), 0);
         for n in 0..(3 * CHUNK as u64) {
-            let id = q.add(Region::Sends, req(n)).unwrap();
+            let id = q.add(Region::Sends, req(n), None).unwrap();
             assert_eq!(q.take(id).map(|s| cookie(&s)), Some(n));
         }
         assert_eq!(made(&q), 1, "a ring one deep stays in its first chunk");
-        let q = SendQueue::new(1, None, 4 * CHUNK as u32);
+        let q = SendQueue::new(1, 4 * CHUNK as u32);
         for _ in 0..1000 {
-            let ids: Vec<u64> = (0..5).map(|n| q.add(Region::Sends, req(n)).unwrap()).collect();
+            let ids: Vec<u64> = (0..5).map(|n| q.add(Region::Sends, req(n), None).unwrap()).collect();
             for id in ids {
                 q.take(id).unwrap();
             }
@@ -298,12 +308,12 @@ mod tests {
 
     #[test]
     fn drain_gives_back_what_is_outstanding_oldest_first() {
-        let q = SendQueue::new(1, None, 4);
-        let ids: Vec<u64> = (0..4).map(|n| q.add(Region::Sends, req(n)).unwrap()).collect();
+        let q = SendQueue::new(1, 4);
+        let ids: Vec<u64> = (0..4).map(|n| q.add(Region::Sends, req(n), None).unwrap()).collect();
         q.take(ids[0]).unwrap();
         q.take(ids[1]).unwrap();
-        q.add(Region::Sends, req(4)).unwrap();
-        q.add(Region::Binds, req(50)).unwrap();
+        q.add(Region::Sends, req(4), None).unwrap();
+        q.add(Region::Binds, req(50), None).unwrap();
         let drained: Vec<u64> = q.drain().iter().map(cookie).collect();
         assert_eq!(drained, [2, 3, 4, 50]);
         assert!(q.idle());
@@ -315,7 +325,7 @@ mod tests {
     #[test]
     fn posts_and_completions_on_two_threads_hand_over_every_request() {
         const N: u64 = 200_000;
-        let q = Arc::new(SendQueue::new(1, None, 8));
+        let q = Arc::new(SendQueue::new(1, 8));
         let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, u64)>(64);
         let taker = {
             let q = q.clone();
@@ -331,7 +341,7 @@ mod tests {
         };
         let mut n = 0;
         while n < N {
-            match q.add(Region::Sends, req(n)) {
+            match q.add(Region::Sends, req(n), None) {
                 Some(id) => {
                     tx.send((id, n)).unwrap();
                     n += 1;
