@@ -30,6 +30,7 @@ void case_conn_timeout(void);
 void case_conn_disconnect_graceful(void);
 void case_conn_peer_killed(void);
 void case_conn_ep_free_flushes(void);
+void case_conn_reset_reports_sends(void);
 void case_conn_connect_connected(void);
 void case_conn_established_order(void);
 void case_conn_passive_sends_first(void);

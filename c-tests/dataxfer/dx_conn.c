@@ -569,3 +569,51 @@ out:
     node_close(&c);
     mr_drop(&m);
 }
+
+/* Sends outstanding when a connection ends are each reported once, done or flushed, also when
+ * the consumer resets the EP before it collects them: on verbs their flushed completions are
+ * only in the QP's CQ, which the reset takes away. The end is polled for (a wait would have
+ * the device collect the completions first). */
+void case_conn_reset_reports_sends(void)
+{
+    enum { N = 8 };
+    struct pair p;
+    struct mr cm = {0}, sm = {0};
+    DAT_EVENT ev;
+    int seen[N] = {0}, ended = 0;
+    if (!pair_up_mrs(&p, dx_port(0), &cm, &sm))
+        goto out;
+    DAT_RMR_TRIPLET r = rt(&sm, 0, 64);
+    for (int k = 0; k < N; k++) {
+        DAT_LMR_TRIPLET t = lt(&cm, 0, 64);
+        if (!EXPECT_RC(dat_ep_post_rdma_write(p.ce, 1, &t, ck(100 + k), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS))
+            goto out;
+    }
+    if (!EXPECT_RC(dat_ep_disconnect(p.ce, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS))
+        goto out;
+    for (double until = dx_now() + 5; !ended && dx_now() < until;) {
+        if (dat_evd_dequeue(p.c.conn, &ev) == DAT_SUCCESS)
+            ended = ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED || ev.event_number == DAT_CONNECTION_EVENT_BROKEN;
+        else
+            dx_sleep_ms(1);
+    }
+    if (!EXPECT(ended, "no end of the connection within 5 s") || !EXPECT_RC(dat_ep_reset(p.ce), DAT_SUCCESS))
+        goto out;
+    while (wait_ev(p.c.req, 500, &ev) == DAT_SUCCESS) {
+        DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+        uint64_t c = d->user_cookie.as_64;
+        if (EXPECT(ev.event_number == DAT_DTO_COMPLETION_EVENT && c >= 100 && c < 100 + N,
+                   "event 0x%x cookie %llu on the request EVD", (unsigned)ev.event_number, (unsigned long long)c))
+            seen[c - 100]++;
+    }
+    for (int k = 0; k < N; k++)
+        EXPECT(seen[k] == 1, "write %d reported %d times, expected once", k, seen[k]);
+    DAT_EP_STATE st;
+    DAT_BOOLEAN ri, qi;
+    if (EXPECT_RC(dat_ep_get_status(p.ce, &st, &ri, &qi), DAT_SUCCESS))
+        EXPECT(qi, "request_idle false after the reset");
+out:
+    mr_drop(&cm);
+    mr_drop(&sm);
+    pair_down(&p);
+}

@@ -56,6 +56,7 @@ static const struct harness_case cases[] = {
     CASE(conn_disconnect_graceful),
     CASE(conn_peer_killed),
     CASE(conn_ep_free_flushes),
+    CASE(conn_reset_reports_sends),
     CASE(conn_connect_connected),
     CASE(conn_established_order),
     CASE(conn_passive_sends_first),

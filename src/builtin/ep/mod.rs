@@ -723,9 +723,15 @@ pub fn reset(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
             i.drop_ud();
             let evd = i.recv_evd.clone();
             let flushed = flush_recvs(&ep, &mut i);
+            // Sends whose completions nobody collected from the QP just dropped (its CQ went
+            // with it) complete as flushed too, each once (the queue's take decides).
+            let sends = i.sendq.take();
             i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
             drop(i);
             evd::post_all(evd, flushed);
+            if let Some(q) = sends {
+                evd::post_all(q.evd().cloned(), q.drain().iter().map(|s| request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
+            }
         }
         s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
     }
