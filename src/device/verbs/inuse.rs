@@ -26,22 +26,28 @@ pub(super) enum WrKeys {
 }
 
 impl WrKeys {
+    /// Inline: every post makes one, mostly of one or two segments.
+    #[inline]
     pub(super) fn of(sges: &[Sge]) -> WrKeys {
         match sges {
             [] => WrKeys::None,
             [a] => WrKeys::One(a.lkey),
             [a, b] if a.lkey == b.lkey => WrKeys::One(a.lkey),
             [a, b] => WrKeys::Two(a.lkey, b.lkey),
-            _ => {
-                let mut keys: Vec<u32> = sges.iter().map(|s| s.lkey).collect();
-                keys.sort_unstable();
-                keys.dedup();
-                match keys[..] {
-                    [a] => WrKeys::One(a),
-                    [a, b] => WrKeys::Two(a, b),
-                    _ => WrKeys::Many(keys.into_boxed_slice()),
-                }
-            }
+            _ => Self::of_many(sges),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn of_many(sges: &[Sge]) -> WrKeys {
+        let mut keys: Vec<u32> = sges.iter().map(|s| s.lkey).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        match keys[..] {
+            [a] => WrKeys::One(a),
+            [a, b] => WrKeys::Two(a, b),
+            _ => WrKeys::Many(keys.into_boxed_slice()),
         }
     }
 
