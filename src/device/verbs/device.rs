@@ -135,14 +135,10 @@ unsafe impl Sync for VerbsDevice {}
 
 /// The remote rights of DAT privileges as verbs access flags.
 fn remote_access(a: Access) -> u32 {
-    [
-        (Access::REMOTE_READ, sys::IBV_ACCESS_REMOTE_READ),
-        (Access::REMOTE_WRITE, sys::IBV_ACCESS_REMOTE_WRITE),
-        (Access::REMOTE_ATOMIC, sys::IBV_ACCESS_REMOTE_ATOMIC),
-    ]
-    .iter()
-    .filter(|(bit, _)| a.contains(*bit))
-    .fold(0, |f, (_, flag)| f | flag)
+    let flag = |bit: Access, flag: u32| if a.contains(bit) { flag } else { 0 };
+    flag(Access::REMOTE_READ, sys::IBV_ACCESS_REMOTE_READ)
+        | flag(Access::REMOTE_WRITE, sys::IBV_ACCESS_REMOTE_WRITE)
+        | flag(Access::REMOTE_ATOMIC, sys::IBV_ACCESS_REMOTE_ATOMIC)
 }
 
 /// DAT privileges as verbs access flags. Local read is implicit; remote write and atomics need
@@ -399,6 +395,15 @@ impl VerbsDevice {
         Ok(Mr { id, lkey, rkey: if access.is_remote() { rkey } else { 0 }, addr, len })
     }
 
+    /// One `ibv_dereg_mr` of a registration taken out of the table.
+    fn dereg_one(&self, m: Ptr<sys::ibv_mr>) {
+        // SAFETY: a registration we made, removed from the table so it is released once.
+        let rc = unsafe { (self.api.ibv.dereg_mr)(m.0) };
+        if rc != 0 {
+            dbg_log!(DbgType::ERROR, "verbs {}: ibv_dereg_mr: {}", self.name, std::io::Error::from_raw_os_error(rc));
+        }
+    }
+
     /// One `ibv_reg_mr` with `flags`.
     fn register_one(
         &self,
@@ -586,13 +591,10 @@ impl Device for VerbsDevice {
     fn dereg_mr(&self, mr: &Mr) {
         let Some(p) = self.lock().mrs.remove(mr.id) else { return };
         // The rkey first: it is the one a peer was given.
-        for m in p.exact.into_iter().chain([p.local]) {
-            // SAFETY: a registration we made, removed from the table so it is released once.
-            let rc = unsafe { (self.api.ibv.dereg_mr)(m.0) };
-            if rc != 0 {
-                dbg_log!(DbgType::ERROR, "verbs {}: ibv_dereg_mr: {}", self.name, std::io::Error::from_raw_os_error(rc));
-            }
+        if let Some(exact) = p.exact {
+            self.dereg_one(exact);
         }
+        self.dereg_one(p.local);
     }
 
     fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError> {
@@ -655,6 +657,21 @@ mod tests {
     /// A pointer value for the table only (never dereferenced).
     fn fake<T>(n: usize) -> Ptr<T> {
         Ptr(n as *mut T)
+    }
+
+    #[test]
+    fn privileges_map_to_the_verbs_access_flags() {
+        use super::{mr_access, sys};
+        use crate::device::Access;
+        let bind = sys::IBV_ACCESS_MW_BIND;
+        assert_eq!(mr_access(Access::LOCAL_READ), bind);
+        assert_eq!(mr_access(Access::LOCAL_WRITE), bind | sys::IBV_ACCESS_LOCAL_WRITE);
+        assert_eq!(mr_access(Access::LOCAL_WRITE | Access::REMOTE_READ), bind | sys::IBV_ACCESS_LOCAL_WRITE | sys::IBV_ACCESS_REMOTE_READ);
+        // Remote write and atomics need local write (verbs refuses them without it).
+        let all = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        let remote = sys::IBV_ACCESS_REMOTE_READ | sys::IBV_ACCESS_REMOTE_WRITE | sys::IBV_ACCESS_REMOTE_ATOMIC;
+        assert_eq!(mr_access(all), bind | sys::IBV_ACCESS_LOCAL_WRITE | remote);
+        assert_eq!(super::mw_access(Access::REMOTE_WRITE, true), sys::IBV_ACCESS_REMOTE_WRITE | sys::IBV_ACCESS_ZERO_BASED);
     }
 
     #[test]
