@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /* Part of dat2: the registration cache's hit through the whole DAT call.
  *
- *   lmr_hit [-i IA] [-n PAIRS] [-r ROUNDS] [-s BYTES] [-w WARMUP]
+ *   lmr_hit [-i IA] [-n PAIRS] [-p PRIVILEGES] [-r ROUNDS] [-s BYTES] [-w WARMUP]
  *
  * Registers one page-aligned buffer (BYTES, 4096 by default) with dat_lmr_create
  * (DAT_MEM_TYPE_VIRTUAL, LOCAL_READ|LOCAL_WRITE, every out-parameter asked for) and frees it
@@ -14,8 +14,12 @@
  * cache's hit counter before and after ("hit hits BEFORE AFTER", from dat_ia_query's
  * DAT2_MR_CACHE_HITS; "hit hits - -" when the IA does not report one, i.e. does not cache).
  * hit_loop() is its own function so that `valgrind --tool=callgrind --toggle-collect=hit_loop`
- * counts the instructions of the pairs alone; with -r 0 the program makes one round of PAIRS
- * and prints no timing.
+ * counts the instructions of the pairs alone (create_one and free_one, each call alone); with
+ * -r 0 the program makes one round of PAIRS and prints no timing.
+ * -p registers with other privileges (DAT_MEM_PRIV_FLAGS, e.g. 0x32 or 0x33): with a remote
+ * privilege nothing is cached (src/builtin/mr/SAFETY.md), so each pair is a whole
+ * registration and deregistration, unwatched, for its LMR alone ("hit hits" then shows no
+ * new hit).
  *
  * The IA is dat2-soft unless -i names another; bench/run.sh runs it against a library built
  * with the bench-soft-cache feature, whose soft device caches registrations.
@@ -34,6 +38,7 @@ static DAT_IA_HANDLE ia;
 static DAT_PZ_HANDLE pz;
 static void *buf;
 static DAT_VLEN len = 4096;
+static DAT_MEM_PRIV_FLAGS privileges = DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG;
 
 static void check(DAT_RETURN rc, const char *what)
 {
@@ -45,7 +50,7 @@ static void check(DAT_RETURN rc, const char *what)
     exit(1);
 }
 
-static void pair(void)
+static inline __attribute__((always_inline)) DAT_LMR_HANDLE lmr_create(void)
 {
     DAT_REGION_DESCRIPTION region;
     DAT_LMR_HANDLE lmr;
@@ -54,9 +59,27 @@ static void pair(void)
     DAT_VLEN rlen;
     DAT_VADDR raddr;
     region.for_va = buf;
-    check(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, len, pz, DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
-                         DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen, &raddr),
+    check(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, len, pz, privileges, DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen, &raddr),
           "dat_lmr_create");
+    return lmr;
+}
+
+/* The warm-up's pairs (not counted). */
+static void pair(void)
+{
+    check(dat_lmr_free(lmr_create()), "dat_lmr_free");
+}
+
+/* The measured loop's dat_lmr_create and dat_lmr_free: functions of their own, so that
+ * callgrind can count each call apart (--toggle-collect=create_one or free_one); the warm-up
+ * calls neither. */
+__attribute__((noinline)) DAT_LMR_HANDLE create_one(void)
+{
+    return lmr_create();
+}
+
+__attribute__((noinline)) void free_one(DAT_LMR_HANDLE lmr)
+{
     check(dat_lmr_free(lmr), "dat_lmr_free");
 }
 
@@ -64,7 +87,7 @@ static void pair(void)
 __attribute__((noinline)) void hit_loop(long n)
 {
     for (long i = 0; i < n; i++)
-        pair();
+        free_one(create_one());
 }
 
 /* The cache's hit counter, or -1 when the IA reports none. */
@@ -97,15 +120,16 @@ int main(int argc, char **argv)
     char *name = default_ia;
     long n = 5000, rounds = 201, warmup = 70000;
     int c;
-    while ((c = getopt(argc, argv, "i:n:r:s:w:")) != -1) {
+    while ((c = getopt(argc, argv, "i:n:p:r:s:w:")) != -1) {
         switch (c) {
         case 'i': name = optarg; break;
         case 'n': n = atol(optarg); break;
+        case 'p': privileges = (DAT_MEM_PRIV_FLAGS)strtoul(optarg, NULL, 0); break;
         case 'r': rounds = atol(optarg); break;
         case 's': len = strtoull(optarg, NULL, 0); break;
         case 'w': warmup = atol(optarg); break;
         default:
-            fprintf(stderr, "usage: lmr_hit [-i IA] [-n PAIRS] [-r ROUNDS] [-s BYTES] [-w WARMUP]\n");
+            fprintf(stderr, "usage: lmr_hit [-i IA] [-n PAIRS] [-p PRIVILEGES] [-r ROUNDS] [-s BYTES] [-w WARMUP]\n");
             return 2;
         }
     }

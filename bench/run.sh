@@ -32,7 +32,10 @@
 #     bench-soft-cache feature (the soft device then caches registrations, as the verbs device
 #     does; $OUT/softcache, never installed): ns per pair (target <= 150), and, when valgrind
 #     is installed, instructions and atomic read-modify-writes per pair (callgrind, exact
-#     counts that the host's load does not change), target <= 1000 instructions;
+#     counts that the host's load does not change), target <= 1000 instructions; and, under
+#     callgrind, a remote-privilege registration (lmr_hit -p 0x32: registered for its LMR
+#     alone, never cached), dat_lmr_create and dat_lmr_free each split by layer, whose "own"
+#     column is the DAT layer's share (issue 20 compares the whole with dapl in the VM);
 #   - bench/ops_native under callgrind (when valgrind is installed): exact instructions of the
 #     posting thread's DAT calls on dat2-soft per polled RDMA write + its completion, per
 #     dequeue returning an event and per empty dequeue, whole and with the device layer's
@@ -50,7 +53,8 @@
 # Environment: CC (cc), BENCH_OUT (build/bench), BENCH_PORT (first of the ports used, 20200),
 # BENCH_REPS (3), BENCH_QUICK=1 (smaller volumes, for a smoke run), BENCH_ONLY=ops (only the
 # instruction counts per operation: builds, runs bench/ops_native under callgrind, prints),
-# BENCH_ONLY=hit (only bench/lmr_hit: its timing rounds and its callgrind count).
+# BENCH_ONLY=hit (only bench/lmr_hit: its timing rounds, its callgrind count and the
+# remote-privilege registration's).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -269,6 +273,59 @@ run_hit_callgrind() {
   else
     say "  callgrind failed:"; tail -5 "$OUT/hit.valgrind"
   fi
+}
+# Exact counts of a remote-privilege registration (issue 20: <= 1.10x Debian's dapl, measured
+# in the VM): lmr_hit -p 0x32 on the same library, where such an LMR is registered for itself
+# alone, unwatched and never kept (src/builtin/mr/SAFETY.md), as on the verbs device. Each
+# dat_lmr_create and each dat_lmr_free is collected apart (lmr_hit's create_one and free_one)
+# and split by layer (bench/callgrind_layers.py); "own" is the DAT layer's share, the soft
+# device's registration (which is not the verbs device's) excluded. After the default warm-up,
+# so that handles are reused as in a long run.
+REG_N=2000
+REG_LINE_create=""; REG_LINE_free=""
+run_reg_callgrind() {
+  command -v valgrind >/dev/null || return 0
+  say "-- remote-privilege registration (0x32, 4 KiB) under callgrind, dat_lmr_create and dat_lmr_free apart"
+  local ph line
+  for ph in create free; do
+    if lmr_hit timeout 600 valgrind --tool=callgrind --toggle-collect="${ph}_one" --callgrind-out-file="$OUT/reg-$ph.callgrind" \
+      "$OUT/lmr_hit" -r 0 -n "$REG_N" -p 0x32 >"$OUT/reg-$ph.valgrind" 2>&1; then
+      line=$(python3 "$ROOT/bench/callgrind_layers.py" "$OUT/reg-$ph.callgrind" "$REG_N" "${ph}_one" 2>"$OUT/reg-$ph.layers") ||
+        { say "  callgrind_layers.py failed on $ph:"; tail -5 "$OUT/reg-$ph.layers"; }
+      printf -v "REG_LINE_$ph" '%s' "$line"
+    else
+      say "  callgrind failed:"; tail -5 "$OUT/reg-$ph.valgrind"
+    fi
+  done
+  say "  done (profiles, and the heaviest functions: $OUT/reg-*.callgrind, reg-*.layers)"
+}
+# regv PHASE KEY: one figure of a phase (per call), or nothing; PHASE "pair" is their sum.
+regv() {
+  if [ "$1" = pair ]; then
+    local a b; a=$(regv create "$2"); b=$(regv free "$2")
+    [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", a + b }'
+    return 0
+  fi
+  eval "printf '%s\n' \"\${REG_LINE_$1:-}\"" | awk -v k="$2" '{ for (i = 1; i + 1 <= NF; i += 2) if ($i == k) print $(i + 1) }'
+}
+reg_report() {
+  [ -n "$REG_LINE_create$REG_LINE_free" ] || return 0
+  local f='  %-30s %7s %7s %7s | %5s %5s %6s %7s %5s %5s %6s\n' row ph label k v
+  say "== remote-privilege registration on dat2-soft (callgrind, 0x32, 4 KiB, $REG_N of each; the bench-soft-cache"
+  say "   library, which registers it for its LMR alone, as the verbs device does). whole: every instruction"
+  say "   of the call; device: inside calls into dat2::device:: (the soft device's registration, not the"
+  say "   verbs device's); own: the rest, the DAT layer, split after the | as the rows above"
+  # shellcheck disable=SC2059
+  printf "$f" "" "whole" "device" "own" "api" "ffi" "regist" "builtin" "dat2" "std" "libc+a"
+  for row in "create|dat_lmr_create" "free|dat_lmr_free" "pair|create + free"; do
+    ph=${row%%|*} label=${row#*|}
+    v=()
+    for k in whole devcalls devex x_api x_ffi x_registry x_builtin x_dat2 x_std x_libc; do
+      v+=("$(fmt "$(regv "$ph" "$k")")")
+    done
+    # shellcheck disable=SC2059
+    printf "$f" "$label" "${v[@]}"
+  done
 }
 hit_report() {
   printf '%-34s %s\n' "cache hit, dat_lmr_create+free" \
@@ -499,8 +556,11 @@ if [ "$ONLY" = hit ]; then
     run_hit
   done
   run_hit_callgrind
+  run_reg_callgrind
   say ""
   hit_report
+  say ""
+  reg_report
   say ""
   say "== targets (informational)"
   hit_targets
@@ -609,6 +669,7 @@ done
 # and atomic read-modify-writes (each one a full barrier), per create+free pair of lmr_hit's
 # measured loop, in its steady state.
 [ "$HAVE_HIT" = 1 ] && [ -n "$(getr hit_ns)" ] && run_hit_callgrind
+[ "$HAVE_HIT" = 1 ] && run_reg_callgrind
 
 run_ops $((PORT + REPS * 50))
 run_churn $((PORT + REPS * 50 + 10))
@@ -651,6 +712,8 @@ printf '  %-58s %s\n' "libdat2 instructions per round trip (post + completion)" 
 printf '  %-58s %s\n' "... completion mode" "$(getr dat2_shm_insc)"
 say ""
 ops_report
+say ""
+reg_report
 
 # ratio A B: A / B, two decimals, or "-".
 ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; else printf -- '-'; fi; }

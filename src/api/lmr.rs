@@ -85,7 +85,9 @@ extern "C" fn dat_lmr_query(lmr: DAT_LMR_HANDLE, mask: DAT_LMR_PARAM_MASK, param
 }
 
 extern "C" fn dat_lmr_free(lmr: DAT_LMR_HANDLE) -> DAT_RETURN {
-    guard_try(|| {
+    // The LMR was made under dat_lmr_create's guard, after dat_ia_open's installed the panic
+    // hook: the guard of the data path's calls, without the hook's check (see guard_local).
+    guard_try_local(|_| {
         // A built-in LMR: its free called directly (it looks the handle up itself, under the
         // table's lock, and answers DAT_INVALID_HANDLE_LMR if it is gone meanwhile).
         if builtin::lmr::published(lmr) {

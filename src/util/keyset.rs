@@ -3,9 +3,10 @@
 //!
 //! Open addressing with linear probing in a power-of-two table of atomic words, each `key << 32
 //! | OCCUPIED | FROZEN | count`. A key whose count drops to 0 stays as a tombstone (a
-//! registration cache gives the same key back soon); tombstones are purged in place when the
-//! table fills. A reader probes without a lock and retries if a purge ran meanwhile (a sequence
-//! count, odd while a purge runs). A table that must grow is replaced by one twice its size,
+//! registration cache gives the same key back soon) until a new key whose probe path crosses
+//! it takes its slot over; tombstones are purged in place when the table fills. A reader
+//! probes without a lock and retries if a purge ran meanwhile (a sequence count, odd while a
+//! purge runs). A table that must grow is replaced by one twice its size,
 //! filled before it is published; the old one stays allocated for readers still in it, and
 //! since sizes double, all the old ones together are smaller than the current one.
 //!
@@ -52,6 +53,29 @@ impl Slots {
         }
         // Never full: the writer keeps at most half the slots used.
         (usize::MAX, 0)
+    }
+
+    /// Under the writer's lock (no word frozen): the slot of `key` (live or tombstone) if it
+    /// has one, else the first tombstone on its probe path, else the first empty slot; and
+    /// whether it is `key`'s own.
+    fn find_for_insert(&self, key: u32) -> ((usize, u64), bool) {
+        let mut i = self.start(key);
+        let mut tombstone = None;
+        for _ in 0..=self.mask {
+            let w = self.words[i].load(Ordering::Relaxed);
+            if w != 0 && (w >> 32) as u32 == key {
+                return ((i, w), true);
+            }
+            if w == 0 {
+                return (tombstone.unwrap_or((i, w)), false);
+            }
+            if w & COUNT == 0 && tombstone.is_none() {
+                tombstone = Some((i, w));
+            }
+            i = (i + 1) & self.mask;
+        }
+        // Never full: the writer keeps at most half the slots used.
+        (tombstone.unwrap_or((usize::MAX, 0)), false)
     }
 
     /// Counts the key of the slot found as `(i, w)` once more (`up`) or once less, by a swap of
@@ -146,24 +170,38 @@ impl KeySet {
     #[inline(never)]
     fn insert_locked(&self, key: u32) {
         let mut w = self.writer.locked();
-        loop {
+        let empty = loop {
             // Under the lock no word of the current table is frozen: a swap fails only when a
             // lock-free count changed the word meanwhile.
             let t = self.table(&w);
-            let found = t.find(key);
-            if found.1 == 0 {
-                break;
+            let (found, own) = t.find_for_insert(key);
+            if own {
+                if t.swap_count(found, true) {
+                    return;
+                }
+                continue;
             }
-            if t.swap_count(found, true) {
+            if found.1 == 0 {
+                break found.0;
+            }
+            // Another key's tombstone on this key's path, and this key nowhere on it: taken
+            // over, so that keys made and freed in turn (a new registration's at each create)
+            // fill fewer slots and need fewer purges. The key it held stays absent (its count
+            // was 0); a lock-free count of it that starts meanwhile fails its swap and takes the
+            // lock, and one that ran first makes this swap fail, and the path is probed again.
+            if t.words[found.0].compare_exchange(found.1, u64::from(key) << 32 | OCCUPIED | 1, Ordering::SeqCst, Ordering::Relaxed).is_ok()
+            {
                 return;
             }
-        }
-        if (w.used + 1) * 2 > self.table(&w).words.len() {
+        };
+        // The empty slot found, unless the table changes first.
+        let i = if (w.used + 1) * 2 > self.table(&w).words.len() {
             self.make_room(&mut w);
-        }
-        let t = self.table(&w);
-        let (i, _) = t.find(key);
-        t.words[i].store(u64::from(key) << 32 | OCCUPIED | 1, Ordering::SeqCst);
+            self.table(&w).find(key).0
+        } else {
+            empty
+        };
+        self.table(&w).words[i].store(u64::from(key) << 32 | OCCUPIED | 1, Ordering::SeqCst);
         w.used += 1;
     }
 
@@ -262,6 +300,61 @@ mod tests {
         assert_eq!(s.live(), 1);
         // Purged in place: no table ever grew.
         assert_eq!(s.writer.lock().unwrap().tables.len(), 1);
+    }
+
+    #[test]
+    fn churn_takes_tombstones_over_without_purging() {
+        let s = KeySet::default();
+        s.insert(7);
+        // Keys never seen again, each made and freed before the next, all on one probe path:
+        // each takes over the tombstone the one before left (without that, each would take a
+        // slot further on, and 40 of them would fill the first table to its purge).
+        for k in colliding(40) {
+            s.insert(k);
+            assert!(s.contains(k));
+            s.remove(k);
+            assert!(!s.contains(k));
+        }
+        assert!(s.contains(7));
+        // No purge ran (the sequence count moves by 2 for each), and two slots are in use.
+        assert_eq!(s.seq.load(Ordering::Relaxed), 0);
+        assert_eq!(s.writer.lock().unwrap().used, 2);
+    }
+
+    /// Keys whose probe paths start at the same slot of the first table.
+    fn colliding(n: usize) -> Vec<u32> {
+        let s = KeySet::default();
+        let t = s.current_table();
+        let at = t.start(1);
+        (1..).filter(|&k| t.start(k) == at).take(n).collect()
+    }
+
+    #[test]
+    fn a_tombstone_is_taken_over_only_by_a_key_not_further_on() {
+        let k = colliding(3);
+        let s = KeySet::default();
+        // k0, k1, k2 in consecutive slots, then k0 and k1 tombstones.
+        k.iter().for_each(|&x| s.insert(x));
+        s.remove(k[0]);
+        s.remove(k[1]);
+        let t = s.current_table();
+        let w = s.writer.lock().unwrap();
+        // k1 has a tombstone of its own past k0's: that one is its slot, not k0's.
+        let ((i, word), own) = t.find_for_insert(k[1]);
+        assert!(own && (word >> 32) as u32 == k[1] && i == (t.start(k[1]) + 1) & t.mask);
+        // A key with no slot takes the first tombstone on its path: k0's.
+        let fresh = colliding(4)[3];
+        let ((i, word), own) = t.find_for_insert(fresh);
+        assert!(!own && (word >> 32) as u32 == k[0] && i == t.start(fresh));
+        drop(w);
+        s.insert(fresh);
+        s.insert(k[1]);
+        assert!(s.contains(fresh) && s.contains(k[1]) && s.contains(k[2]) && !s.contains(k[0]));
+        s.remove(k[1]);
+        assert!(!s.contains(k[1]), "one count, in one slot");
+        s.insert(k[0]);
+        assert!(s.contains(k[0]));
+        assert_eq!(s.live(), 3);
     }
 
     #[test]

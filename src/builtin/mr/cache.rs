@@ -549,7 +549,6 @@ impl Cache {
         access: Access,
         zero_based: bool,
     ) -> Result<Registration, RegError> {
-        let key = Key::Range { dev: dev_id(dev), pd: pd.0, addr, len, access: access.bits(), zero_based };
         // Remote access on a device that caches: this LMR's registration alone, and no monitor
         // is opened for it (see the module comment).
         let mode = if !dev.cache_registrations() {
@@ -559,9 +558,11 @@ impl Cache {
         } else {
             self.mode(dev)
         };
+        // Only a shared or cached registration is found by its key.
+        let key = || Key::Range { dev: dev_id(dev), pd: pd.0, addr, len, access: access.bits(), zero_based };
         match mode {
-            Mode::Share => self.share(dev, key, pd, addr, len, access, zero_based),
-            Mode::Cache(monitor) => self.cached(dev, key, pd, addr, len, access, zero_based, monitor),
+            Mode::Share => self.share(dev, key(), pd, addr, len, access, zero_based),
+            Mode::Cache(monitor) => self.cached(dev, key(), pd, addr, len, access, zero_based, monitor),
             Mode::Private => {
                 let mut reg = dev.reg_mr(pd, addr, len, access, zero_based);
                 if matches!(reg, Err(DevError::NoResources | DevError::LockedMemory)) && self.give_back(&mut self.lock(), dev) {
@@ -693,6 +694,11 @@ impl Cache {
     /// Revokes an LMR's keys; the registration goes with its last LMR, or is kept.
     #[inline]
     pub fn release(&self, dev: &Arc<dyn Device>, reg: &Registration) {
+        // A registration of its LMR alone (a remote one's): nothing to look up or keep.
+        if reg.entry == 0 {
+            dev.dereg_mr(&reg.mr);
+            return;
+        }
         // Taken from the hot slot and not taken back since: parked again, with no lock (all
         // that `keep` in `release_locked` asks held when it was parked, and only a lock holder
         // changes it), after the same two checks: the monitor still usable, and no request
@@ -703,13 +709,9 @@ impl Cache {
         self.release_locked(dev, reg);
     }
 
-    /// [`Cache::release`] past the hot slot.
+    /// [`Cache::release`] of a registration of the table (`entry` set), past the hot slot.
     #[inline(never)]
     fn release_locked(&self, dev: &Arc<dyn Device>, reg: &Registration) {
-        if reg.entry == 0 {
-            dev.dereg_mr(&reg.mr);
-            return;
-        }
         // Only a watched registration can be kept, and then the device caches, the cache is on
         // and its ring is claimed, none of which changes: of `mode`, only whether the monitor
         // is still usable is left to ask.

@@ -17,6 +17,7 @@ use crate::dbg_log;
 use crate::device::{Access, DevError, Device, DeviceLimits, IaPort, Mr, Mw, Pd, Qp, QpCaps, QpEvents, Srq, SrqEvents};
 use crate::log::DbgType;
 use crate::util::idmap::IdMap;
+use crate::util::slots::Slots;
 use crate::util::sync::MutexExt;
 
 #[derive(Clone, Copy)]
@@ -41,7 +42,12 @@ struct MrPair {
 pub(super) struct State {
     next_id: u64,
     pds: IdMap<u32, Ptr<sys::ibv_pd>>,
-    mrs: IdMap<u64, MrPair>,
+    /// The PD found last ([`State::pd`]): a program's registrations are mostly in one PD,
+    /// and each looks it up.
+    last_pd: Option<(u32, Ptr<sys::ibv_pd>)>,
+    /// MRs by `Mr::id`, a slot's index and generation: a registration and a deregistration
+    /// each store or take one slot, with no hashing, and a stale id finds nothing.
+    mrs: Slots<MrPair>,
     /// Memory windows: the rkey of their latest binding, and whether it is bound now (a
     /// type-2 window must be invalidated before it is bound again).
     mws: IdMap<u64, MwState>,
@@ -55,6 +61,34 @@ pub(super) struct State {
     pub srqs: IdMap<usize, Weak<VerbsSrq>>,
     /// rdma_cm ids by address: what their events are for.
     pub ids: IdMap<usize, CmTarget>,
+}
+
+impl State {
+    /// The PD `id` names.
+    fn pd(&mut self, id: u32) -> Option<Ptr<sys::ibv_pd>> {
+        if let Some((last, p)) = self.last_pd {
+            if last == id {
+                return Some(p);
+            }
+        }
+        let p = self.pds.get(&id).copied()?;
+        self.last_pd = Some((id, p));
+        Some(p)
+    }
+
+    fn add_pd(&mut self, p: Ptr<sys::ibv_pd>) -> u32 {
+        self.next_id += 1;
+        let id = self.next_id as u32;
+        self.pds.insert(id, p);
+        id
+    }
+
+    fn remove_pd(&mut self, id: u32) -> Option<Ptr<sys::ibv_pd>> {
+        if self.last_pd.is_some_and(|(last, _)| last == id) {
+            self.last_pd = None;
+        }
+        self.pds.remove(&id)
+    }
 }
 
 pub struct VerbsDevice {
@@ -101,14 +135,10 @@ unsafe impl Sync for VerbsDevice {}
 
 /// The remote rights of DAT privileges as verbs access flags.
 fn remote_access(a: Access) -> u32 {
-    [
-        (Access::REMOTE_READ, sys::IBV_ACCESS_REMOTE_READ),
-        (Access::REMOTE_WRITE, sys::IBV_ACCESS_REMOTE_WRITE),
-        (Access::REMOTE_ATOMIC, sys::IBV_ACCESS_REMOTE_ATOMIC),
-    ]
-    .iter()
-    .filter(|(bit, _)| a.contains(*bit))
-    .fold(0, |f, (_, flag)| f | flag)
+    let flag = |bit: Access, flag: u32| if a.contains(bit) { flag } else { 0 };
+    flag(Access::REMOTE_READ, sys::IBV_ACCESS_REMOTE_READ)
+        | flag(Access::REMOTE_WRITE, sys::IBV_ACCESS_REMOTE_WRITE)
+        | flag(Access::REMOTE_ATOMIC, sys::IBV_ACCESS_REMOTE_ATOMIC)
 }
 
 /// DAT privileges as verbs access flags. Local read is implicit; remote write and atomics need
@@ -273,12 +303,12 @@ impl VerbsDevice {
     }
 
     pub(super) fn pd_ptr(&self, pd: Pd) -> Result<Ptr<sys::ibv_pd>, DevError> {
-        self.lock().pds.get(&pd.0).copied().ok_or(DevError::Fault)
+        self.lock().pd(pd.0).ok_or(DevError::Fault)
     }
 
     /// The MR a window over `mr` binds to: the one with exactly the rights its LMR asked for.
     pub(super) fn mr_ptr(&self, mr: &Mr) -> Option<Ptr<sys::ibv_mr>> {
-        self.lock().mrs.get(&mr.id).map(|p| p.exact.unwrap_or(p.local))
+        self.lock().mrs.get(mr.id).map(|p| p.exact.unwrap_or(p.local))
     }
 
     /// A window's pointer, the rkey it has now and whether it is bound.
@@ -361,11 +391,17 @@ impl VerbsDevice {
         let lkey = unsafe { (*local.0).lkey };
         // SAFETY: as above.
         let rkey = unsafe { (*exact.unwrap_or(local).0).rkey };
-        let mut s = self.lock();
-        s.next_id += 1;
-        let id = s.next_id;
-        s.mrs.insert(id, MrPair { local, exact });
+        let id = self.lock().mrs.insert(MrPair { local, exact });
         Ok(Mr { id, lkey, rkey: if access.is_remote() { rkey } else { 0 }, addr, len })
+    }
+
+    /// One `ibv_dereg_mr` of a registration taken out of the table.
+    fn dereg_one(&self, m: Ptr<sys::ibv_mr>) {
+        // SAFETY: a registration we made, removed from the table so it is released once.
+        let rc = unsafe { (self.api.ibv.dereg_mr)(m.0) };
+        if rc != 0 {
+            dbg_log!(DbgType::ERROR, "verbs {}: ibv_dereg_mr: {}", self.name, std::io::Error::from_raw_os_error(rc));
+        }
     }
 
     /// One `ibv_reg_mr` with `flags`.
@@ -528,15 +564,11 @@ impl Device for VerbsDevice {
         if pd.is_null() {
             return Err(last_error());
         }
-        let mut s = self.lock();
-        s.next_id += 1;
-        let id = s.next_id as u32;
-        s.pds.insert(id, Ptr(pd));
-        Ok(Pd(id))
+        Ok(Pd(self.lock().add_pd(Ptr(pd))))
     }
 
     fn dealloc_pd(&self, pd: Pd) {
-        let Some(p) = self.lock().pds.remove(&pd.0) else { return };
+        let Some(p) = self.lock().remove_pd(pd.0) else { return };
         // SAFETY: a PD we allocated; the core frees its objects first.
         let rc = unsafe { (self.api.ibv.dealloc_pd)(p.0) };
         if rc != 0 {
@@ -557,15 +589,12 @@ impl Device for VerbsDevice {
     }
 
     fn dereg_mr(&self, mr: &Mr) {
-        let Some(p) = self.lock().mrs.remove(&mr.id) else { return };
+        let Some(p) = self.lock().mrs.remove(mr.id) else { return };
         // The rkey first: it is the one a peer was given.
-        for m in p.exact.into_iter().chain([p.local]) {
-            // SAFETY: a registration we made, removed from the table so it is released once.
-            let rc = unsafe { (self.api.ibv.dereg_mr)(m.0) };
-            if rc != 0 {
-                dbg_log!(DbgType::ERROR, "verbs {}: ibv_dereg_mr: {}", self.name, std::io::Error::from_raw_os_error(rc));
-            }
+        if let Some(exact) = p.exact {
+            self.dereg_one(exact);
         }
+        self.dereg_one(p.local);
     }
 
     fn alloc_mw(&self, pd: Pd) -> Result<Mw, DevError> {
@@ -618,5 +647,61 @@ impl Device for VerbsDevice {
             at.set_port(port);
             at
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MrPair, Ptr, State};
+
+    /// A pointer value for the table only (never dereferenced).
+    fn fake<T>(n: usize) -> Ptr<T> {
+        Ptr(n as *mut T)
+    }
+
+    #[test]
+    fn privileges_map_to_the_verbs_access_flags() {
+        use super::{mr_access, sys};
+        use crate::device::Access;
+        let bind = sys::IBV_ACCESS_MW_BIND;
+        assert_eq!(mr_access(Access::LOCAL_READ), bind);
+        assert_eq!(mr_access(Access::LOCAL_WRITE), bind | sys::IBV_ACCESS_LOCAL_WRITE);
+        assert_eq!(mr_access(Access::LOCAL_WRITE | Access::REMOTE_READ), bind | sys::IBV_ACCESS_LOCAL_WRITE | sys::IBV_ACCESS_REMOTE_READ);
+        // Remote write and atomics need local write (verbs refuses them without it).
+        let all = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        let remote = sys::IBV_ACCESS_REMOTE_READ | sys::IBV_ACCESS_REMOTE_WRITE | sys::IBV_ACCESS_REMOTE_ATOMIC;
+        assert_eq!(mr_access(all), bind | sys::IBV_ACCESS_LOCAL_WRITE | remote);
+        assert_eq!(super::mw_access(Access::REMOTE_WRITE, true), sys::IBV_ACCESS_REMOTE_WRITE | sys::IBV_ACCESS_ZERO_BASED);
+    }
+
+    #[test]
+    fn a_freed_pd_is_not_found_through_the_last_one_looked_up() {
+        let mut s = State::default();
+        let (a, b) = (s.add_pd(fake(0x10)), s.add_pd(fake(0x20)));
+        assert_eq!(s.pd(a).map(|p| p.0 as usize), Some(0x10));
+        assert_eq!(s.pd(a).map(|p| p.0 as usize), Some(0x10));
+        assert_eq!(s.pd(b).map(|p| p.0 as usize), Some(0x20));
+        assert_eq!(s.pd(a).map(|p| p.0 as usize), Some(0x10));
+        assert!(s.remove_pd(a).is_some());
+        assert!(s.pd(a).is_none(), "the PD looked up last was freed");
+        assert_eq!(s.pd(b).map(|p| p.0 as usize), Some(0x20));
+        assert!(s.remove_pd(b).is_some() && s.pd(b).is_none());
+        assert!(s.pd(0).is_none() && s.remove_pd(b).is_none());
+    }
+
+    #[test]
+    fn an_mr_is_deregistered_once_and_a_stale_id_finds_nothing() {
+        let mut s = State::default();
+        let a = s.mrs.insert(MrPair { local: fake(0x100), exact: None });
+        let b = s.mrs.insert(MrPair { local: fake(0x200), exact: Some(fake(0x300)) });
+        assert_ne!(a, b);
+        assert_eq!(s.mrs.get(b).and_then(|p| p.exact).map(|p| p.0 as usize), Some(0x300));
+        assert_eq!(s.mrs.remove(a).map(|p| p.local.0 as usize), Some(0x100));
+        assert!(s.mrs.remove(a).is_none(), "removed once");
+        // The slot is taken again under another id; the old one still finds nothing.
+        let c = s.mrs.insert(MrPair { local: fake(0x400), exact: None });
+        assert_ne!(c, a);
+        assert!(s.mrs.get(a).is_none() && s.mrs.remove(a).is_none());
+        assert_eq!(s.mrs.get(c).map(|p| p.local.0 as usize), Some(0x400));
     }
 }
