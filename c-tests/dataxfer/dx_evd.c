@@ -214,6 +214,55 @@ void case_evd_unwaitable_brief(void)
     node_close(&n);
 }
 
+/* Events already queued answer a wait at once, whatever its timeout (0 too), oldest first,
+ * with nmore what is left; a threshold the queue does not reach makes it wait (here: time
+ * out, 0 or 10 ms), and takes nothing. Each call counts as a wait (DCNT_EVD_WAIT). */
+void case_evd_wait_queued(void)
+{
+    struct node n;
+    DAT_EVD_HANDLE e;
+    DAT_EVENT ev, got;
+    DAT_COUNT nmore;
+    DAT_UINT64 waits = 0;
+    static int marker[3];
+    if (!ia_only(&n) || !EXPECT_RC(dat_evd_create(n.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &e), DAT_SUCCESS))
+        goto out;
+    for (int k = 0; k < 3; k++) {
+        ev = software_event(&marker[k]);
+        EXPECT_RC(dat_evd_post_se(e, &ev), DAT_SUCCESS);
+    }
+    /* threshold 3 of 3 queued, timeout 0: the oldest at once */
+    nmore = -1;
+    memset(&got, 0, sizeof got);
+    if (EXPECT_RC(dat_evd_wait(e, 0, 3, &got, &nmore), DAT_SUCCESS)) {
+        EXPECT(got.event_number == DAT_SOFTWARE_EVENT && got.evd_handle == e &&
+                   got.event_data.software_event_data.pointer == &marker[0],
+               "threshold 3: event 0x%x pointer %p, expected the first", (unsigned)got.event_number,
+               got.event_data.software_event_data.pointer);
+        EXPECT(nmore == 2, "threshold 3: nmore %d, expected 2", (int)nmore);
+    }
+    /* 2 queued: threshold 3 is not reached, with or without time to wait; nothing is taken */
+    memset(&got, 0x5a, sizeof got);
+    EXPECT_RC(dat_evd_wait(e, 0, 3, &got, &nmore), RC_TIMEOUT);
+    EXPECT_RC(dat_evd_wait(e, 10000, 3, &got, &nmore), RC_TIMEOUT);
+    EXPECT(got.event_number == (DAT_EVENT_NUMBER)0x5a5a5a5a, "a wait that timed out wrote the event");
+    /* threshold 2, infinite timeout: the second, at once */
+    if (EXPECT_RC(dat_evd_wait(e, DAT_TIMEOUT_INFINITE, 2, &got, &nmore), DAT_SUCCESS)) {
+        EXPECT(got.event_data.software_event_data.pointer == &marker[1], "threshold 2: not the second event");
+        EXPECT(nmore == 1, "threshold 2: nmore %d, expected 1", (int)nmore);
+    }
+    /* nmore may be NULL */
+    if (EXPECT_RC(dat_evd_wait(e, 10000, 1, &got, NULL), DAT_SUCCESS))
+        EXPECT(got.event_data.software_event_data.pointer == &marker[2], "threshold 1: not the third event");
+    EXPECT_RC(dat_evd_wait(e, 0, 1, &got, &nmore), RC_TIMEOUT);
+    EXPECT(nmore == 0, "nmore %d after the queue emptied, expected 0", (int)nmore);
+    if (EXPECT_RC(dat_ib_query_counters(e, DCNT_EVD_WAIT, &waits, 0), DAT_SUCCESS))
+        EXPECT(waits == 6, "DCNT_EVD_WAIT %llu, expected 6", (unsigned long long)waits);
+    EXPECT_RC(dat_evd_free(e), DAT_SUCCESS);
+out:
+    node_close(&n);
+}
+
 void case_evd_post_se(void)
 {
     struct node n;

@@ -6,10 +6,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{with_evd, Evd, Polling};
+use super::{with_evd, Evd, EvdState, Polling};
 use crate::abi::*;
 use crate::builtin::{deadline, put};
 use crate::device::Qp;
+use crate::util::lock::LockGuard;
 use crate::util::sync::MutexExt;
 
 impl Evd {
@@ -69,7 +70,6 @@ pub fn wait_on(
     if event.is_null() {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
     }
-    let deadline = deadline(timeout);
     let mut s = e.lock();
     if threshold <= 0 || threshold > s.qlen {
         return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
@@ -84,13 +84,44 @@ pub fn wait_on(
     if threshold > 1 && e.solicited_streams.load(Ordering::SeqCst) > 0 {
         return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_CONFIG_SOLICITED));
     }
+    s.counts.bump(DCNT_EVD_WAIT);
+    // Enough queued already: the oldest is taken under this lock. Nothing the device holds
+    // ready could come before it (it would be queued behind), so neither its poll nor the
+    // clock is worth a call.
+    if s.queue.len() >= threshold as usize {
+        // SAFETY: checked non-NULL; the consumer's event buffer.
+        let taken = unsafe { e.pop_into(&mut s, event) };
+        debug_assert!(taken, "the queue holds at least one event");
+        s.counts.waited();
+        if !nmore.is_null() {
+            // SAFETY: non-NULL consumer out-pointer.
+            unsafe { put(nmore, s.queue.len() as DAT_COUNT) };
+        }
+        return Ok(DAT_SUCCESS);
+    }
+    wait_for_more(e, s, timeout, threshold, event, nmore)
+}
+
+/// The rest of [`wait_on`], once the queue held too few events: the device delivers what it
+/// holds ready, then the consumer blocks until a notification event brings the queue to the
+/// threshold.
+#[inline(never)]
+fn wait_for_more(
+    e: &Evd,
+    mut s: LockGuard<'_, EvdState>,
+    timeout: DAT_TIMEOUT,
+    threshold: DAT_COUNT,
+    event: *mut DAT_EVENT,
+    nmore: *mut DAT_COUNT,
+) -> Result<DAT_RETURN, DAT_RETURN> {
+    // From here: the checks above took a lock's time.
+    let deadline = deadline(timeout);
     s.waiter = true;
     let unwaits = s.unwaits;
-    s.counts.bump(DCNT_EVD_WAIT);
-    // Events already queued count at once, and so do completions the device holds ready
-    // (`progress`); while blocked, only a notification event wakes the waiter (then it takes
-    // the oldest event, notification or not). The device hears of a blocking wait only when
-    // one may happen, so that it can keep completion wake-ups for waiting consumers.
+    // Completions the device holds ready count at once, as queued events do; while blocked,
+    // only a notification event wakes the waiter (then it takes the oldest event,
+    // notification or not). The device hears of a blocking wait only when one may happen, so
+    // that it can keep completion wake-ups for waiting consumers.
     drop(s);
     if e.poll_sources(std::ptr::null_mut()) == Polling::NoSources {
         e.ia.dev.progress();
