@@ -110,10 +110,11 @@ void case_evd_wait_event_null(void)
 struct waiter {
     DAT_EVD_HANDLE evd;
     DAT_TIMEOUT timeout;
+    DAT_COUNT threshold; /* 0: 1 */
     DAT_RETURN rc;
     DAT_EVENT ev;
     double took;
-    atomic_int started;
+    atomic_int started, done;
 };
 
 static void *waiter_main(void *arg)
@@ -122,8 +123,9 @@ static void *waiter_main(void *arg)
     DAT_COUNT nmore;
     atomic_store(&w->started, 1);
     double t0 = dx_now();
-    w->rc = dat_evd_wait(w->evd, w->timeout, 1, &w->ev, &nmore);
+    w->rc = dat_evd_wait(w->evd, w->timeout, w->threshold ? w->threshold : 1, &w->ev, &nmore);
     w->took = dx_now() - t0;
+    atomic_store(&w->done, 1);
     return NULL;
 }
 
@@ -260,6 +262,42 @@ void case_evd_wait_queued(void)
         EXPECT(waits == 6, "DCNT_EVD_WAIT %llu, expected 6", (unsigned long long)waits);
     EXPECT_RC(dat_evd_free(e), DAT_SUCCESS);
 out:
+    node_close(&n);
+}
+
+/* A wait short of its threshold times out on time while events keep coming and going: each
+ * wakes it (a notification event), none brings the queue to its threshold (another thread
+ * takes it back), and the sleeps between them must not carry the wait past its deadline. */
+void case_evd_wait_timeout_woken(void)
+{
+    struct node n;
+    DAT_EVD_HANDLE e;
+    struct waiter w;
+    pthread_t t;
+    DAT_EVENT ev, got;
+    static int marker;
+    unsigned long rounds = 0;
+    if (ia_only(&n) && EXPECT_RC(dat_evd_create(n.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &e), DAT_SUCCESS)) {
+        memset(&w, 0, sizeof w);
+        w.evd = e;
+        w.timeout = 300000;
+        w.threshold = 2;
+        if (EXPECT(pthread_create(&t, NULL, waiter_main, &w) == 0, "pthread_create failed")) {
+            while (!atomic_load(&w.started))
+                dx_sleep_ms(1);
+            double t0 = dx_now();
+            ev = software_event(&marker);
+            while (!atomic_load(&w.done) && dx_now() - t0 < 3.0) {
+                EXPECT_RC(dat_evd_post_se(e, &ev), DAT_SUCCESS);
+                EXPECT_RC(dat_evd_dequeue(e, &got), DAT_SUCCESS);
+                rounds++;
+            }
+            pthread_join(t, NULL);
+            EXPECT_RC(w.rc, RC_TIMEOUT);
+            EXPECT(w.took >= 0.29 && w.took < 1.5, "a 300 ms wait woken %lu times took %.3f s", rounds, w.took);
+        }
+        EXPECT_RC(dat_evd_free(e), DAT_SUCCESS);
+    }
     node_close(&n);
 }
 

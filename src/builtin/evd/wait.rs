@@ -4,13 +4,13 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use super::{with_evd, Evd, EvdState, Polling};
 use crate::abi::*;
-use crate::builtin::{deadline, put};
+use crate::builtin::put;
 use crate::device::Qp;
-use crate::util::lock::LockGuard;
+use crate::util::lock::{Deadline, LockGuard};
 use crate::util::sync::MutexExt;
 
 impl Evd {
@@ -114,8 +114,9 @@ fn wait_for_more(
     event: *mut DAT_EVENT,
     nmore: *mut DAT_COUNT,
 ) -> Result<DAT_RETURN, DAT_RETURN> {
-    // From here: the checks above took a lock's time.
-    let deadline = deadline(timeout);
+    // From here: the checks above took a lock's time. None for a wait that cannot sleep
+    // (timeout 0) or that has no end.
+    let deadline = (timeout != 0 && timeout != DAT_TIMEOUT_INFINITE).then(|| Deadline::after(Duration::from_micros(u64::from(timeout))));
     s.waiter = true;
     let unwaits = s.unwaits;
     // Completions the device holds ready count at once, as queued events do; while blocked,
@@ -137,6 +138,8 @@ fn wait_for_more(
     let ready_at_entry = s.queue.len() >= threshold as usize;
     let notices = s.notices;
     let mut slept = false;
+    // Whether a sleep has ended, and whether one ended at the deadline.
+    let (mut woken, mut timed_out) = (false, false);
     let result = loop {
         if !s.waitable || s.unwaits != unwaits {
             break Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
@@ -155,14 +158,22 @@ fn wait_for_more(
             slept = true;
             s.counts.bump(DCNT_EVD_WAIT_BLOCKED);
         }
-        match deadline {
+        if timeout == 0 || timed_out {
+            break Err(dat_error(DAT_TIMEOUT_EXPIRED, 0));
+        }
+        match &deadline {
             None => s = e.cond.wait(s),
             Some(d) => {
-                let now = Instant::now();
-                if now >= d {
+                // The kernel tells the sleep that reaches the deadline (the loop looks once
+                // more, then times out). The clock is read only after a wake-up that did not
+                // end the wait: a sleep that finds a notification already come returns
+                // without a look at the time, so notifications that kept coming could keep
+                // the wait going past its deadline.
+                if woken && d.passed() {
                     break Err(dat_error(DAT_TIMEOUT_EXPIRED, 0));
                 }
-                s = e.cond.wait_timeout(s, Some(d - now)).0;
+                (s, timed_out) = e.cond.wait_until(s, d);
+                woken = true;
             }
         }
     };
