@@ -17,9 +17,10 @@ use crate::device::Qp;
 use crate::util::lock::{Cond, Lock, LockGuard};
 use crate::util::pin::{self, Local};
 use crate::util::ring::Ring;
-use crate::util::sync::MutexExt;
 
 pub mod dequeue;
+#[cfg(test)]
+mod tests;
 pub mod wait;
 use dequeue::MUST_LOOK;
 pub use dequeue::{dequeue, Found};
@@ -83,10 +84,13 @@ pub struct Evd {
     words: &'static [AtomicU64; 2],
     /// [`MUST_LOOK`] or 0, for word 0.
     must_look: u64,
+    /// The device's `polled_qps`, asked once (a blocking wait needs it twice).
+    qps_polled: bool,
     /// The QPs whose completions this EVD reports, on a device whose QPs are polled
     /// (`Device::polled_qps`): an empty dequeue polls these and no others, and a blocking
-    /// wait arms these and no others.
-    sources: Mutex<Sources>,
+    /// wait arms these and no others. Not std's Mutex: a blocking wait takes it twice, and
+    /// std's poison checks would cost more than what it does under it (`util::lock`).
+    sources: Lock<Sources>,
     /// How many there are, readable without the lock.
     nsources: AtomicUsize,
     /// Bumped (under the `sources` lock) each time they change.
@@ -206,7 +210,7 @@ impl Evd {
 
     /// `qp` reports completions here (an EP's QP, while the EP has it).
     pub fn add_source(&self, qp: &Arc<dyn Qp>) {
-        let mut s = self.sources.locked();
+        let mut s = self.sources.lock();
         s.qps.push(qp.clone());
         self.sources_version.fetch_add(1, Ordering::Release);
         // A wait already blocked hears of it too (nothing to deliver: a new QP has nothing
@@ -219,7 +223,7 @@ impl Evd {
 
     /// `qp` no longer does.
     pub fn remove_source(&self, qp: &Arc<dyn Qp>) {
-        let mut s = self.sources.locked();
+        let mut s = self.sources.lock();
         if let Some(n) = s.qps.iter().position(|q| Arc::ptr_eq(q, qp)) {
             let q = s.qps.swap_remove(n);
             self.sources_version.fetch_add(1, Ordering::Release);
@@ -259,7 +263,7 @@ impl Evd {
             Catching { evd: self, out: catch, done: false }
         });
         if p.version != self.sources_version.load(Ordering::Acquire) {
-            let s = self.sources.locked();
+            let s = self.sources.lock();
             p.version = self.sources_version.load(Ordering::Acquire);
             p.qps.clear();
             p.qps.extend(s.qps.iter().map(Arc::downgrade));
@@ -502,7 +506,8 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
     let handle = table::reserve(ia.provider());
     let words = table::words(handle);
     // A device whose QPs are polled has completions an empty queue does not show.
-    let must_look = if ia.dev.polled_qps() { MUST_LOOK } else { 0 };
+    let qps_polled = ia.dev.polled_qps();
+    let must_look = if qps_polled { MUST_LOOK } else { 0 };
     words[0].store(must_look, Ordering::Release);
     let e = Arc::new(Evd {
         handle,
@@ -526,7 +531,8 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         queued: AtomicUsize::new(0),
         words,
         must_look,
-        sources: Mutex::new(Sources::default()),
+        qps_polled,
+        sources: Lock::new(Sources::default()),
         nsources: AtomicUsize::new(0),
         sources_version: AtomicU64::new(0),
         polled: Lock::new(Polled::default()),

@@ -11,36 +11,51 @@ use crate::abi::*;
 use crate::builtin::put;
 use crate::device::Qp;
 use crate::util::lock::{Deadline, LockGuard};
-use crate::util::sync::MutexExt;
 
 impl Evd {
     /// A consumer is about to block in a wait: the device wakes for what this EVD reports.
     /// Where QPs are polled, that is its sources alone (each armed, and what is ready taken),
     /// not every CQ of the device.
+    #[inline]
     fn wait_begins(&self) {
-        if !self.ia.dev.polled_qps() {
+        if !self.qps_polled {
             return self.ia.dev.consumer_waits(true);
         }
-        let qps: smallvec::SmallVec<[Arc<dyn Qp>; 4]> = {
-            let mut s = self.sources.locked();
+        self.sources_wait_begin();
+    }
+
+    #[inline(never)]
+    fn sources_wait_begin(&self) {
+        let s = {
+            let mut s = self.sources.lock();
             s.waits += 1;
             for q in &s.qps {
                 q.wait_begins();
             }
-            s.qps.iter().cloned().collect()
+            s
         };
         // Taken outside the lock (a completion goes to its EP's lock, which an EP attaching a
         // QP holds while it comes to this one); armed first, so nothing is missed between.
+        // One source (the EVD of one EP's requests, or of its receives) is the usual case: it
+        // is held on its own, without a list.
+        if let [q] = s.qps.as_slice() {
+            let q = q.clone();
+            drop(s);
+            return q.deliver_before_wait();
+        }
+        let qps: smallvec::SmallVec<[Arc<dyn Qp>; 4]> = s.qps.iter().cloned().collect();
+        drop(s);
         for q in &qps {
             q.deliver_before_wait();
         }
     }
 
+    #[inline]
     fn wait_ends(&self) {
-        if !self.ia.dev.polled_qps() {
+        if !self.qps_polled {
             return self.ia.dev.consumer_waits(false);
         }
-        let mut s = self.sources.locked();
+        let mut s = self.sources.lock();
         s.waits -= 1;
         for q in &s.qps {
             q.wait_ends();
