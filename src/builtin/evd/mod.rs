@@ -51,6 +51,10 @@ pub struct EvdState {
     /// returns UNWAITABLE even when the EVD is waitable again by the time it looks.
     unwaits: u32,
     pub waiter: bool,
+    /// The waiter has found too few events and sleeps, or is about to: a notification event
+    /// must wake it. Until then it reads the queue itself, and an event delivered meanwhile
+    /// (its own poll's, most often) needs no wake-up, which is a system call.
+    asleep: bool,
     pub cno: Option<Arc<Cno>>,
     /// How many notification events have been queued (wrapping). An event that is queued
     /// without notification (an unsolicited receive on a solicited-wait stream) leaves it as
@@ -312,7 +316,7 @@ impl Evd {
             }
             s.queue.push_front(Event(event));
             self.set_queued(&s);
-            (if s.enabled { s.cno.clone() } else { None }, s.waiter)
+            (if s.enabled { s.cno.clone() } else { None }, s.asleep)
         };
         if wake {
             self.cond.notify_all();
@@ -356,11 +360,11 @@ impl Evd {
                 return true;
             }
             s.notices = s.notices.wrapping_add(1);
-            (if s.enabled { s.cno.clone() } else { None }, s.waiter)
+            (if s.enabled { s.cno.clone() } else { None }, s.asleep)
         };
-        // Only a waiter needs waking (a futex call per event otherwise), and after the lock is
-        // given back, so that it does not wake into a held lock. It reads the queue and the
-        // notice count under the lock, so it cannot miss what was queued above.
+        // Only a sleeping waiter needs waking (a futex call per event otherwise), and after the
+        // lock is given back, so that it does not wake into a held lock. It reads the queue and
+        // the notice count under the lock, so it cannot miss what was queued above.
         if wake {
             self.cond.notify_all();
         }
@@ -520,6 +524,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
             waitable: true,
             unwaits: 0,
             waiter: false,
+            asleep: false,
             cno,
             notices: 0,
             owns_cell: true,

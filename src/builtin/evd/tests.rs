@@ -259,7 +259,9 @@ fn a_wait_arms_its_sources_only_to_block() {
             s.deliver(vec![2, 3]);
         })
     };
+    let start = Instant::now();
     assert_eq!(wait(&e, 5_000_000), (Ok(DAT_SUCCESS), Some(2), 1));
+    assert!(start.elapsed() < Duration::from_secs(2), "the delivery did not wake the waiter (it found it at its timeout)");
     late.join().unwrap();
     assert_eq!(counts(s), (2, 1, 1), "woken: polls, wait_begins, wait_ends");
 
@@ -269,4 +271,35 @@ fn a_wait_arms_its_sources_only_to_block() {
     // Nothing comes: the wait times out, told to the sources and ended.
     assert_eq!(wait(&e, 20_000), (Err(dat_error(DAT_TIMEOUT_EXPIRED, 0)), None, 0));
     assert_eq!(counts(s), (3, 2, 2), "timed out: polls, wait_begins, wait_ends");
+}
+
+/// Not a check: `n` waits of each kind on the polled device's path for callgrind to count
+/// (`valgrind --tool=callgrind --toggle-collect='*polled_wait_ready*'
+/// --toggle-collect='*polled_wait_after_arm*' <test binary> --ignored --exact
+/// builtin::evd::tests::polled_waits_for_callgrind`): a completion the wait's first poll finds
+/// (a verbs CQ that holds it when the consumer waits), and one that only the delivery after
+/// the arm finds. The counts include the fake sources' own delivery.
+#[test]
+#[ignore]
+fn polled_waits_for_callgrind() {
+    let (e, sources) = evd_with_sources(1);
+    let s = &sources[0];
+    for k in 0..2000 {
+        s.ready.lock().unwrap().push(k);
+        assert_eq!(polled_wait_ready(&e), (Ok(DAT_SUCCESS), Some(k), 0));
+    }
+    for k in 0..2000 {
+        s.after_arm.lock().unwrap().push(k);
+        assert_eq!(polled_wait_after_arm(&e), (Ok(DAT_SUCCESS), Some(k), 0));
+    }
+}
+
+#[inline(never)]
+fn polled_wait_ready(e: &Evd) -> (Result<DAT_RETURN, DAT_RETURN>, Option<u64>, DAT_COUNT) {
+    wait(e, 5_000_000)
+}
+
+#[inline(never)]
+fn polled_wait_after_arm(e: &Evd) -> (Result<DAT_RETURN, DAT_RETURN>, Option<u64>, DAT_COUNT) {
+    std::hint::black_box(wait(e, 5_000_000))
 }

@@ -176,6 +176,8 @@ fn wait_for_more(
         if timeout == 0 || timed_out {
             break Err(dat_error(DAT_TIMEOUT_EXPIRED, 0));
         }
+        // Set under the lock the sleep lets go: a notification from here on wakes it.
+        s.asleep = true;
         match &deadline {
             None => s = e.cond.wait(s),
             Some(d) => {
@@ -193,6 +195,7 @@ fn wait_for_more(
         }
     };
     s.waiter = false;
+    s.asleep = false;
     if !nmore.is_null() {
         // SAFETY: non-NULL consumer out-pointer.
         unsafe { put(nmore, s.queue.len() as DAT_COUNT) };
