@@ -16,6 +16,12 @@
  *   event   the same, but the write is posted by post_other() (not measured): a dequeue
  *           that finds an event;
  *   empty   dequeue_op() on A's request EVD with nothing outstanding (DAT_QUEUE_EMPTY);
+ *   wait    as event, but the completion is taken by wait_op(): dat_evd_wait with threshold 1
+ *           (timeout WAIT_US) on an EVD that already holds it, which returns at once;
+ *   block   wait_op() is called at once, and another thread posts the write (post_other())
+ *           BLOCK_US (2000) later: a dat_evd_wait that blocks until the completion arrives,
+ *           its wake-up included (BLOCKED below says how many did block: a wait that had
+ *           not blocked by the time the write was posted would find it ready);
  *   churn   the empty dequeue, ITERS times by dequeue_before(), then PAIRS (-c, 70000) LMR
  *           create/free pairs on the same PZ (not measured), then ITERS times by
  *           dequeue_after(): the handle check of a long-lived EVD before and after the
@@ -26,14 +32,18 @@
  * post_op() and dequeue_op() are functions of their own, so that
  *   valgrind --tool=callgrind --toggle-collect=post_op --toggle-collect=dequeue_op ...
  * counts those calls alone, in this (the posting) thread; bench/callgrind_layers.py divides
- * the counts and splits them by layer. It prints, on stdout:
- *   ops PHASE ITERS EMPTY
+ * the counts and splits them by layer (the wait phases' call is wait_op(), counted the same
+ * way with --toggle-collect=wait_op). It prints, on stdout:
+ *   ops PHASE ITERS EMPTY BLOCKED
  * (the churn phase: "ops churn ITERS 0 PAIRS").
  * EMPTY is the number of dequeue_op() calls among the measured ones that found nothing
- * (they are counted by callgrind too; the script subtracts them at the empty phase's cost).
+ * (they are counted by callgrind too; the script subtracts them at the empty phase's cost);
+ * BLOCKED the number of measured dat_evd_wait calls that blocked (DCNT_EVD_WAIT_BLOCKED).
  * Every completion is checked (event number, status, EP, cookie, transferred length).
- * Build: cc -O2 -g ops_native.c -I$ROOT/include -L$ROOT/build -ldat2 */
+ * Build: cc -O2 -g -pthread ops_native.c -I$ROOT/include -L$ROOT/build -ldat2 */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +51,13 @@
 #include <time.h>
 #include <unistd.h>
 #include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
 
 static long settle_us = 200;
+/* How long the block phase's poster lets the waiter block before it posts. */
+#define BLOCK_US 2000
+/* The wait phases' timeout: finite, as most consumers give (a lost wake-up fails the run). */
+#define WAIT_US (20 * 1000 * 1000)
 
 static DAT_IA_HANDLE ia;
 static DAT_PZ_HANDLE pz;
@@ -80,6 +95,8 @@ static inline DAT_RETURN do_post(uint64_t cookie)
  * warm-up and for what a phase does not measure. */
 __attribute__((noinline)) DAT_RETURN post_op(uint64_t cookie) { return do_post(cookie); }
 __attribute__((noinline)) DAT_RETURN dequeue_op(DAT_EVENT *ev) { return dat_evd_dequeue(req_a, ev); }
+static DAT_COUNT wait_more;
+__attribute__((noinline)) DAT_RETURN wait_op(DAT_EVENT *ev) { return dat_evd_wait(req_a, WAIT_US, 1, ev, &wait_more); }
 /* (other_calls keeps the compiler from folding them into the measured ones: -fipa-icf) */
 static volatile unsigned long other_calls;
 __attribute__((noinline)) DAT_RETURN post_other(uint64_t cookie)
@@ -110,6 +127,19 @@ __attribute__((noinline)) DAT_RETURN dequeue_after(DAT_EVENT *ev)
 static DAT_RETURN (*post_fn)(uint64_t) = post_other;
 static DAT_RETURN (*dequeue_fn)(DAT_EVENT *) = dequeue_other;
 
+/* Checks that EV is the completion of write COOKIE. */
+static void expect_write(const DAT_EVENT *ev, uint64_t cookie)
+{
+    const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev->event_data.dto_completion_event_data;
+    if (ev->event_number != DAT_DTO_COMPLETION_EVENT || d->status != DAT_DTO_SUCCESS || d->ep_handle != ep_a ||
+        d->user_cookie.as_64 != cookie || d->transfered_length != size) {
+        fprintf(stderr, "ops_native: unexpected event 0x%x status %d cookie %llu (expected the write %llu)\n",
+                (unsigned)ev->event_number, (int)d->status, (unsigned long long)d->user_cookie.as_64,
+                (unsigned long long)cookie);
+        exit(1);
+    }
+}
+
 /* Calls dequeue_op() until it returns the completion of write COOKIE; the empty ones. */
 static unsigned long reap(uint64_t cookie)
 {
@@ -126,18 +156,43 @@ static unsigned long reap(uint64_t cookie)
         if (++empty % 4 == 0)
             pause_us(20);
     }
-    const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
-    if (ev.event_number != DAT_DTO_COMPLETION_EVENT || d->status != DAT_DTO_SUCCESS || d->ep_handle != ep_a ||
-        d->user_cookie.as_64 != cookie || d->transfered_length != size) {
-        fprintf(stderr, "ops_native: unexpected event 0x%x status %d cookie %llu (expected the write %llu)\n",
-                (unsigned)ev.event_number, (int)d->status, (unsigned long long)d->user_cookie.as_64,
-                (unsigned long long)cookie);
-        exit(1);
-    }
+    expect_write(&ev, cookie);
     return empty;
 }
 
-enum phase { PH_WRITE, PH_EVENT, PH_EMPTY, PH_CHURN };
+/* Takes the completion of write COOKIE with one wait_op(), which must return it (and nothing
+ * left behind it). */
+static void reap_wait(uint64_t cookie)
+{
+    DAT_EVENT ev;
+    wait_more = -1;
+    check(wait_op(&ev), "dat_evd_wait");
+    expect_write(&ev, cookie);
+    if (wait_more != 0) {
+        fprintf(stderr, "ops_native: dat_evd_wait left %d events behind the write's\n", (int)wait_more);
+        exit(1);
+    }
+}
+
+/* The block phase's poster: each time it is let go, it sleeps BLOCK_US and posts write
+ * post_cookie (the waiter is blocked by then: under valgrind one thread runs at a time, and
+ * the waiter runs until it blocks). */
+static sem_t post_go;
+static volatile uint64_t post_cookie;
+static void *poster_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        sem_wait(&post_go);
+        uint64_t c = post_cookie;
+        if (c == 0)
+            return NULL;
+        pause_us(BLOCK_US);
+        check(post_other(c), "dat_ep_post_rdma_write");
+    }
+}
+
+enum phase { PH_WRITE, PH_EVENT, PH_EMPTY, PH_CHURN, PH_WAIT, PH_BLOCK };
 
 static unsigned long run(enum phase ph, long n, uint64_t *cookie)
 {
@@ -154,6 +209,17 @@ static unsigned long run(enum phase ph, long n, uint64_t *cookie)
             continue;
         }
         *src_word = c;
+        if (ph == PH_BLOCK) {
+            post_cookie = c;
+            sem_post(&post_go);
+            reap_wait(c);
+            if (*dst_word != c) {
+                fprintf(stderr, "ops_native: completed write %llu, but the target holds %llu\n", (unsigned long long)c,
+                        (unsigned long long)*dst_word);
+                exit(1);
+            }
+            continue;
+        }
         check(post_fn(c), "dat_ep_post_rdma_write");
         for (long waits = 0; *dst_word != c; waits++) {
             if (waits > 1000000L) {
@@ -163,7 +229,10 @@ static unsigned long run(enum phase ph, long n, uint64_t *cookie)
             pause_us(5);
         }
         pause_us(settle_us);
-        empty += reap(c);
+        if (ph == PH_WAIT)
+            reap_wait(c);
+        else
+            empty += reap(c);
         if (*dst_word != c) {
             fprintf(stderr, "ops_native: completed write %llu, but the target holds %llu\n", (unsigned long long)c,
                     (unsigned long long)*dst_word);
@@ -270,7 +339,7 @@ static void churn(long pairs)
 int main(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: ops_native write|event|empty|churn [-i IA] [-n ITERS] [-w WARMUP] [-s BYTES] [-p PORT] [-S SETTLE_US] [-c PAIRS]\n";
+        "usage: ops_native write|event|empty|churn|wait|block [-i IA] [-n ITERS] [-w WARMUP] [-s BYTES] [-p PORT] [-S SETTLE_US] [-c PAIRS]\n";
     char default_ia[] = "dat2-soft";
     char *name = default_ia;
     long n = 2000, warmup = 1000;
@@ -289,6 +358,10 @@ int main(int argc, char **argv)
         ph = PH_EMPTY;
     else if (strcmp(argv[1], "churn") == 0)
         ph = PH_CHURN;
+    else if (strcmp(argv[1], "wait") == 0)
+        ph = PH_WAIT;
+    else if (strcmp(argv[1], "block") == 0)
+        ph = PH_BLOCK;
     else {
         fputs(usage, stderr);
         return 2;
@@ -331,8 +404,21 @@ int main(int argc, char **argv)
     if (ph == PH_WRITE)
         post_fn = post_op;
     dequeue_fn = dequeue_op;
+    pthread_t poster;
+    if (ph == PH_BLOCK && (sem_init(&post_go, 0, 0) != 0 || pthread_create(&poster, NULL, poster_main, NULL) != 0)) {
+        perror("ops_native: the poster thread");
+        exit(1);
+    }
+    DAT_UINT64 blocked_before = 0, blocked_after = 0;
+    check(dat_ib_query_counters(req_a, DCNT_EVD_WAIT_BLOCKED, &blocked_before, 0), "dat_ib_query_counters");
     unsigned long empty = run(ph, n, &cookie);
-    printf("ops %s %ld %lu\n", argv[1], n, empty);
+    check(dat_ib_query_counters(req_a, DCNT_EVD_WAIT_BLOCKED, &blocked_after, 0), "dat_ib_query_counters");
+    if (ph == PH_BLOCK) {
+        post_cookie = 0;
+        sem_post(&post_go);
+        pthread_join(poster, NULL);
+    }
+    printf("ops %s %ld %lu %llu\n", argv[1], n, empty, (unsigned long long)(blocked_after - blocked_before));
     fflush(stdout);
     dat_ep_disconnect(ep_a, DAT_CLOSE_ABRUPT_FLAG);
     dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);

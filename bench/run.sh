@@ -38,8 +38,9 @@
 #     column is the DAT layer's share (issue 20 compares the whole with dapl in the VM);
 #   - bench/ops_native under callgrind (when valgrind is installed): exact instructions of the
 #     posting thread's DAT calls on dat2-soft per polled RDMA write + its completion, per
-#     dequeue returning an event and per empty dequeue, whole and with the device layer's
-#     calls excluded, split by layer (bench/callgrind_layers.py); targets (issue 20): write +
+#     dequeue returning an event, per empty dequeue, per dat_evd_wait that finds the event
+#     queued and per one that blocks until the completion arrives (with how many blocked),
+#     whole and with the device layer's calls excluded, split by layer (bench/callgrind_layers.py); targets (issue 20): write +
 #     completion <= 300 in dat2's own layers, empty dequeue <= 60 and a dequeue returning an
 #     event <= 150, whole calls; and the empty dequeue of one long-lived EVD before and after
 #     70,000 LMR create/free pairs (ops_native churn), whose counts must be the same (+-2
@@ -111,6 +112,7 @@ target() {
 # at the empty phase's rate (their number is printed).
 OPS_N=2000
 OPS_LINE_empty=""; OPS_LINE_event=""; OPS_LINE_write=""; OPS_EMPTIES_event=""; OPS_EMPTIES_write=""
+OPS_LINE_wait=""; OPS_LINE_block=""; OPS_BLOCKED_wait=""; OPS_BLOCKED_block=""
 run_ops() { # PORT
   local port=$1 ph empties less line
   if ! command -v valgrind >/dev/null; then
@@ -118,21 +120,22 @@ run_ops() { # PORT
     return 0
   fi
   say "-- instructions per operation in dat2's layers (bench/ops_native under callgrind, $OPS_N of each)"
-  for ph in empty event write; do
+  for ph in empty event write wait block; do
     port=$((port + 1))
     if ! DAT_OVERRIDE=/nonexistent LD_LIBRARY_PATH="$ROOT/build" timeout 600 valgrind --tool=callgrind \
-      --toggle-collect=post_op --toggle-collect=dequeue_op --callgrind-out-file="$OUT/ops-$ph.callgrind" \
+      --toggle-collect=post_op --toggle-collect=dequeue_op --toggle-collect=wait_op --callgrind-out-file="$OUT/ops-$ph.callgrind" \
       "$OUT/ops_native" "$ph" -n "$OPS_N" -p "$port" >"$OUT/ops-$ph.out" 2>"$OUT/ops-$ph.valgrind"; then
       say "  ops_native $ph failed under callgrind:"; tail -5 "$OUT/ops-$ph.valgrind"
       continue
     fi
     empties=$(awk '$1 == "ops" { print $4 }' "$OUT/ops-$ph.out")
     less=()
-    if [ "$ph" != empty ]; then
+    case $ph in wait | block) printf -v "OPS_BLOCKED_$ph" '%s' "$(awk '$1 == "ops" { print $5 }' "$OUT/ops-$ph.out")" ;; esac
+    if [ "$ph" = event ] || [ "$ph" = write ]; then
       printf -v "OPS_EMPTIES_$ph" '%s' "$empties"
       [ -n "$OPS_LINE_empty" ] && [ "${empties:-0}" -gt 0 ] && less=(--less "$empties" "$OUT/ops-empty.callgrind" "$OPS_N")
     fi
-    line=$(python3 "$ROOT/bench/callgrind_layers.py" "${less[@]}" "$OUT/ops-$ph.callgrind" "$OPS_N" post_op dequeue_op 2>"$OUT/ops-$ph.layers") ||
+    line=$(python3 "$ROOT/bench/callgrind_layers.py" "${less[@]}" "$OUT/ops-$ph.callgrind" "$OPS_N" post_op dequeue_op wait_op 2>"$OUT/ops-$ph.layers") ||
       { say "  callgrind_layers.py failed on $ph:"; tail -5 "$OUT/ops-$ph.layers"; }
     printf -v "OPS_LINE_$ph" '%s' "$line"
   done
@@ -176,15 +179,20 @@ ops_report() {
   say "   by module path: dat2::api, ::ffi (panic guards), ::registry, ::builtin, other dat2, Rust's"
   say "   std, libc+allocator"
   # shellcheck disable=SC2059
-  printf "$f" "" "whole" "device" "own" "api" "ffi" "regist" "builtin" "dat2" "std" "libc+a" "empty polls (taken away)"
-  for row in "write|write + completion (polled)" "post|  the post alone (write-event)" "event|dequeue returning an event" "empty|dequeue finding nothing"; do
+  printf "$f" "" "whole" "device" "own" "api" "ffi" "regist" "builtin" "dat2" "std" "libc+a" "empty polls (taken away) / waits blocked"
+  for row in "write|write + completion (polled)" "post|  the post alone (write-event)" "event|dequeue returning an event" \
+    "empty|dequeue finding nothing" "wait|wait, an event already queued" "block|wait that blocks (wake-up too)"; do
     ph=${row%%|*} label=${row#*|}
     v=()
     for k in whole devcalls devex x_api x_ffi x_registry x_builtin x_dat2 x_std x_libc; do
       if [ "$ph" = post ]; then v+=("$(fmt "$(opsd "$k")")"); else v+=("$(fmt "$(opsv "$ph" "$k")")"); fi
     done
     local e="-"
-    case $ph in write | event) eval "e=\${OPS_EMPTIES_$ph:--}" ;; empty) e=0 ;; esac
+    case $ph in
+      write | event) eval "e=\${OPS_EMPTIES_$ph:--}" ;;
+      empty) e=0 ;;
+      wait | block) eval "e=\"\${OPS_BLOCKED_$ph:--} blocked\"" ;;
+    esac
     # shellcheck disable=SC2059
     printf "$f" "$label" "${v[@]}" "$e"
   done
@@ -210,7 +218,7 @@ say "== building"
 make -s -C "$ROOT" lib >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; say "bench: make lib failed"; exit 1; }
 CFLAGS_BENCH="-Wall -Wextra -Werror -O2"
 # shellcheck disable=SC2086
-$CC $CFLAGS_BENCH -g -o "$OUT/ops_native" "$ROOT/bench/ops_native.c" -I"$ROOT/include" -L"$ROOT/build" -ldat2 || exit 1
+$CC $CFLAGS_BENCH -g -pthread -o "$OUT/ops_native" "$ROOT/bench/ops_native.c" -I"$ROOT/include" -L"$ROOT/build" -ldat2 || exit 1
 if [ "$ONLY" != "" ] && [ "$ONLY" != ops ] && [ "$ONLY" != hit ]; then
   say "bench: BENCH_ONLY=$ONLY: only \"ops\" and \"hit\" are known"
   exit 2

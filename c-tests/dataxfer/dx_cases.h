@@ -11,6 +11,8 @@ void case_evd_wait_event_null(void);
 void case_evd_second_waiter(void);
 void case_evd_unwaitable(void);
 void case_evd_unwaitable_brief(void);
+void case_evd_wait_queued(void);
+void case_evd_wait_timeout_woken(void);
 void case_evd_post_se(void);
 void case_evd_post_se_full(void);
 void case_evd_resize_below(void);

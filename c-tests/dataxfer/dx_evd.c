@@ -110,10 +110,11 @@ void case_evd_wait_event_null(void)
 struct waiter {
     DAT_EVD_HANDLE evd;
     DAT_TIMEOUT timeout;
+    DAT_COUNT threshold; /* 0: 1 */
     DAT_RETURN rc;
     DAT_EVENT ev;
     double took;
-    atomic_int started;
+    atomic_int started, done;
 };
 
 static void *waiter_main(void *arg)
@@ -122,8 +123,9 @@ static void *waiter_main(void *arg)
     DAT_COUNT nmore;
     atomic_store(&w->started, 1);
     double t0 = dx_now();
-    w->rc = dat_evd_wait(w->evd, w->timeout, 1, &w->ev, &nmore);
+    w->rc = dat_evd_wait(w->evd, w->timeout, w->threshold ? w->threshold : 1, &w->ev, &nmore);
     w->took = dx_now() - t0;
+    atomic_store(&w->done, 1);
     return NULL;
 }
 
@@ -210,6 +212,91 @@ void case_evd_unwaitable_brief(void)
         pthread_join(t, NULL);
         EXPECT_RC(w.rc, RC_STATE_UNWAITABLE);
         EXPECT(w.took < 2.0, "the waiter woke after %.3f s", w.took);
+    }
+    node_close(&n);
+}
+
+/* Events already queued answer a wait at once, whatever its timeout (0 too), oldest first,
+ * with nmore what is left; a threshold the queue does not reach makes it wait (here: time
+ * out, 0 or 10 ms), and takes nothing. Each call counts as a wait (DCNT_EVD_WAIT). */
+void case_evd_wait_queued(void)
+{
+    struct node n;
+    DAT_EVD_HANDLE e;
+    DAT_EVENT ev, got;
+    DAT_COUNT nmore;
+    DAT_UINT64 waits = 0;
+    static int marker[3];
+    if (!ia_only(&n) || !EXPECT_RC(dat_evd_create(n.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &e), DAT_SUCCESS))
+        goto out;
+    for (int k = 0; k < 3; k++) {
+        ev = software_event(&marker[k]);
+        EXPECT_RC(dat_evd_post_se(e, &ev), DAT_SUCCESS);
+    }
+    /* threshold 3 of 3 queued, timeout 0: the oldest at once */
+    nmore = -1;
+    memset(&got, 0, sizeof got);
+    if (EXPECT_RC(dat_evd_wait(e, 0, 3, &got, &nmore), DAT_SUCCESS)) {
+        EXPECT(got.event_number == DAT_SOFTWARE_EVENT && got.evd_handle == e &&
+                   got.event_data.software_event_data.pointer == &marker[0],
+               "threshold 3: event 0x%x pointer %p, expected the first", (unsigned)got.event_number,
+               got.event_data.software_event_data.pointer);
+        EXPECT(nmore == 2, "threshold 3: nmore %d, expected 2", (int)nmore);
+    }
+    /* 2 queued: threshold 3 is not reached, with or without time to wait; nothing is taken */
+    memset(&got, 0x5a, sizeof got);
+    EXPECT_RC(dat_evd_wait(e, 0, 3, &got, &nmore), RC_TIMEOUT);
+    EXPECT_RC(dat_evd_wait(e, 10000, 3, &got, &nmore), RC_TIMEOUT);
+    EXPECT(got.event_number == (DAT_EVENT_NUMBER)0x5a5a5a5a, "a wait that timed out wrote the event");
+    /* threshold 2, infinite timeout: the second, at once */
+    if (EXPECT_RC(dat_evd_wait(e, DAT_TIMEOUT_INFINITE, 2, &got, &nmore), DAT_SUCCESS)) {
+        EXPECT(got.event_data.software_event_data.pointer == &marker[1], "threshold 2: not the second event");
+        EXPECT(nmore == 1, "threshold 2: nmore %d, expected 1", (int)nmore);
+    }
+    /* nmore may be NULL */
+    if (EXPECT_RC(dat_evd_wait(e, 10000, 1, &got, NULL), DAT_SUCCESS))
+        EXPECT(got.event_data.software_event_data.pointer == &marker[2], "threshold 1: not the third event");
+    EXPECT_RC(dat_evd_wait(e, 0, 1, &got, &nmore), RC_TIMEOUT);
+    EXPECT(nmore == 0, "nmore %d after the queue emptied, expected 0", (int)nmore);
+    if (EXPECT_RC(dat_ib_query_counters(e, DCNT_EVD_WAIT, &waits, 0), DAT_SUCCESS))
+        EXPECT(waits == 6, "DCNT_EVD_WAIT %llu, expected 6", (unsigned long long)waits);
+    EXPECT_RC(dat_evd_free(e), DAT_SUCCESS);
+out:
+    node_close(&n);
+}
+
+/* A wait short of its threshold times out on time while events keep coming and going: each
+ * wakes it (a notification event), none brings the queue to its threshold (another thread
+ * takes it back), and the sleeps between them must not carry the wait past its deadline. */
+void case_evd_wait_timeout_woken(void)
+{
+    struct node n;
+    DAT_EVD_HANDLE e;
+    struct waiter w;
+    pthread_t t;
+    DAT_EVENT ev, got;
+    static int marker;
+    unsigned long rounds = 0;
+    if (ia_only(&n) && EXPECT_RC(dat_evd_create(n.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &e), DAT_SUCCESS)) {
+        memset(&w, 0, sizeof w);
+        w.evd = e;
+        w.timeout = 300000;
+        w.threshold = 2;
+        if (EXPECT(pthread_create(&t, NULL, waiter_main, &w) == 0, "pthread_create failed")) {
+            while (!atomic_load(&w.started))
+                dx_sleep_ms(1);
+            double t0 = dx_now();
+            ev = software_event(&marker);
+            while (!atomic_load(&w.done) && dx_now() - t0 < 3.0) {
+                EXPECT_RC(dat_evd_post_se(e, &ev), DAT_SUCCESS);
+                EXPECT_RC(dat_evd_dequeue(e, &got), DAT_SUCCESS);
+                rounds++;
+            }
+            pthread_join(t, NULL);
+            EXPECT_RC(w.rc, RC_TIMEOUT);
+            EXPECT(w.took >= 0.29 && w.took < 1.5, "a 300 ms wait woken %lu times took %.3f s", rounds, w.took);
+        }
+        EXPECT_RC(dat_evd_free(e), DAT_SUCCESS);
     }
     node_close(&n);
 }

@@ -39,6 +39,8 @@ static const struct harness_case cases[] = {
     CASE(evd_second_waiter),
     CASE(evd_unwaitable),
     CASE(evd_unwaitable_brief),
+    CASE(evd_wait_queued),
+    CASE(evd_wait_timeout_woken),
     CASE(evd_post_se),
     CASE(evd_post_se_full),
     CASE(evd_resize_below),

@@ -91,7 +91,7 @@ extern "C" fn dat_evd_wait(
         // A built-in EVD: its events' handles are the built-in table's, which answers for
         // them itself (nothing to note).
         if let Some(e) = builtin::evd::pinned(&local, handle) {
-            return builtin::evd::wait_on(&e, timeout, threshold, event, nmore);
+            return builtin::evd::wait::wait_on(&e, timeout, threshold, event, nmore);
         }
         let t = evd(handle)?;
         let status = call!(t.provider, evd_wait_func, handle, timeout, threshold, event, nmore);

@@ -155,6 +155,18 @@ impl Cond {
         (lock.lock(), timed_out)
     }
 
+    /// [`Cond::wait`] until `deadline` at the latest; true with the guard when it passed (the
+    /// kernel compares it with the clock: no clock is read here). A notification that comes
+    /// first returns false whatever the time: a caller that goes on waiting after it asks
+    /// [`Deadline::passed`].
+    pub fn wait_until<'a, T: ?Sized>(&self, guard: LockGuard<'a, T>, deadline: &Deadline) -> (LockGuard<'a, T>, bool) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        let lock = guard.lock;
+        drop(guard);
+        let timed_out = futex_wait_until(&self.seq, seq, &deadline.0);
+        (lock.lock(), timed_out)
+    }
+
     /// Wakes every waiter.
     pub fn notify_all(&self) {
         self.seq.fetch_add(1, Ordering::Release);
@@ -174,6 +186,58 @@ fn futex_wait(word: &AtomicU32, expected: u32, limit: Option<Duration>) -> bool 
     r < 0 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT
 }
 
+/// A moment on CLOCK_MONOTONIC (std's `Instant` cannot be handed to the kernel), for
+/// [`Cond::wait_until`].
+pub struct Deadline(libc::timespec);
+
+impl Deadline {
+    /// `after` from now (saturating).
+    pub fn after(after: Duration) -> Deadline {
+        let now = monotonic();
+        let mut secs = (now.tv_sec as u64).saturating_add(after.as_secs());
+        let mut nsec = now.tv_nsec as u64 + u64::from(after.subsec_nanos());
+        if nsec >= 1_000_000_000 {
+            nsec -= 1_000_000_000;
+            secs = secs.saturating_add(1);
+        }
+        Deadline(libc::timespec { tv_sec: secs.min(i64::MAX as u64) as libc::time_t, tv_nsec: nsec as libc::c_long })
+    }
+
+    /// Whether it is past (reads the clock).
+    pub fn passed(&self) -> bool {
+        let now = monotonic();
+        (now.tv_sec, now.tv_nsec) >= (self.0.tv_sec, self.0.tv_nsec)
+    }
+}
+
+fn monotonic() -> libc::timespec {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes the timespec on this stack; CLOCK_MONOTONIC cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts
+}
+
+/// Sleeps while `word` holds `expected`, until `deadline` on CLOCK_MONOTONIC at the latest;
+/// true when it passed.
+fn futex_wait_until(word: &AtomicU32, expected: u32, deadline: &libc::timespec) -> bool {
+    // SAFETY: the word lives as long as the borrow; the deadline is a timespec the caller
+    // holds (FUTEX_WAIT_BITSET reads it as absolute, on CLOCK_MONOTONIC without
+    // FUTEX_CLOCK_REALTIME).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            deadline as *const libc::timespec,
+            core::ptr::null::<u32>(),
+            libc::FUTEX_BITSET_MATCH_ANY,
+        )
+    };
+    // SAFETY: reads this thread's errno.
+    r < 0 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT
+}
+
 fn futex_wake(word: &AtomicU32, n: i32) {
     // SAFETY: the word lives as long as the borrow; FUTEX_WAKE only reads its address.
     unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, n) };
@@ -181,7 +245,7 @@ fn futex_wake(word: &AtomicU32, n: i32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cond, Lock};
+    use super::{Cond, Deadline, Lock};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
@@ -256,5 +320,47 @@ mod tests {
         let (_g, timed_out) = c.wait_timeout(l.lock(), Some(Duration::from_millis(30)));
         assert!(timed_out);
         assert!(start.elapsed() >= Duration::from_millis(25));
+    }
+
+    #[test]
+    fn a_waiter_until_a_deadline_wakes_on_notify_and_times_out_at_it() {
+        // Notified long before the deadline: woken, not timed out.
+        let pair = Arc::new((Lock::new(false), Cond::new()));
+        let t = {
+            let pair = pair.clone();
+            std::thread::spawn(move || {
+                let (l, c) = &*pair;
+                let deadline = Deadline::after(Duration::from_secs(20));
+                let mut g = l.lock();
+                while !*g {
+                    let (g2, timed_out) = c.wait_until(g, &deadline);
+                    assert!(!timed_out, "timed out 20 s early");
+                    g = g2;
+                }
+                assert!(!deadline.passed());
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        *pair.0.lock() = true;
+        pair.1.notify_all();
+        t.join().unwrap();
+
+        // Not notified: wakes at the deadline, not before (an absolute time on the clock
+        // Instant reads), and a deadline already past returns at once.
+        let (l, c) = (Lock::new(()), Cond::new());
+        let start = Instant::now();
+        let deadline = Deadline::after(Duration::from_millis(30));
+        assert!(!deadline.passed());
+        let (g, timed_out) = c.wait_until(l.lock(), &deadline);
+        assert!(timed_out);
+        assert!(deadline.passed());
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        let again = Instant::now();
+        let (_g, timed_out) = c.wait_until(g, &deadline);
+        assert!(timed_out);
+        assert!(again.elapsed() < Duration::from_secs(1));
+        // Carries into the seconds, and saturates.
+        assert!(!Deadline::after(Duration::from_nanos(999_999_999)).passed());
+        assert!(!Deadline::after(Duration::MAX).passed());
     }
 }

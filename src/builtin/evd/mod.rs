@@ -5,24 +5,26 @@
 use core::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use super::cno::{self, Cno};
 use super::counters::{EvdCounts, EVD_N};
 use super::ia::{self, Ia};
 use super::provider::Builtin;
+use super::put;
 use super::table::{self, Object};
-use super::{deadline, put};
 use crate::abi::*;
 use crate::device::Qp;
 use crate::util::lock::{Cond, Lock, LockGuard};
 use crate::util::pin::{self, Local};
 use crate::util::ring::Ring;
-use crate::util::sync::MutexExt;
 
 pub mod dequeue;
+#[cfg(test)]
+mod tests;
+pub mod wait;
 use dequeue::MUST_LOOK;
 pub use dequeue::{dequeue, Found};
+pub use wait::wait;
 
 /// The EVD flags a consumer may ask for.
 const VALID_FLAGS: DAT_EVD_FLAGS = DAT_EVD_SOFTWARE_FLAG
@@ -49,6 +51,10 @@ pub struct EvdState {
     /// returns UNWAITABLE even when the EVD is waitable again by the time it looks.
     unwaits: u32,
     pub waiter: bool,
+    /// The waiter has found too few events and sleeps, or is about to: a notification event
+    /// must wake it. Until then it reads the queue itself, and an event delivered meanwhile
+    /// (its own poll's, most often) needs no wake-up, which is a system call.
+    asleep: bool,
     pub cno: Option<Arc<Cno>>,
     /// How many notification events have been queued (wrapping). An event that is queued
     /// without notification (an unsolicited receive on a solicited-wait stream) leaves it as
@@ -82,10 +88,13 @@ pub struct Evd {
     words: &'static [AtomicU64; 2],
     /// [`MUST_LOOK`] or 0, for word 0.
     must_look: u64,
+    /// The device's `polled_qps`, asked once (a blocking wait needs it twice).
+    qps_polled: bool,
     /// The QPs whose completions this EVD reports, on a device whose QPs are polled
     /// (`Device::polled_qps`): an empty dequeue polls these and no others, and a blocking
-    /// wait arms these and no others.
-    sources: Mutex<Sources>,
+    /// wait arms these and no others. Not std's Mutex: a blocking wait takes it twice, and
+    /// std's poison checks would cost more than what it does under it (`util::lock`).
+    sources: Lock<Sources>,
     /// How many there are, readable without the lock.
     nsources: AtomicUsize,
     /// Bumped (under the `sources` lock) each time they change.
@@ -205,7 +214,7 @@ impl Evd {
 
     /// `qp` reports completions here (an EP's QP, while the EP has it).
     pub fn add_source(&self, qp: &Arc<dyn Qp>) {
-        let mut s = self.sources.locked();
+        let mut s = self.sources.lock();
         s.qps.push(qp.clone());
         self.sources_version.fetch_add(1, Ordering::Release);
         // A wait already blocked hears of it too (nothing to deliver: a new QP has nothing
@@ -218,7 +227,7 @@ impl Evd {
 
     /// `qp` no longer does.
     pub fn remove_source(&self, qp: &Arc<dyn Qp>) {
-        let mut s = self.sources.locked();
+        let mut s = self.sources.lock();
         if let Some(n) = s.qps.iter().position(|q| Arc::ptr_eq(q, qp)) {
             let q = s.qps.swap_remove(n);
             self.sources_version.fetch_add(1, Ordering::Release);
@@ -258,7 +267,7 @@ impl Evd {
             Catching { evd: self, out: catch, done: false }
         });
         if p.version != self.sources_version.load(Ordering::Acquire) {
-            let s = self.sources.locked();
+            let s = self.sources.lock();
             p.version = self.sources_version.load(Ordering::Acquire);
             p.qps.clear();
             p.qps.extend(s.qps.iter().map(Arc::downgrade));
@@ -307,46 +316,13 @@ impl Evd {
             }
             s.queue.push_front(Event(event));
             self.set_queued(&s);
-            (if s.enabled { s.cno.clone() } else { None }, s.waiter)
+            (if s.enabled { s.cno.clone() } else { None }, s.asleep)
         };
         if wake {
             self.cond.notify_all();
         }
         if let Some(c) = cno {
             cno::trigger(&c, self.handle);
-        }
-    }
-
-    /// A consumer is about to block in a wait: the device wakes for what this EVD reports.
-    /// Where QPs are polled, that is its sources alone (each armed, and what is ready taken),
-    /// not every CQ of the device.
-    fn wait_begins(&self) {
-        if !self.ia.dev.polled_qps() {
-            return self.ia.dev.consumer_waits(true);
-        }
-        let qps: smallvec::SmallVec<[Arc<dyn Qp>; 4]> = {
-            let mut s = self.sources.locked();
-            s.waits += 1;
-            for q in &s.qps {
-                q.wait_begins();
-            }
-            s.qps.iter().cloned().collect()
-        };
-        // Taken outside the lock (a completion goes to its EP's lock, which an EP attaching a
-        // QP holds while it comes to this one); armed first, so nothing is missed between.
-        for q in &qps {
-            q.deliver_before_wait();
-        }
-    }
-
-    fn wait_ends(&self) {
-        if !self.ia.dev.polled_qps() {
-            return self.ia.dev.consumer_waits(false);
-        }
-        let mut s = self.sources.locked();
-        s.waits -= 1;
-        for q in &s.qps {
-            q.wait_ends();
         }
     }
 
@@ -384,11 +360,11 @@ impl Evd {
                 return true;
             }
             s.notices = s.notices.wrapping_add(1);
-            (if s.enabled { s.cno.clone() } else { None }, s.waiter)
+            (if s.enabled { s.cno.clone() } else { None }, s.asleep)
         };
-        // Only a waiter needs waking (a futex call per event otherwise), and after the lock is
-        // given back, so that it does not wake into a held lock. It reads the queue and the
-        // notice count under the lock, so it cannot miss what was queued above.
+        // Only a sleeping waiter needs waking (a futex call per event otherwise), and after the
+        // lock is given back, so that it does not wake into a held lock. It reads the queue and
+        // the notice count under the lock, so it cannot miss what was queued above.
         if wake {
             self.cond.notify_all();
         }
@@ -534,7 +510,8 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
     let handle = table::reserve(ia.provider());
     let words = table::words(handle);
     // A device whose QPs are polled has completions an empty queue does not show.
-    let must_look = if ia.dev.polled_qps() { MUST_LOOK } else { 0 };
+    let qps_polled = ia.dev.polled_qps();
+    let must_look = if qps_polled { MUST_LOOK } else { 0 };
     words[0].store(must_look, Ordering::Release);
     let e = Arc::new(Evd {
         handle,
@@ -547,6 +524,7 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
             waitable: true,
             unwaits: 0,
             waiter: false,
+            asleep: false,
             cno,
             notices: 0,
             owns_cell: true,
@@ -558,7 +536,8 @@ pub fn create_object(ia: &Arc<Ia>, qlen: DAT_COUNT, cno: Option<Arc<Cno>>, flags
         queued: AtomicUsize::new(0),
         words,
         must_look,
-        sources: Mutex::new(Sources::default()),
+        qps_polled,
+        sources: Lock::new(Sources::default()),
         nsources: AtomicUsize::new(0),
         sources_version: AtomicU64::new(0),
         polled: Lock::new(Polled::default()),
@@ -652,106 +631,6 @@ pub fn set_waitable(handle: DAT_EVD_HANDLE, waitable: bool) -> Result<DAT_RETURN
     }
     e.cond.notify_all();
     Ok(DAT_SUCCESS)
-}
-
-pub fn wait(
-    handle: DAT_EVD_HANDLE,
-    timeout: DAT_TIMEOUT,
-    threshold: DAT_COUNT,
-    event: *mut DAT_EVENT,
-    nmore: *mut DAT_COUNT,
-) -> Result<DAT_RETURN, DAT_RETURN> {
-    with_evd(handle, |e| wait_on(e, timeout, threshold, event, nmore))
-}
-
-/// [`wait`] on an EVD already resolved (pinned by the API layer: its free wakes this wait
-/// before it waits for the pin).
-pub fn wait_on(
-    e: &Evd,
-    timeout: DAT_TIMEOUT,
-    threshold: DAT_COUNT,
-    event: *mut DAT_EVENT,
-    nmore: *mut DAT_COUNT,
-) -> Result<DAT_RETURN, DAT_RETURN> {
-    if event.is_null() {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
-    }
-    let deadline = deadline(timeout);
-    let mut s = e.lock();
-    if threshold <= 0 || threshold > s.qlen {
-        return Err(dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-    }
-    if !s.waitable {
-        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
-    }
-    if s.waiter {
-        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER));
-    }
-    // A solicited-wait stream controls the waking itself: a threshold cannot apply too.
-    if threshold > 1 && e.solicited_streams.load(Ordering::SeqCst) > 0 {
-        return Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_CONFIG_SOLICITED));
-    }
-    s.waiter = true;
-    let unwaits = s.unwaits;
-    s.counts.bump(DCNT_EVD_WAIT);
-    // Events already queued count at once, and so do completions the device holds ready
-    // (`progress`); while blocked, only a notification event wakes the waiter (then it takes
-    // the oldest event, notification or not). The device hears of a blocking wait only when
-    // one may happen, so that it can keep completion wake-ups for waiting consumers.
-    drop(s);
-    if e.poll_sources(std::ptr::null_mut()) == Polling::NoSources {
-        e.ia.dev.progress();
-    }
-    let mut s = e.lock();
-    let mut blocks = false;
-    if s.queue.len() < threshold as usize && timeout != 0 {
-        blocks = true;
-        drop(s);
-        e.wait_begins();
-        s = e.lock();
-    }
-    let ready_at_entry = s.queue.len() >= threshold as usize;
-    let notices = s.notices;
-    let mut slept = false;
-    let result = loop {
-        if !s.waitable || s.unwaits != unwaits {
-            break Err(dat_error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
-        }
-        if s.queue.len() >= threshold as usize && (ready_at_entry || s.notices != notices) {
-            // SAFETY: checked non-NULL; the consumer's event buffer.
-            let taken = unsafe { e.pop_into(&mut s, event) };
-            debug_assert!(taken, "the queue holds at least one event");
-            s.counts.waited();
-            if slept {
-                s.counts.bump(DCNT_EVD_WAIT_NOTIFY);
-            }
-            break Ok(DAT_SUCCESS);
-        }
-        if !slept {
-            slept = true;
-            s.counts.bump(DCNT_EVD_WAIT_BLOCKED);
-        }
-        match deadline {
-            None => s = e.cond.wait(s),
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    break Err(dat_error(DAT_TIMEOUT_EXPIRED, 0));
-                }
-                s = e.cond.wait_timeout(s, Some(d - now)).0;
-            }
-        }
-    };
-    s.waiter = false;
-    if !nmore.is_null() {
-        // SAFETY: non-NULL consumer out-pointer.
-        unsafe { put(nmore, s.queue.len() as DAT_COUNT) };
-    }
-    drop(s);
-    if blocks {
-        e.wait_ends();
-    }
-    result
 }
 
 pub fn post_se(handle: DAT_EVD_HANDLE, event: *const DAT_EVENT) -> Result<DAT_RETURN, DAT_RETURN> {
