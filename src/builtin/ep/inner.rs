@@ -196,8 +196,7 @@ impl EpInner {
 
     // The request queues.
 
-    /// The current (or last) connection's send queue and its serial (see
-    /// [`EpInner::take_send`]).
+    /// The current (or last) connection's send queue.
     pub fn send_queue(&self) -> Option<&Arc<SendQueue>> {
         self.sendq.as_ref()
     }

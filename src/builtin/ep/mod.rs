@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::counters::EpCounts;
 use super::evd::{self, Evd};
-use super::events::{dto_event, request_event, PendingSend};
+use super::events::dto_event;
 use super::ia::{self, Ia};
 use super::iov::PostedRecv;
 use super::put;
@@ -724,13 +724,13 @@ pub fn reset(handle: DAT_EP_HANDLE) -> Result<DAT_RETURN, DAT_RETURN> {
             let evd = i.recv_evd.clone();
             let flushed = flush_recvs(&ep, &mut i);
             // Sends whose completions nobody collected from the QP just dropped (its CQ went
-            // with it) complete as flushed too, each once (the queue's take decides).
+            // with it) complete as flushed too.
             let sends = i.sendq.take();
             i.state = if configured(&i) { DAT_EP_STATE_UNCONNECTED } else { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED };
             drop(i);
             evd::post_all(evd, flushed);
             if let Some(q) = sends {
-                evd::post_all(q.evd().cloned(), q.drain().iter().map(|s| request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
+                q.flush();
             }
         }
         s => return Err(dat_error(DAT_INVALID_STATE, ep_state_subtype(s))),
@@ -769,8 +769,7 @@ pub fn destroy(ep: &Ep) {
     i.drop_ud();
     let evd = i.recv_evd.clone();
     let flushed = flush_recvs(ep, &mut i);
-    let sends: Vec<PendingSend> = i.sendq.take().map(|q| q.drain()).unwrap_or_default();
-    let request_evd = i.request_evd.clone();
+    let sends = i.sendq.take();
     i.state = DAT_EP_STATE_DISCONNECTED;
     if let Some(p) = i.pz.take() {
         p.release();
@@ -784,7 +783,9 @@ pub fn destroy(ep: &Ep) {
         swap_evd(slot, None);
     }
     evd::post_all(evd, flushed);
-    evd::post_all(request_evd, sends.iter().map(|s| request_event(ep.handle, s, DAT_DTO_ERR_FLUSHED, 0)).collect());
+    if let Some(q) = sends {
+        q.flush();
+    }
 }
 
 /// The EP has `qp`: on a device whose QPs are polled, its recv and request EVDs poll it.

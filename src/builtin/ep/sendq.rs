@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::EpInner;
-use crate::builtin::evd::Evd;
-use crate::builtin::events::PendingSend;
+use crate::abi::DAT_DTO_ERR_FLUSHED;
+use crate::builtin::evd::{self, Evd};
+use crate::builtin::events::{request_event, PendingSend};
 
 /// Slots per chunk.
 const CHUNK: usize = 32;
@@ -35,6 +36,14 @@ const GENERATION: u64 = 0x7fff_ffff;
 struct Slot {
     word: AtomicU64,
     request: UnsafeCell<MaybeUninit<PendingSend>>,
+}
+
+impl Slot {
+    /// Whether no request holds it (acquiring what the completion that gave it back read).
+    #[inline]
+    fn is_free(&self) -> bool {
+        self.word.load(Ordering::Acquire) & STATE == FREE
+    }
 }
 
 struct Chunk([Slot; CHUNK]);
@@ -80,7 +89,8 @@ impl SendQueue {
         let binds = sends.max(16);
         let total = sends.saturating_add(binds).min(u32::MAX >> 1);
         let chunks = (0..(total as usize).div_ceil(CHUNK)).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect();
-        static SERIALS: AtomicU64 = AtomicU64::new(0);
+        // From 1: 0 stands for no queue (`EpInner::take_send`).
+        static SERIALS: AtomicU64 = AtomicU64::new(1);
         let serial = SERIALS.fetch_add(1, Ordering::Relaxed);
         SendQueue { serial, ep, evd: OnceLock::new(), chunks, sends, total, next_send: AtomicU32::new(0), next_bind: AtomicU32::new(sends) }
     }
@@ -99,7 +109,8 @@ impl SendQueue {
     }
 
     /// Takes a slot for one of the consumer's requests; None: `max_request_dtos` are
-    /// outstanding. `_held` proves the EP's lock is held (one writer of the slots).
+    /// outstanding. `held` proves the EP's lock is held (one writer of the slots), and names
+    /// the request EVD.
     #[inline]
     pub fn add_send(&self, held: &EpInner, s: PendingSend) -> Option<u64> {
         self.add(Region::Sends, s, held.request_evd())
@@ -122,7 +133,7 @@ impl SendQueue {
         }
         let first = next.load(Ordering::Relaxed);
         // In-order completion leaves the slot after the last one taken free: one look, mostly.
-        let (index, slot) = match self.slot(first).filter(|s| s.word.load(Ordering::Acquire) & STATE == FREE) {
+        let (index, slot) = match self.slot(first).filter(|s| s.is_free()) {
             Some(slot) => (first, slot),
             None => self.search(first, start, end, evd)?,
         };
@@ -145,7 +156,7 @@ impl SendQueue {
     #[inline(never)]
     fn search(&self, first: u32, start: u32, end: u32, evd: Option<&Arc<Evd>>) -> Option<(u32, &Slot)> {
         let made = |r: std::ops::Range<u32>| r.map_while(|i| Some((i, self.slot(i)?)));
-        let free = made(first..end).chain(made(start..first)).find(|(_, s)| s.word.load(Ordering::Acquire) & STATE == FREE);
+        let free = made(first..end).chain(made(start..first)).find(|(_, s)| s.is_free());
         if free.is_some() {
             return free;
         }
@@ -198,13 +209,21 @@ impl SendQueue {
         // Only the chunks made hold requests.
         self.chunks.iter().all(|c| {
             // SAFETY: a chunk, once published, lives as long as the queue.
-            unsafe { c.load(Ordering::Acquire).as_ref() }.is_none_or(|c| c.0.iter().all(|s| s.word.load(Ordering::Acquire) & STATE == FREE))
+            unsafe { c.load(Ordering::Acquire).as_ref() }.is_none_or(|c| c.0.iter().all(|s| s.is_free()))
         })
     }
 
+    /// Every request still outstanding completes as flushed on the queue's EVD (the
+    /// connection is gone), each once: a poll of the QP still under way elsewhere may report
+    /// one itself, and [`SendQueue::take`] decides.
+    pub fn flush(&self) {
+        let events = self.drain().iter().map(|s| request_event(self.ep, s, DAT_DTO_ERR_FLUSHED, 0)).collect();
+        evd::post_all(self.evd().cloned(), events);
+    }
+
     /// Every request still outstanding, given back, the consumer's oldest-first as far as the
-    /// ring tells (the connection is gone and they complete as flushed).
-    pub fn drain(&self) -> Vec<PendingSend> {
+    /// ring tells.
+    fn drain(&self) -> Vec<PendingSend> {
         let from = self.next_send.load(Ordering::Relaxed);
         let order = (from..self.sends).chain(0..from).chain(self.sends..self.total);
         order
