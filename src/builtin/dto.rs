@@ -10,7 +10,7 @@ use super::ep::{self, check_watermarks, ep_state_subtype, Ep, SendQueue, COMPLET
 use super::events::{dto_event, immediate_event, request_event, send_immediate_event, ud_recv_event, PendingSend, Report};
 use super::iov::{iov_slice, sges, PostedRecv};
 use crate::abi::*;
-use crate::device::{keys_live, AddressHandle, Completion, DevError, SendWr, Sge, Sges, WcOp, WrOp};
+use crate::device::{keys_live, sges_len, AddressHandle, Completion, DevError, SendWr, Sge, Sges, WcOp, WrOp};
 use crate::util::sync::MutexExt;
 
 /// What a post asks of the device.
@@ -448,7 +448,7 @@ pub fn post_recv_on(
             refuse_dead_key(ep, dto_event(ep.handle, cookie, DAT_DTO_ERR_LOCAL_PROTECTION, 0, DAT_DTO_RECEIVE, 0), true);
             return Ok(DAT_SUCCESS);
         }
-        let len = list.iter().map(|s| u64::from(s.len)).sum();
+        let len = sges_len(&list);
         // The list goes to the QP, or is kept until there is one.
         let (recv, list) = match qp {
             Some(_) => (PostedRecv::posted(cookie, len), list),

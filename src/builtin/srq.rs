@@ -12,7 +12,7 @@ use super::put;
 use super::pz::{self, Pz};
 use super::table::{self, Object};
 use crate::abi::*;
-use crate::device::{DevError, Srq as DevSrq, SrqEvents};
+use crate::device::{sges_len, DevError, Srq as DevSrq, SrqEvents};
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
 
@@ -133,7 +133,7 @@ pub fn post_recv(
     let s = srq(handle)?;
     let list = iov_sges(count, iov, s.max_recv_iov, DAT_INVALID_ARG2)?;
     let wr_id = NEXT_WR.fetch_add(1, Ordering::Relaxed);
-    let len = list.iter().map(|s| u64::from(s.len)).sum();
+    let len = sges_len(&list);
     s.recvs.locked().insert(wr_id, PostedRecv::posted(cookie, len));
     if let Err(e) = s.dev.post_recv(wr_id, list) {
         s.recvs.locked().remove(&wr_id);

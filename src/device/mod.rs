@@ -426,6 +426,12 @@ pub const MOVED_TCP: usize = 0;
 pub const MOVED_CMA: usize = 1;
 pub const MOVED_SHM: usize = 2;
 
+/// The bytes a scatter list spans.
+#[inline]
+pub fn sges_len(sges: &[Sge]) -> u64 {
+    sges.iter().map(|s| u64::from(s.len)).sum()
+}
+
 /// Whether every segment of a request that moves bytes passes `live` (see
 /// [`QpEvents::key_live`]).
 pub fn keys_live(sges: &[Sge], live: impl Fn(u32) -> bool) -> bool {

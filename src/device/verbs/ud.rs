@@ -19,7 +19,7 @@ use super::errno::{dev_error, last_error};
 use super::qp::VerbsQp;
 use super::{probe, sys, Ptr};
 use crate::dbg_log;
-use crate::device::{AddressHandle, DevError, SendWr, Service, WcOp, WrOp, GRH_LEN};
+use crate::device::{sges_len, AddressHandle, DevError, SendWr, Service, WcOp, WrOp, GRH_LEN};
 use crate::log::DbgType;
 use crate::util::idmap::IdMap;
 use crate::util::sync::MutexExt;
@@ -260,7 +260,7 @@ pub(super) fn post_send(qp: &VerbsQp, wr: &SendWr) -> Result<(), DevError> {
         _ => return Err(DevError::NotSupported),
     };
     // Not above the QP's datagram size (some devices, rxe among them, would send it).
-    let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
+    let len = sges_len(&wr.sges);
     if len > u64::from(qp.caps.max_message.min(crate::device::Device::limits(qp.dev.as_ref()).max_ud_msg)) {
         return Err(DevError::NoResources);
     }

@@ -25,7 +25,7 @@ use super::{Event, Inner, SoftQp};
 use crate::abi::DAT_DTO_SUCCESS;
 use crate::device::soft::keytab::Grant;
 use crate::device::soft::{io, shm, KeySet};
-use crate::device::{Completion, DevError, SendWr, WcOp, WrOp};
+use crate::device::{sges_len, Completion, DevError, SendWr, WcOp, WrOp};
 use crate::util::sync::MutexExt;
 
 impl SoftQp {
@@ -114,7 +114,7 @@ impl SoftQp {
         if !matches!(wr.op, WrOp::Send | WrOp::SendImm(_)) || !direct_allowed(i) {
             return None;
         }
-        let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
+        let len = sges_len(&wr.sges);
         if len > u64::from(SEND_DIRECT_MAX.min(self.caps.max_message)) {
             return None;
         }

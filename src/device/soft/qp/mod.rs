@@ -561,7 +561,7 @@ impl Qp for SoftQp {
             return self.complete_direct(self.lock(), wr.wr_id, WcOp::Send, len);
         }
         let is_read = matches!(wr.op, WrOp::Read | WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. });
-        let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
+        let len = sges_len(&wr.sges);
         let wc_op = match wr.op {
             WrOp::Send | WrOp::SendInv(_) | WrOp::SendImm(_) => WcOp::Send,
             WrOp::Write | WrOp::WriteImm(_) => WcOp::Write,

@@ -366,7 +366,7 @@ impl SoftUdQp {
     /// `sges`; returns the completion status.
     fn land(&self, buf: &mut [u8], src: IpAddr, payload: u32, sges: &[Sge]) -> u32 {
         let Some(keys) = self.dev.local_keys(self.pd, sges, true) else { return DAT_DTO_ERR_LOCAL_PROTECTION };
-        let capacity: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
+        let capacity = sges_len(sges);
         if capacity < buf.len() as u64 {
             return DAT_DTO_ERR_LOCAL_LENGTH;
         }
@@ -501,7 +501,7 @@ impl Qp for SoftUdQp {
         if !keys_live(&wr.sges, |k| self.events.key_live(k)) {
             return Err(DevError::Fault);
         }
-        let len: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
+        let len = sges_len(&wr.sges);
         let status = if len > u64::from(self.caps.max_message.min(MTU)) {
             DAT_DTO_ERR_LOCAL_LENGTH
         } else if let Some(keys) = self.dev.local_keys(self.pd, &wr.sges, false) {
